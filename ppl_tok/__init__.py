@@ -1,0 +1,21 @@
+"""ppl-tok: tokenization as a probabilistic program.
+
+Geh et al. (2024), "Where is the signal in tokenization space?": a string has
+exponentially many tokenizations; an LM induces a distribution over them. This
+package compiles them into an MDD (:mod:`ppl_tok.mdd`) over byte-exact
+vocabularies (:mod:`ppl_tok.vocabulary`) and scores them with LMs behind one
+small interface (:mod:`ppl_tok.lm`).
+"""
+
+from .cards import DEFAULT_MODEL, ModelCard, ModelNotFoundError, list_cards, load_lm, load_vocabulary
+from .lm import BigramLM, FunctionLM, HFLanguageModel, LanguageModel, LMState, TableLM
+from .mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
+from .vocabulary import ByteFallback, Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMState",
+    "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "TableLM", "Vocabulary",
+    "compile_mdd", "compile_mdd_naive", "list_cards", "load_lm", "load_vocabulary",
+]

@@ -1,0 +1,348 @@
+"""The multi-valued decision diagram (MDD) of all tokenizations of a string.
+
+Geh et al. (2024), Sec. 3 and Algorithm 1: every tokenization of a string x is
+a path through a DAG whose nodes are positions in x and whose edges are tokens.
+Here the nodes are byte offsets ``0..len(x)`` and an edge ``i -> j`` keyed by
+token id ``t`` exists iff ``bytes(t) == x[i:j]``. The MDD *is* a networkx
+``MultiDiGraph`` (parallel edges keep tokens that share a surface), so every
+networkx algorithm applies; the methods below are the ones the paper needs.
+
+Construction walks a byte trie of the vocabulary from each reachable offset
+(cost: the lengths of the matches, not ``|V|``), then prunes offsets that cannot
+reach the end. Algorithm 1 as written scans the whole vocabulary at every
+position; :func:`compile_mdd_naive` keeps that version as the benchmark
+baseline and as an independent check in the tests.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import networkx as nx
+
+from .vocabulary import ByteFallback, Vocabulary
+
+
+class NoTokenizationError(ValueError):
+    """The text has no tokenization under the vocabulary."""
+
+
+class MDD(nx.MultiDiGraph):
+    """All tokenizations of ``text`` as a DAG over byte offsets.
+
+    Nodes are the byte offsets that lie on some complete path; edges
+    ``(i, j, key=token_id)``. ``mdd.source == 0`` and ``mdd.sink == len(text)``.
+    The graph attributes ``text`` (bytes) and ``vocab`` hold the inputs.
+    """
+
+    @property
+    def text(self) -> bytes:
+        return self.graph["text"]
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.graph["vocab"]
+
+    @property
+    def source(self) -> int:
+        return 0
+
+    @property
+    def sink(self) -> int:
+        return len(self.graph["text"])
+
+    def out_tokens(self, node: int) -> dict[int, int]:
+        """The tokens allowed at ``node``, each with the node it leads to."""
+        return {t: j for _, j, t in self.out_edges(node, keys=True)}
+
+    # -------------------------------------------------------------- counting
+    @cached_property
+    def path_counts(self) -> dict[int, int]:
+        """``path_counts[i]``: the number of tokenizations of ``text[i:]`` (exact)."""
+        counts = {self.sink: 1}
+        for i in sorted(self.nodes, reverse=True):
+            if i != self.sink:
+                counts[i] = sum(counts[j] for _, j in self.out_edges(i))
+        return counts
+
+    def count(self) -> int:
+        """The number of tokenizations of the text (a Python big integer)."""
+        return self.path_counts[self.source]
+
+    # ---------------------------------------------------------- enumeration
+    def enumerate(self, limit: int | None = None) -> Iterator[tuple[int, ...]]:
+        """Yield tokenizations (tuples of ids) depth-first; at most ``limit`` of them."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        produced = 0
+        stack: list[tuple[int, tuple[int, ...]]] = [(self.source, ())]
+        while stack:
+            node, path = stack.pop()
+            if node == self.sink:
+                if limit is not None and produced >= limit:
+                    return
+                produced += 1
+                yield path
+                continue
+            for _, j, t in sorted(self.out_edges(node, keys=True), reverse=True):
+                stack.append((j, path + (t,)))
+
+    def sample(self, num_samples: int = 1, seed: int | None = None) -> list[tuple[int, ...]]:
+        """Tokenizations drawn uniformly at random (exact, with big-integer counts)."""
+        rng = random.Random(seed)
+        counts = self.path_counts
+        out = []
+        for _ in range(num_samples):
+            node, path = self.source, []
+            while node != self.sink:
+                r = rng.randrange(counts[node])
+                for _, j, t in self.out_edges(node, keys=True):
+                    if r < counts[j]:
+                        break
+                    r -= counts[j]
+                path.append(t)
+                node = j
+            out.append(tuple(path))
+        return out
+
+    def accepts(self, tokens: Sequence[int]) -> bool:
+        """Whether ``tokens`` is a path from source to sink (a tokenization)."""
+        node = self.source
+        for t in tokens:
+            s = self.vocab[t] if 0 <= t < len(self.vocab) else None
+            if s is None or not self.has_edge(node, node + len(s), key=t):
+                return False
+            node += len(s)
+        return node == self.sink
+
+    __contains__ = nx.MultiDiGraph.__contains__  # keep node membership semantics
+
+    def canonical(self) -> tuple[int, ...]:
+        """The tokenizer's canonical tokenization of the text (a path of the MDD)."""
+        tokens = tuple(self.vocab.encode(self.text.decode("utf-8")))
+        if not self.accepts(tokens):
+            raise ValueError(
+                f"the canonical tokenization {tokens} of {self.text!r} is not a path of its MDD "
+                f"(byte-fallback policy {self.vocab.fallback.value!r})"
+            )
+        return tokens
+
+    def describe(self, tokens: Sequence[int]) -> list[str]:
+        """Human-readable names of ``tokens``."""
+        return [self.vocab.token_name(t) for t in tokens]
+
+    # --------------------------------------------------------------- export
+    def to_dot(self, path: str | Path | None = None) -> str:
+        """Graphviz DOT text (written to ``path`` if given): nodes left to right, the sink a box."""
+        lines = ["digraph mdd {", "  rankdir=LR;", '  node [shape=circle, fontsize=10];']
+        lines.append(f'  {self.sink} [shape=square, label=""];')
+        for i, j, t in sorted(self.edges(keys=True)):
+            label = self.vocab.token_name(t).replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'  {i} -> {j} [label="{label}"];')
+        lines.append("}")
+        dot = "\n".join(lines) + "\n"
+        if path is not None:
+            Path(path).write_text(dot, encoding="utf-8")
+        return dot
+
+    def draw(self, path: str | Path, max_edges: int = 400) -> None:
+        """Draw the MDD to an image file (PNG), nodes placed by byte offset.
+
+        Meant for small MDDs like the paper's Fig. 2 drawing of ``Bird``.
+        """
+        if self.number_of_edges() > max_edges:
+            raise ValueError(
+                f"the MDD has {self.number_of_edges()} edges; drawing is limited to {max_edges} "
+                "(raise max_edges, or export DOT instead)"
+            )
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import FancyArrowPatch
+
+        nodes = sorted(self.nodes)
+        fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(nodes), 3.2))
+        ypos = {n: 0.0 for n in nodes}
+        for n in nodes:
+            shape = "s" if n == self.sink else "o"
+            ax.plot(n, 0, shape, ms=16, mfc="white", mec="black", zorder=3)
+            ax.text(n, 0, str(n), ha="center", va="center", fontsize=7, zorder=4)
+        # Fan parallel and long edges out as arcs of different curvature.
+        seen: dict[tuple[int, int], int] = {}
+        for i, j, t in sorted(self.edges(keys=True)):
+            k = seen.get((i, j), 0)
+            seen[(i, j)] = k + 1
+            span = j - i
+            rad = 0.0 if (span == 1 and k == 0) else 0.25 + 0.12 * k + 0.05 * span
+            sign = -1 if k % 2 else 1
+            arrow = FancyArrowPatch((i, ypos[i]), (j, ypos[j]), connectionstyle=f"arc3,rad={sign * rad}",
+                                    arrowstyle="-|>", mutation_scale=10, shrinkA=9, shrinkB=9, lw=0.8)
+            ax.add_patch(arrow)
+            height = sign * rad * span / 2
+            label = self.vocab.token_name(t)
+            ax.text((i + j) / 2, -height, label, ha="center", va="center", fontsize=7,
+                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none"))
+        ax.set_xlim(-0.7, self.sink + 0.7)
+        ax.set_ylim(-1.2 - 0.1 * self.sink, 1.2 + 0.1 * self.sink)
+        ax.axis("off")
+        ax.set_title(f"MDD of {self.text.decode('utf-8', 'replace')!r}: {self.count()} tokenizations",
+                     fontsize=9)
+        fig.tight_layout()
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+
+
+# ---------------------------------------------------------------- compiling
+def _as_bytes(text: str | bytes) -> bytes:
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if not data:
+        raise ValueError("cannot compile the MDD of the empty string: it has no tokenization")
+    return data
+
+
+def _trie_matches(data: bytes, start: int, trie: dict) -> list[tuple[int, int]]:
+    """All (end, token_id) with ``bytes(token) == data[start:end]``, by walking the trie."""
+    out = []
+    node = trie
+    for j in range(start, len(data)):
+        node = node.get(data[j])
+        if node is None:
+            break
+        ids = node.get(-1)
+        if ids:
+            end = j + 1
+            out.extend((end, t) for t in ids)
+    return out
+
+
+def _fallback_positions(data: bytes, vocab: Vocabulary, ordinary: dict) -> set[int]:
+    """Byte offsets where the paper's policy allows byte pieces.
+
+    A character (a UTF-8 sequence) is covered if some ordinary token occurrence
+    in the text spans it; byte pieces may spell only the characters that are not.
+    """
+    covered = bytearray(len(data))
+    for i in range(len(data)):
+        for end, _ in _trie_matches(data, i, ordinary):
+            covered[i:end] = b"\x01" * (end - i)
+    allowed = set()
+    text = data.decode("utf-8", errors="surrogateescape")
+    offset = 0
+    for ch in text:
+        width = len(ch.encode("utf-8", errors="surrogateescape"))
+        if not all(covered[offset:offset + width]):
+            allowed.update(range(offset, offset + width))
+        offset += width
+    return allowed
+
+
+def _edges(data: bytes, vocab: Vocabulary) -> dict[int, list[tuple[int, int]]]:
+    """Out-edges of every offset reachable from 0: offset -> [(end, token)]."""
+    policy = vocab.fallback
+    has_bytes = bool(vocab.byte_fallback_ids)
+    ordinary = vocab.trie(False)
+    full = vocab.trie(True) if (policy is ByteFallback.ALWAYS and has_bytes) else ordinary
+    fallback_at = (
+        _fallback_positions(data, vocab, ordinary) if (has_bytes and policy is ByteFallback.PAPER) else set()
+    )
+    reachable = bytearray(len(data) + 1)
+    reachable[0] = 1
+    out: dict[int, list[tuple[int, int]]] = {}
+    for i in range(len(data)):
+        if not reachable[i]:
+            continue
+        matches = _trie_matches(data, i, full)
+        if i in fallback_at:
+            matches.extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
+        if matches:
+            out[i] = matches
+            for end, _ in matches:
+                reachable[end] = 1
+    return out
+
+
+def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: dict[int, list[tuple[int, int]]]) -> NoTokenizationError:
+    trie = vocab.trie(vocab.fallback is not ByteFallback.NEVER)
+    covered = bytearray(len(data))
+    for i in range(len(data)):
+        for end, _ in _trie_matches(data, i, trie):
+            covered[i:end] = b"\x01" * (end - i)
+    bad = []
+    offset = 0
+    for pos, ch in enumerate(data.decode("utf-8", errors="surrogateescape")):
+        width = len(ch.encode("utf-8", errors="surrogateescape"))
+        if not all(covered[offset:offset + width]):
+            bad.append(f"{ch!r} (U+{ord(ch):04X}) at character {pos}, byte {offset}")
+        offset += width
+    shown = data.decode("utf-8", errors="replace")
+    if bad:
+        return NoTokenizationError(
+            f"{shown!r} has no tokenization under {vocab.name}: no token covers " + "; ".join(bad)
+        )
+    furthest = max((end for ms in edges.values() for end, _ in ms), default=0)
+    return NoTokenizationError(
+        f"{shown!r} has no tokenization under {vocab.name}: every character is covered by some token, "
+        f"but no sequence of tokens gets past byte {furthest}"
+    )
+
+
+def compile_mdd(text: str | bytes, vocab: Vocabulary) -> MDD:
+    """Compile the MDD of all tokenizations of ``text`` under ``vocab``.
+
+    The text is taken literally (no dummy-prefix space is added). Raises
+    :class:`NoTokenizationError` naming the uncovered characters and their
+    positions when the text has no tokenization, and ``ValueError`` when it is
+    empty.
+    """
+    data = _as_bytes(text)
+    edges = _edges(data, vocab)
+    # Keep only offsets that can reach the end (backwards over the DAG).
+    alive = bytearray(len(data) + 1)
+    alive[len(data)] = 1
+    for i in sorted(edges, reverse=True):
+        if any(alive[end] for end, _ in edges[i]):
+            alive[i] = 1
+    if not alive[0]:
+        raise _no_tokenization_error(data, vocab, edges)
+    mdd = MDD(text=data, vocab=vocab)
+    mdd.add_nodes_from(i for i in range(len(data) + 1) if alive[i])
+    mdd.add_edges_from((i, end, t) for i, ms in edges.items() if alive[i] for end, t in ms if alive[end])
+    return mdd
+
+
+def compile_mdd_naive(text: str | bytes, vocab: Vocabulary) -> MDD:
+    """Algorithm 1 as written: scan the whole vocabulary at every position.
+
+    Ordinary tokens only (no byte fallback); kept as the speed baseline of
+    ``ppl-tok bench mdd`` and as an independent check of :func:`compile_mdd`.
+    """
+    data = _as_bytes(text)
+    items = [(t, s) for t, s in enumerate(vocab.surfaces) if s is not None and t not in vocab.byte_fallback_ids]
+    edges: dict[int, list[tuple[int, int]]] = {}
+    for i in range(len(data)):
+        ms = [(i + len(s), t) for t, s in items if data.startswith(s, i)]
+        if ms:
+            edges[i] = ms
+    alive = {len(data)}
+    for i in sorted(edges, reverse=True):
+        if any(end in alive for end, _ in edges[i]):
+            alive.add(i)
+    # Forward reachability from 0, as the recursion of Algorithm 1 visits.
+    reach, frontier = {0}, [0]
+    while frontier:
+        i = frontier.pop()
+        for end, _ in edges.get(i, ()):
+            if end not in reach:
+                reach.add(end)
+                frontier.append(end)
+    keep = alive & reach
+    if 0 not in keep:
+        raise _no_tokenization_error(data, vocab, edges)
+    mdd = MDD(text=data, vocab=vocab)
+    mdd.add_nodes_from(sorted(keep))
+    mdd.add_edges_from((i, end, t) for i, ms in edges.items() if i in keep for end, t in ms if end in keep)
+    return mdd
