@@ -165,29 +165,31 @@ class MDD(nx.MultiDiGraph):
         from matplotlib.patches import FancyArrowPatch
 
         nodes = sorted(self.nodes)
-        fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(nodes), 3.2))
-        ypos = {n: 0.0 for n in nodes}
+        fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(nodes), 1.0 + 0.7 * len(nodes)))
         for n in nodes:
             shape = "s" if n == self.sink else "o"
             ax.plot(n, 0, shape, ms=16, mfc="white", mec="black", zorder=3)
             ax.text(n, 0, str(n), ha="center", va="center", fontsize=7, zorder=4)
-        # Fan parallel and long edges out as arcs of different curvature.
+        # Fan parallel and long edges out as arcs of different curvature,
+        # alternately below and above the line of nodes.
         seen: dict[tuple[int, int], int] = {}
-        for i, j, t in sorted(self.edges(keys=True)):
+        extent = 0.6
+        for n_edge, (i, j, t) in enumerate(sorted(self.edges(keys=True))):
             k = seen.get((i, j), 0)
             seen[(i, j)] = k + 1
             span = j - i
-            rad = 0.0 if (span == 1 and k == 0) else 0.25 + 0.12 * k + 0.05 * span
-            sign = -1 if k % 2 else 1
-            arrow = FancyArrowPatch((i, ypos[i]), (j, ypos[j]), connectionstyle=f"arc3,rad={sign * rad}",
+            rad = 0.0 if (span == 1 and k == 0) else 0.3 + 0.15 * k
+            sign = 1 if (span + k) % 2 else -1
+            arrow = FancyArrowPatch((i, 0), (j, 0), connectionstyle=f"arc3,rad={sign * rad}",
                                     arrowstyle="-|>", mutation_scale=10, shrinkA=9, shrinkB=9, lw=0.8)
             ax.add_patch(arrow)
-            height = sign * rad * span / 2
-            label = self.vocab.token_name(t)
-            ax.text((i + j) / 2, -height, label, ha="center", va="center", fontsize=7,
+            y = -sign * rad * span / 2  # arc3 bends by rad * chord at the control point
+            extent = max(extent, abs(y) + 0.4)
+            ax.text((i + j) / 2, y, self.vocab.token_name(t), ha="center", va="center", fontsize=7,
                     bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none"))
+        ax.set_aspect("equal")
         ax.set_xlim(-0.7, self.sink + 0.7)
-        ax.set_ylim(-1.2 - 0.1 * self.sink, 1.2 + 0.1 * self.sink)
+        ax.set_ylim(-extent, extent)
         ax.axis("off")
         ax.set_title(f"MDD of {self.text.decode('utf-8', 'replace')!r}: {self.count()} tokenizations",
                      fontsize=9)
@@ -219,53 +221,80 @@ def _trie_matches(data: bytes, start: int, trie: dict) -> list[tuple[int, int]]:
     return out
 
 
-def _fallback_positions(data: bytes, vocab: Vocabulary, ordinary: dict) -> set[int]:
+def _fallback_positions(data: bytes, vocab: Vocabulary, matches: list[list[tuple[int, int]]]) -> list[int]:
     """Byte offsets where the paper's policy allows byte pieces.
 
     A character (a UTF-8 sequence) is covered if some ordinary token occurrence
-    in the text spans it; byte pieces may spell only the characters that are not.
+    in the text spans it (``matches[i]`` are the ordinary matches at offset i);
+    byte pieces may spell only the characters that are not.
     """
-    covered = bytearray(len(data))
-    for i in range(len(data)):
-        for end, _ in _trie_matches(data, i, ordinary):
-            covered[i:end] = b"\x01" * (end - i)
-    allowed = set()
-    text = data.decode("utf-8", errors="surrogateescape")
+    single = vocab._by_surface
+    spans = []  # (start, end) of characters that are not a token by themselves
     offset = 0
-    for ch in text:
-        width = len(ch.encode("utf-8", errors="surrogateescape"))
-        if not all(covered[offset:offset + width]):
-            allowed.update(range(offset, offset + width))
-        offset += width
-    return allowed
+    for ch in data.decode("utf-8", errors="surrogateescape"):
+        raw = ch.encode("utf-8", errors="surrogateescape")
+        if not any(t not in vocab.byte_fallback_ids for t in single.get(raw, ())):
+            spans.append((offset, offset + len(raw)))
+        offset += len(raw)
+    if not spans:
+        return []
+    covered = bytearray(len(data))
+    for i, ms in enumerate(matches):
+        for end, _ in ms:
+            covered[i:end] = b"\x01" * (end - i)
+    return [i for a, b in spans if not all(covered[a:b]) for i in range(a, b)]
 
 
-def _edges(data: bytes, vocab: Vocabulary) -> dict[int, list[tuple[int, int]]]:
-    """Out-edges of every offset reachable from 0: offset -> [(end, token)]."""
+def _edges(data: bytes, vocab: Vocabulary) -> list[list[tuple[int, int]]]:
+    """Out-edges of every offset: ``edges[i] = [(end, token), ...]``."""
     policy = vocab.fallback
     has_bytes = bool(vocab.byte_fallback_ids)
-    ordinary = vocab.trie(False)
-    full = vocab.trie(True) if (policy is ByteFallback.ALWAYS and has_bytes) else ordinary
-    fallback_at = (
-        _fallback_positions(data, vocab, ordinary) if (has_bytes and policy is ByteFallback.PAPER) else set()
-    )
-    reachable = bytearray(len(data) + 1)
-    reachable[0] = 1
-    out: dict[int, list[tuple[int, int]]] = {}
-    for i in range(len(data)):
-        if not reachable[i]:
-            continue
-        matches = _trie_matches(data, i, full)
-        if i in fallback_at:
-            matches.extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
-        if matches:
-            out[i] = matches
-            for end, _ in matches:
-                reachable[end] = 1
-    return out
+    trie = vocab.trie(policy is ByteFallback.ALWAYS and has_bytes)
+    edges = [_trie_matches(data, i, trie) for i in range(len(data))]
+    if has_bytes and policy is ByteFallback.PAPER:
+        for i in _fallback_positions(data, vocab, edges):
+            edges[i].extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
+    return edges
 
 
-def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: dict[int, list[tuple[int, int]]]) -> NoTokenizationError:
+def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -> MDD:
+    """The pruned MDD: offsets reachable from 0 that can reach the end."""
+    n = len(data)
+    reach = bytearray(n + 1)
+    reach[0] = 1
+    for i in range(n):
+        if reach[i]:
+            for end, _ in edges[i]:
+                reach[end] = 1
+    alive = bytearray(n + 1)
+    alive[n] = reach[n]
+    for i in range(n - 1, -1, -1):
+        if reach[i] and any(alive[end] for end, _ in edges[i]):
+            alive[i] = 1
+    if not alive[0]:
+        raise _no_tokenization_error(data, vocab, edges)
+    nodes = [i for i in range(n + 1) if alive[i]]
+    # Fill networkx's adjacency dicts directly (the documented MultiDiGraph
+    # layout: succ[u][v][key] and pred[v][u][key] share one attribute dict);
+    # add_edges_from costs several times more. tests/test_mdd.py checks the
+    # result against the naive compiler, which uses the public API.
+    mdd = MDD(text=data, vocab=vocab)
+    succ: dict = {i: {} for i in nodes}
+    pred: dict = {i: {} for i in nodes}
+    for i in nodes[:-1]:
+        out = succ[i]
+        for end, t in edges[i]:
+            if alive[end]:
+                attr: dict = {}
+                out.setdefault(end, {})[t] = attr
+                pred[end].setdefault(i, {})[t] = attr
+    mdd._node.update((i, {}) for i in nodes)
+    mdd._adj.update(succ)
+    mdd._pred.update(pred)
+    return mdd
+
+
+def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -> NoTokenizationError:
     trie = vocab.trie(vocab.fallback is not ByteFallback.NEVER)
     covered = bytearray(len(data))
     for i in range(len(data)):
@@ -283,7 +312,7 @@ def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: dict[int, list
         return NoTokenizationError(
             f"{shown!r} has no tokenization under {vocab.name}: no token covers " + "; ".join(bad)
         )
-    furthest = max((end for ms in edges.values() for end, _ in ms), default=0)
+    furthest = max((end for ms in edges for end, _ in ms), default=0)
     return NoTokenizationError(
         f"{shown!r} has no tokenization under {vocab.name}: every character is covered by some token, "
         f"but no sequence of tokens gets past byte {furthest}"
@@ -299,19 +328,7 @@ def compile_mdd(text: str | bytes, vocab: Vocabulary) -> MDD:
     empty.
     """
     data = _as_bytes(text)
-    edges = _edges(data, vocab)
-    # Keep only offsets that can reach the end (backwards over the DAG).
-    alive = bytearray(len(data) + 1)
-    alive[len(data)] = 1
-    for i in sorted(edges, reverse=True):
-        if any(alive[end] for end, _ in edges[i]):
-            alive[i] = 1
-    if not alive[0]:
-        raise _no_tokenization_error(data, vocab, edges)
-    mdd = MDD(text=data, vocab=vocab)
-    mdd.add_nodes_from(i for i in range(len(data) + 1) if alive[i])
-    mdd.add_edges_from((i, end, t) for i, ms in edges.items() if alive[i] for end, t in ms if alive[end])
-    return mdd
+    return _build(data, vocab, _edges(data, vocab))
 
 
 def compile_mdd_naive(text: str | bytes, vocab: Vocabulary) -> MDD:
@@ -322,27 +339,18 @@ def compile_mdd_naive(text: str | bytes, vocab: Vocabulary) -> MDD:
     """
     data = _as_bytes(text)
     items = [(t, s) for t, s in enumerate(vocab.surfaces) if s is not None and t not in vocab.byte_fallback_ids]
-    edges: dict[int, list[tuple[int, int]]] = {}
+    edges = [[(i + len(s), t) for t, s in items if data.startswith(s, i)] for i in range(len(data))]
+    reach, alive = {0}, {len(data)}
     for i in range(len(data)):
-        ms = [(i + len(s), t) for t, s in items if data.startswith(s, i)]
-        if ms:
-            edges[i] = ms
-    alive = {len(data)}
-    for i in sorted(edges, reverse=True):
+        if i in reach:
+            reach.update(end for end, _ in edges[i])
+    for i in range(len(data) - 1, -1, -1):
         if any(end in alive for end, _ in edges[i]):
             alive.add(i)
-    # Forward reachability from 0, as the recursion of Algorithm 1 visits.
-    reach, frontier = {0}, [0]
-    while frontier:
-        i = frontier.pop()
-        for end, _ in edges.get(i, ()):
-            if end not in reach:
-                reach.add(end)
-                frontier.append(end)
     keep = alive & reach
     if 0 not in keep:
         raise _no_tokenization_error(data, vocab, edges)
     mdd = MDD(text=data, vocab=vocab)
     mdd.add_nodes_from(sorted(keep))
-    mdd.add_edges_from((i, end, t) for i, ms in edges.items() if i in keep for end, t in ms if end in keep)
+    mdd.add_edges_from((i, end, t) for i in sorted(keep - {len(data)}) for end, t in edges[i] if end in keep)
     return mdd

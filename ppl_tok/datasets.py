@@ -1,0 +1,153 @@
+"""Multiple-choice QA data sets in their original file formats.
+
+Each row becomes a :class:`Question` with the context and choices formatted as
+in the paper's evaluation (lm-eval tasks): the answer is scored as the
+continuation ``" " + choice`` of the context.
+
+* HellaSwag (``hellaswag_val.jsonl[.gz]``): ``activity_label: ctx_a Ctx_b``,
+  WikiHow markup removed; gold ``label`` (0-3).
+* SocialIQA (``dev.jsonl`` + ``dev-labels.lst``): ``"Q: {context} {question}\\nA:"``;
+  labels are 1-based.
+* OpenBookQA (``dev.jsonl``/``test.jsonl``): the question stem; gold ``answerKey``.
+
+A malformed row raises :class:`DatasetError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+TASKS = ("hellaswag", "socialiqa", "openbookqa")
+
+
+class DatasetError(ValueError):
+    """A data file that cannot be read as the task it claims to be."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice item: ``choices[label]`` is the gold continuation."""
+
+    task: str
+    id: str
+    context: str
+    choices: tuple[str, ...]
+    label: int
+
+
+def _hellaswag_clean(text: str) -> str:
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub(r"\[.*?\]", "", text)
+    return text.replace("  ", " ")
+
+
+def _open(path: Path) -> Iterator[tuple[int, dict]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DatasetError(f"{path}:{n}: not valid JSON ({err})") from err
+                if not isinstance(row, dict):
+                    raise DatasetError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+                yield n, row
+    except (OSError, EOFError) as err:
+        raise DatasetError(f"cannot read {path}: {err}") from err
+
+
+def _field(row: dict, key: str, path: Path, n: int, kind: type = str):
+    if key not in row:
+        raise DatasetError(f"{path}:{n}: missing field {key!r}")
+    if not isinstance(row[key], kind):
+        raise DatasetError(f"{path}:{n}: field {key!r} should be {kind.__name__}, got {row[key]!r}")
+    return row[key]
+
+
+def read_hellaswag(path: Path) -> list[Question]:
+    out = []
+    for n, row in _open(path):
+        endings = _field(row, "endings", path, n, list)
+        label = _field(row, "label", path, n, int)
+        if len(endings) < 2 or not 0 <= label < len(endings):
+            raise DatasetError(f"{path}:{n}: label {label} does not index {len(endings)} endings")
+        ctx = _field(row, "activity_label", path, n) + ": " + _field(row, "ctx_a", path, n) + " " + \
+            _field(row, "ctx_b", path, n).capitalize()
+        out.append(Question("hellaswag", str(row.get("ind", n)), _hellaswag_clean(ctx),
+                            tuple(_hellaswag_clean(e) for e in endings), label))
+    return out
+
+
+def read_socialiqa(path: Path) -> list[Question]:
+    labels_path = path.with_name(path.stem + "-labels.lst")
+    if not labels_path.is_file():
+        raise DatasetError(f"{path}: the labels file {labels_path.name} is missing beside it")
+    labels = [line.strip() for line in labels_path.read_text().splitlines() if line.strip()]
+    rows = list(_open(path))
+    if len(rows) != len(labels):
+        raise DatasetError(f"{path} has {len(rows)} rows but {labels_path.name} has {len(labels)} labels")
+    out = []
+    for (n, row), lab in zip(rows, labels):
+        if lab not in ("1", "2", "3"):
+            raise DatasetError(f"{labels_path}:{n}: label {lab!r} is not 1, 2 or 3")
+        ctx = f"Q: {_field(row, 'context', path, n)} {_field(row, 'question', path, n)}\nA:"
+        choices = tuple(_field(row, k, path, n) for k in ("answerA", "answerB", "answerC"))
+        out.append(Question("socialiqa", str(n), ctx, choices, int(lab) - 1))
+    return out
+
+
+def read_openbookqa(path: Path) -> list[Question]:
+    out = []
+    for n, row in _open(path):
+        q = _field(row, "question", path, n, dict)
+        choices = _field(q, "choices", path, n, list)
+        try:
+            texts = tuple(c["text"] for c in choices)
+            labels = [c["label"] for c in choices]
+        except (KeyError, TypeError) as err:
+            raise DatasetError(f"{path}:{n}: malformed choices ({err})") from err
+        key = _field(row, "answerKey", path, n)
+        if key not in labels:
+            raise DatasetError(f"{path}:{n}: answerKey {key!r} is not one of {labels}")
+        out.append(Question("openbookqa", str(row.get("id", n)), _field(q, "stem", path, n), texts,
+                            labels.index(key)))
+    return out
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Read a data file, recognising the task from its file name and fields."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"no data file at {path}")
+    name = path.name.lower()
+    if "hellaswag" in name:
+        return read_hellaswag(path)
+    if path.with_name(path.stem + "-labels.lst").is_file():
+        return read_socialiqa(path)
+    return read_openbookqa(path)
+
+
+def find_data_files(root: str | Path) -> list[Path]:
+    """The data files under a folder laid out like ``../shared/data``."""
+    root = Path(root)
+    files = sorted(root.glob("hellaswag/*.jsonl*")) + sorted(root.glob("socialiqa/dev.jsonl")) + \
+        sorted(root.glob("openbookqa/*.jsonl"))
+    if not files:
+        raise DatasetError(f"no HellaSwag, SocialIQA or OpenBookQA files under {root}")
+    return files
+
+
+def texts_of(questions: list[Question]) -> Iterator[str]:
+    """Every context and every continuation (``" " + choice``) of the questions."""
+    for q in questions:
+        yield q.context
+        for c in q.choices:
+            yield " " + c
