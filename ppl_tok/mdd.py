@@ -305,14 +305,21 @@ def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: list[list[tupl
     for pos, ch in enumerate(data.decode("utf-8", errors="surrogateescape")):
         width = len(ch.encode("utf-8", errors="surrogateescape"))
         if not all(covered[offset:offset + width]):
-            bad.append(f"{ch!r} (U+{ord(ch):04X}) at character {pos}, byte {offset}")
+            if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not valid UTF-8
+                bad.append(f"the raw byte 0x{ord(ch) - 0xDC00:02X} (not UTF-8) at byte {offset}")
+            else:
+                bad.append(f"{ch!r} (U+{ord(ch):04X}) at character {pos}, byte {offset}")
         offset += width
     shown = data.decode("utf-8", errors="replace")
     if bad:
         return NoTokenizationError(
             f"{shown!r} has no tokenization under {vocab.name}: no token covers " + "; ".join(bad)
         )
-    furthest = max((end for ms in edges for end, _ in ms), default=0)
+    reach = {0}
+    for i, ms in enumerate(edges):
+        if i in reach:
+            reach.update(end for end, _ in ms)
+    furthest = max(reach)
     return NoTokenizationError(
         f"{shown!r} has no tokenization under {vocab.name}: every character is covered by some token, "
         f"but no sequence of tokens gets past byte {furthest}"

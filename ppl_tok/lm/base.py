@@ -165,9 +165,10 @@ class LanguageModel(ABC):
         """``log p(tokens | BOS, context)``: the sum of the next-token log-probs along ``tokens``."""
         state = self.initial(context)
         total = 0.0
-        for t in tokens:
+        for i, t in enumerate(tokens):
+            if i:
+                state = self.extend([state], [tokens[i - 1]])[0]
             total += float(state.log_probs[t])
-            state = self.extend([state], [t])[0]
         return total
 
     def canonical(self, text: str) -> list[int]:

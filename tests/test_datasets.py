@@ -1,0 +1,61 @@
+import gzip
+import json
+
+import pytest
+
+from conftest import SHARED
+from ppl_tok.datasets import DatasetError, find_data_files, load_questions, texts_of
+
+
+def test_real_files_load_with_expected_sizes():
+    sizes = {f.name: len(load_questions(f)) for f in find_data_files(SHARED / "data")}
+    assert sizes == {"hellaswag_val.jsonl.gz": 10042, "dev.jsonl": 500, "test.jsonl": 500} or \
+        sorted(sizes.values()) == [500, 500, 1954, 10042]
+
+
+def test_formats_follow_the_paper_tasks():
+    siqa = load_questions(SHARED / "data" / "socialiqa" / "dev.jsonl")
+    assert siqa[0].context.startswith("Q: ") and siqa[0].context.endswith("\nA:")
+    assert siqa[0].label == 2 and len(siqa[0].choices) == 3
+    obqa = load_questions(SHARED / "data" / "openbookqa" / "dev.jsonl")
+    assert obqa[0].id == "8-376" and obqa[0].choices[obqa[0].label] == "Deep sea animals"
+    hs = load_questions(SHARED / "data" / "hellaswag" / "hellaswag_val.jsonl.gz")
+    assert all("[" not in q.context for q in hs[:500])
+    assert list(texts_of(obqa[:1]))[1] == " Deep sea animals"
+
+
+@pytest.mark.parametrize("line,match", [
+    ("{not json", "not valid JSON"),
+    ('{"question": {"stem": "q", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "B"}', "answerKey"),
+    ('{"answerKey": "A"}', "missing field 'question'"),
+    ("[1, 2]", "expected a JSON object"),
+])
+def test_malformed_rows_name_file_and_line(tmp_path, line, match):
+    f = tmp_path / "dev.jsonl"
+    good = '{"question": {"stem": "q", "choices": [{"text": "a", "label": "A"}]}, "answerKey": "A"}'
+    f.write_text(good + "\n" + line + "\n")
+    with pytest.raises(DatasetError, match=match) as err:
+        load_questions(f)
+    assert "dev.jsonl:2" in str(err.value)
+
+
+def test_broken_gzip_and_missing_labels(tmp_path):
+    bad = tmp_path / "hellaswag_val.jsonl.gz"
+    bad.write_bytes(b"\x1f\x8b broken")
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_questions(bad)
+    siqa = tmp_path / "dev.jsonl"
+    siqa.write_text(json.dumps({"context": "c", "question": "q", "answerA": "a", "answerB": "b",
+                                "answerC": "c"}) + "\n")
+    (tmp_path / "dev-labels.lst").write_text("1\n2\n")
+    with pytest.raises(DatasetError, match="1 rows but dev-labels.lst has 2 labels"):
+        load_questions(siqa)
+    with pytest.raises(DatasetError, match="no data file"):
+        load_questions(tmp_path / "none.jsonl")
+    good = tmp_path / "hs" / "hellaswag_val.jsonl.gz"
+    good.parent.mkdir()
+    with gzip.open(good, "wt") as f:
+        f.write(json.dumps({"activity_label": "A", "ctx_a": "x", "ctx_b": "y", "label": 5,
+                            "endings": ["a", "b"]}) + "\n")
+    with pytest.raises(DatasetError, match="label 5 does not index 2 endings"):
+        load_questions(good)

@@ -1,0 +1,172 @@
+import itertools
+from collections import Counter
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok import ByteFallback, NoTokenizationError, Vocabulary, compile_mdd, compile_mdd_naive
+
+FIG1 = {
+    " Tokenizations": 3632,
+    " Tokenizations grow": 54480,
+    " Tokenizations grow rapidly": 3759120,
+    " Tokenizations grow rapidly with": 48868560,
+    " Tokenizations grow rapidly with sentence": 8356523760,
+    " Tokenizations grow rapidly with sentence length": 350973997920,
+}
+
+
+@pytest.mark.parametrize("text,count", sorted(FIG1.items()))
+def test_fig1_counts_llama2(llama2_vocab, text, count):
+    assert compile_mdd(text, llama2_vocab).count() == count
+
+
+def test_tokens_has_52_tokenizations(llama2_vocab):
+    mdd = compile_mdd(" Tokens", llama2_vocab)
+    assert mdd.count() == 52
+    paths = list(mdd.enumerate())
+    assert len(paths) == len(set(paths)) == 52
+    assert mdd.describe(mdd.canonical()) == ["\u2581Tok", "ens"]
+
+
+def test_mdd_is_a_networkx_multidigraph(llama2_vocab):
+    mdd = compile_mdd(" Bird", llama2_vocab)
+    assert isinstance(mdd, nx.MultiDiGraph)
+    assert nx.is_directed_acyclic_graph(mdd)
+    assert mdd.source == 0 and mdd.sink == 5
+    # networkx's own path counting agrees with the DP
+    assert len(list(nx.all_simple_paths(mdd, 0, 5))) <= mdd.count()
+    assert sum(1 for _ in nx.all_simple_edge_paths(mdd, 0, 5)) == mdd.count() == 14
+
+
+def brute_force(text: bytes, surfaces: list) -> list[tuple[int, ...]]:
+    """Every tokenization by recursion over the raw vocabulary (no trie, no graph)."""
+    if not text:
+        return [()]
+    out = []
+    for t, s in enumerate(surfaces):
+        if s is not None and text.startswith(s):
+            out += [(t,) + rest for rest in brute_force(text[len(s):], surfaces)]
+    return out
+
+
+alphabet = st.sampled_from("abc")
+tokens = st.text(alphabet, min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(tokens, min_size=1, max_size=8), st.text(alphabet, min_size=1, max_size=10))
+def test_mdd_properties_on_random_toy_vocabularies(pieces, text):
+    vocab = Vocabulary.from_tokens(pieces)
+    truth = brute_force(text.encode(), list(vocab.surfaces))
+    try:
+        mdd = compile_mdd(text, vocab)
+    except NoTokenizationError:
+        assert truth == []
+        return
+    paths = list(mdd.enumerate())
+    assert sorted(paths) == sorted(truth)
+    assert mdd.count() == len(truth) == len(set(paths))
+    for p in paths:
+        assert vocab.decode(p) == text.encode()
+        assert mdd.accepts(p)
+    assert list(mdd.enumerate(limit=1)) == paths[:1]
+    naive = compile_mdd_naive(text, vocab)
+    assert sorted(naive.edges(keys=True)) == sorted(mdd.edges(keys=True))
+    assert sorted(naive.nodes) == sorted(mdd.nodes)
+    # every node lies on a complete path (pruned)
+    assert all(mdd.path_counts[n] > 0 for n in mdd.nodes)
+    assert all(nx.has_path(mdd, 0, n) for n in mdd.nodes)
+
+
+def test_duplicate_surfaces_are_parallel_edges():
+    vocab = Vocabulary.from_tokens(["a", "a", "aa"])
+    mdd = compile_mdd("aa", vocab)
+    assert mdd.count() == 5  # (0|1)(0|1) and aa
+    assert mdd.number_of_edges(0, 1) == 2
+
+
+def test_accepts_rejects_non_paths():
+    vocab = Vocabulary.from_tokens([None, "a", "b", "ab"])
+    mdd = compile_mdd("ab", vocab)
+    assert mdd.accepts([3]) and mdd.accepts([1, 2])
+    assert not mdd.accepts([1]) and not mdd.accepts([2, 1]) and not mdd.accepts([0, 3])
+    assert not mdd.accepts([99])
+
+
+def test_uniform_sampling_is_uniform_and_seeded():
+    vocab = Vocabulary.from_tokens(["a", "aa", "aaa"])
+    mdd = compile_mdd("aaaa", vocab)  # 7 tokenizations
+    draws = mdd.sample(7000, seed=1)
+    assert draws == mdd.sample(7000, seed=1)
+    counts = Counter(draws)
+    assert set(counts) == set(mdd.enumerate())
+    chi2 = sum((c - 1000) ** 2 / 1000 for c in counts.values())
+    assert chi2 < 22.46  # chi-square, 6 dof, p = 0.001
+
+
+def test_sampling_big_counts_is_exact(llama2_vocab):
+    mdd = compile_mdd(" Tokenizations grow rapidly with sentence length", llama2_vocab)
+    for path in mdd.sample(20, seed=0):
+        assert mdd.accepts(path)
+
+
+def test_empty_text_is_an_error():
+    with pytest.raises(ValueError, match="empty"):
+        compile_mdd("", Vocabulary.from_tokens(["a"]))
+
+
+def test_uncovered_characters_are_named(smollm2_vocab):
+    with pytest.raises(NoTokenizationError, match=r"U\+0004\) at character 2, byte 2"):
+        compile_mdd("ab\x04c", smollm2_vocab)
+    with pytest.raises(NoTokenizationError, match="raw byte 0xFF"):
+        compile_mdd(b"x\xff".decode("latin-1").encode("latin-1"), smollm2_vocab)
+
+
+def test_covered_but_untokenizable_is_explained():
+    vocab = Vocabulary.from_tokens(["ab", "bc"])
+    with pytest.raises(NoTokenizationError, match="gets past byte 2"):
+        compile_mdd("abc", vocab)
+
+
+def test_byte_fallback_policies():
+    pieces = ["a", "b"] + [f"<0x{b:02X}>" for b in range(256)]
+    paper = Vocabulary.from_tokens(pieces)
+    # 'a' and 'b' are ordinary: bytes are not used for them
+    assert compile_mdd("ab", paper).count() == 1
+    # 'é' (2 bytes) has no ordinary piece: spelled by its two byte pieces
+    mdd = compile_mdd("aé", paper)
+    assert mdd.count() == 1 and mdd.describe(next(mdd.enumerate())) == ["a", "<0xC3>", "<0xA9>"]
+    always = Vocabulary.from_tokens(pieces, fallback=ByteFallback.ALWAYS)
+    assert compile_mdd("ab", always).count() == 4
+    never = Vocabulary.from_tokens(pieces, fallback="never")
+    with pytest.raises(NoTokenizationError, match="U\\+00E9"):
+        compile_mdd("aé", never)
+
+
+def test_llama2_falls_back_to_bytes_only_where_needed(llama2_vocab):
+    mdd = compile_mdd(" 🩏", llama2_vocab)  # no piece for this emoji
+    (path,) = list(mdd.enumerate())
+    assert all(t in llama2_vocab.byte_fallback_ids for t in path[1:])
+    assert llama2_vocab.decode(path) == " 🩏".encode()
+
+
+def test_dot_and_png_export(tmp_path, llama2_vocab):
+    mdd = compile_mdd(" Bird", llama2_vocab)
+    dot = mdd.to_dot(tmp_path / "bird.dot")
+    assert dot.startswith("digraph mdd") and dot.count("->") == mdd.number_of_edges() == 13
+    assert '"\u2581Bird"' in dot
+    mdd.draw(tmp_path / "bird.png")
+    assert (tmp_path / "bird.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    big = compile_mdd(" Tokenizations grow rapidly", llama2_vocab)
+    with pytest.raises(ValueError, match="drawing is limited"):
+        big.draw(tmp_path / "big.png", max_edges=10)
+
+
+@pytest.mark.parametrize("text", ["hello world", " tongueless", "Hello\n\n  x", "x" * 40, "héllo 世界"])
+def test_trie_and_naive_compilers_agree_on_real_vocabularies(smollm2_vocab, text):
+    a, b = compile_mdd(text, smollm2_vocab), compile_mdd_naive(text, smollm2_vocab)
+    assert sorted(a.edges(keys=True)) == sorted(b.edges(keys=True))
+    assert a.count() == b.count()

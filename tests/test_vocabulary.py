@@ -1,0 +1,84 @@
+import pytest
+
+from ppl_tok import ByteFallback, Vocabulary
+from ppl_tok.vocabulary import gpt2_byte_decoder
+
+
+def test_gpt2_byte_alphabet_is_a_bijection():
+    table = gpt2_byte_decoder()
+    assert sorted(table.values()) == list(range(256))
+    assert table["\u0120"] == ord(" ") and table["\u010a"] == ord("\n") and table["a"] == ord("a")
+
+
+def test_toy_vocabulary_keeps_duplicates_and_specials():
+    v = Vocabulary.from_tokens([None, "a", "b", "ab", "ab", "<0x41>"])
+    assert v[0] is None and v.special_ids == {0}
+    assert v.ids_of("ab") == [3, 4]
+    assert v.byte_fallback_ids == {5} and v[5] == b"A"
+    assert v.decode([1, 3]) == b"aab"
+    with pytest.raises(ValueError, match="special"):
+        v.decode([0])
+
+
+def test_toy_encode_is_longest_match_and_checked():
+    v = Vocabulary.from_tokens(["a", "b", "ab", "abb"])
+    assert v.encode("abbab") == [3, 2]
+    with pytest.raises(ValueError, match="no token covers"):
+        v.encode("abc")
+    with pytest.raises(ValueError, match="empty"):
+        v.encode("")
+
+
+def test_bad_surfaces_are_rejected():
+    with pytest.raises(ValueError, match="non-empty bytes"):
+        Vocabulary((b"a", b""))
+    with pytest.raises(ValueError):
+        Vocabulary(())
+    with pytest.raises(ValueError):
+        Vocabulary((b"a",), fallback="sometimes")
+
+
+def test_llama2_sentencepiece(llama2_vocab):
+    v = llama2_vocab
+    assert len(v) == 32000
+    assert v.special_ids == {0, 1, 2}  # <unk>, <s>, </s>
+    assert len(v.byte_fallback_ids) == 256
+    assert v[v.ids_of(" Tok")[0]] == b" Tok"
+    assert v[13] == b"\n"  # <0x0A>
+    # Taken literally: no dummy-prefix space is added.
+    assert v.decode(v.encode("Tokens")) == b"Tokens"
+    assert [v.token_name(t) for t in v.encode(" Tokens")] == ["\u2581Tok", "ens"]
+
+
+def test_llama2_missing_and_broken_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Vocabulary.from_sentencepiece(tmp_path / "none.model")
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="not a readable SentencePiece model"):
+        Vocabulary.from_sentencepiece(bad)
+
+
+def test_smollm2_byte_level(smollm2_vocab):
+    v = smollm2_vocab
+    assert len(v) == 49152 and not v.byte_fallback_ids
+    assert v[0] is None  # <|endoftext|> has no surface
+    assert [v.token_name(t) for t in v.encode(" tongueless")] == ["\u0120tong", "uel", "ess"]
+    # 21 byte values have no token (ENVIRONMENT.md)
+    singles = {s[0] for s in v.surfaces if s is not None and len(s) == 1}
+    missing = set(range(256)) - singles
+    assert len(missing) == 21 and {0x04, 0x06, 0xC0, 0xFF} <= missing
+
+
+def test_gemma_sentencepiece_fast_tokenizer(gemma_vocab):
+    v = gemma_vocab
+    assert len(v) == 262144
+    assert v.byte_fallback_ids == set(range(238, 494))
+    assert v[238] == b"\x00" and v[493] == b"\xff"
+    assert v[2] is None  # <bos>
+    assert [v.token_name(t) for t in v.encode(" tongueless")] == ["\u2581tong", "ueless"]
+    assert v.decode(v.encode("héllo 世界\n")) == "héllo 世界\n".encode()
+
+
+def test_fallback_policy_parses():
+    assert Vocabulary.from_tokens(["a"], fallback="always").fallback is ByteFallback.ALWAYS
