@@ -27,7 +27,7 @@ run: $(STAMP)
 
 # All tests, slow ones included (this is what .ci/run runs).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "slow or not slow"
 
 # The fast subset, for development.
 test-fast: $(STAMP)

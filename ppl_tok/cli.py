@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")
     p.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     p.add_argument("--max-bytes", type=int, default=2_000_000, help="texts compiled by the trie compiler")
-    p.add_argument("--naive-bytes", type=int, default=3_000, help="texts compiled by the naive compiler")
+    p.add_argument("--naive-bytes", type=int, default=1_000, help="texts compiled by the naive compiler")
     p.set_defaults(func=cmd_bench)
     return parser
 

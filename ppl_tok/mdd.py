@@ -206,21 +206,6 @@ def _as_bytes(text: str | bytes) -> bytes:
     return data
 
 
-def _trie_matches(data: bytes, start: int, trie: dict) -> list[tuple[int, int]]:
-    """All (end, token_id) with ``bytes(token) == data[start:end]``, by walking the trie."""
-    out = []
-    node = trie
-    for j in range(start, len(data)):
-        node = node.get(data[j])
-        if node is None:
-            break
-        ids = node.get(-1)
-        if ids:
-            end = j + 1
-            out.extend((end, t) for t in ids)
-    return out
-
-
 def _fallback_positions(data: bytes, vocab: Vocabulary, matches: list[list[tuple[int, int]]]) -> list[int]:
     """Byte offsets where the paper's policy allows byte pieces.
 
@@ -250,7 +235,7 @@ def _edges(data: bytes, vocab: Vocabulary) -> list[list[tuple[int, int]]]:
     policy = vocab.fallback
     has_bytes = bool(vocab.byte_fallback_ids)
     trie = vocab.trie(policy is ByteFallback.ALWAYS and has_bytes)
-    edges = [_trie_matches(data, i, trie) for i in range(len(data))]
+    edges = [trie.matches(data, i) for i in range(len(data))]
     if has_bytes and policy is ByteFallback.PAPER:
         for i in _fallback_positions(data, vocab, edges):
             edges[i].extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
@@ -298,7 +283,7 @@ def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: list[list[tupl
     trie = vocab.trie(vocab.fallback is not ByteFallback.NEVER)
     covered = bytearray(len(data))
     for i in range(len(data)):
-        for end, _ in _trie_matches(data, i, trie):
+        for end, _ in trie.matches(data, i):
             covered[i:end] = b"\x01" * (end - i)
     bad = []
     offset = 0

@@ -1,0 +1,111 @@
+"""The exact marginal probability of a string, by enumeration with prefix sharing.
+
+Geh et al. (2024), Problem 2 (marginal string probability, #P-hard in general):
+
+    p(x | c) = sum over tokenizations v of x of  prod_t p(v_t | c, v_<t)
+
+For short strings the sum is computed exactly by walking the tree of token
+prefixes that the MDD allows, level by level: every distinct prefix costs one
+LM forward (batched across the prefixes of a level), and the last token of a
+path costs none (its probability is read from its parent's next-token
+distribution). The estimand excludes EOS, as the paper's code does: it is the
+probability that the LM's next tokens spell exactly ``x``, not the probability
+of ``x`` as a byte prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .lm.base import LanguageModel, LMState
+from .mdd import MDD, compile_mdd
+
+
+@dataclass(frozen=True)
+class ExactMarginal:
+    """The full distribution over the tokenizations of a string.
+
+    ``tokenizations[i]`` has joint log-probability ``log_probs[i]`` (sorted,
+    most likely first); ``log_marginal`` is their log-sum-exp.
+    """
+
+    text: str
+    log_marginal: float
+    canonical: tuple[int, ...]
+    canonical_log_prob: float
+    tokenizations: list[tuple[int, ...]]
+    log_probs: torch.Tensor
+    forwards: int
+
+    @property
+    def count(self) -> int:
+        return len(self.tokenizations)
+
+    @property
+    def most_likely(self) -> tuple[int, ...]:
+        return self.tokenizations[0]
+
+    @property
+    def canonical_share(self) -> float:
+        """p(canonical | x): the canonical tokenization's share of the marginal."""
+        return math.exp(self.canonical_log_prob - self.log_marginal)
+
+    def posterior(self) -> torch.Tensor:
+        """p(v | x) for every tokenization, in the order of ``tokenizations``."""
+        return (self.log_probs - self.log_marginal).exp()
+
+
+def _completions(mdd: MDD, node: int) -> list[tuple[int, ...]]:
+    if node == mdd.sink:
+        return [()]
+    return [(t,) + rest for _, j, t in mdd.out_edges(node, keys=True) for rest in _completions(mdd, j)]
+
+
+def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "",
+                   max_paths: int = 100_000, batch_size: int = 64, mdd: MDD | None = None) -> ExactMarginal:
+    """``log p(text | context)`` summed exactly over every tokenization of ``text``.
+
+    :param max_paths: refuse (with the count in the message) strings with more tokenizations.
+    :param batch_size: the most prefixes extended in one LM call.
+    """
+    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+    total = mdd.count()
+    if total > max_paths:
+        raise ValueError(
+            f"{text!r} has {total} tokenizations, more than max_paths={max_paths}: exact enumeration is "
+            "out of reach (raise max_paths, or estimate the marginal instead)"
+        )
+    start = lm.stats.forwards
+    done: list[tuple[tuple[int, ...], float]] = []
+    frontier: list[tuple[int, LMState, float, tuple[int, ...]]] = [(mdd.source, lm.initial(context), 0.0, ())]
+    while frontier:
+        pending: list[tuple[int, LMState, float, tuple[int, ...], int]] = []
+        for node, state, logp, path in frontier:
+            for _, j, t in mdd.out_edges(node, keys=True):
+                lp = logp + float(state.log_probs[t])
+                if j == mdd.sink:
+                    done.append((path + (t,), lp))
+                elif lp == -math.inf:  # no mass: its completions are all zero, no LM needed
+                    done.extend((path + (t,) + rest, lp) for rest in _completions(mdd, j))
+                else:
+                    pending.append((j, state, lp, path + (t,), t))
+        frontier = []
+        for k in range(0, len(pending), batch_size):
+            chunk = pending[k:k + batch_size]
+            children = lm.extend([c[1] for c in chunk], [c[4] for c in chunk])
+            frontier.extend((j, child, lp, path) for (j, _, lp, path, _), child in zip(chunk, children))
+    done.sort(key=lambda item: -item[1])
+    log_probs = torch.tensor([lp for _, lp in done], dtype=torch.float64)
+    paths = [p for p, _ in done]
+    canonical = tuple(lm.canonical(text))
+    if canonical not in paths:
+        raise ValueError(f"the canonical tokenization {canonical} of {text!r} is not a path of its MDD")
+    return ExactMarginal(
+        text=text, log_marginal=float(torch.logsumexp(log_probs, 0)), canonical=canonical,
+        canonical_log_prob=float(log_probs[paths.index(canonical)]), tokenizations=paths,
+        log_probs=log_probs, forwards=lm.stats.forwards - start,
+    )
