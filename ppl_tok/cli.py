@@ -71,6 +71,35 @@ def cmd_score(args: argparse.Namespace) -> None:
            f"log p(canonical | context) = {lp:.4f}"])
 
 
+def cmd_marginal(args: argparse.Namespace) -> None:
+    from .marginal import exact_marginal
+
+    if not args.exact:
+        raise ValueError("only the exact marginal is available so far: add --exact "
+                         "(importance sampling is not implemented yet)")
+    lm = load_lm(args.model)
+    result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths)
+    names = lm.vocab.token_name
+    _emit(args, {
+        "text": args.text, "context": args.context, "count": result.count,
+        "exact_log_marginal": result.log_marginal,
+        "log_marginal": result.log_marginal, "canonical_log_prob": result.canonical_log_prob,
+        "canonical": _tokens(lm.vocab, result.canonical), "canonical_share": result.canonical_share,
+        "most_likely": _tokens(lm.vocab, result.most_likely), "most_likely_log_prob": float(result.log_probs[0]),
+        "forwards": result.forwards,
+    }, [
+        f"text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
+        f"tokenizations:            {result.count}",
+        f"canonical:                {' '.join(names(t) for t in result.canonical)}",
+        f"log p(canonical):         {result.canonical_log_prob:.4f}",
+        f"log p(text) (exact):      {result.log_marginal:.4f}",
+        f"canonical share of p:     {result.canonical_share:.4f}",
+        f"most likely:              {' '.join(names(t) for t in result.most_likely)} "
+        f"({float(result.log_probs[0]):.4f})",
+        f"LM token-forwards:        {result.forwards}",
+    ])
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from . import bench
 
@@ -107,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--context", default="", help="text the string continues")
     p.set_defaults(func=cmd_score)
+    p = add("marginal", "marginal probability of a string over all its tokenizations")
+    p.add_argument("text")
+    p.add_argument("--context", default="", help="text the string continues")
+    p.add_argument("--exact", action="store_true", help="enumerate every tokenization (short strings)")
+    p.add_argument("--max-paths", type=int, default=100_000, help="refuse --exact above this many tokenizations")
+    p.set_defaults(func=cmd_marginal)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)")
     p.add_argument("what", choices=["mdd"])
     p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")

@@ -58,3 +58,16 @@ def test_bench_mdd_on_a_small_file(capsys, tmp_path):
                        "--naive-bytes", "40", "--json")
     row = json.loads(out)["results"][0]
     assert code == 0 and row["speedup"] > 1 and row["naive_bytes"] > 0
+
+
+def test_marginal_exact_json(capsys):
+    code, out, _ = run(capsys, "marginal", " tongueless", "--exact", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["count"] == 597
+    assert data["exact_log_marginal"] == pytest.approx(-24.683, abs=1e-3)
+    assert data["canonical_log_prob"] < data["log_marginal"]
+
+
+def test_marginal_without_exact_says_what_is_missing(capsys):
+    code, _, err = run(capsys, "marginal", " tongueless")
+    assert code == 2 and "--exact" in err
