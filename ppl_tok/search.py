@@ -1,0 +1,226 @@
+"""Best-first search over the tree of token prefixes that the MDD allows.
+
+One engine answers two questions (Geh et al., 2024, Secs. 4-5):
+
+* the **sum** (:func:`marginal_bounds`): every complete tokenization found adds
+  its probability to a lower bound on ``p(x | c)``; every prefix left
+  unexpanded adds its own prefix probability to the upper bound, since all its
+  completions together cannot exceed it. The bracket is certified: it always
+  contains the exact marginal, and it closes as the search goes on.
+* the **max** (:func:`most_likely`): the best complete tokenization found is a
+  lower bound on the most likely one; the best open prefix is an upper bound
+  (prefix probabilities never increase along a path). A prefix below the best
+  complete path is pruned (branch and bound); optimality is proven when no
+  open prefix beats the best path. The best path found first is the most
+  likely tokenization whenever the bracket closes.
+
+Prefixes are expanded in batches (the ``batch`` most probable at once, one LM
+call), and their LM states come from the LM's incremental state: a prefix's
+forward is the forward of its last token, never a recomputation (the paper's
+branch-and-bound rescored the whole prefix at every expansion).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .lm.base import LanguageModel, LMState
+from .mdd import MDD, compile_mdd
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    finite = [v for v in values if v != -math.inf]
+    if not finite:
+        return -math.inf
+    top = max(finite)
+    return top + math.log(math.fsum(math.exp(v - top) for v in finite))
+
+
+@dataclass(order=True)
+class _Open:
+    neg_log_prob: float
+    order: int
+    node: int = field(compare=False)
+    parent: LMState = field(compare=False)
+    tokens: tuple[int, ...] = field(compare=False)
+
+
+class PrefixSearch:
+    """The open prefixes and the complete tokenizations found so far.
+
+    A prefix enters the queue with its probability (known from its parent's
+    next-token distribution); expanding it costs one LM forward of its last token.
+    """
+
+    def __init__(self, lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = ""):
+        self.lm, self.mdd = lm, mdd
+        self.found: dict[tuple[int, ...], float] = {}
+        self.forwards = 0
+        self.expanded = 0
+        self.pruned: list[float] = []  # log-probs of prefixes dropped by branch and bound
+        self._queue: list[_Open] = []
+        self._order = itertools.count()
+        root = lm.initial(context)
+        self._children(mdd.source, root, 0.0, ())
+
+    def _children(self, node: int, state: LMState, log_prob: float, tokens: tuple[int, ...]) -> None:
+        for _, j, t in self.mdd.out_edges(node, keys=True):
+            lp = log_prob + float(state.log_probs[t])
+            if j == self.mdd.sink:
+                self.found[tokens + (t,)] = lp
+            elif lp > -math.inf:
+                heapq.heappush(self._queue, _Open(-lp, next(self._order), j, state, tokens + (t,)))
+
+    @property
+    def done(self) -> bool:
+        return not self._queue
+
+    def best_open(self) -> float:
+        """The log-probability of the most probable open prefix (``-inf`` if none)."""
+        return -self._queue[0].neg_log_prob if self._queue else -math.inf
+
+    def lower(self) -> float:
+        """log of the probability of the tokenizations found (a lower bound on ``log p(x)``)."""
+        return _logsumexp(list(self.found.values()))
+
+    def upper(self) -> float:
+        """log of found + open + pruned mass (an upper bound on ``log p(x)``)."""
+        return _logsumexp(list(self.found.values()) + [-o.neg_log_prob for o in self._queue] + self.pruned)
+
+    def best(self) -> tuple[tuple[int, ...], float] | None:
+        if not self.found:
+            return None
+        path = max(self.found, key=self.found.__getitem__)
+        return path, self.found[path]
+
+    def prune_below(self, log_prob: float) -> None:
+        """Drop open prefixes whose probability is below ``log_prob`` (they cannot beat it)."""
+        keep = [o for o in self._queue if -o.neg_log_prob >= log_prob]
+        self.pruned.extend(-o.neg_log_prob for o in self._queue if -o.neg_log_prob < log_prob)
+        self._queue = keep
+        heapq.heapify(self._queue)
+
+    def expand(self, batch: int = 1) -> None:
+        """Expand the ``batch`` most probable open prefixes with one batched LM call."""
+        items = [heapq.heappop(self._queue) for _ in range(min(batch, len(self._queue)))]
+        if not items:
+            return
+        states = self.lm.extend([o.parent for o in items], [o.tokens[-1] for o in items])
+        self.forwards += len(items)
+        self.expanded += len(items)
+        for o, state in zip(items, states):
+            self._children(o.node, state, -o.neg_log_prob, o.tokens)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A certified bracket ``lower <= log p(x | c) <= upper``."""
+
+    text: str
+    lower: float
+    upper: float
+    tokenizations: dict[tuple[int, ...], float]
+    forwards: int
+    closed: bool
+    seconds: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def estimate(self) -> float:
+        """The midpoint of the bracket in log space."""
+        return (self.lower + self.upper) / 2
+
+
+def marginal_bounds(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "", tolerance: float = 1e-3,
+                    budget: int | None = 10_000, batch: int = 16, mdd: MDD | None = None,
+                    time_budget: float | None = None) -> Bounds:
+    """Bracket ``log p(text | context)`` to within ``tolerance`` nats, or until ``budget`` forwards.
+
+    ``budget=None`` runs to the end (every prefix expanded: the exact marginal).
+    """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0 nats, got {tolerance}")
+    start = time.perf_counter()
+    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+    search = PrefixSearch(lm, mdd, context)
+    while not search.done:
+        lower = search.lower()
+        if lower > -math.inf and search.upper() - lower <= tolerance:
+            break
+        if budget is not None and search.forwards >= budget:
+            break
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            break
+        step = batch if budget is None else max(1, min(batch, budget - search.forwards))
+        search.expand(step)
+    lower, upper = search.lower(), search.upper()
+    return Bounds(text, lower, upper, dict(search.found), search.forwards,
+                  closed=upper - lower <= tolerance, seconds=time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class MostLikely:
+    """The best tokenization found, and whether it is proven to be the most likely one."""
+
+    text: str
+    tokens: tuple[int, ...]
+    log_prob: float
+    canonical: tuple[int, ...]
+    canonical_log_prob: float
+    optimal: bool
+    top_k: list[tuple[tuple[int, ...], float]]
+    expanded: int
+    forwards: int
+    seconds: float
+
+
+def most_likely(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "", time_budget: float | None = None,
+                top_k: int = 1, batch: int = 1, mdd: MDD | None = None,
+                initial_bound: float | None = None) -> MostLikely:
+    """Anytime branch and bound for the most likely tokenization (NP-hard in general).
+
+    The bound starts at the canonical tokenization's log-probability (or
+    ``initial_bound``, e.g. any complete path); a prefix is pruned when its
+    log-probability falls below the ``top_k``-th best complete path found.
+    ``optimal`` is ``True`` when the search ended with nothing left to beat the bound.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    start = time.perf_counter()
+    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+    canonical = tuple(lm.canonical(text))
+    canonical_lp = lm.log_prob(canonical, context)
+    bound0 = canonical_lp if initial_bound is None else initial_bound
+    search = PrefixSearch(lm, mdd, context)
+
+    def bound() -> float:
+        ranked = sorted(search.found.values(), reverse=True)
+        kth = ranked[top_k - 1] if len(ranked) >= top_k else -math.inf
+        return max(kth, bound0) if top_k == 1 else kth
+
+    timed_out = False
+    while not search.done:
+        search.prune_below(bound())
+        if search.done:
+            break
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            timed_out = True
+            break
+        search.expand(batch)
+    ranked = sorted(search.found.items(), key=lambda kv: -kv[1])
+    if canonical not in search.found:
+        ranked.append((canonical, canonical_lp))
+        ranked.sort(key=lambda kv: -kv[1])
+    best, best_lp = ranked[0]
+    return MostLikely(text, best, best_lp, canonical, canonical_lp, optimal=not timed_out,
+                      top_k=ranked[:top_k], expanded=search.expanded,
+                      forwards=search.forwards,
+                      seconds=time.perf_counter() - start)
