@@ -72,6 +72,15 @@ class MarginalResult:
         return float(torch.isfinite(self.log_weights).double().mean())
 
 
+def _logaddexp(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    top = max(a, b)
+    return top + math.log(math.exp(a - top) + math.exp(b - top))
+
+
 def _log_mean_exp(values: torch.Tensor, n: int) -> float:
     if values.numel() == 0:
         return -math.inf
@@ -148,16 +157,16 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
     if torch.isnan(log_w).any():
         raise FloatingPointError(f"NaN importance weight for {text!r} with proposal {name!r}")
     sampled = _log_mean_exp(log_w, num_samples)
-    log_marginal = float(torch.logaddexp(torch.tensor(exact_mass), torch.tensor(sampled)))
+    log_marginal = _logaddexp(exact_mass, sampled)
     is_canon = [s == canonical for s in samples]
     mask = torch.tensor(is_canon, dtype=torch.bool)
     canon_part = _log_mean_exp(log_w[mask], num_samples)
     noncanon_part = _log_mean_exp(log_w[~mask], num_samples)
     if canonical in enumerated:  # the canonical path was summed exactly
-        canon_part = float(torch.logaddexp(torch.tensor(canon_part), torch.tensor(canonical_lp)))
+        canon_part = _logaddexp(canon_part, canonical_lp)
         rest = [lp for path, lp in bounds.tokenizations.items() if path != canonical]
         if rest:
-            noncanon_part = float(torch.logaddexp(torch.tensor(noncanon_part), torch.logsumexp(torch.tensor(rest), 0)))
+            noncanon_part = _logaddexp(noncanon_part, float(torch.logsumexp(torch.tensor(rest, dtype=torch.float64), 0)))
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, is_canonical=is_canon, ess=_ess(log_w),
