@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml Makefile
 # The main job: the marginal of a short string next to its canonical
 # probability and its number of tokenizations, on the default bundled model.
 run: $(STAMP)
-	$(VENV)/bin/ppl-tok marginal " tongueless" --exact
+	$(VENV)/bin/ppl-tok marginal " tongueless" --samples 64 --exact --bounds 1e-3
+	$(VENV)/bin/ppl-tok marginal " tongueless" --samples 64 --proposal stratified
 
 # All tests, slow ones included (this is what .ci/run runs).
 test: $(STAMP)

@@ -71,33 +71,100 @@ def cmd_score(args: argparse.Namespace) -> None:
            f"log p(canonical | context) = {lp:.4f}"])
 
 
+def _names(vocab, ids: Sequence[int]) -> str:
+    return " ".join(vocab.token_name(t) for t in ids)
+
+
 def cmd_marginal(args: argparse.Namespace) -> None:
+    from .inference import marginal
+    from .marginal import exact_marginal
+    from .search import marginal_bounds
+
+    lm = load_lm(args.model)
+    mdd = compile_mdd(args.text, lm.vocab)
+    result = marginal(args.text, lm, args.samples, guide=args.proposal, context=args.context, seed=args.seed, mdd=mdd)
+    payload: dict[str, Any] = {
+        "text": args.text, "context": args.context, "model": lm.name, "count": mdd.count(),
+        "proposal": result.proposal, "num_samples": result.num_samples, "seed": args.seed,
+        "log_marginal": result.log_marginal, "canonical_log_prob": result.canonical_log_prob,
+        "canonical": _tokens(lm.vocab, result.canonical), "ess": result.ess,
+        "canonical_estimate": result.canonical_estimate, "noncanonical_estimate": result.noncanonical_estimate,
+        "acceptance_rate": result.acceptance_rate, "forwards": result.forwards, "seconds": result.seconds,
+    }
+    lines = [
+        f"text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
+        f"tokenizations:             {mdd.count()}",
+        f"canonical:                 {_names(lm.vocab, result.canonical)}",
+        f"log p(canonical):          {result.canonical_log_prob:.4f}",
+        f"log p(text), {result.proposal} IS, N={result.num_samples}: {result.log_marginal:.4f}"
+        f"   (ESS {result.ess:.1f}, {result.forwards} LM forwards, {result.seconds:.1f} s)",
+        f"  canonical part:          {result.canonical_estimate:.4f}",
+        f"  non-canonical part:      {result.noncanonical_estimate:.4f}",
+    ]
+    if result.proposal == "prior":
+        lines.append(f"  acceptance rate:         {result.acceptance_rate:.3f}")
+    if args.exact:
+        exact = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)
+        payload.update(exact_log_marginal=exact.log_marginal, most_likely=_tokens(lm.vocab, exact.most_likely),
+                       most_likely_log_prob=float(exact.log_probs[0]), canonical_share=exact.canonical_share)
+        lines += [f"log p(text), exact:        {exact.log_marginal:.4f}   (canonical share {exact.canonical_share:.4f})",
+                  f"most likely:               {_names(lm.vocab, exact.most_likely)} ({float(exact.log_probs[0]):.4f})"]
+    if args.bounds is not None:
+        b = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.budget, mdd=mdd)
+        payload.update(lower=b.lower, upper=b.upper, bounds_closed=b.closed, bounds_forwards=b.forwards)
+        lines.append(f"certified bracket:         [{b.lower:.4f}, {b.upper:.4f}]   "
+                     f"({'closed' if b.closed else 'open'} at {args.bounds:g} nats, {b.forwards} forwards)")
+    _emit(args, payload, lines)
+
+
+def cmd_distribution(args: argparse.Namespace) -> None:
     from .marginal import exact_marginal
 
-    if not args.exact:
-        raise ValueError("only the exact marginal is available so far: add --exact "
-                         "(importance sampling is not implemented yet)")
     lm = load_lm(args.model)
     result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths)
-    names = lm.vocab.token_name
-    _emit(args, {
-        "text": args.text, "context": args.context, "count": result.count,
-        "exact_log_marginal": result.log_marginal,
-        "log_marginal": result.log_marginal, "canonical_log_prob": result.canonical_log_prob,
-        "canonical": _tokens(lm.vocab, result.canonical), "canonical_share": result.canonical_share,
-        "most_likely": _tokens(lm.vocab, result.most_likely), "most_likely_log_prob": float(result.log_probs[0]),
-        "forwards": result.forwards,
-    }, [
-        f"text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
-        f"tokenizations:            {result.count}",
-        f"canonical:                {' '.join(names(t) for t in result.canonical)}",
-        f"log p(canonical):         {result.canonical_log_prob:.4f}",
-        f"log p(text) (exact):      {result.log_marginal:.4f}",
-        f"canonical share of p:     {result.canonical_share:.4f}",
-        f"most likely:              {' '.join(names(t) for t in result.most_likely)} "
-        f"({float(result.log_probs[0]):.4f})",
-        f"LM token-forwards:        {result.forwards}",
-    ])
+    post = result.posterior().tolist()
+    if args.png:
+        from .plots import plot_distribution
+
+        plot_distribution(result, lm.vocab, args.png, top=args.top)
+    rows = [{"tokens": _tokens(lm.vocab, v), "log_prob": float(lp), "posterior": p, "canonical": v == result.canonical}
+            for v, lp, p in zip(result.tokenizations[: args.top], result.log_probs.tolist(), post)]
+    _emit(args, {"text": args.text, "count": result.count, "log_marginal": result.log_marginal,
+                 "canonical_log_prob": result.canonical_log_prob, "top": rows, "png": args.png},
+          [f"{result.count} tokenizations, log p(text) = {result.log_marginal:.4f}"] +
+          [f"{r['posterior']:.6f}  {'*' if r['canonical'] else ' '} {_names(lm.vocab, v)}"
+           for r, v in zip(rows, result.tokenizations)] + ([f"wrote {args.png}"] if args.png else []))
+
+
+def cmd_canonicity(args: argparse.Namespace) -> None:
+    from .canonicity import canonicity
+
+    lm = load_lm(args.model)
+    result = canonicity(lm, args.samples, args.max_tokens, seed=args.seed)
+    if args.png:
+        from .plots import plot_canonicity
+
+        plot_canonicity(result, args.png, label=lm.name)
+    _emit(args, {"model": lm.name, "lengths": result.lengths, "canonical": result.canonical,
+                 "undecodable": result.undecodable, "png": args.png},
+          [f"{'tokens':>6} {'% canonical':>12}"] +
+          [f"{n:>6} {100 * c:>11.1f}%" for n, c in zip(result.lengths, result.canonical)])
+
+
+def cmd_most_likely(args: argparse.Namespace) -> None:
+    from .search import most_likely
+
+    lm = load_lm(args.model)
+    r = most_likely(args.text, lm, context=args.context, time_budget=args.time_budget, top_k=args.top_k)
+    _emit(args, {"text": args.text, "context": args.context, "tokens": _tokens(lm.vocab, r.tokens),
+                 "log_prob": r.log_prob, "canonical": _tokens(lm.vocab, r.canonical),
+                 "canonical_log_prob": r.canonical_log_prob, "optimal": r.optimal,
+                 "top_k": [{"tokens": _tokens(lm.vocab, v), "log_prob": lp} for v, lp in r.top_k],
+                 "expanded": r.expanded, "forwards": r.forwards, "seconds": r.seconds},
+          [f"most likely:  {_names(lm.vocab, r.tokens)}  ({r.log_prob:.4f})",
+           f"canonical:    {_names(lm.vocab, r.canonical)}  ({r.canonical_log_prob:.4f})",
+           f"optimal:      {'proven' if r.optimal else 'not proven within the time budget'}"
+           f"  ({r.expanded} prefixes expanded, {r.seconds:.1f} s)"])
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -139,9 +206,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("marginal", "marginal probability of a string over all its tokenizations")
     p.add_argument("text")
     p.add_argument("--context", default="", help="text the string continues")
-    p.add_argument("--exact", action="store_true", help="enumerate every tokenization (short strings)")
+    p.add_argument("--samples", type=int, default=64, help="importance samples (default 64)")
+    p.add_argument("--proposal", default="lookahead", choices=["lookahead", "uniform", "prior", "stratified"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
     p.add_argument("--max-paths", type=int, default=100_000, help="refuse --exact above this many tokenizations")
+    p.add_argument("--bounds", type=float, metavar="TOL", help="also a certified bracket, to TOL nats")
+    p.add_argument("--budget", type=int, default=10_000, help="LM forwards for --bounds (default 10000)")
     p.set_defaults(func=cmd_marginal)
+    p = add("distribution", "the exact distribution over tokenizations (the paper's Fig. 2)")
+    p.add_argument("text")
+    p.add_argument("--context", default="")
+    p.add_argument("--png", help="plot the distribution here")
+    p.add_argument("--top", type=int, default=20, help="how many tokenizations to list and plot")
+    p.add_argument("--max-paths", type=int, default=100_000)
+    p.set_defaults(func=cmd_distribution)
+    p = add("canonicity", "fraction of canonical generations against length (the paper's Fig. 3)")
+    p.add_argument("--samples", type=int, default=32)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--png", help="plot the curve here")
+    p.set_defaults(func=cmd_canonicity)
+    p = add("most-likely", "the most likely tokenization by branch and bound")
+    p.add_argument("text")
+    p.add_argument("--context", default="")
+    p.add_argument("--time-budget", type=float, help="seconds (default: until optimality is proven)")
+    p.add_argument("--top-k", type=int, default=1)
+    p.set_defaults(func=cmd_most_likely)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)")
     p.add_argument("what", choices=["mdd"])
     p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")

@@ -26,9 +26,9 @@ import math
 from collections.abc import Sequence
 
 import pyro
-import pyro.distributions as dist
 import torch
 
+from .distributions import NextToken
 from .lm.base import LanguageModel, LMState
 from .mdd import MDD
 
@@ -63,9 +63,9 @@ class ParticleWalk:
     def any_active(self) -> bool:
         return bool(self.active.any())
 
-    def lm_logits(self) -> torch.Tensor:
-        """The LM's next-token log-probs of every particle, ``[N, V]`` (stale rows for finished ones)."""
-        return torch.stack([s.log_probs for s in self.states])
+    def lm_log_probs(self) -> list[torch.Tensor]:
+        """The LM's next-token log-probs of every particle (stale rows for finished ones)."""
+        return [s.log_probs for s in self.states]
 
     def out_tokens(self, i: int) -> dict[int, int]:
         node = self.nodes[i]
@@ -73,6 +73,7 @@ class ParticleWalk:
 
     def advance(self, tokens: torch.Tensor) -> torch.Tensor:
         """Move the active particles by ``tokens``; return which of them left the MDD."""
+        tokens = torch.as_tensor(tokens).reshape(-1)
         off = torch.zeros(len(self), dtype=torch.bool)
         grow: list[int] = []
         for i in torch.nonzero(self.active).flatten().tolist():
@@ -107,7 +108,7 @@ def tokenization_model(lm: LanguageModel, mdd: MDD, context: str | Sequence[int]
         while walk.any_active():
             active = walk.active.clone()
             with pyro.poutine.mask(mask=active):
-                tok = pyro.sample(site(t), dist.Categorical(logits=walk.lm_logits()))
+                tok = pyro.sample(site(t), NextToken(walk.lm_log_probs()))
             off = walk.advance(tok)
             if off.any():
                 zero = torch.zeros((), dtype=walk.states[0].log_probs.dtype)

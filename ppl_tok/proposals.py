@@ -28,21 +28,21 @@ import math
 from collections.abc import Callable, Sequence
 
 import pyro
-import pyro.distributions as dist
 import torch
 
+from .distributions import OverCandidates
 from .lm.base import LanguageModel
 from .mdd import MDD
 from .model import PLATE, ParticleWalk, site
 
-#: ``proposal_logits(walk) -> [N, V]``: next-token logits of each particle.
-#: Rows of finished particles are ignored; every active row must allow at least
-#: one of the particle's MDD out-tokens and nothing else with positive mass.
-ProposalLogits = Callable[[ParticleWalk], torch.Tensor]
+#: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
+#: node whose out-edges are ``out`` (token -> next node), one logit per token of
+#: ``out`` in its order (``-inf`` forbids a token; at least one must be finite).
+Proposal = Callable[[ParticleWalk, int, dict[int, int]], torch.Tensor]
 
 
-def mdd_guide(proposal_logits: ProposalLogits, name: str | None = None) -> Callable[..., list[tuple[int, ...]]]:
-    """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a logits function."""
+def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list[tuple[int, ...]]]:
+    """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a proposal over out-edges."""
 
     def guide(lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = "",
               num_particles: int = 1) -> list[tuple[int, ...]]:
@@ -51,45 +51,35 @@ def mdd_guide(proposal_logits: ProposalLogits, name: str | None = None) -> Calla
             t = 0
             while walk.any_active():
                 active = walk.active.clone()
-                logits = proposal_logits(walk).clone()
-                logits[~active] = 0.0  # finished particles: any value, masked out
+                candidates, logits = [], []
+                for i in range(num_particles):
+                    out = walk.out_tokens(i) if active[i] else {}
+                    if out:
+                        candidates.append(list(out))
+                        logits.append(proposal(walk, i, out))
+                    else:  # finished particle: any value, masked out
+                        candidates.append([0])
+                        logits.append(torch.zeros(1))
                 with pyro.poutine.mask(mask=active):
-                    tok = pyro.sample(site(t), dist.Categorical(logits=logits))
+                    tok = pyro.sample(site(t), OverCandidates.from_lists(candidates, logits))
                 walk.advance(tok)
                 t += 1
         return [tuple(tokens) for tokens in walk.tokens]
 
-    guide.__name__ = guide.__qualname__ = name or getattr(proposal_logits, "__name__", "mdd_guide")
-    guide.__doc__ = proposal_logits.__doc__
+    guide.__name__ = guide.__qualname__ = name or getattr(proposal, "__name__", "mdd_guide")
+    guide.__doc__ = proposal.__doc__
     return guide
 
 
-def restrict(logits: torch.Tensor, walk: ParticleWalk,
-             allowed: Callable[[int, dict[int, int]], Sequence[int]] | None = None) -> torch.Tensor:
-    """``logits`` with each active row masked to its particle's MDD out-tokens (or a subset)."""
-    out = torch.full_like(logits, -math.inf)
-    for i in torch.nonzero(walk.active).flatten().tolist():
-        tokens = walk.out_tokens(i)
-        keep = list(tokens) if allowed is None else list(allowed(i, tokens))
-        if keep:
-            idx = torch.tensor(keep)
-            out[i, idx] = logits[i, idx]
-    return out
+def lookahead(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
+    """The 1-step look-ahead: the LM's next-token log-probs of the MDD's out-edges."""
+    return walk.states[i].log_probs[list(out)]
 
 
-def lookahead(walk: ParticleWalk) -> torch.Tensor:
-    """The 1-step look-ahead: the LM's next-token log-probs masked to the MDD's out-edges."""
-    return restrict(walk.lm_logits(), walk)
-
-
-def uniform(walk: ParticleWalk) -> torch.Tensor:
+def uniform(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
     """Uniform over the MDD's paths: each out-edge weighted by its number of completions."""
     counts = walk.mdd.path_counts
-    out = torch.full((len(walk), len(walk.lm.vocab)), -math.inf, dtype=torch.float64)
-    for i in torch.nonzero(walk.active).flatten().tolist():
-        for tok, j in walk.out_tokens(i).items():
-            out[i, tok] = math.log(counts[j])  # math.log is exact for big integers
-    return out
+    return torch.tensor([math.log(counts[j]) for j in out.values()], dtype=torch.float64)  # exact for big ints
 
 
 lookahead_guide = mdd_guide(lookahead, "lookahead_guide")
@@ -113,18 +103,18 @@ class StratifiedGuide:
             for k in range(1, len(path) + 1):
                 self.covered[path[:k]] = self.covered.get(path[:k], 0) + 1
         self.exhausted = len(set(enumerated)) >= mdd.count()
-        self.guide = mdd_guide(self.logits, "stratified_guide")
+        self.guide = mdd_guide(self.proposal, "stratified_guide")
 
     def open(self, prefix: tuple[int, ...], node: int) -> bool:
         """Whether some tokenization through ``prefix`` (ending at ``node``) is outside ``S``."""
         return self.covered.get(prefix, 0) < self.mdd.path_counts[node]
 
-    def logits(self, walk: ParticleWalk) -> torch.Tensor:
-        def allowed(i: int, tokens: dict[int, int]) -> list[int]:
-            prefix = tuple(walk.tokens[i])
-            return [t for t, j in tokens.items() if self.open(prefix + (t,), j)]
-
-        return restrict(walk.lm_logits(), walk, allowed)
+    def proposal(self, walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
+        """The look-ahead, with the tokens whose completions are all in ``S`` forbidden."""
+        prefix = tuple(walk.tokens[i])
+        logits = lookahead(walk, i, out).double()
+        closed = torch.tensor([not self.open(prefix + (t,), j) for t, j in out.items()])
+        return logits.masked_fill(closed, -math.inf)
 
     def __call__(self, lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = "",
                  num_particles: int = 1) -> list[tuple[int, ...]]:
