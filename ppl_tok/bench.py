@@ -88,3 +88,156 @@ def format_mdd(result: dict[str, Any]) -> list[str]:
         lines.append(f"{r['model']:<14} {r['trie_bytes_per_s']:>10.0f} {r['naive_bytes_per_s']:>10.0f} "
                      f"{r['speedup']:>7.0f}x {r['ten_kb_seconds']:>10.3f}s")
     return lines
+
+
+# ----------------------------------------------------------------- marginal
+MARGINAL_STRINGS = (" Tokens", " tongueless", " Hypnopaturist", " The capital of France is Paris.")
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> float:
+    """A raw batched decoding loop of the same model: KV cache, full-vocab log_softmax per step."""
+    import torch
+
+    model = lm.model
+    ids = torch.full((batch, prefix_len), lm.bos_id or 0, dtype=torch.long)
+    with torch.inference_mode():
+        out = model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        tok = torch.zeros((batch, 1), dtype=torch.long)
+        start = time.perf_counter()
+        for _ in range(steps):
+            out = model(input_ids=tok, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.log_softmax(out.logits[:, -1].float(), -1)
+        return batch * steps / (time.perf_counter() - start)
+
+
+class _UncachedLM:
+    """Wraps an HF LM so every step recomputes its whole prefix (no KV, no prefix cache): the plain baseline."""
+
+    def __new__(cls, lm):
+        from .lm.hf import HFLanguageModel
+
+        class Uncached(HFLanguageModel):
+            def _extend(self, payloads, tokens):
+                rows = [self._prefill(p[2] + (t,)) for p, t in zip(payloads, tokens)]
+                import torch
+
+                return torch.stack([r[0] for r in rows]), [(None, 0, p[2] + (t,)) for p, t in zip(payloads, tokens)]
+
+            def _prefill(self, tokens):
+                log_probs, _ = super()._prefill(tokens)
+                return log_probs, (None, 0, tokens)
+
+        return Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached", cache_size=0)
+
+
+def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,
+                   strings: tuple[str, ...] = MARGINAL_STRINGS) -> dict[str, Any]:
+    """(a) throughput against raw batched forwards, (b) against stock sequential Pyro, (c) forwards per
+    sample against the paper's sample-then-rescore scheme, (d) accuracy against time for every estimator."""
+    import pyro
+    from pyro.infer import Importance
+
+    from .cards import load_lm
+    from .inference import marginal
+    from .marginal import exact_marginal
+    from .model import tokenization_model
+    from .proposals import lookahead_guide
+    from .search import marginal_bounds
+
+    lm = load_lm(model)
+    sentence = strings[-1]
+    out: dict[str, Any] = {"model": model}
+    # (a) throughput
+    rows = []
+    for n in tqdm(sizes, desc="(a) throughput", leave=False):
+        lm.clear_cache()
+        lm.stats.reset()
+        r = marginal(sentence, lm, n, seed=0)
+        mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
+        steps = sum(len(s) for s in r.samples)
+        rows.append({"num_samples": n, "seconds": r.seconds, "forwards": lm.stats.forwards,
+                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / r.seconds,
+                     "particle_steps_per_s": steps / r.seconds,
+                     "raw_forwards_per_s_at_mean_batch": _raw_forwards_per_s(lm, mean_batch),
+                     "raw_forwards_per_s_at_n": _raw_forwards_per_s(lm, n)})
+        rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
+        rows[-1]["ratio_particle_steps"] = rows[-1]["particle_steps_per_s"] / rows[-1]["raw_forwards_per_s_at_n"]
+    out["throughput"] = rows
+    # (b) stock sequential Pyro with an uncached LM call per step
+    text = " tongueless"
+    naive = _UncachedLM(lm)
+    mdd = compile_mdd(text, lm.vocab)
+    pyro.set_rng_seed(0)
+    start = time.perf_counter()
+    seq = Importance(tokenization_model, lookahead_guide, num_samples=baseline_samples).run(naive, mdd)
+    seq_s = time.perf_counter() - start
+    lm.clear_cache()
+    fast = marginal(text, lm, baseline_samples, seed=0)
+    out["sequential"] = {"text": text, "num_samples": baseline_samples, "stock_importance_seconds": seq_s,
+                         "stock_log_normalizer": float(seq.get_log_normalizer()),
+                         "vectorized_seconds": fast.seconds, "speedup": seq_s / fast.seconds}
+    # (c) forwards per sample, against the paper's scheme
+    lm.clear_cache()
+    lm.stats.reset()
+    r = marginal(sentence, lm, 64, seed=0)
+    context_len = len(lm.prefix_ids(""))
+    paper = sum(len(s) for s in r.samples) + sum(context_len + len(s) for s in r.samples)
+    out["forwards_per_sample"] = {"text": sentence, "num_samples": 64, "ours": lm.stats.forwards / 64,
+                                  "paper_scheme": paper / 64, "peak_rss_mb": _peak_rss_mb()}
+    # (d) accuracy against time
+    acc = []
+    for s in tqdm(strings, desc="(d) accuracy", leave=False):
+        lm.clear_cache()
+        truth = (exact_marginal(s, lm).log_marginal if compile_mdd(s, lm.vocab).count() <= 10_000
+                 else marginal_bounds(s, lm, tolerance=1e-6, budget=5000).estimate)
+        runs = [("lookahead N=64", lambda: marginal(s, lm, 64, seed=0)),
+                ("lookahead N=256", lambda: marginal(s, lm, 256, seed=0)),
+                ("stratified N=64", lambda: marginal(s, lm, 64, guide="stratified", seed=0)),
+                ("bracket 1e-3", lambda: marginal_bounds(s, lm, tolerance=1e-3))]
+        for name, fn in runs:
+            lm.clear_cache()
+            start = time.perf_counter()
+            res = fn()
+            secs = time.perf_counter() - start
+            est = res.estimate if hasattr(res, "estimate") else res.log_marginal
+            acc.append({"text": s, "estimator": name, "estimate": est, "truth": truth, "error": abs(est - truth),
+                        "seconds": secs, "chars_per_s": len(s) / secs})
+    out["accuracy"] = acc
+    try:
+        import genlm.bytes  # noqa: F401
+
+        out["genlm_bytes"] = "installed but not wired into this benchmark"
+    except ImportError:
+        out["genlm_bytes"] = "not installed (pip install genlm-bytes to compare)"
+    return out
+
+
+def format_marginal(r: dict[str, Any]) -> list[str]:
+    lines = [f"Marginal estimation on {r['model']}", "(a) throughput on the sentence, vectorized IS vs raw batched forward loop"]
+    lines.append(f"{'N':>5} {'secs':>7} {'fwd':>6} {'batch':>6} {'IS fwd/s':>9} {'raw fwd/s':>10} {'ratio':>6} "
+                 f"{'steps/s':>8} {'raw@N':>7} {'ratio':>6}")
+    for t in r["throughput"]:
+        lines.append(f"{t['num_samples']:>5} {t['seconds']:>7.2f} {t['forwards']:>6} {t['mean_batch']:>6} "
+                     f"{t['is_forwards_per_s']:>9.1f} {t['raw_forwards_per_s_at_mean_batch']:>10.1f} "
+                     f"{t['ratio_forwards']:>6.2f} {t['particle_steps_per_s']:>8.1f} {t['raw_forwards_per_s_at_n']:>7.1f} "
+                     f"{t['ratio_particle_steps']:>6.2f}")
+    s = r["sequential"]
+    lines.append(f"(b) {s['text']!r}, N={s['num_samples']}: stock sequential Importance (uncached LM) "
+                 f"{s['stock_importance_seconds']:.1f} s, vectorized {s['vectorized_seconds']:.2f} s: {s['speedup']:.0f}x")
+    f = r["forwards_per_sample"]
+    lines.append(f"(c) forwards per sample on {f['text']!r}: ours {f['ours']:.2f}, paper's scheme {f['paper_scheme']:.1f}; "
+                 f"peak RSS {f['peak_rss_mb']:.0f} MB")
+    lines.append("(d) accuracy against time")
+    for a in r["accuracy"]:
+        lines.append(f"  {a['text']!r:36} {a['estimator']:16} error {a['error']:9.4f} nats  {a['seconds']:7.2f} s  "
+                     f"{a['chars_per_s']:7.2f} chars/s")
+    lines.append(f"genlm-bytes: {r['genlm_bytes']}")
+    return lines

@@ -174,6 +174,9 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_mdd(args.data, models=args.models, naive_bytes=args.naive_bytes,
                                  max_bytes=args.max_bytes)
         _emit(args, result, bench.format_mdd(result))
+    elif args.what == "marginal":
+        result = bench.bench_marginal(args.model, sizes=tuple(args.sizes), baseline_samples=args.baseline_samples)
+        _emit(args, result, bench.format_marginal(result))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,11 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=1)
     p.set_defaults(func=cmd_most_likely)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)")
-    p.add_argument("what", choices=["mdd"])
+    p.add_argument("what", choices=["mdd", "marginal"])
     p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")
     p.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     p.add_argument("--max-bytes", type=int, default=2_000_000, help="texts compiled by the trie compiler")
     p.add_argument("--naive-bytes", type=int, default=1_000, help="texts compiled by the naive compiler")
+    p.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
+    p.add_argument("--baseline-samples", type=int, default=64, help="marginal: N of the sequential baseline")
     p.set_defaults(func=cmd_bench)
     return parser
 

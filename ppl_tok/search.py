@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .lm.base import LanguageModel, LMState
+from .lm.toy import BigramLM
 from .mdd import MDD, compile_mdd
 
 
@@ -224,3 +225,36 @@ def most_likely(text: str, lm: LanguageModel, *, context: str | Sequence[int] = 
                       top_k=ranked[:top_k], expanded=search.expanded,
                       forwards=search.forwards,
                       seconds=time.perf_counter() - start)
+
+
+def most_likely_bigram(text: str, lm: BigramLM, *, context: str | Sequence[int] = "",
+                       mdd: MDD | None = None) -> tuple[tuple[int, ...], float]:
+    """The exact most likely tokenization under a bigram LM, in polynomial time.
+
+    Under a bigram LM the probability of a path depends only on consecutive
+    token pairs, so the MDD expanded with the last token as state is a DAG on
+    which the most likely tokenization is a longest (max log-prob) path: a
+    Viterbi pass over nodes in byte order, ``O(|E| * max in-degree)``.
+    """
+    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+    prefix = lm.prefix_ids(context)
+    start_prev = prefix[-1] if prefix else None
+    # best[node][last token] = (log prob, back pointer (node, token))
+    best: dict[int, dict[int | None, tuple[float, tuple[int, int | None] | None]]] = {mdd.source: {start_prev: (0.0, None)}}
+    for node in sorted(mdd.nodes):
+        if node == mdd.sink or node not in best:
+            continue
+        for prev, (lp, _) in best[node].items():
+            row = lm.transition(prev)
+            for _, j, t in mdd.out_edges(node, keys=True):
+                cand = lp + float(row[t])
+                slot = best.setdefault(j, {})
+                if t not in slot or cand > slot[t][0]:
+                    slot[t] = (cand, (node, prev))
+    last, (lp, _) = max(best[mdd.sink].items(), key=lambda kv: kv[1][0])
+    tokens, node, tok = [], mdd.sink, last
+    while tok is not None and node != mdd.source:
+        tokens.append(tok)
+        _, back = best[node][tok]
+        node, tok = back
+    return tuple(reversed(tokens)), lp
