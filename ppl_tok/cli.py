@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -167,6 +168,38 @@ def cmd_most_likely(args: argparse.Namespace) -> None:
            f"  ({r.expanded} prefixes expanded, {r.seconds:.1f} s)"])
 
 
+def cmd_sat(args: argparse.Namespace) -> None:
+    from .marginal import exact_marginal
+    from .sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
+    from .search import most_likely
+
+    cnf = CNF.read(args.file)
+    if args.problem == "mlt":
+        red = mlt_reduction(cnf)
+        r = most_likely(red.text, red.lm)
+        satisfiable = r.log_prob > red.log_threshold
+        assignment = read_assignment(cnf, r.tokens) if satisfiable else None
+        payload = {"problem": "mlt", "string": red.text, "threshold": red.threshold,
+                   "log_threshold": red.log_threshold, "satisfiable": satisfiable,
+                   "most_likely": [red.lm.vocab.token_name(t) for t in r.tokens], "log_prob": r.log_prob,
+                   "optimal": r.optimal,
+                   "assignment": None if assignment is None else {str(j + 1): v for j, v in enumerate(assignment)}}
+        lines = [f"string: {red.text}", f"most likely tokenization: {' '.join(payload['most_likely'])} "
+                 f"(p = {math.exp(r.log_prob):.4g}, threshold {red.threshold:.4g})",
+                 f"satisfiable: {satisfiable}"]
+        if assignment is not None:
+            lines.append("assignment: " + " ".join(f"{j + 1}={int(v)}" for j, v in enumerate(assignment)))
+    else:
+        red = msp_reduction(cnf)
+        exact = exact_marginal(red.text, red.lm, max_paths=args.max_paths)
+        count = model_count(exact.log_marginal, red)
+        payload = {"problem": "msp", "string": red.text, "unit": red.threshold, "log_marginal": exact.log_marginal,
+                   "model_count": count, "satisfiable": count > 0}
+        lines = [f"string: {red.text}", f"log p(string) = {exact.log_marginal:.6f}",
+                 f"model count: {count}   (p / (0.45^n 0.9^n) = {math.exp(exact.log_marginal - red.log_threshold):.6f})"]
+    _emit(args, payload, lines)
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     from . import bench
 
@@ -174,6 +207,9 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_mdd(args.data, models=args.models, naive_bytes=args.naive_bytes,
                                  max_bytes=args.max_bytes)
         _emit(args, result, bench.format_mdd(result))
+    elif args.what == "most-likely":
+        result = bench.bench_most_likely(args.model, time_budget=args.time_budget, png=args.png)
+        _emit(args, result, bench.format_most_likely(result))
     elif args.what == "marginal":
         result = bench.bench_marginal(args.model, sizes=tuple(args.sizes), baseline_samples=args.baseline_samples)
         _emit(args, result, bench.format_marginal(result))
@@ -236,14 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, help="seconds (default: until optimality is proven)")
     p.add_argument("--top-k", type=int, default=1)
     p.set_defaults(func=cmd_most_likely)
+    p = add("sat", "decide SAT (mlt) or count models (msp) through the paper's reductions")
+    p.add_argument("file", help="a DIMACS .cnf file")
+    p.add_argument("--problem", choices=["mlt", "msp"], default="mlt")
+    p.add_argument("--max-paths", type=int, default=1 << 20)
+    p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)")
-    p.add_argument("what", choices=["mdd", "marginal"])
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely"])
     p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")
     p.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     p.add_argument("--max-bytes", type=int, default=2_000_000, help="texts compiled by the trie compiler")
     p.add_argument("--naive-bytes", type=int, default=1_000, help="texts compiled by the naive compiler")
     p.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
     p.add_argument("--baseline-samples", type=int, default=64, help="marginal: N of the sequential baseline")
+    p.add_argument("--time-budget", type=float, default=60.0, help="most-likely: seconds per prefix")
+    p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
     return parser
 
