@@ -63,6 +63,9 @@ class PrefixSearch:
         self.found: dict[tuple[int, ...], float] = {}
         self.forwards = 0
         self.expanded = 0
+        #: what the paper's branch and bound would have run for the same expansions:
+        #: every child of an expanded prefix scored by a full forward of its whole sequence
+        self.recompute_forwards = 0
         self.pruned: list[float] = []  # log-probs of prefixes dropped by branch and bound
         self._queue: list[_Open] = []
         self._order = itertools.count()
@@ -115,6 +118,7 @@ class PrefixSearch:
         self.forwards += len(items)
         self.expanded += len(items)
         for o, state in zip(items, states):
+            self.recompute_forwards += self.mdd.out_degree(o.node) * (len(state.tokens) + 1)
             self._children(o.node, state, -o.neg_log_prob, o.tokens)
 
 
@@ -180,6 +184,7 @@ class MostLikely:
     top_k: list[tuple[tuple[int, ...], float]]
     expanded: int
     forwards: int
+    recompute_forwards: int
     seconds: float
 
 
@@ -223,7 +228,7 @@ def most_likely(text: str, lm: LanguageModel, *, context: str | Sequence[int] = 
     best, best_lp = ranked[0]
     return MostLikely(text, best, best_lp, canonical, canonical_lp, optimal=not timed_out,
                       top_k=ranked[:top_k], expanded=search.expanded,
-                      forwards=search.forwards,
+                      forwards=search.forwards, recompute_forwards=search.recompute_forwards,
                       seconds=time.perf_counter() - start)
 
 

@@ -60,14 +60,63 @@ def test_bench_mdd_on_a_small_file(capsys, tmp_path):
     assert code == 0 and row["speedup"] > 1 and row["naive_bytes"] > 0
 
 
-def test_marginal_exact_json(capsys):
-    code, out, _ = run(capsys, "marginal", " tongueless", "--exact", "--json")
+def test_marginal_json_with_exact_and_bounds(capsys):
+    code, out, _ = run(capsys, "marginal", " tongueless", "--samples", "16", "--exact", "--bounds", "1e-3", "--json")
     data = json.loads(out)
-    assert code == 0 and data["count"] == 597
+    assert code == 0 and data["count"] == 597 and data["num_samples"] == 16
     assert data["exact_log_marginal"] == pytest.approx(-24.683, abs=1e-3)
-    assert data["canonical_log_prob"] < data["log_marginal"]
+    assert data["lower"] <= data["exact_log_marginal"] + 1e-6 <= data["upper"] + 1e-4
+    assert {"log_marginal", "canonical_log_prob", "ess", "canonical_estimate", "noncanonical_estimate"} <= set(data)
 
 
-def test_marginal_without_exact_says_what_is_missing(capsys):
-    code, _, err = run(capsys, "marginal", " tongueless")
-    assert code == 2 and "--exact" in err
+@pytest.mark.parametrize("proposal", ["uniform", "prior", "stratified"])
+def test_marginal_proposals(capsys, proposal):
+    code, out, _ = run(capsys, "marginal", " Tokens", "--samples", "8", "--proposal", proposal, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["proposal"] == proposal
+    if proposal == "stratified":
+        assert data["log_marginal"] == pytest.approx(-18.5486, abs=1e-3)
+
+
+def test_distribution_and_png(capsys, tmp_path):
+    code, out, _ = run(capsys, "distribution", " Tokens", "--png", str(tmp_path / "d.png"), "--top", "5", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["count"] == 52 and len(data["top"]) == 5 and data["top"][0]["canonical"]
+    assert (tmp_path / "d.png").stat().st_size > 1000
+
+
+def test_canonicity(capsys, tmp_path):
+    code, out, _ = run(capsys, "canonicity", "--samples", "4", "--max-tokens", "3", "--png", str(tmp_path / "c.png"),
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["lengths"] == [1, 2, 3] and all(0 <= c <= 1 for c in data["canonical"])
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_most_likely(capsys):
+    code, out, _ = run(capsys, "most-likely", " tongueless", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["optimal"]
+    assert [t["token"] for t in data["tokens"]] == ["\u0120tongue", "less"]
+    assert data["log_prob"] > data["canonical_log_prob"]
+
+
+def test_sat_mlt_and_msp(capsys, tmp_path):
+    f = tmp_path / "f.cnf"
+    f.write_text("p cnf 3 3\n1 -2 3 0\n-1 2 0\n2 3 0\n")
+    code, out, _ = run(capsys, "sat", str(f), "--problem", "mlt", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["satisfiable"] and data["string"] == "abcabcabcddd"
+    clauses = [(1, -2, 3), (-1, 2), (2, 3)]
+    assign = {int(k): v for k, v in data["assignment"].items()}
+    assert all(any(assign[abs(lit)] == (lit > 0) for lit in c) for c in clauses)
+    code, out, _ = run(capsys, "sat", str(f), "--problem", "msp", "--json")
+    assert code == 0 and json.loads(out)["model_count"] == 4
+    u = tmp_path / "u.cnf"
+    u.write_text("p cnf 1 2\n1 0\n-1 0\n")
+    code, out, _ = run(capsys, "sat", str(u), "--json")
+    assert code == 0 and json.loads(out)["satisfiable"] is False
+    bad = tmp_path / "bad.cnf"
+    bad.write_text("p cnf 2 5\n1 0\n")
+    code, _, err = run(capsys, "sat", str(bad))
+    assert code == 2 and "announces 5 clauses" in err
