@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from .cards import load_vocabulary
@@ -102,8 +103,6 @@ def _peak_rss_mb() -> float:
 
 def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> float:
     """A raw batched decoding loop of the same model: KV cache, full-vocab log_softmax per step."""
-    import torch
-
     model = lm.model
     ids = torch.full((batch, prefix_len), lm.bos_id or 0, dtype=torch.long)
     with torch.inference_mode():
@@ -118,24 +117,20 @@ def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> 
         return batch * steps / (time.perf_counter() - start)
 
 
-class _UncachedLM:
-    """Wraps an HF LM so every step recomputes its whole prefix (no KV, no prefix cache): the plain baseline."""
+def _uncached(lm):
+    """The same HF model behind an LM that recomputes its whole prefix at every step (no KV, no prefix cache)."""
+    from .lm.hf import HFLanguageModel
 
-    def __new__(cls, lm):
-        from .lm.hf import HFLanguageModel
+    class Uncached(HFLanguageModel):
+        def _prefill(self, tokens):
+            log_probs, _ = super()._prefill(tokens)
+            return log_probs, tokens
 
-        class Uncached(HFLanguageModel):
-            def _extend(self, payloads, tokens):
-                rows = [self._prefill(p[2] + (t,)) for p, t in zip(payloads, tokens)]
-                import torch
+        def _extend(self, payloads, tokens):
+            rows = [self._prefill(p + (t,)) for p, t in zip(payloads, tokens)]
+            return torch.stack([r[0] for r in rows]), [r[1] for r in rows]
 
-                return torch.stack([r[0] for r in rows]), [(None, 0, p[2] + (t,)) for p, t in zip(payloads, tokens)]
-
-            def _prefill(self, tokens):
-                log_probs, _ = super()._prefill(tokens)
-                return log_probs, (None, 0, tokens)
-
-        return Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached", cache_size=0)
+    return Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached", cache_size=0)
 
 
 def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,
@@ -173,7 +168,7 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     out["throughput"] = rows
     # (b) stock sequential Pyro with an uncached LM call per step
     text = " tongueless"
-    naive = _UncachedLM(lm)
+    naive = _uncached(lm)
     mdd = compile_mdd(text, lm.vocab)
     pyro.set_rng_seed(0)
     start = time.perf_counter()

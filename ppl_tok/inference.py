@@ -32,6 +32,7 @@ import torch
 from pyro import poutine
 
 from .lm.base import LanguageModel
+from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
 from .model import tokenization_model
 from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
@@ -70,15 +71,6 @@ class MarginalResult:
     def acceptance_rate(self) -> float:
         """The fraction of samples with non-zero weight (the prior proposal's acceptance rate)."""
         return float(torch.isfinite(self.log_weights).double().mean())
-
-
-def _logaddexp(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    top = max(a, b)
-    return top + math.log(math.exp(a - top) + math.exp(b - top))
 
 
 def _log_mean_exp(values: torch.Tensor, n: int) -> float:
@@ -157,16 +149,16 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
     if torch.isnan(log_w).any():
         raise FloatingPointError(f"NaN importance weight for {text!r} with proposal {name!r}")
     sampled = _log_mean_exp(log_w, num_samples)
-    log_marginal = _logaddexp(exact_mass, sampled)
+    log_marginal = logsumexp([exact_mass, sampled])
     is_canon = [s == canonical for s in samples]
     mask = torch.tensor(is_canon, dtype=torch.bool)
     canon_part = _log_mean_exp(log_w[mask], num_samples)
     noncanon_part = _log_mean_exp(log_w[~mask], num_samples)
     if canonical in enumerated:  # the canonical path was summed exactly
-        canon_part = _logaddexp(canon_part, canonical_lp)
+        canon_part = logsumexp([canon_part, canonical_lp])
         rest = [lp for path, lp in bounds.tokenizations.items() if path != canonical]
         if rest:
-            noncanon_part = _logaddexp(noncanon_part, float(torch.logsumexp(torch.tensor(rest, dtype=torch.float64), 0)))
+            noncanon_part = logsumexp([noncanon_part, *rest])
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, is_canonical=is_canon, ess=_ess(log_w),

@@ -59,12 +59,6 @@ class ExactMarginal:
         return (self.log_probs - self.log_marginal).exp()
 
 
-def _completions(mdd: MDD, node: int) -> list[tuple[int, ...]]:
-    if node == mdd.sink:
-        return [()]
-    return [(t,) + rest for _, j, t in mdd.out_edges(node, keys=True) for rest in _completions(mdd, j)]
-
-
 def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "",
                    max_paths: int = 100_000, batch_size: int = 64, mdd: MDD | None = None) -> ExactMarginal:
     """``log p(text | context)`` summed exactly over every tokenization of ``text``.
@@ -90,7 +84,7 @@ def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int]
                 if j == mdd.sink:
                     done.append((path + (t,), lp))
                 elif lp == -math.inf:  # no mass: its completions are all zero, no LM needed
-                    done.extend((path + (t,) + rest, lp) for rest in _completions(mdd, j))
+                    done.extend((path + (t,) + rest, lp) for rest in mdd.enumerate(start=j))
                 else:
                     pending.append((j, state, lp, path + (t,), t))
         frontier = []

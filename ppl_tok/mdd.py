@@ -73,12 +73,15 @@ class MDD(nx.MultiDiGraph):
         return self.path_counts[self.source]
 
     # ---------------------------------------------------------- enumeration
-    def enumerate(self, limit: int | None = None) -> Iterator[tuple[int, ...]]:
-        """Yield tokenizations (tuples of ids) depth-first; at most ``limit`` of them."""
+    def enumerate(self, limit: int | None = None, start: int | None = None) -> Iterator[tuple[int, ...]]:
+        """Yield tokenizations (tuples of ids) depth-first; at most ``limit`` of them.
+
+        With ``start``, the completions from that node to the sink instead.
+        """
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
         produced = 0
-        stack: list[tuple[int, tuple[int, ...]]] = [(self.source, ())]
+        stack: list[tuple[int, tuple[int, ...]]] = [(self.source if start is None else start, ())]
         while stack:
             node, path = stack.pop()
             if node == self.sink:

@@ -31,15 +31,8 @@ from dataclasses import dataclass, field
 
 from .lm.base import LanguageModel, LMState
 from .lm.toy import BigramLM
+from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
-
-
-def _logsumexp(values: Sequence[float]) -> float:
-    finite = [v for v in values if v != -math.inf]
-    if not finite:
-        return -math.inf
-    top = max(finite)
-    return top + math.log(math.fsum(math.exp(v - top) for v in finite))
 
 
 @dataclass(order=True)
@@ -90,11 +83,11 @@ class PrefixSearch:
 
     def lower(self) -> float:
         """log of the probability of the tokenizations found (a lower bound on ``log p(x)``)."""
-        return _logsumexp(list(self.found.values()))
+        return logsumexp(list(self.found.values()))
 
     def upper(self) -> float:
         """log of found + open + pruned mass (an upper bound on ``log p(x)``)."""
-        return _logsumexp(list(self.found.values()) + [-o.neg_log_prob for o in self._queue] + self.pruned)
+        return logsumexp(list(self.found.values()) + [-o.neg_log_prob for o in self._queue] + self.pruned)
 
     def best(self) -> tuple[tuple[int, ...], float] | None:
         if not self.found:
