@@ -4,11 +4,12 @@ Geh et al. (2024), Problem 2 (marginal string probability, #P-hard in general):
 
     p(x | c) = sum over tokenizations v of x of  prod_t p(v_t | c, v_<t)
 
-For short strings the sum is computed exactly by walking the tree of token
-prefixes that the MDD allows, level by level: every distinct prefix costs one
-LM forward (batched across the prefixes of a level), and the last token of a
-path costs none (its probability is read from its parent's next-token
-distribution). The estimand excludes EOS, as the paper's code does: it is the
+For short strings the sum is computed exactly by expanding the whole tree of
+token prefixes that the MDD allows: the best-first engine of
+:mod:`ppl_tok.search` with an unlimited budget (so this is the certified
+bracket closed to width zero). Every distinct prefix costs one LM forward
+(batched), and the last token of a path costs none (its probability is read
+from its parent's next-token distribution). The estimand excludes EOS, as the paper's code does: it is the
 probability that the LM's next tokens spell exactly ``x``, not the probability
 of ``x`` as a byte prefix.
 """
@@ -20,9 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm
 
-from .lm.base import LanguageModel, LMState
+from .lm.base import LanguageModel
 from .mdd import MDD, compile_mdd
+from .search import PrefixSearch
 
 
 @dataclass(frozen=True)
@@ -73,25 +76,12 @@ def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int]
             f"{text!r} has {total} tokenizations, more than max_paths={max_paths}: exact enumeration is "
             "out of reach (raise max_paths, or estimate the marginal instead)"
         )
-    start = lm.stats.forwards
-    done: list[tuple[tuple[int, ...], float]] = []
-    frontier: list[tuple[int, LMState, float, tuple[int, ...]]] = [(mdd.source, lm.initial(context), 0.0, ())]
-    while frontier:
-        pending: list[tuple[int, LMState, float, tuple[int, ...], int]] = []
-        for node, state, logp, path in frontier:
-            for _, j, t in mdd.out_edges(node, keys=True):
-                lp = logp + float(state.log_probs[t])
-                if j == mdd.sink:
-                    done.append((path + (t,), lp))
-                elif lp == -math.inf:  # no mass: its completions are all zero, no LM needed
-                    done.extend((path + (t,) + rest, lp) for rest in mdd.enumerate(start=j))
-                else:
-                    pending.append((j, state, lp, path + (t,), t))
-        frontier = []
-        for k in range(0, len(pending), batch_size):
-            chunk = pending[k:k + batch_size]
-            children = lm.extend([c[1] for c in chunk], [c[4] for c in chunk])
-            frontier.extend((j, child, lp, path) for (j, _, lp, path, _), child in zip(chunk, children))
+    search = PrefixSearch(lm, mdd, context, keep_zero=True)
+    with tqdm(total=total, desc="enumerating tokenizations", unit="path", disable=None, leave=False) as bar:
+        while not search.done:
+            search.expand(batch_size)
+            bar.update(len(search.found) - bar.n)
+    done = list(search.found.items())
     done.sort(key=lambda item: -item[1])
     log_probs = torch.tensor([lp for _, lp in done], dtype=torch.float64)
     paths = [p for p, _ in done]
@@ -101,5 +91,5 @@ def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int]
     return ExactMarginal(
         text=text, log_marginal=float(torch.logsumexp(log_probs, 0)), canonical=canonical,
         canonical_log_prob=float(log_probs[paths.index(canonical)]), tokenizations=paths,
-        log_probs=log_probs, forwards=lm.stats.forwards - start,
+        log_probs=log_probs, forwards=search.forwards,
     )

@@ -51,8 +51,9 @@ class PrefixSearch:
     next-token distribution); expanding it costs one LM forward of its last token.
     """
 
-    def __init__(self, lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = ""):
+    def __init__(self, lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = "", keep_zero: bool = False):
         self.lm, self.mdd = lm, mdd
+        self.keep_zero = keep_zero  # record the zero-probability tokenizations too (full enumeration)
         self.found: dict[tuple[int, ...], float] = {}
         self.forwards = 0
         self.expanded = 0
@@ -70,7 +71,10 @@ class PrefixSearch:
             lp = log_prob + float(state.log_probs[t])
             if j == self.mdd.sink:
                 self.found[tokens + (t,)] = lp
-            elif lp > -math.inf:
+            elif lp == -math.inf:  # no mass below: its completions need no LM call
+                if self.keep_zero:
+                    self.found.update((tokens + (t,) + rest, lp) for rest in self.mdd.enumerate(start=j))
+            else:
                 heapq.heappush(self._queue, _Open(-lp, next(self._order), j, state, tokens + (t,)))
 
     @property

@@ -96,3 +96,27 @@ def test_importance_weights_function_matches_marginal():
     log_w, samples = importance_weights(tokenization_model, lookahead_guide, LM, mdd, "", num_samples=16)
     r = marginal(TEXT, LM, 16, seed=7)
     assert torch.allclose(log_w, r.log_weights) and samples == r.samples
+
+
+# ------------------------------------------------------------- SmolLM2
+SMOLLM2_EXACT = {" tongueless": -24.68309, " Hypnopaturist": -45.68776}
+
+
+def _errors(lm, text, guide, seeds):
+    return sorted(abs(marginal(text, lm, 64, guide=guide, seed=s).log_marginal - SMOLLM2_EXACT[text]) for s in seeds)
+
+
+def test_smollm2_stratified_beats_the_lookahead_on_tongueless(smollm2):
+    better = _errors(smollm2, " tongueless", "stratified", range(3))
+    lookahead = _errors(smollm2, " tongueless", "lookahead", range(3))
+    print("tongueless, N=64: stratified errors", better, "look-ahead errors", lookahead)
+    assert better[1] < 0.1  # median
+    assert lookahead[1] > 1.0  # the paper's proposal fails here, as measured in issue 4
+
+
+@pytest.mark.slow
+def test_smollm2_stratified_on_hypnopaturist(smollm2):
+    better = _errors(smollm2, " Hypnopaturist", "stratified", range(3))
+    lookahead = _errors(smollm2, " Hypnopaturist", "lookahead", range(3))
+    print("Hypnopaturist, N=64: stratified errors", better, "look-ahead errors", lookahead)
+    assert better[1] < 0.1 and lookahead[1] > 1.0
