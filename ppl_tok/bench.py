@@ -193,10 +193,10 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
         lm.clear_cache()
         truth = (exact_marginal(s, lm).log_marginal if compile_mdd(s, lm.vocab).count() <= 10_000
                  else marginal_bounds(s, lm, tolerance=1e-6, budget=5000).estimate)
-        runs = [("lookahead N=64", lambda: marginal(s, lm, 64, seed=0)),
-                ("lookahead N=256", lambda: marginal(s, lm, 256, seed=0)),
-                ("stratified N=64", lambda: marginal(s, lm, 64, guide="stratified", seed=0)),
-                ("bracket 1e-3", lambda: marginal_bounds(s, lm, tolerance=1e-3))]
+        runs = [("lookahead N=64", lambda s=s: marginal(s, lm, 64, seed=0)),
+                ("lookahead N=256", lambda s=s: marginal(s, lm, 256, seed=0)),
+                ("stratified N=64", lambda s=s: marginal(s, lm, 64, guide="stratified", seed=0)),
+                ("bracket 1e-3", lambda s=s: marginal_bounds(s, lm, tolerance=1e-3))]
         for name, fn in runs:
             lm.clear_cache()
             start = time.perf_counter()

@@ -177,7 +177,7 @@ class MDD(nx.MultiDiGraph):
         # alternately below and above the line of nodes.
         seen: dict[tuple[int, int], int] = {}
         extent = 0.6
-        for n_edge, (i, j, t) in enumerate(sorted(self.edges(keys=True))):
+        for i, j, t in sorted(self.edges(keys=True)):
             k = seen.get((i, j), 0)
             seen[(i, j)] = k + 1
             span = j - i

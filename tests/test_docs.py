@@ -1,6 +1,5 @@
 """Tutorials are executed: every ```python block of each docs/tutorials/*.md, in order."""
 
-import os
 import re
 from pathlib import Path
 

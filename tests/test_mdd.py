@@ -1,4 +1,3 @@
-import itertools
 from collections import Counter
 
 import networkx as nx

@@ -1,6 +1,5 @@
 """The best-first engine: certified marginal bounds and branch-and-bound most likely tokenization."""
 
-import math
 
 import pytest
 from hypothesis import given, settings
