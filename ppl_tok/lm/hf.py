@@ -9,6 +9,7 @@ after it is shared) and runs one forward of ``[B, 1]`` new tokens.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,18 +19,43 @@ from ..vocabulary import Vocabulary
 from .base import LanguageModel, LMState
 
 
-def _batch_tensors(layer: Any, batch: int) -> dict[str, torch.Tensor]:
-    """The attributes of a cache layer that are per-sequence tensors (batch first)."""
-    return {k: v for k, v in vars(layer).items()
-            if torch.is_tensor(v) and v.dim() >= 2 and v.shape[0] == batch}
+def _is_rows(value: Any, batch: int) -> bool:
+    return torch.is_tensor(value) and value.dim() >= 2 and value.shape[0] == batch
+
+
+def _batch_tensors(layer: Any, batch: int) -> dict[str, Any]:
+    """The attributes of a cache layer that hold per-sequence tensors (batch first).
+
+    Attention layers hold ``keys``/``values`` tensors; state-space layers (Mamba)
+    hold dicts of ``conv_states``/``recurrent_states`` tensors.
+    """
+    out: dict[str, Any] = {}
+    for k, v in vars(layer).items():
+        if _is_rows(v, batch):
+            out[k] = v
+        elif isinstance(v, dict) and any(_is_rows(x, batch) for x in v.values()):
+            out[k] = v
+    return out
 
 
 def _cache_batch(cache: Any) -> int:
     for layer in cache.layers:
-        keys = getattr(layer, "keys", None)
-        if torch.is_tensor(keys) and keys.dim() >= 2:
-            return keys.shape[0]
+        for v in vars(layer).values():
+            values = v.values() if isinstance(v, dict) else [v]
+            for x in values:
+                if torch.is_tensor(x) and x.dim() >= 2:
+                    return x.shape[0]
     raise ValueError("cannot find the batch size of this cache")
+
+
+def _select(value: Any, rows: torch.Tensor | None, pick: list[tuple[Any, int]], get) -> Any:
+    """Rows of a tensor (or of each tensor in a dict) for the new batch."""
+    if isinstance(value, dict):
+        return {k: (_select(x, rows, pick, lambda c, k=k: get(c)[k]) if torch.is_tensor(x) else x)
+                for k, x in value.items()}
+    if rows is not None:
+        return value.index_select(0, rows)
+    return torch.cat([get(c)[r:r + 1] for c, r in pick])
 
 
 def gather_cache(payloads: Sequence[tuple[Any, int]]) -> Any:
@@ -44,11 +70,8 @@ def gather_cache(payloads: Sequence[tuple[Any, int]]) -> Any:
     for li, layer in enumerate(first.layers):
         fresh = copy.copy(layer)
         for name, value in _batch_tensors(layer, batch).items():
-            if same:
-                setattr(fresh, name, value.index_select(0, rows))
-            else:
-                parts = [getattr(c.layers[li], name)[r:r + 1] for c, r in payloads]
-                setattr(fresh, name, torch.cat(parts))
+            setattr(fresh, name, _select(value, rows if same else None, list(payloads),
+                                         lambda c, li=li, name=name: getattr(c.layers[li], name)))
         new.layers.append(fresh)
     return new
 
@@ -69,6 +92,16 @@ class HFLanguageModel(LanguageModel):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
+        # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
+        params = inspect.signature(model.forward).parameters
+        self._cache_arg = "past_key_values" if "past_key_values" in params else "cache_params"
+
+    def _forward(self, ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
+        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True}
+        if cache is not None:
+            kwargs[self._cache_arg] = cache
+        out = self.model(**kwargs)
+        return out.logits, getattr(out, self._cache_arg)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(logits.float(), dim=-1)
@@ -77,17 +110,14 @@ class HFLanguageModel(LanguageModel):
     def _prefill(self, tokens: tuple[int, ...]) -> tuple[torch.Tensor, Any]:
         if not tokens:
             raise ValueError(f"{self.name} needs a BOS id or a context to score the first token")
-        ids = torch.tensor([tokens], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True)
-        return self._log_softmax(out.logits[0, -1]), (out.past_key_values, 0)
+        logits, cache = self._forward(torch.tensor([tokens], device=self.device))
+        return self._log_softmax(logits[0, -1]), (cache, 0)
 
     @torch.inference_mode()
     def _extend(self, payloads: list[Any], tokens: list[int]) -> tuple[torch.Tensor, list[Any]]:
-        cache = gather_cache(payloads)
         ids = torch.tensor(tokens, device=self.device).unsqueeze(1)
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
-        new = out.past_key_values
-        return self._log_softmax(out.logits[:, -1]), [(new, i) for i in range(len(tokens))]
+        logits, new = self._forward(ids, gather_cache(payloads))
+        return self._log_softmax(logits[:, -1]), [(new, i) for i in range(len(tokens))]
 
     @torch.inference_mode()
     def log_prob(self, tokens: Sequence[int], context: str | Sequence[int] = "") -> float:
@@ -96,10 +126,8 @@ class HFLanguageModel(LanguageModel):
         state: LMState = self.initial(context)
         if len(tokens) <= 1:
             return super().log_prob(tokens, context)
-        cache = gather_cache([state.payload])
-        ids = torch.tensor([tokens[:-1]], device=self.device)
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+        logits, _ = self._forward(torch.tensor([tokens[:-1]], device=self.device), gather_cache([state.payload]))
         self.stats.forwards += len(tokens) - 1
         self.stats.calls += 1
-        steps = torch.cat([state.log_probs.unsqueeze(0), self._log_softmax(out.logits[0])])
+        steps = torch.cat([state.log_probs.unsqueeze(0), self._log_softmax(logits[0])])
         return float(steps[torch.arange(len(tokens)), torch.tensor(tokens)].sum())

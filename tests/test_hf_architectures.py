@@ -1,0 +1,62 @@
+"""Any transformers causal LM: the KV/state handling checked on tiny random models of three families."""
+
+import pytest
+import torch
+
+from ppl_tok import Vocabulary
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.hf import HFLanguageModel
+
+VOCAB = Vocabulary.from_tokens([None] + [chr(97 + i) for i in range(15)])
+
+
+def tiny(family: str):
+    import transformers as tf
+
+    torch.manual_seed(0)
+    if family == "gpt2":
+        return tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=16, n_embd=16, n_layer=2, n_head=2))
+    if family == "llama":
+        return tf.LlamaForCausalLM(tf.LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=32,
+                                                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1))
+    if family == "gemma3":
+        return tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(vocab_size=16, hidden_size=16, intermediate_size=32,
+                                                        num_hidden_layers=2, num_attention_heads=2,
+                                                        num_key_value_heads=1, head_dim=8, sliding_window=4))
+    return tf.MambaForCausalLM(tf.MambaConfig(vocab_size=16, hidden_size=16, state_size=4, num_hidden_layers=2,
+                                              expand=2))
+
+
+@pytest.fixture(params=["gpt2", "llama", "gemma3", "mamba"])
+def lm(request):
+    return HFLanguageModel(tiny(request.param), None, 0, vocab=VOCAB, name=request.param)
+
+
+def full_forward_log_prob(lm, ids):
+    with torch.inference_mode():
+        logits = lm.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    return sum(float(logits[i, ids[i + 1]]) for i in range(len(ids) - 1))
+
+
+def test_incremental_states_equal_a_full_forward(lm):
+    context, tokens = [1, 2, 3, 4, 5, 6], [3, 5, 7, 2, 9]  # longer than Gemma's window of 4
+    expected = full_forward_log_prob(lm, [0] + context + tokens)  # BOS = 0
+    assert lm.log_prob(tokens, context) == pytest.approx(expected - full_forward_log_prob(lm, [0] + context), abs=1e-4)
+    assert LanguageModel.log_prob(lm, tokens, context) == pytest.approx(lm.log_prob(tokens, context), abs=1e-4)
+
+
+def test_batched_extension_equals_one_at_a_time_and_never_mutates(lm):
+    root = lm.initial([1, 2])
+    before = root.log_probs.clone()
+    first = lm.extend([root, root, root], [3, 4, 3])
+    assert first[0] is first[2]  # identical (prefix, token) computed once
+    second = lm.extend(first, [5, 6, 7])
+    third = lm.extend([second[1], second[0]], [8, 8])
+    lm.clear_cache()
+    for path, state in [((3, 5), second[0]), ((4, 6), second[1]), ((4, 6, 8), third[0]), ((3, 5, 8), third[1])]:
+        assert torch.allclose(lm.state((0, 1, 2) + path).log_probs, state.log_probs, atol=1e-5)
+        lm.clear_cache()
+    assert torch.equal(root.log_probs, before)
+    # the root's cache still extends correctly after all that
+    again = lm.extend([root], [3])[0]
+    assert torch.allclose(again.log_probs, first[0].log_probs, atol=1e-5)
