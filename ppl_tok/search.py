@@ -29,6 +29,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 from .lm.base import LanguageModel, LMState
 from .lm.toy import BigramLM
 from .logspace import logsumexp
@@ -153,16 +155,18 @@ def marginal_bounds(text: str, lm: LanguageModel, *, context: str | Sequence[int
     start = time.perf_counter()
     mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
     search = PrefixSearch(lm, mdd, context)
-    while not search.done:
-        lower = search.lower()
-        if lower > -math.inf and search.upper() - lower <= tolerance:
-            break
-        if budget is not None and search.forwards >= budget:
-            break
-        if time_budget is not None and time.perf_counter() - start > time_budget:
-            break
-        step = batch if budget is None else max(1, min(batch, budget - search.forwards))
-        search.expand(step)
+    with tqdm(total=budget, desc="bracketing log p", unit="fwd", disable=None, leave=False) as bar:
+        while not search.done:
+            lower = search.lower()
+            if lower > -math.inf and search.upper() - lower <= tolerance:
+                break
+            if budget is not None and search.forwards >= budget:
+                break
+            if time_budget is not None and time.perf_counter() - start > time_budget:
+                break
+            step = batch if budget is None else max(1, min(batch, budget - search.forwards))
+            search.expand(step)
+            bar.update(search.forwards - bar.n)
     lower, upper = search.lower(), search.upper()
     return Bounds(text, lower, upper, dict(search.found), search.forwards,
                   closed=upper - lower <= tolerance, seconds=time.perf_counter() - start)
