@@ -209,6 +209,24 @@ def _as_bytes(text: str | bytes) -> bytes:
     return data
 
 
+def _characters(data: bytes):
+    """``(index, byte offset, character, width)`` of each character (raw non-UTF-8 bytes as surrogates)."""
+    offset = 0
+    for pos, ch in enumerate(data.decode("utf-8", errors="surrogateescape")):
+        width = len(ch.encode("utf-8", errors="surrogateescape"))
+        yield pos, offset, ch, width
+        offset += width
+
+
+def _coverage(data: bytes, matches: list[list[tuple[int, int]]]) -> bytearray:
+    """``covered[b]`` is 1 where some token occurrence (``matches[i]``: its ends at offset i) spans byte b."""
+    covered = bytearray(len(data))
+    for i, ms in enumerate(matches):
+        for end, _ in ms:
+            covered[i:end] = b"\x01" * (end - i)
+    return covered
+
+
 def _fallback_positions(data: bytes, vocab: Vocabulary, matches: list[list[tuple[int, int]]]) -> list[int]:
     """Byte offsets where the paper's policy allows byte pieces.
 
@@ -217,19 +235,12 @@ def _fallback_positions(data: bytes, vocab: Vocabulary, matches: list[list[tuple
     byte pieces may spell only the characters that are not.
     """
     single = vocab._by_surface
-    spans = []  # (start, end) of characters that are not a token by themselves
-    offset = 0
-    for ch in data.decode("utf-8", errors="surrogateescape"):
-        raw = ch.encode("utf-8", errors="surrogateescape")
-        if not any(t not in vocab.byte_fallback_ids for t in single.get(raw, ())):
-            spans.append((offset, offset + len(raw)))
-        offset += len(raw)
+    spans = [(offset, offset + width) for _, offset, ch, width in _characters(data)  # not a token by themselves
+             if not any(t not in vocab.byte_fallback_ids
+                        for t in single.get(ch.encode("utf-8", errors="surrogateescape"), ()))]
     if not spans:
         return []
-    covered = bytearray(len(data))
-    for i, ms in enumerate(matches):
-        for end, _ in ms:
-            covered[i:end] = b"\x01" * (end - i)
+    covered = _coverage(data, matches)
     return [i for a, b in spans if not all(covered[a:b]) for i in range(a, b)]
 
 
@@ -260,7 +271,7 @@ def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -
         if reach[i] and any(alive[end] for end, _ in edges[i]):
             alive[i] = 1
     if not alive[0]:
-        raise _no_tokenization_error(data, vocab, edges)
+        raise _no_tokenization_error(data, vocab, edges, reach)
     nodes = [i for i in range(n + 1) if alive[i]]
     # Fill networkx's adjacency dicts directly (the documented MultiDiGraph
     # layout: succ[u][v][key] and pred[v][u][key] share one attribute dict);
@@ -282,32 +293,23 @@ def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -
     return mdd
 
 
-def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -> NoTokenizationError:
-    trie = vocab.trie(vocab.fallback is not ByteFallback.NEVER)
-    covered = bytearray(len(data))
-    for i in range(len(data)):
-        for end, _ in trie.matches(data, i):
-            covered[i:end] = b"\x01" * (end - i)
+def _no_tokenization_error(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]],
+                           reach: bytearray) -> NoTokenizationError:
+    """Name the characters no token covers, or else how far any tokenization gets."""
+    covered = _coverage(data, edges)
     bad = []
-    offset = 0
-    for pos, ch in enumerate(data.decode("utf-8", errors="surrogateescape")):
-        width = len(ch.encode("utf-8", errors="surrogateescape"))
+    for pos, offset, ch, width in _characters(data):
         if not all(covered[offset:offset + width]):
             if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not valid UTF-8
                 bad.append(f"the raw byte 0x{ord(ch) - 0xDC00:02X} (not UTF-8) at byte {offset}")
             else:
                 bad.append(f"{ch!r} (U+{ord(ch):04X}) at character {pos}, byte {offset}")
-        offset += width
     shown = data.decode("utf-8", errors="replace")
     if bad:
         return NoTokenizationError(
             f"{shown!r} has no tokenization under {vocab.name}: no token covers " + "; ".join(bad)
         )
-    reach = {0}
-    for i, ms in enumerate(edges):
-        if i in reach:
-            reach.update(end for end, _ in ms)
-    furthest = max(reach)
+    furthest = max(i for i, r in enumerate(reach) if r)
     return NoTokenizationError(
         f"{shown!r} has no tokenization under {vocab.name}: every character is covered by some token, "
         f"but no sequence of tokens gets past byte {furthest}"
@@ -344,7 +346,7 @@ def compile_mdd_naive(text: str | bytes, vocab: Vocabulary) -> MDD:
             alive.add(i)
     keep = alive & reach
     if 0 not in keep:
-        raise _no_tokenization_error(data, vocab, edges)
+        raise _no_tokenization_error(data, vocab, edges, bytearray(i in reach for i in range(len(data) + 1)))
     mdd = MDD(text=data, vocab=vocab)
     mdd.add_nodes_from(sorted(keep))
     mdd.add_edges_from((i, end, t) for i in sorted(keep - {len(data)}) for end, t in edges[i] if end in keep)
