@@ -141,8 +141,8 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     from pyro.infer import Importance
 
     from .cards import load_lm
-    from .inference import marginal
-    from .marginal import exact_marginal
+    from .importance import marginal
+    from .exact import exact_marginal
     from .model import tokenization_model
     from .proposals import lookahead_guide
     from .search import marginal_bounds

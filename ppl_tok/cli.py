@@ -77,8 +77,8 @@ def _names(vocab, ids: Sequence[int]) -> str:
 
 
 def cmd_marginal(args: argparse.Namespace) -> None:
-    from .inference import marginal
-    from .marginal import exact_marginal
+    from .importance import marginal
+    from .exact import exact_marginal
     from .search import marginal_bounds
 
     lm = load_lm(args.model)
@@ -119,7 +119,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
 
 
 def cmd_distribution(args: argparse.Namespace) -> None:
-    from .marginal import exact_marginal
+    from .exact import exact_marginal
 
     lm = load_lm(args.model)
     result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths)
@@ -169,7 +169,7 @@ def cmd_most_likely(args: argparse.Namespace) -> None:
 
 
 def cmd_sat(args: argparse.Namespace) -> None:
-    from .marginal import exact_marginal
+    from .exact import exact_marginal
     from .sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
     from .search import most_likely
 

@@ -16,7 +16,7 @@ ones share one batched LM call per step (the LM's prefix cache computes
 identical prefixes once, and the context's state once for all). With
 ``num_particles=1`` (the default) this is the plain sequential program that
 stock ``Importance`` runs once per sample; the vectorized path of
-:func:`ppl_tok.inference.marginal` runs it once with ``num_particles=N``.
+:func:`ppl_tok.importance.marginal` runs it once with ``num_particles=N``.
 Both compute the same estimator.
 """
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .canonicity import Canonicity
-from .marginal import ExactMarginal
+from .exact import ExactMarginal
 from .vocabulary import Vocabulary
 
 

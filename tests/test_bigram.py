@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppl_tok import BigramLM, Vocabulary
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.exact import exact_marginal
 from ppl_tok.search import most_likely, most_likely_bigram
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"])

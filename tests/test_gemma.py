@@ -41,7 +41,7 @@ def test_gemma_batched_states_match_one_by_one(gemma):
 
 
 def test_gemma_marginal_bracket_contains_enumeration(gemma):
-    from ppl_tok.marginal import exact_marginal
+    from ppl_tok.exact import exact_marginal
     from ppl_tok.search import marginal_bounds
 
     exact = exact_marginal(" Tokens", gemma)

@@ -9,7 +9,7 @@ import torch
 from pyro.infer import Importance
 
 from ppl_tok import BigramLM, Vocabulary, compile_mdd
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.exact import exact_marginal
 from ppl_tok.model import site, tokenization_model
 from ppl_tok.proposals import lookahead_guide, uniform_guide
 
@@ -97,7 +97,7 @@ def test_lookahead_on_smollm2_tokens(smollm2):
 
 def test_a_proposal_written_with_mdd_guide_swaps_in():
     """The recipe of the docs: a proposal over out-edges, turned into a guide."""
-    from ppl_tok.inference import marginal
+    from ppl_tok.importance import marginal
     from ppl_tok.proposals import lookahead, mdd_guide
 
     def tempered(walk, i, out):

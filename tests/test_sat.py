@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppl_tok import compile_mdd
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.exact import exact_marginal
 from ppl_tok.sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
 from ppl_tok.search import marginal_bounds, most_likely
 
@@ -84,7 +84,7 @@ def test_msp_via_the_certified_search_is_exact(cnf):
 
 
 def test_library_marginal_runs_unchanged_on_the_reduction():
-    from ppl_tok.inference import marginal
+    from ppl_tok.importance import marginal
 
     cnf = CNF(3, ((1, -2, 3), (-1, 2), (2, 3)))
     red = msp_reduction(cnf)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppl_tok import BigramLM, FunctionLM, NoTokenizationError, Vocabulary, compile_mdd
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.exact import exact_marginal
 from ppl_tok.search import marginal_bounds, most_likely
 
 PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ppl_tok import BigramLM, FunctionLM, Vocabulary, compile_mdd
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.exact import exact_marginal
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb"])
 

@@ -8,8 +8,8 @@ import torch
 from pyro.infer import Importance
 
 from ppl_tok import BigramLM, Vocabulary, compile_mdd
-from ppl_tok.inference import importance_weights, marginal
-from ppl_tok.marginal import exact_marginal
+from ppl_tok.importance import importance_weights, marginal
+from ppl_tok.exact import exact_marginal
 from ppl_tok.model import tokenization_model
 from ppl_tok.proposals import lookahead_guide
 
