@@ -46,7 +46,8 @@ class MarginalResult:
     """An importance-sampling estimate of ``log p(x | c)`` and what it is made of.
 
     ``log_weights[i]`` and ``samples[i]`` are the i-th particle's log-weight and
-    tokens; ``exact_log_mass`` is the mass summed exactly before sampling (the
+    tokens, ``log_p[i]`` and ``log_q[i]`` its model and proposal log-probabilities
+    (``log_weights = log_p - log_q``); ``exact_log_mass`` is the mass summed exactly before sampling (the
     stratified proposal; ``-inf`` otherwise), so that
     ``log_marginal = logaddexp(exact_log_mass, logsumexp(log_weights) - log N)``.
     """
@@ -58,6 +59,8 @@ class MarginalResult:
     canonical_log_prob: float
     log_weights: torch.Tensor
     samples: list[tuple[int, ...]]
+    log_p: torch.Tensor
+    log_q: torch.Tensor
     is_canonical: list[bool]
     ess: float
     canonical_estimate: float
@@ -80,7 +83,14 @@ def _log_mean_exp(values: torch.Tensor, n: int) -> float:
 
 
 def importance_weights(model: Callable, guide: Callable | None, *args, num_samples: int) -> tuple[torch.Tensor, list]:
-    """Per-particle log-weights ``log p - log q`` from one vectorized run of guide and model.
+    """Per-particle log-weights ``log p - log q`` from one vectorized run of guide and model."""
+    log_p, log_q, samples = model_and_guide_log_probs(model, guide, *args, num_samples=num_samples)
+    return log_p - log_q, samples
+
+
+def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
+                              num_samples: int) -> tuple[torch.Tensor, torch.Tensor, list]:
+    """Per-particle ``log p`` (model) and ``log q`` (guide) from one vectorized run of guide and model.
 
     ``guide=None`` proposes from the model itself (its factor sites are the weights).
     """
@@ -90,12 +100,14 @@ def importance_weights(model: Callable, guide: Callable | None, *args, num_sampl
     model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
     guide_trace.compute_log_prob()
     model_trace.compute_log_prob()
-    log_w = torch.zeros(num_samples, dtype=torch.float64)
-    for tr, sign in ((model_trace, 1.0), (guide_trace, -1.0)):
+    sums = []
+    for tr in (model_trace, guide_trace):
+        total = torch.zeros(num_samples, dtype=torch.float64)
         for node in tr.nodes.values():
             if node["type"] == "sample" and "log_prob" in node:
-                log_w = log_w + sign * node["log_prob"].double().expand(num_samples)
-    return log_w, model_trace.nodes["_RETURN"]["value"]
+                total = total + node["log_prob"].double().cpu().expand(num_samples)
+        sums.append(total)
+    return sums[0], sums[1], model_trace.nodes["_RETURN"]["value"]
 
 
 def _ess(log_w: torch.Tensor) -> float:
@@ -144,8 +156,11 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
         pyro.set_rng_seed(seed)
     if guide == "stratified" and guide_fn is None:  # the search enumerated everything: exact
         log_w, samples = torch.full((num_samples,), -math.inf, dtype=torch.float64), [() for _ in range(num_samples)]
+        log_p, log_q = log_w.clone(), torch.zeros(num_samples, dtype=torch.float64)
     else:
-        log_w, samples = importance_weights(tokenization_model, guide_fn, lm, mdd, context, num_samples=num_samples)
+        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm, mdd, context,
+                                                          num_samples=num_samples)
+        log_w = log_p - log_q
     if torch.isnan(log_w).any():
         raise FloatingPointError(f"NaN importance weight for {text!r} with proposal {name!r}")
     sampled = _log_mean_exp(log_w, num_samples)
@@ -161,7 +176,22 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
             noncanon_part = logsumexp([noncanon_part, *rest])
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
-        log_weights=log_w, samples=samples, is_canonical=is_canon, ess=_ess(log_w),
+        log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon, ess=_ess(log_w),
         canonical_estimate=canon_part, noncanonical_estimate=noncanon_part, exact_log_mass=exact_mass,
         num_samples=num_samples, forwards=lm.stats.forwards - forwards0, seconds=time.perf_counter() - start,
     )
+
+
+def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
+              contexts: Sequence[str | Sequence[int]] | None = None, guide: str | Callable | None = "lookahead",
+              seeds: Sequence[int] | None = None) -> list[MarginalResult]:
+    """:func:`marginal` for many ``(context, text)`` pairs at once: ``results[i]`` estimates
+    ``log p(texts[i] | contexts[i])`` with ``num_samples`` particles drawn with seed ``seeds[i]``
+    (default ``i``); a pair's result does not depend on the other pairs in the call.
+    """
+    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    seeds = list(range(len(texts))) if seeds is None else list(seeds)
+    if not len(contexts) == len(seeds) == len(texts):
+        raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")
+    return [marginal(t, lm, num_samples, guide=guide, context=c, seed=s)
+            for t, c, s in zip(texts, contexts, seeds)]
