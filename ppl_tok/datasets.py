@@ -49,8 +49,13 @@ def _hellaswag_clean(text: str) -> str:
 def _open(path: Path) -> Iterator[tuple[int, dict]]:
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
+        with opener(path, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DatasetError(f"{path}:{n}: not UTF-8 text ({err.reason} at byte {err.start} of the "
+                                       "line); re-encode the file as UTF-8") from err
                 if not line.strip():
                     continue
                 try:
@@ -67,15 +72,23 @@ def _open(path: Path) -> Iterator[tuple[int, dict]]:
 def _field(row: dict, key: str, path: Path, n: int, kind: type = str):
     if key not in row:
         raise DatasetError(f"{path}:{n}: missing field {key!r}")
-    if not isinstance(row[key], kind):
+    if not isinstance(row[key], kind) or (kind is int and isinstance(row[key], bool)):
         raise DatasetError(f"{path}:{n}: field {key!r} should be {kind.__name__}, got {row[key]!r}")
     return row[key]
+
+
+def _strings(values: list, what: str, path: Path, n: int) -> list[str]:
+    """``values`` if every one is a string, else a :class:`DatasetError` naming the first that is not."""
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise DatasetError(f"{path}:{n}: {what} {i} should be a string, got {v!r}")
+    return values
 
 
 def read_hellaswag(path: Path) -> list[Question]:
     out = []
     for n, row in _open(path):
-        endings = _field(row, "endings", path, n, list)
+        endings = _strings(_field(row, "endings", path, n, list), "ending", path, n)
         label = _field(row, "label", path, n, int)
         if len(endings) < 2 or not 0 <= label < len(endings):
             raise DatasetError(f"{path}:{n}: label {label} does not index {len(endings)} endings")
@@ -90,14 +103,18 @@ def read_socialiqa(path: Path) -> list[Question]:
     labels_path = path.with_name(path.stem + "-labels.lst")
     if not labels_path.is_file():
         raise DatasetError(f"{path}: the labels file {labels_path.name} is missing beside it")
-    labels = [line.strip() for line in labels_path.read_text().splitlines() if line.strip()]
+    try:
+        lines = labels_path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise DatasetError(f"{labels_path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    labels = [(k, line.strip()) for k, line in enumerate(lines, 1) if line.strip()]
     rows = list(_open(path))
     if len(rows) != len(labels):
         raise DatasetError(f"{path} has {len(rows)} rows but {labels_path.name} has {len(labels)} labels")
     out = []
-    for (n, row), lab in zip(rows, labels):
+    for (n, row), (k, lab) in zip(rows, labels):
         if lab not in ("1", "2", "3"):
-            raise DatasetError(f"{labels_path}:{n}: label {lab!r} is not 1, 2 or 3")
+            raise DatasetError(f"{labels_path}:{k}: label {lab!r} (for {path.name} line {n}) is not 1, 2 or 3")
         ctx = f"Q: {_field(row, 'context', path, n)} {_field(row, 'question', path, n)}\nA:"
         choices = tuple(_field(row, k, path, n) for k in ("answerA", "answerB", "answerC"))
         out.append(Question("socialiqa", str(n), ctx, choices, int(lab) - 1))
@@ -110,8 +127,8 @@ def read_openbookqa(path: Path) -> list[Question]:
         q = _field(row, "question", path, n, dict)
         choices = _field(q, "choices", path, n, list)
         try:
-            texts = tuple(c["text"] for c in choices)
-            labels = [c["label"] for c in choices]
+            texts = tuple(_strings([c["text"] for c in choices], "choice text", path, n))
+            labels = _strings([c["label"] for c in choices], "choice label", path, n)
         except (KeyError, TypeError) as err:
             raise DatasetError(f"{path}:{n}: malformed choices ({err})") from err
         key = _field(row, "answerKey", path, n)

@@ -17,6 +17,7 @@ of ``x`` as a byte prefix.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,10 @@ from tqdm import tqdm
 from .lm.base import LanguageModel
 from .mdd import MDD, compile_mdd
 from .search import PrefixSearch
+
+
+class TimeBudgetExceeded(TimeoutError):
+    """An exact computation that ran past its time budget."""
 
 
 @dataclass(frozen=True)
@@ -54,21 +59,34 @@ class ExactMarginal:
 
     @property
     def canonical_share(self) -> float:
-        """p(canonical | x): the canonical tokenization's share of the marginal."""
+        """p(canonical | x): the canonical tokenization's share of the marginal.
+
+        0.0 when the string has probability zero (no tokenization carries any
+        mass, so the share is undefined; never NaN).
+        """
+        if self.log_marginal == -math.inf:
+            return 0.0
         return math.exp(self.canonical_log_prob - self.log_marginal)
 
     def posterior(self) -> torch.Tensor:
-        """p(v | x) for every tokenization, in the order of ``tokenizations``."""
+        """p(v | x) for every tokenization, in the order of ``tokenizations`` (all zeros if p(x) = 0)."""
+        if self.log_marginal == -math.inf:
+            return torch.zeros_like(self.log_probs)
         return (self.log_probs - self.log_marginal).exp()
 
 
 def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "",
-                   max_paths: int = 100_000, batch_size: int = 64, mdd: MDD | None = None) -> ExactMarginal:
+                   max_paths: int = 100_000, batch_size: int = 64, mdd: MDD | None = None,
+                   time_budget: float | None = None) -> ExactMarginal:
     """``log p(text | context)`` summed exactly over every tokenization of ``text``.
 
     :param max_paths: refuse (with the count in the message) strings with more tokenizations.
     :param batch_size: the most prefixes extended in one LM call.
+    :param time_budget: seconds; raise :class:`TimeBudgetExceeded` if the enumeration takes longer.
     """
+    if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
+        raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget}")
+    start = time.perf_counter()
     mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
     total = mdd.count()
     if total > max_paths:
@@ -80,6 +98,11 @@ def exact_marginal(text: str, lm: LanguageModel, *, context: str | Sequence[int]
     with tqdm(total=total, desc="enumerating tokenizations", unit="path", disable=None, leave=False) as bar:
         while not search.done:
             search.expand(batch_size)
+            if time_budget is not None and time.perf_counter() - start > time_budget:
+                raise TimeBudgetExceeded(
+                    f"exact enumeration of {text!r} did not finish within {time_budget:g} s "
+                    f"({len(search.found)} of {total} tokenizations done)"
+                )
             bar.update(len(search.found) - bar.n)
     done = list(search.found.items())
     done.sort(key=lambda item: -item[1])

@@ -16,14 +16,25 @@ baseline and as an independent check in the tests.
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import networkx as nx
 
 from .vocabulary import ByteFallback, Vocabulary
+
+
+T = TypeVar("T")
+
+
+def _log_sum_exp(values: list[float]) -> float:
+    top = max(values)
+    return top + math.log(math.fsum(math.exp(v - top) for v in values))
 
 
 class NoTokenizationError(ValueError):
@@ -59,18 +70,57 @@ class MDD(nx.MultiDiGraph):
         return {t: j for _, j, t in self.out_edges(node, keys=True)}
 
     # -------------------------------------------------------------- counting
+    def _fold(self, combine: Callable[[list[T]], T], at_sink: T, *, window: bool = False) -> dict[int, T]:
+        """``value[i] = combine([value[j] for each edge i -> j])`` backward from ``value[sink] = at_sink``.
+
+        With ``window``, only the values some smaller node can still reach are
+        kept (an edge spans at most the longest token): memory linear in the
+        length even when each value is a big integer with as many digits.
+        """
+        longest = max((j - i for i, j in self.edges()), default=0)
+        values: dict[int, T] = {self.sink: at_sink}
+        order = deque([self.sink])  # decreasing node
+        for i in sorted(self.nodes, reverse=True):
+            if i == self.sink:
+                continue
+            values[i] = combine([values[j] for _, j in self.out_edges(i)])
+            if window:
+                order.append(i)
+                while order[0] > i + longest:
+                    del values[order.popleft()]
+        return values
+
     @cached_property
     def path_counts(self) -> dict[int, int]:
-        """``path_counts[i]``: the number of tokenizations of ``text[i:]`` (exact)."""
-        counts = {self.sink: 1}
-        for i in sorted(self.nodes, reverse=True):
-            if i != self.sink:
-                counts[i] = sum(counts[j] for _, j in self.out_edges(i))
-        return counts
+        """``path_counts[i]``: the number of tokenizations of ``text[i:]`` (exact big integers).
+
+        Every node's big integer is kept, so memory grows with the square of the
+        text's length: guides should use :attr:`log_path_counts` or
+        :meth:`capped_path_counts`, and :meth:`count` needs neither.
+        """
+        return self._fold(sum, 1)
+
+    @cached_property
+    def log_path_counts(self) -> dict[int, float]:
+        """``log_path_counts[i]``: the natural log of :attr:`path_counts` ``[i]``, as floats.
+
+        Memory linear in the length; accurate to a few ulps per node.
+        """
+        return self._fold(_log_sum_exp, 0.0)
+
+    def capped_path_counts(self, cap: int) -> dict[int, int]:
+        """``min(path_counts[i], cap)`` for every node: exact below ``cap``, memory linear in the length."""
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        return self._fold(lambda counts: min(cap, sum(counts)), 1)
 
     def count(self) -> int:
-        """The number of tokenizations of the text (a Python big integer)."""
-        return self.path_counts[self.source]
+        """The number of tokenizations of the text (a Python big integer; memory linear in the length)."""
+        if "path_counts" in self.__dict__:
+            return self.path_counts[self.source]
+        if "_count" not in self.__dict__:
+            self.__dict__["_count"] = self._fold(sum, 1, window=True)[self.source]
+        return self.__dict__["_count"]
 
     # ---------------------------------------------------------- enumeration
     def enumerate(self, limit: int | None = None, start: int | None = None) -> Iterator[tuple[int, ...]]:

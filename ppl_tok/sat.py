@@ -52,6 +52,31 @@ PIECES = (None, "a", "bc", "ab", "c", "d")
 BOS, A, BC, AB, C, D = range(6)
 
 
+#: The largest formulas :meth:`CNF.from_dimacs` accepts by default: the reductions
+#: enumerate or search ``2^n`` assignments, so far smaller ones are already out of reach.
+MAX_VARS = 100_000
+MAX_CLAUSES = 1_000_000
+
+
+def _problem_line(line: str, n: int, max_vars: int, max_clauses: int) -> tuple[int, int]:
+    """``(variables, clauses)`` of a ``p cnf V C`` line, checked."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "p" or parts[1] != "cnf":
+        raise ValueError(f"line {n}: bad problem line {line!r} (expected 'p cnf VARS CLAUSES')")
+    sizes = []
+    for what, tok, limit in (("variables", parts[2], max_vars), ("clauses", parts[3], max_clauses)):
+        try:
+            value = int(tok)
+        except ValueError:
+            raise ValueError(f"line {n}: the number of {what} {tok!r} is not an integer") from None
+        if value < 1:
+            raise ValueError(f"line {n}: the number of {what} must be at least 1, got {value}")
+        if value > limit:
+            raise ValueError(f"line {n}: {value} {what} is more than the {limit} this reduction accepts")
+        sizes.append(value)
+    return sizes[0], sizes[1]
+
+
 @dataclass(frozen=True)
 class CNF:
     """A CNF formula: ``clauses`` are tuples of non-zero DIMACS literals over variables ``1..n``."""
@@ -96,17 +121,21 @@ class CNF:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_dimacs(cls, text: str) -> CNF:
-        header, clauses, current = None, [], []
+    def from_dimacs(cls, text: str, max_vars: int = MAX_VARS, max_clauses: int = MAX_CLAUSES) -> CNF:
+        """Parse DIMACS CNF text; every error names its line.
+
+        The header's sizes are checked against ``max_vars`` and ``max_clauses``
+        before anything is built (the reduction string has ``3 n + K`` characters).
+        """
+        header, header_line, clauses, current = None, 0, [], []
         for n, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
             if not line or line.startswith(("c", "%")):
                 continue
             if line.startswith("p"):
-                parts = line.split()
-                if len(parts) != 4 or parts[1] != "cnf":
-                    raise ValueError(f"line {n}: bad problem line {line!r} (expected 'p cnf VARS CLAUSES')")
-                header = (int(parts[2]), int(parts[3]))
+                if header is not None:
+                    raise ValueError(f"line {n}: a second 'p cnf' line (the first is line {header_line})")
+                header, header_line = _problem_line(line, n, max_vars, max_clauses), n
                 continue
             if header is None:
                 raise ValueError(f"line {n}: clause before the 'p cnf' line")
@@ -119,7 +148,11 @@ class CNF:
                     clauses.append(tuple(current))
                     current = []
                 else:
+                    if abs(lit) > header[0]:
+                        raise ValueError(f"line {n}: literal {lit} is outside variables 1..{header[0]}")
                     current.append(lit)
+            if len(clauses) + bool(current) > header[1]:
+                raise ValueError(f"line {n}: more clauses than the {header[1]} the header announces")
         if header is None:
             raise ValueError("no 'p cnf' problem line")
         if current:
@@ -130,7 +163,16 @@ class CNF:
 
     @classmethod
     def read(cls, path: str | Path) -> CNF:
-        return cls.from_dimacs(Path(path).read_text())
+        """Read a DIMACS file (errors name the file)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not a UTF-8 (or ASCII) DIMACS file: {err}") from err
+        try:
+            return cls.from_dimacs(text)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
 
     @classmethod
     def random(cls, num_vars: int, num_clauses: int, seed: int = 0) -> CNF:

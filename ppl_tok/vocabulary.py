@@ -211,7 +211,8 @@ class Vocabulary:
     def encode(self, text: str) -> list[int]:
         """The canonical tokenization of ``text``, taken literally.
 
-        Uses the tokenizer's encoder. Toy vocabularies (no encoder) fall back to
+        Uses the tokenizer's encoder, with special tokens not parsed: text that
+        spells one (``"<|endoftext|>"``) is ordinary text. Toy vocabularies (no encoder) fall back to
         greedy longest match, left to right.
         """
         if not text:
@@ -332,7 +333,8 @@ class Vocabulary:
                 surfaces.append(_sentencepiece_surface(piece))
 
         def encoder(text: str) -> list[int]:
-            return list(tokenizer.encode(text, add_special_tokens=False))
+            # Text that spells a special token ("<|endoftext|>", "<bos>") is ordinary text.
+            return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
 
         label = name or getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         return cls(tuple(surfaces), frozenset(fallback_ids), tuple(names), encoder,

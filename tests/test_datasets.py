@@ -59,3 +59,39 @@ def test_broken_gzip_and_missing_labels(tmp_path):
                             "endings": ["a", "b"]}) + "\n")
     with pytest.raises(DatasetError, match="label 5 does not index 2 endings"):
         load_questions(good)
+
+
+OBQA_GOOD = {"question": {"stem": "q", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]},
+             "answerKey": "A"}
+HS_GOOD = {"activity_label": "A", "ctx_a": "x", "ctx_b": "y", "label": 0, "endings": ["a", "b"]}
+
+
+@pytest.mark.parametrize("name,row,match", [
+    ("hellaswag_val.jsonl", {**HS_GOOD, "endings": ["a", 7]}, "ending 1 should be a string, got 7"),
+    ("hellaswag_val.jsonl", {**HS_GOOD, "label": True}, "field 'label' should be int, got True"),
+    ("dev.jsonl", {**OBQA_GOOD, "question": {"stem": "q", "choices": [{"text": 3, "label": "A"}]}},
+     "choice text 0 should be a string, got 3"),
+])
+def test_wrongly_typed_fields_are_clear_errors(tmp_path, name, row, match):
+    f = tmp_path / name
+    f.write_text(json.dumps(row) + "\n")
+    with pytest.raises(DatasetError, match=match) as err:
+        load_questions(f)
+    assert f"{name}:1" in str(err.value)
+
+
+def test_latin1_file_names_the_path_and_line(tmp_path):
+    f = tmp_path / "dev.jsonl"
+    f.write_bytes(json.dumps(OBQA_GOOD).encode() + b"\n" + json.dumps({**OBQA_GOOD, "id": "caf\xe9"},
+                                                                       ensure_ascii=False).encode("latin-1") + b"\n")
+    with pytest.raises(DatasetError, match=r"dev.jsonl:2: not UTF-8"):
+        load_questions(f)
+
+
+def test_bad_socialiqa_label_cites_the_labels_file_line(tmp_path):
+    row = json.dumps({"context": "c", "question": "q", "answerA": "a", "answerB": "b", "answerC": "c"})
+    siqa = tmp_path / "dev.jsonl"
+    siqa.write_text("\n".join([row] * 3) + "\n")
+    (tmp_path / "dev-labels.lst").write_text("1\n\n2\n7\n")  # the third label is on line 4
+    with pytest.raises(DatasetError, match=r"dev-labels.lst:4: label '7' \(for dev.jsonl line 3\)"):
+        load_questions(siqa)

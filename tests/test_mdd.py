@@ -169,3 +169,26 @@ def test_trie_and_naive_compilers_agree_on_real_vocabularies(smollm2_vocab, text
     a, b = compile_mdd(text, smollm2_vocab), compile_mdd_naive(text, smollm2_vocab)
     assert sorted(a.edges(keys=True)) == sorted(b.edges(keys=True))
     assert a.count() == b.count()
+
+
+def test_count_memory_is_linear_and_log_counts_agree():
+    import math
+    import tracemalloc
+
+    vocab = Vocabulary.from_tokens(["a", "aa", "aaa"])
+    small = compile_mdd("a" * 30, vocab)
+    assert small.count() == small.path_counts[0]
+    assert all(math.isclose(small.log_path_counts[n], math.log(c), rel_tol=1e-12)
+               for n, c in small.path_counts.items())
+    assert small.capped_path_counts(100) == {n: min(c, 100) for n, c in small.path_counts.items()}
+    with pytest.raises(ValueError, match="cap"):
+        small.capped_path_counts(0)
+    mdd = compile_mdd("a" * 40_000, vocab)  # tribonacci: about 10,600 digits
+    tracemalloc.start()
+    count = mdd.count()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert count.bit_length() > 35_000
+    assert peak < 4_000_000  # the quadratic dict of every node's count is about 100 MB here
+    logs = mdd.log_path_counts
+    assert logs[0] == pytest.approx(count.bit_length() * math.log(2), rel=1e-4)

@@ -92,3 +92,46 @@ def test_library_marginal_runs_unchanged_on_the_reduction():
     assert model_count(r.log_marginal, red) == cnf.brute_force_count()
     la = marginal(red.text, red.lm, 64, seed=0)
     assert math.isfinite(la.log_marginal)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("p cnf x 3\n1 0\n", "line 1: the number of variables 'x' is not an integer"),
+    ("p cnf 2 y\n1 0\n", "line 1: the number of clauses 'y' is not an integer"),
+    ("c hi\np cnf 2 1\np cnf 2 1\n1 0\n", "line 3: a second 'p cnf' line"),
+    ("p cnf 100000000 1\n1 0\n", "line 1: 100000000 variables is more than"),
+    ("p cnf 2 100000000\n1 0\n", "line 1: 100000000 clauses is more than"),
+    ("p cnf 0 1\n1 0\n", "at least 1"),
+    ("p cnf 2 1\n1 0\n2 0\n", "line 3: more clauses than the 1"),
+    ("p cnf 2 1\n3 0\n", "line 2: literal 3 is outside"),
+])
+def test_dimacs_errors_name_the_line_and_sizes_are_checked_first(text, match):
+    with pytest.raises(ValueError, match=match):
+        CNF.from_dimacs(text)
+
+
+def test_dimacs_file_errors_name_the_file(tmp_path):
+    f = tmp_path / "bad.cnf"
+    f.write_bytes(b"p cnf 1 1\n\xff 0\n")
+    with pytest.raises(ValueError, match="bad.cnf: not a UTF-8"):
+        CNF.read(f)
+
+
+def test_exact_marginal_time_budget():
+    from ppl_tok.exact import TimeBudgetExceeded
+
+    red = msp_reduction(CNF.random(14, 60, seed=1))
+    with pytest.raises(TimeBudgetExceeded, match="did not finish within 0.2 s"):
+        exact_marginal(red.text, red.lm, max_paths=1 << 30, time_budget=0.2)
+    with pytest.raises(ValueError, match="time_budget"):
+        exact_marginal(red.text, red.lm, time_budget=-1)
+
+
+def test_canonical_share_of_a_zero_probability_string_is_zero_not_nan():
+    from ppl_tok import FunctionLM, Vocabulary
+
+    vocab = Vocabulary.from_tokens([None, "a", "b", "ab"])
+    lm = FunctionLM(vocab, lambda p: [1, 0, 0, 0], bos_id=0)  # only BOS is ever likely
+    result = exact_marginal("ab", lm)
+    assert result.log_marginal == -math.inf
+    assert result.canonical_share == 0.0
+    assert not result.posterior().isnan().any()

@@ -82,3 +82,14 @@ def test_gemma_sentencepiece_fast_tokenizer(gemma_vocab):
 
 def test_fallback_policy_parses():
     assert Vocabulary.from_tokens(["a"], fallback="always").fallback is ByteFallback.ALWAYS
+
+
+def test_special_token_spellings_are_ordinary_text(smollm2_vocab):
+    from ppl_tok import compile_mdd
+
+    v = smollm2_vocab
+    ids = v.encode("<|endoftext|>")
+    assert 0 not in ids and v.decode(ids) == b"<|endoftext|>"
+    mdd = compile_mdd("<|endoftext|>", v)
+    assert mdd.count() == 132 and mdd.canonical() == tuple(ids)
+    assert v.decode(v.encode("a <|im_start|> b")) == b"a <|im_start|> b"
