@@ -288,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
+    from .qa.cli import register as register_qa
+
+    register_qa(sub)
     return parser
 
 

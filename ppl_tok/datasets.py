@@ -168,3 +168,31 @@ def texts_of(questions: list[Question]) -> Iterator[str]:
         yield q.context
         for c in q.choices:
             yield " " + c
+
+
+def read_multiple_choice(path: str | Path, task: str = "custom") -> list[Question]:
+    """Read the generic multiple-choice JSON Lines format (users' own data).
+
+    One object per line: ``context`` (str), ``choices`` (list of at least two
+    str), ``label`` (int index into ``choices``) and an optional ``id`` (str or
+    int; default: the line number). The answer ``choices[label]`` is scored as
+    the continuation ``" " + choice`` of ``context``, as for the built-in tasks.
+    A malformed row raises :class:`DatasetError` naming the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"no data file at {path}")
+    out = []
+    for n, row in _open(path):
+        context = _field(row, "context", path, n)
+        choices = _strings(_field(row, "choices", path, n, list), "choice", path, n)
+        if len(choices) < 2 or not all(choices):
+            raise DatasetError(f"{path}:{n}: 'choices' must be a list of at least two non-empty strings")
+        label = _field(row, "label", path, n, int)
+        if not 0 <= label < len(choices):
+            raise DatasetError(f"{path}:{n}: label {label!r} does not index {len(choices)} choices")
+        qid = row.get("id", n)
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+            raise DatasetError(f"{path}:{n}: field 'id' should be a string or an int, got {qid!r}")
+        out.append(Question(task, str(qid), context, tuple(choices), label))
+    return out

@@ -1,0 +1,17 @@
+"""The multiple-choice QA study of Geh et al. (2024, Sec. 6): where is the signal in tokenization space?
+
+* :mod:`~ppl_tok.qa.data`: tuning and test splits of the three datasets or of a generic JSON Lines file;
+* :mod:`~ppl_tok.qa.run`: canonical scores and importance samples per (question, answer), stored as computed;
+* :mod:`~ppl_tok.qa.store`: the append-only, resumable run folder;
+* :mod:`~ppl_tok.qa.classify`: canonical, marginal (choose-k), mixture, exact and other classifiers;
+* :mod:`~ppl_tok.qa.report`: tuning, paired bootstrap intervals, tables, plots and ``report.json``.
+"""
+
+from .classify import SplitScores, split_scores
+from .data import DATASETS, Study, load_study
+from .report import evaluate, write_report
+from .run import pair_seed, run_study, study_settings
+from .store import ScoreStore, SettingsMismatchError
+
+__all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "evaluate", "load_study",
+           "pair_seed", "run_study", "split_scores", "study_settings", "write_report"]

@@ -1,0 +1,86 @@
+"""``ppl-tok qa run`` and ``ppl-tok qa report``: the multiple-choice QA study from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..cards import DEFAULT_MODEL
+from .data import DATASETS, SHUFFLE_SEED
+from .run import OPTIONAL_SCORES
+
+
+def _scores(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in OPTIONAL_SCORES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(OPTIONAL_SCORES)}")
+    return names
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from ..cards import load_lm
+    from .data import load_study
+    from .run import run_study, study_settings
+
+    study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
+    settings = study_settings(study, model=args.model, samples=args.samples, seed=args.seed, scores=args.scores,
+                              limit=args.limit, shuffle_seed=args.shuffle_seed, dtype=args.dtype,
+                              exact_tolerance=args.tolerance, exact_budget=args.budget,
+                              most_likely_time=args.time_budget)
+    lm = load_lm(args.model, device=args.device, dtype=args.dtype)
+    store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions, progress=not args.json)
+    summary = {"out": str(args.out), "records": len(store.records), "splits": study.sizes(),
+               "scores": store.settings["scores"]}
+    print(json.dumps(summary) if args.json else
+          f"{args.out}: {len(store.records)} records for {study.sizes()}; next: ppl-tok qa report {args.out}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from .report import REPORT_JSON, REPORT_MD, write_report
+
+    report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples)
+    if args.json:
+        print(json.dumps(report, allow_nan=False))
+    else:
+        print((args.dir / REPORT_MD).read_text(encoding="utf-8"))
+        print(f"wrote {args.dir / REPORT_MD}, {args.dir / REPORT_JSON} and two PNG plots")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``qa`` (with ``run`` and ``report``) to the ``ppl-tok`` subcommands."""
+    from pathlib import Path
+
+    qa = sub.add_parser("qa", help="the multiple-choice QA study (the paper's Sec. 6)",
+                        description="Score multiple-choice questions with canonical, marginal, mixture and exact "
+                                    "classifiers; resumable; reports the paper's Tables 1-2 and Figs. 5-6.")
+    qa_sub = qa.add_subparsers(dest="qa_command", required=True)
+    p = qa_sub.add_parser("run", help="score a dataset into a run folder (resumable)")
+    p.add_argument("--dataset", required=True, help=f"one of {', '.join(DATASETS)} or a JSON Lines file "
+                   "(objects with context, choices, label, optional id)")
+    p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
+    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, folder or hub id (default {DEFAULT_MODEL})")
+    p.add_argument("--device", help="torch device for the model, e.g. cuda")
+    p.add_argument("--dtype", help="model dtype, e.g. float32 or bfloat16 (default: the card's)")
+    p.add_argument("--samples", type=int, default=64, help="importance samples N per answer (default 64)")
+    p.add_argument("--limit", type=int, help="at most this many questions per split")
+    p.add_argument("--scores", type=_scores, default=[],
+                   help=f"optional scores, comma-separated: {','.join(OPTIONAL_SCORES)}")
+    p.add_argument("--out", type=Path, required=True, help="the run folder (created, or resumed)")
+    p.add_argument("--seed", type=int, default=0, help="run seed: each answer's particles get a seed derived from it")
+    p.add_argument("--shuffle-seed", type=int, default=SHUFFLE_SEED,
+                   help=f"seed of the SocialIQA/HellaSwag tune/test shuffle (default {SHUFFLE_SEED})")
+    p.add_argument("--batch-questions", type=int, default=8, help="questions scored per batch (default 8)")
+    p.add_argument("--tolerance", type=float, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
+    p.add_argument("--budget", type=int, default=2000, help="exact: LM forwards per answer (default 2000)")
+    p.add_argument("--time-budget", type=float, default=10.0, help="most-likely: seconds per answer (default 10)")
+    p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
+    p.set_defaults(func=cmd_run)
+    p = qa_sub.add_parser("report", help="tables, plots and report.json of a run folder")
+    p.add_argument("dir", type=Path, help="a run folder written by `ppl-tok qa run`")
+    p.add_argument("--runs", type=int, default=256, help="random k-subsets per k (default 256, as the paper)")
+    p.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the k-subsets and the bootstrap")
+    p.add_argument("--json", action="store_true", help="print report.json's object")
+    p.set_defaults(func=cmd_report)

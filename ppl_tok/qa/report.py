@@ -1,0 +1,256 @@
+"""The report of a QA run: every classifier on every split, tuning, intervals, tables and plots.
+
+:func:`evaluate` computes ``report.json``'s object from the stored scores;
+:func:`write_report` writes ``report.json``, ``report.md`` (tables in the
+layout of the paper's Tables 1 and 2, with the paper's numbers beside them)
+and the PNG plots of Figs. 5 (accuracy against k) and 6 (accuracy against alpha).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import classify as C
+from .paper import TUNED_MARGINAL, TUNED_MIXTURE
+from .store import SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing, SCORES_FILE
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+FIG5 = "fig5-choose-k.png"
+FIG6 = "fig6-mixture.png"
+#: Classifiers in report order; those whose scores are missing are left out.
+CLASSIFIERS = ("canonical", "marginal", "marginal-all", "mixture", "exact", "stratified", "most-likely")
+
+
+def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
+    """Each classifier as ``(split scores, norm) -> [Q, C] scores``, with k and alpha from ``tuned``."""
+    def mixture(t: C.SplitScores, norm: bool) -> np.ndarray:
+        return C.mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]
+
+    return {
+        "canonical": lambda t, norm: C.canonical_scores(t, norm),
+        "marginal": lambda t, norm: C.marginal_scores(t, tuned["k_norm" if norm else "k"], norm),
+        "marginal-all": lambda t, norm: C.marginal_scores(t, None, norm),
+        "mixture": mixture,
+        "exact": lambda t, norm: C.exact_scores(t, norm)[0],
+        "stratified": lambda t, norm: C.per_byte(t.optional["stratified"]["log_marginal"], t, norm),
+        "most-likely": lambda t, norm: C.per_byte(t.optional["most-likely"]["log_prob"], t, norm),
+    }
+
+
+def _available(name: str, t: C.SplitScores) -> bool:
+    kind = {"exact": "exact", "stratified": "stratified", "most-likely": "most-likely"}.get(name)
+    return kind is None or kind in t.optional
+
+
+def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
+             alphas: np.ndarray = C.DEFAULT_ALPHAS) -> dict[str, Any]:
+    """Every classifier of :mod:`ppl_tok.qa.classify` on every split of the run in ``folder``.
+
+    :param runs: random k-subsets per k for the choose-k curves (the paper: 256).
+    :param seed: seeds the choose-k subsets and the bootstrap.
+    :param resamples: paired bootstrap resamples.
+    """
+    folder = Path(folder)
+    settings = read_settings(folder)
+    records = list(read_records(folder / SCORES_FILE))
+    tables = {split: C.split_scores(records, split, size) for split, size in settings["splits"].items() if size}
+    if "test" not in tables:
+        raise ValueError(f"{folder / SETTINGS_FILE}: the run has no test questions")
+    tuning = "tune" if "tune" in tables else "test"
+    n = tables["test"].num_samples
+    ks = np.arange(1, n + 1)
+    curves = {s: C.choose_k(t, ks, runs, seed) for s, t in tables.items()}
+    mix = {s: {"acc": C.mixture_curve(t, alphas), "norm": C.mixture_curve(t, alphas, norm=True)}
+           for s, t in tables.items()}
+    tuned = {"split": tuning, "k": C.best_k(ks, curves[tuning]["mean"]),
+             "k_norm": C.best_k(ks, curves[tuning]["mean_norm"]),
+             "alpha": C.best_alpha(alphas, mix[tuning]["acc"]), "alpha_norm": C.best_alpha(alphas, mix[tuning]["norm"])}
+    scorers = _classifier_scores(tuned)
+    names = [c for c in CLASSIFIERS if all(_available(c, t) for t in tables.values())]
+    accuracy: dict[str, dict[str, float]] = {c: {} for c in names}
+    acc_norm: dict[str, dict[str, float]] = {c: {} for c in names}
+    hits: dict[tuple[str, bool], np.ndarray] = {}
+    for c in names:
+        for s, t in tables.items():
+            for norm, out in ((False, accuracy), (True, acc_norm)):
+                ok = C.correct(scorers[c](t, norm), t)
+                out[c][s] = float(ok.mean())
+                if s == "test":
+                    hits[c, norm] = ok
+    differences = {
+        metric: {c: C.paired_bootstrap(hits[c, norm], hits["canonical", norm], resamples=resamples, seed=seed)
+                 for c in names if c != "canonical"}
+        for metric, norm in (("acc", False), ("acc_norm", True))}
+    k_index = tuned["k"] - 1
+    report: dict[str, Any] = {
+        "settings": settings, "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
+        "differences_vs_canonical": differences,
+        "marginal_at_k": {s: {"k": tuned["k"], "mean": float(curves[s]["mean"][k_index]),
+                              "std": float(curves[s]["std"][k_index]), "runs": runs} for s in tables},
+        "choose_k": {s: {"k": ks.tolist(), **{key: v.tolist() for key, v in curves[s].items()}, "runs": runs}
+                     for s in tables},
+        "mixture_curve": {s: {"alpha": np.asarray(alphas).tolist(), "acc": m["acc"].tolist(),
+                              "acc_norm": m["norm"].tolist()} for s, m in mix.items()},
+        "questions": {s: _questions(t) for s, t in tables.items()},
+        "speed": _speed(folder),
+        "paper": {"tuned_marginal": TUNED_MARGINAL.get(settings["dataset"]),
+                  "tuned_mixture": TUNED_MIXTURE.get(settings["dataset"])},
+    }
+    if "exact" in names:
+        report["exact"] = {}
+        for s, t in tables.items():
+            _, cert = C.exact_scores(t)
+            _, cert_norm = C.exact_scores(t, norm=True)
+            ok = C.correct(scorers["exact"](t, False), t)
+            report["exact"][s] = {
+                "questions": len(t), "not_certified": int((~cert).sum()), "not_certified_norm": int((~cert_norm).sum()),
+                "brackets_open": int((~t.optional["exact"]["closed"] & t.valid).sum()),
+                "accuracy_certified": float(ok[cert].mean()) if cert.any() else None}
+    return report
+
+
+def _questions(t: C.SplitScores) -> list[dict[str, Any]]:
+    rows = []
+    marginal = C.marginal_scores(t)
+    exact = C.exact_scores(t)[0] if "exact" in t.optional else None
+    for i, qid in enumerate(t.ids):
+        width = int(t.valid[i].sum())
+        row = {"id": qid, "label": int(t.labels[i]), "canonical_log_probs": encode_logs(t.canonical[i, :width]),
+               "marginal_log_estimates": encode_logs(marginal[i, :width])}
+        if exact is not None:
+            row["exact_log_marginals"] = encode_logs(exact[i, :width])
+        rows.append(row)
+    return rows
+
+
+def _speed(folder: Path) -> dict[str, Any]:
+    timing = [t for t in read_timing(folder) if "is" in t.get("kinds", [])]
+    questions = sum(t["questions"] for t in timing)
+    seconds = sum(t["seconds"] for t in timing)
+    return {"questions": questions, "seconds": seconds,
+            "questions_per_minute": 60 * questions / seconds if seconds > 0 else None}
+
+
+# ------------------------------------------------------------------ Markdown
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def _ci(d: dict[str, Any]) -> str:
+    verdict = "within noise" if d["within_noise"] else "significant"
+    return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] ({verdict})"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """``report.md``: the run's settings, Tables 1 and 2 with intervals, all classifiers, the paper beside."""
+    st, tuned, acc = report["settings"], report["tuned"], report["accuracy"]
+    diff = report["differences_vs_canonical"]
+    model = st["model"]
+    lines = [f"# QA study: {st['dataset']}, {model}, N = {st['samples']}", "",
+             f"Questions: {', '.join(f'{s} {n}' for s, n in st['splits'].items())}; seed {st['seed']}; "
+             f"look-ahead proposal; ppl-tok {st['ppl_tok_version']}. k and alpha tuned on the "
+             f"**{tuned['split']}** split and applied once to the test split. Accuracies in percent; differences "
+             "against canonical with 95% paired bootstrap intervals."]
+    if tuned["split"] == "test":
+        lines += ["", "**Warning:** no tuning split: k and alpha were tuned on the test split itself (optimistic)."]
+    mk = report["marginal_at_k"]["test"]
+    lines += ["", "## Table 1: marginal with the tuned number of samples", "",
+              "| model | Can | Mar | Diff [95% CI] | k | Mar, mean ± std over random k-subsets |", "|---|---|---|---|---|---|",
+              f"| {model} | {_pct(acc['canonical']['test'])} | {_pct(acc['marginal']['test'])} | "
+              f"{_ci(diff['acc']['marginal'])} | {tuned['k']} | {_pct(mk['mean'])} ± {_pct(mk['std'])} ({mk['runs']} runs) |"]
+    paper = report["paper"]["tuned_marginal"]
+    if paper:
+        lines += [f"| paper {m} | {v[0]:.1f} | {v[1]:.1f} | {v[2]:+.2f} | {v[3]} | |" for m, v in paper.items()]
+    lines += ["", "## Table 2: mixture with the tuned alpha", "",
+              "| model | Mixture | Canonical | Diff [95% CI] | alpha |", "|---|---|---|---|---|",
+              f"| {model} | {_pct(acc['mixture']['test'])} | {_pct(acc['canonical']['test'])} | "
+              f"{_ci(diff['acc']['mixture'])} | {tuned['alpha']:.2f} |"]
+    paper = report["paper"]["tuned_mixture"]
+    if paper:
+        lines += [f"| paper {m} | {v[0]:.1f} | {v[1]:.1f} | {v[0] - v[1]:+.1f} | {v[2]:.4f} |" for m, v in paper.items()]
+    splits = list(st["splits"])
+    lines += ["", "## Every classifier", "",
+              "| classifier | " + " | ".join(f"acc {s}" for s in splits) + " | " +
+              " | ".join(f"acc_norm {s}" for s in splits) + " | acc test − canonical | acc_norm test − canonical |",
+              "|---" * (1 + 2 * len(splits) + 2) + "|"]
+    for c in acc:
+        cells = [_pct(acc[c].get(s)) for s in splits] + [_pct(report["acc_norm"][c].get(s)) for s in splits]
+        extra = ["—", "—"] if c == "canonical" else [_ci(diff["acc"][c]), _ci(diff["acc_norm"][c])]
+        lines.append(f"| {c} | " + " | ".join(cells + extra) + " |")
+    lines += ["", f"marginal: first k = {tuned['k']} samples (acc_norm: k = {tuned['k_norm']}); marginal-all: all N; "
+              f"mixture: alpha = {tuned['alpha']:.2f} (acc_norm: {tuned['alpha_norm']:.2f})."]
+    if "exact" in report:
+        lines += ["", "## Exact marginal (certified brackets)", "",
+                  "| split | questions | not certified | not certified (acc_norm) | open brackets | acc on certified |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {s} | {e['questions']} | {e['not_certified']} | {e['not_certified_norm']} | {e['brackets_open']} | "
+                  f"{_pct(e['accuracy_certified'])} |" for s, e in report["exact"].items()]
+    sp = report["speed"]
+    if sp["questions_per_minute"]:
+        lines += ["", f"Speed: {sp['questions']} questions scored in {sp['seconds']:.0f} s "
+                  f"({sp['questions_per_minute']:.1f} questions/min, importance samples and any optional scores)."]
+    lines += ["", f"![Fig. 5: accuracy against k]({FIG5})", "", f"![Fig. 6: accuracy against alpha]({FIG6})", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ plots
+def plot_choose_k(report: dict[str, Any], path: str | Path) -> None:
+    """Fig. 5: mean accuracy of the k-sample marginal (band: ± std) and the canonical accuracy (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(report["choose_k"])
+    fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.4), squeeze=False)
+    for ax, s in zip(axes[0], splits):
+        ck = report["choose_k"][s]
+        k, mean, std = np.array(ck["k"]), 100 * np.array(ck["mean"]), 100 * np.array(ck["std"])
+        ax.plot(k, mean, color="tab:blue", lw=2, label="marginal (mean)")
+        ax.fill_between(k, mean - std, mean + std, color="tab:blue", alpha=0.3, label="± std")
+        ax.axhline(100 * report["accuracy"]["canonical"][s], color="tab:blue", ls="--", lw=2, label="canonical")
+        ax.set(title=f"{report['settings']['dataset']} ({s})", xlabel="Number of samples", ylabel="Accuracy (%)")
+        ax.grid(ls="--", alpha=0.5)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_mixture(report: dict[str, Any], path: str | Path) -> None:
+    """Fig. 6: accuracy of the mixture against alpha and the canonical accuracy (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(report["mixture_curve"])
+    fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.4), squeeze=False)
+    for ax, s in zip(axes[0], splits):
+        mc = report["mixture_curve"][s]
+        ax.plot(mc["alpha"], 100 * np.array(mc["acc"]), color="tab:blue", lw=2, label="mixture")
+        ax.axhline(100 * report["accuracy"]["canonical"][s], color="tab:blue", ls="--", lw=2, label="canonical")
+        ax.set(title=f"{report['settings']['dataset']} ({s})", xlabel=r"$\alpha$", ylabel="Accuracy (%)")
+        ax.grid(ls="--", alpha=0.5)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(folder: str | Path, **kw: Any) -> dict[str, Any]:
+    """Evaluate the run in ``folder`` and write ``report.json``, ``report.md`` and the two PNGs there."""
+    folder = Path(folder)
+    report = evaluate(folder, **kw)
+    (folder / REPORT_JSON).write_text(json.dumps(report, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    (folder / REPORT_MD).write_text(markdown(report), encoding="utf-8")
+    plot_choose_k(report, folder / FIG5)
+    plot_mixture(report, folder / FIG6)
+    return report

@@ -1,0 +1,206 @@
+"""Score every (question, answer) of a study and store the scores as they are computed.
+
+For answer ``a`` of a question with context ``c`` the continuation is
+``x = " " + a`` (lm-eval's convention); context and continuation are encoded
+separately, and the canonical tokenization ``v*`` of ``x`` must decode to
+exactly the bytes of ``x``. Per answer the ``"is"`` record holds
+
+* ``log p(v* | c)`` (the canonical score), and
+* N look-ahead importance samples ``v_i ~ q(. | x, c)`` with ``log p(v_i | c)``,
+  ``log q(v_i)``, whether ``v_i == v*`` and the tokens ``v_i``,
+
+from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
+new LM calls. Optional kinds need LM calls of their own:
+
+* ``"exact"``: a certified bracket ``lower <= log p(x | c) <= upper``
+  (:func:`ppl_tok.search.marginal_bounds`, to a tolerance, within a forward budget);
+* ``"stratified"``: the stratified estimate of ``log p(x | c)``;
+* ``"most-likely"``: ``max_v log p(v | c)`` by branch and bound (time budget).
+
+The particles of the pair (question ``q`` of ``split``, answer ``j``) are drawn
+with seed :func:`pair_seed` ``(seed, split, q.id, j)``: a pair's scores do not
+depend on which other pairs share a batch, so a resumed run stores exactly what
+an uninterrupted one would. All answers of ``batch_questions`` questions go
+to :func:`ppl_tok.importance.marginals` in one call, and the batch is appended
+to the store before the next one starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..datasets import Question
+from ..importance import marginal, marginals
+from ..lm.base import LanguageModel
+from ..search import marginal_bounds, most_likely
+from .data import Study
+from .store import ScoreStore, encode_log, encode_logs
+
+KINDS = ("is",)
+OPTIONAL_SCORES = ("exact", "stratified", "most-likely")
+
+
+class QAError(ValueError):
+    """A question that cannot be scored as asked."""
+
+
+def pair_seed(seed: int, split: str, question_id: str, choice: int) -> int:
+    """The RNG seed of one (question, answer) pair: a 31-bit hash of ``(seed, split, id, choice)``."""
+    digest = hashlib.sha256(f"{seed}/{split}/{question_id}/{choice}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def continuation(choice: str) -> str:
+    """The scored continuation of an answer: ``" " + choice``."""
+    return " " + choice
+
+
+def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tuple[int, ...]:
+    """The canonical tokens of answer ``j``'s continuation, checked to decode to exactly its bytes."""
+    text = continuation(question.choices[j])
+    try:
+        ids = tuple(lm.vocab.encode(text))
+    except ValueError as err:
+        raise QAError(f"question {question.id!r}, answer {j} ({text!r}): no canonical tokenization ({err})") from err
+    if lm.vocab.decode(ids) != text.encode("utf-8"):  # pragma: no cover - encode checks this already
+        raise QAError(f"question {question.id!r}, answer {j}: canonical tokens decode to "
+                      f"{lm.vocab.decode(ids)!r}, not {text!r}")
+    return ids
+
+
+def study_settings(study: Study, *, model: str, samples: int, seed: int, scores: Sequence[str] = (),
+                   limit: int | None = None, shuffle_seed: int | None = None, dtype: str | None = None,
+                   exact_tolerance: float = 1e-3, exact_budget: int = 2000,
+                   most_likely_time: float = 10.0) -> dict[str, Any]:
+    """The ``run.json`` of a study: everything the stored scores depend on."""
+    unknown = set(scores) - set(OPTIONAL_SCORES)
+    if unknown:
+        raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {OPTIONAL_SCORES}")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    return {
+        "dataset": study.dataset, "splits": study.sizes(), "limit": limit, "shuffle_seed": shuffle_seed,
+        "data_files": {Path(p).name: sha for p, sha in study.files.items()},
+        "model": model, "dtype": dtype, "samples": samples, "seed": seed, "proposal": "lookahead",
+        "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
+        "most_likely_time": most_likely_time, "ppl_tok_version": __version__,
+    }
+
+
+def _is_record(split: str, index: int, q: Question, canon: list[tuple[int, ...]], results: list,
+               seeds: list[int]) -> dict[str, Any]:
+    choices = []
+    for j, (ids, r, s) in enumerate(zip(canon, results, seeds)):
+        if tuple(r.canonical) != ids:
+            raise QAError(f"question {q.id!r}, answer {j}: the sampler's canonical tokens {r.canonical} "
+                          f"differ from the continuation's {ids}")
+        choices.append({
+            "bytes": len(q.choices[j].encode("utf-8")), "seed": s, "canonical": list(ids),
+            "canonical_log_prob": encode_log(r.canonical_log_prob),
+            "log_p": encode_logs(r.log_p.tolist()), "log_q": encode_logs(r.log_q.tolist()),
+            "is_canonical": [int(c) for c in r.is_canonical], "samples": [list(v) for v in r.samples],
+        })
+    return {"kind": "is", "split": split, "index": index, "id": q.id, "label": q.label, "choices": choices}
+
+
+def _exact(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any]) -> dict[str, Any]:
+    b = marginal_bounds(continuation(q.choices[j]), lm, context=q.context, tolerance=settings["exact_tolerance"],
+                        budget=settings["exact_budget"])
+    return {"lower": encode_log(b.lower), "upper": encode_log(b.upper), "closed": bool(b.closed),
+            "forwards": int(b.forwards)}
+
+
+def _stratified(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
+    r = marginal(continuation(q.choices[j]), lm, settings["samples"], guide="stratified", context=q.context, seed=seed)
+    return {"log_marginal": encode_log(r.log_marginal)}
+
+
+def _most_likely(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any]) -> dict[str, Any]:
+    r = most_likely(continuation(q.choices[j]), lm, context=q.context, time_budget=settings["most_likely_time"])
+    return {"log_prob": encode_log(r.log_prob), "tokens": list(r.tokens), "optimal": bool(r.optimal)}
+
+
+def _optional_record(kind: str, lm: LanguageModel, split: str, index: int, q: Question,
+                     settings: dict[str, Any]) -> dict[str, Any]:
+    per_choice: Callable[[int], dict[str, Any]]
+    if kind == "exact":
+        per_choice = lambda j: _exact(lm, q, j, settings)  # noqa: E731
+    elif kind == "stratified":
+        per_choice = lambda j: _stratified(lm, q, j, settings, pair_seed(settings["seed"], split, q.id, j))  # noqa: E731
+    else:
+        per_choice = lambda j: _most_likely(lm, q, j, settings)  # noqa: E731
+    return {"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
+            "choices": [per_choice(j) for j in range(len(q.choices))]}
+
+
+def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], settings: dict[str, Any],
+                todos: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """The records of kinds ``todos[i]`` for each ``batch[i] = (split, index, question)``.
+
+    All ``"is"`` pairs of the batch go to :func:`~ppl_tok.importance.marginals` in one call.
+    """
+    records = []
+    is_items = [item for item, todo in zip(batch, todos) if "is" in todo]
+    if is_items:
+        texts, contexts, seeds, canon = [], [], [], []
+        for split, _, q in is_items:
+            for j, choice in enumerate(q.choices):
+                canon.append(canonical_continuation(lm, q, j))
+                texts.append(continuation(choice))
+                contexts.append(q.context)
+                seeds.append(pair_seed(settings["seed"], split, q.id, j))
+        results = marginals(texts, lm, settings["samples"], contexts=contexts, guide="lookahead", seeds=seeds)
+        start = 0
+        for split, index, q in is_items:
+            end = start + len(q.choices)
+            records.append(_is_record(split, index, q, canon[start:end], results[start:end], seeds[start:end]))
+            start = end
+    for (split, index, q), todo in zip(batch, todos):
+        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo if k != "is")
+    return records
+
+
+def run_study(study: Study, lm: LanguageModel, out: str | Path, settings: dict[str, Any], *,
+              batch_questions: int = 8, progress: bool = True) -> ScoreStore:
+    """Compute (or finish) the scores of ``study`` into the run folder ``out``.
+
+    Questions whose records are all stored are skipped; the rest go in batches
+    of ``batch_questions``, each appended durably before the next starts.
+    A tqdm progress bar (questions, with ETA) is shown if ``progress``.
+    """
+    if batch_questions < 1:
+        raise ValueError(f"batch_questions must be >= 1, got {batch_questions}")
+    store = ScoreStore.open(out, settings)
+    kinds = KINDS + tuple(store.settings["scores"])
+    pending = []
+    total = 0
+    for split, questions in study.splits.items():
+        for index, q in enumerate(questions):
+            total += 1
+            todo = [k for k in kinds if not store.has(k, split, index)]
+            if todo:
+                pending.append(((split, index, q), todo))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, initial=total - len(pending), unit="q", desc=f"qa {study.dataset}", dynamic_ncols=True)
+    try:
+        for start in range(0, len(pending), batch_questions):
+            chunk = pending[start:start + batch_questions]
+            t0 = time.perf_counter()
+            records = score_batch(lm, [item for item, _ in chunk], store.settings, [todo for _, todo in chunk])
+            seconds = time.perf_counter() - t0
+            store.append(records, timing={"questions": len(chunk), "seconds": seconds,
+                                          "kinds": sorted({k for _, todo in chunk for k in todo})})
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return store

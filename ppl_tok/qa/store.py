@@ -1,0 +1,221 @@
+"""An append-only, crash-safe store of QA scores: a folder with ``run.json`` and ``scores.jsonl``.
+
+* ``run.json``: the settings of the run (dataset, split sizes, model, N, seed,
+  scores, data checksums, ppl-tok version), written once, atomically, at the
+  start. Opening the folder with other settings raises
+  :class:`SettingsMismatchError` naming every differing setting. Only the set
+  of optional scores may grow (a later ``--scores exact`` adds those records).
+* ``scores.jsonl``: one JSON object per line, one record per (kind, split,
+  question). Records are appended a batch at a time with one ``write``,
+  ``flush`` and ``fsync``. A process killed at any point leaves at most one
+  partial last line (no trailing newline): :meth:`ScoreStore.open` cuts it
+  off, so that record is computed again. A malformed complete line, or the
+  same record twice, is an error naming the file and line, never skipped.
+* ``timing.jsonl``: seconds and questions per batch (for questions/min); kept
+  apart so that the scores of a resumed run equal those of an uninterrupted one.
+
+Standard JSON only: ``-inf`` (a zero probability) is written as ``null``;
+NaN and ``+inf`` are errors. :func:`encode_log` / :func:`decode_log` convert.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+SETTINGS_FILE = "run.json"
+SCORES_FILE = "scores.jsonl"
+TIMING_FILE = "timing.jsonl"
+#: Settings that may differ between runs into one folder (merged, not compared).
+GROWABLE = ("scores",)
+
+
+class StoreError(ValueError):
+    """A run folder that cannot be used as asked."""
+
+
+class SettingsMismatchError(StoreError):
+    """A run folder written with other settings."""
+
+
+def encode_log(x: float) -> float | None:
+    """A log-probability as standard JSON: ``-inf`` becomes ``None`` (``null``)."""
+    x = float(x)
+    if x == -math.inf:
+        return None
+    if not math.isfinite(x):
+        raise ValueError(f"cannot store the log-probability {x} (only finite values and -inf)")
+    return x
+
+
+def decode_log(x: float | None) -> float:
+    """Inverse of :func:`encode_log`."""
+    return -math.inf if x is None else float(x)
+
+
+def encode_logs(xs: Iterable[float]) -> list[float | None]:
+    return [encode_log(x) for x in xs]
+
+
+def decode_logs(xs: Iterable[float | None]) -> list[float]:
+    return [decode_log(x) for x in xs]
+
+
+def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
+    """The identity of a record: ``(kind, split, index)``."""
+    return record["kind"], record["split"], record["index"]
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    keys = sorted((set(old) | set(new)) - set(GROWABLE))
+    return [f"{k}: folder has {old.get(k)!r}, this run has {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+class ScoreStore:
+    """The records of one run folder; see the module docstring for the format."""
+
+    def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]]):
+        self.folder = folder
+        self.settings = settings
+        self.records = records
+        self._done = {record_key(r) for r in records}
+
+    @property
+    def path(self) -> Path:
+        return self.folder / SCORES_FILE
+
+    @classmethod
+    def open(cls, folder: str | Path, settings: dict[str, Any]) -> ScoreStore:
+        """Open (or create) a run folder for ``settings``, repairing a torn last line.
+
+        :raises SettingsMismatchError: the folder holds a run with other settings.
+        """
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = json.loads(json.dumps(settings, allow_nan=False))  # normalise (tuples -> lists)
+        settings_path = folder / SETTINGS_FILE
+        if settings_path.exists():
+            old = read_settings(folder)
+            diff = _differences(old, settings)
+            if diff:
+                raise SettingsMismatchError(
+                    f"{settings_path} was written by a run with other settings; use another --out folder "
+                    f"or the same settings. Differences:\n  " + "\n  ".join(diff))
+            merged = sorted(set(old.get("scores", [])) | set(settings.get("scores", [])))
+            if merged != sorted(old.get("scores", [])):
+                old = {**old, "scores": merged}
+                _write_atomic(settings_path, json.dumps(old, indent=2, allow_nan=False) + "\n")
+            settings = old
+        else:
+            _write_atomic(settings_path, json.dumps(settings, indent=2, allow_nan=False) + "\n")
+        repair(folder / SCORES_FILE)
+        return cls(folder, settings, list(read_records(folder / SCORES_FILE)))
+
+    def has(self, kind: str, split: str, index: int) -> bool:
+        return (kind, split, index) in self._done
+
+    def append(self, records: Sequence[dict[str, Any]], timing: dict[str, Any] | None = None) -> None:
+        """Append ``records`` durably (one write, flush, fsync), then a timing line if given."""
+        for r in records:
+            if record_key(r) in self._done:
+                raise StoreError(f"{self.path}: record {record_key(r)} is already stored")
+        text = "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in records)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        self.records.extend(records)
+        self._done.update(record_key(r) for r in records)
+        if timing is not None:
+            with open(self.folder / TIMING_FILE, "a", encoding="utf-8") as f:
+                f.write(json.dumps(timing, allow_nan=False) + "\n")
+
+
+def read_settings(folder: str | Path) -> dict[str, Any]:
+    """The ``run.json`` of a run folder."""
+    path = Path(folder) / SETTINGS_FILE
+    if not path.is_file():
+        raise StoreError(f"{folder} is not a QA run folder: {SETTINGS_FILE} is missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise StoreError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from err
+
+
+def repair(path: Path) -> int:
+    """Cut off a partial last line (a write torn by a kill); return the bytes removed."""
+    if not path.exists():
+        return 0
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data or data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data) - keep
+
+
+def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The complete records of a ``scores.jsonl``; a malformed or repeated line is an error naming it."""
+    path = Path(path)
+    if not path.exists():
+        return
+    seen: dict[tuple[str, str, int], int] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                raise StoreError(f"{path}:{n}: partial last line (open the folder with ScoreStore.open to repair)")
+            try:
+                record = json.loads(line)
+                key = record_key(record)
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise StoreError(f"{path}:{n}: not a score record ({err})") from err
+            if key in seen:
+                raise StoreError(f"{path}:{n}: record {key} repeats line {seen[key]}")
+            seen[key] = n
+            yield record
+
+
+def read_timing(folder: str | Path) -> list[dict[str, Any]]:
+    """The timing lines of a run folder (a torn last line is left out: it holds only timing)."""
+    path = Path(folder) / TIMING_FILE
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if n == len(lines) and not text.endswith("\n"):
+                break  # a line torn by a kill: the batch's scores are stored, only its timing is lost
+            raise StoreError(f"{path}:{n}: not valid JSON ({err})") from err
+    return out
