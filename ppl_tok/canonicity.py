@@ -50,10 +50,12 @@ def canonicity(lm: LanguageModel, num_samples: int = 32, max_tokens: int = 32, s
     states = [lm.initial()] * num_samples
     tokens: list[list[int]] = [[] for _ in range(num_samples)]
     for _ in tqdm(range(max_tokens), desc="generating", unit="token", disable=not progress):
-        logits = torch.stack([s.log_probs for s in states]).double()
-        logits[:, : len(no_surface)][:, no_surface] = -torch.inf
+        logits = torch.stack([s.log_probs for s in states]).double()  # on the model's device
+        logits[:, : len(no_surface)][:, no_surface.to(logits.device)] = -torch.inf
         logits[:, len(no_surface):] = -torch.inf
-        draws = torch.multinomial(torch.softmax(logits, -1), 1, generator=g).flatten().tolist()
+        cdf = torch.softmax(logits, -1).cumsum(-1)  # inverse CDF at seeded host uniforms
+        u = torch.rand(num_samples, 1, generator=g, dtype=torch.float64).to(cdf.device) * cdf[:, -1:]
+        draws = torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[1] - 1).flatten().cpu().tolist()
         for seq, tok in zip(tokens, draws):
             seq.append(tok)
         states = lm.extend(states, draws)

@@ -5,7 +5,7 @@ values), so they sit at the model's and the guides' sample sites like
 ``dist.Categorical`` would, at a fraction of the cost for large vocabularies:
 
 * :class:`NextToken`: the LM's own next-token distribution of each particle,
-  given as normalised log-prob rows; ``log_prob`` gathers one entry per row.
+  read from the LM's states on its device; ``log_prob`` fetches one entry per particle.
 * :class:`OverCandidates`: a distribution over a few candidate tokens per
   particle (a proposal restricted to the MDD's out-edges), normalised over them.
 """
@@ -21,24 +21,40 @@ from torch.distributions import constraints
 
 
 class NextToken(TorchDistribution):
-    """``rows[i]`` is particle ``i``'s normalised next-token log-prob vector ``[V]``."""
+    """Each particle's LM next-token distribution, read from a particle walk.
+
+    ``walk`` is a :class:`~ppl_tok.model.ParticleWalk` (its ``lm``, ``states``,
+    ``active`` and ``uniforms()``), snapshotted at construction. Sampling draws
+    on the device by inverse CDF; ``log_prob`` fetches one entry per active
+    particle (finished particles get 0: the model masks them out).
+    """
 
     arg_constraints: dict = {}
     support = constraints.nonnegative_integer
 
-    def __init__(self, rows: Sequence[torch.Tensor]):
-        self.rows = list(rows)
-        super().__init__(batch_shape=torch.Size([len(self.rows)]), validate_args=False)
+    def __init__(self, walk):
+        self.lm = walk.lm
+        self.states = list(walk.states)
+        self.live = torch.nonzero(walk.active).flatten().tolist()
+        self._uniforms = walk.uniforms
+        super().__init__(batch_shape=torch.Size([len(self.states)]), validate_args=False)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise NotImplementedError("NextToken draws one token per particle")
-        probs = torch.stack(self.rows).double().exp()
-        return torch.multinomial(probs, 1).flatten()
+        u = self._uniforms()
+        out = torch.zeros(len(self.states), dtype=torch.long)
+        if self.live:
+            out[self.live] = self.lm.sample_tokens([self.states[i] for i in self.live], u[self.live])
+        return out
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         values = value.reshape(-1).tolist()
-        return torch.stack([row[int(v)].double() for row, v in zip(self.rows, values)])
+        out = torch.zeros(len(self.states), dtype=torch.float64)
+        if self.live:
+            lps = self.lm.token_log_probs([self.states[i] for i in self.live], [[int(values[i])] for i in self.live])
+            out[self.live] = torch.cat(lps)
+        return out
 
     def expand(self, batch_shape, _instance=None):  # plates never broadcast it: shapes already match
         if torch.Size(batch_shape) != self.batch_shape:
@@ -52,30 +68,44 @@ class OverCandidates(TorchDistribution):
     arg_constraints: dict = {}
     support = constraints.nonnegative_integer
 
-    def __init__(self, candidates: torch.Tensor, logits: torch.Tensor):
+    def __init__(self, candidates: torch.Tensor, logits: torch.Tensor, uniforms: torch.Tensor | None = None):
         if candidates.shape != logits.shape or candidates.dim() != 2:
             raise ValueError("candidates and logits must both be [N, K]")
+        if torch.isnan(logits).any():
+            raise ValueError("a proposal gave NaN logits")
         norm = torch.logsumexp(logits, -1, keepdim=True)
-        if not torch.isfinite(norm).all():
-            raise ValueError("every particle needs at least one candidate with positive probability")
+        if (norm == math.inf).any():
+            raise ValueError("a proposal gave +inf logits")
         self.candidates = candidates
         self.logits = (logits - norm).double()
+        self.uniforms = uniforms
         super().__init__(batch_shape=torch.Size([candidates.shape[0]]), validate_args=False)
 
     @classmethod
-    def from_lists(cls, candidates: Sequence[Sequence[int]], logits: Sequence[torch.Tensor]) -> OverCandidates:
+    def from_lists(cls, candidates: Sequence[Sequence[int]], logits: Sequence[torch.Tensor],
+                   uniforms: torch.Tensor | None = None) -> OverCandidates:
+        """Pad ragged candidate lists. A row whose logits are all ``-inf`` (every allowed token has
+        probability zero) becomes uniform over its candidates: the model then gives the drawn
+        token probability zero, so the particle gets weight zero instead of an error."""
         width = max(1, max((len(c) for c in candidates), default=1))
         ids = torch.zeros(len(candidates), width, dtype=torch.long)
         lps = torch.full((len(candidates), width), -math.inf, dtype=torch.float64)
         for i, (c, lp) in enumerate(zip(candidates, logits)):
             ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
-            lps[i, : len(c)] = torch.as_tensor(lp, dtype=torch.float64)
-        return cls(ids, lps)
+            row = torch.as_tensor(lp, dtype=torch.float64)
+            lps[i, : len(c)] = row if bool((row > -math.inf).any()) else 0.0
+        return cls(ids, lps, uniforms)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise NotImplementedError("OverCandidates draws one token per particle")
-        k = torch.multinomial(self.logits.exp(), 1)
+        probs = self.logits.exp()
+        if self.uniforms is None:
+            k = torch.multinomial(probs, 1)
+        else:  # inverse CDF at the given uniforms
+            cdf = probs.cumsum(-1)
+            u = self.uniforms.reshape(-1, 1).double() * cdf[:, -1:]
+            k = torch.searchsorted(cdf, u, right=True).clamp_max(probs.shape[1] - 1)
         return self.candidates.gather(1, k).flatten()
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

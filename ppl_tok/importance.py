@@ -34,9 +34,9 @@ from pyro import poutine
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
-from .model import tokenization_model
+from .model import particle_seeds, tokenization_model
 from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
-from .search import marginal_bounds
+from .search import Bounds, marginal_bounds
 
 PROPOSALS = ("lookahead", "uniform", "prior", "stratified")
 
@@ -92,28 +92,75 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
                               num_samples: int) -> tuple[torch.Tensor, torch.Tensor, list]:
     """Per-particle ``log p`` (model) and ``log q`` (guide) from one vectorized run of guide and model.
 
-    ``guide=None`` proposes from the model itself (its factor sites are the weights).
+    ``num_samples`` is passed as ``num_particles``; with a batch of strings the
+    plate holds ``num_samples`` particles per string. ``guide=None`` proposes from
+    the model itself (its factor sites are the weights). A guide whose sites do
+    not hold one value per particle (e.g. one that ignores ``num_particles``) is an error.
     """
     if guide is None:
         guide = poutine.block(model, hide_fn=lambda msg: msg["type"] == "sample" and msg["is_observed"])
     guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
     model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
+    samples = model_trace.nodes["_RETURN"]["value"]
+    total = len(samples)
+    for name, node in guide_trace.nodes.items():
+        if node["type"] == "sample" and not node["is_observed"] and torch.as_tensor(node["value"]).numel() != total:
+            raise ValueError(f"the guide drew {torch.as_tensor(node['value']).numel()} values at site {name!r} for "
+                             f"{total} particles: a guide must sample every site once per particle "
+                             "(does it ignore num_particles?)")
     guide_trace.compute_log_prob()
     model_trace.compute_log_prob()
     sums = []
     for tr in (model_trace, guide_trace):
-        total = torch.zeros(num_samples, dtype=torch.float64)
+        out = torch.zeros(total, dtype=torch.float64)
         for node in tr.nodes.values():
             if node["type"] == "sample" and "log_prob" in node:
-                total = total + node["log_prob"].double().cpu().expand(num_samples)
-        sums.append(total)
-    return sums[0], sums[1], model_trace.nodes["_RETURN"]["value"]
+                out = out + node["log_prob"].double().cpu().expand(total)
+        sums.append(out)
+    return sums[0], sums[1], samples
 
 
 def _ess(log_w: torch.Tensor) -> float:
     if not torch.isfinite(log_w).any():
         return 0.0
     return float(torch.exp(2 * torch.logsumexp(log_w, 0) - torch.logsumexp(2 * log_w, 0)))
+
+
+def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
+    if isinstance(guide, str):
+        table = {"lookahead": lookahead_guide, "uniform": uniform_guide, "prior": None}
+        if guide not in table:
+            raise ValueError(f"unknown proposal {guide!r}: expected one of {PROPOSALS} or a Pyro guide")
+        return table[guide], guide
+    if guide is None:
+        return None, "prior"
+    return guide, getattr(guide, "__name__", type(guide).__name__)
+
+
+def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samples: list, canonical: tuple,
+            canonical_lp: float, exact: Bounds | None, forwards: int, seconds: float) -> MarginalResult:
+    """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly."""
+    log_w = log_p - log_q
+    n = len(samples)
+    if torch.isnan(log_w).any():
+        raise FloatingPointError(f"NaN importance weight for {text!r} with proposal {name!r}")
+    exact_mass = exact.lower if exact is not None else -math.inf
+    log_marginal = logsumexp([exact_mass, _log_mean_exp(log_w, n)])
+    is_canon = [s == canonical for s in samples]
+    mask = torch.tensor(is_canon, dtype=torch.bool)
+    canon_part = _log_mean_exp(log_w[mask], n)
+    noncanon_part = _log_mean_exp(log_w[~mask], n)
+    if exact is not None and canonical in exact.tokenizations:  # the canonical path was summed exactly
+        canon_part = logsumexp([canon_part, canonical_lp])
+        rest = [lp for path, lp in exact.tokenizations.items() if path != canonical]
+        if rest:
+            noncanon_part = logsumexp([noncanon_part, *rest])
+    return MarginalResult(
+        text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
+        log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon, ess=_ess(log_w),
+        canonical_estimate=canon_part, noncanonical_estimate=noncanon_part, exact_log_mass=exact_mass,
+        num_samples=n, forwards=forwards, seconds=seconds,
+    )
 
 
 def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str | Callable | None = "lookahead",
@@ -123,75 +170,77 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
 
     :param guide: a proposal name (``"lookahead"``, ``"uniform"``, ``"prior"``,
         ``"stratified"``) or any Pyro guide for :func:`~ppl_tok.model.tokenization_model`.
-    :param seed: seeds Pyro's RNG (same seed, same answer).
+    :param seed: seeds the particles' randomness (same seed, same answer; ``None``: Pyro's global RNG).
     :param search_budget: LM forwards for the exact part of ``"stratified"``.
     """
+    if guide != "stratified":
+        return _marginals([text], lm, num_samples, [context], guide, None if seed is None else [seed],
+                          None if mdd is None else [mdd])[0]
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-    start = time.perf_counter()
-    forwards0 = lm.stats.forwards
+    start, forwards0 = time.perf_counter(), lm.stats.forwards
     mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
     canonical = tuple(lm.canonical(text))
     canonical_lp = lm.log_prob(canonical, context)
-    exact_mass = -math.inf
-    enumerated: set[tuple[int, ...]] = set()
-    name = guide if isinstance(guide, str) else getattr(guide, "__name__", type(guide).__name__)
-    if guide == "stratified":
-        bounds = marginal_bounds(text, lm, context=context, tolerance=search_tolerance, budget=search_budget, mdd=mdd)
-        enumerated = set(bounds.tokenizations)
-        exact_mass = bounds.lower
-        guide_fn = StratifiedGuide(mdd, list(enumerated))
-        if guide_fn.exhausted:
-            guide_fn = None
-    elif isinstance(guide, str):
-        table = {"lookahead": lookahead_guide, "uniform": uniform_guide, "prior": None}
-        if guide not in table:
-            raise ValueError(f"unknown proposal {guide!r}: expected one of {PROPOSALS} or a Pyro guide")
-        guide_fn = table[guide]
-    elif guide is None:
-        guide_fn, name = None, "prior"
+    bounds = marginal_bounds(text, lm, context=context, tolerance=search_tolerance, budget=search_budget, mdd=mdd)
+    guide_fn = StratifiedGuide(mdd, list(bounds.tokenizations))
+    if guide_fn.exhausted:  # the search enumerated everything: the sum is exact
+        log_p = torch.full((num_samples,), -math.inf, dtype=torch.float64)
+        log_q, samples = torch.zeros(num_samples, dtype=torch.float64), [() for _ in range(num_samples)]
     else:
-        guide_fn = guide
-    if seed is not None:
-        pyro.set_rng_seed(seed)
-    if guide == "stratified" and guide_fn is None:  # the search enumerated everything: exact
-        log_w, samples = torch.full((num_samples,), -math.inf, dtype=torch.float64), [() for _ in range(num_samples)]
-        log_p, log_q = log_w.clone(), torch.zeros(num_samples, dtype=torch.float64)
-    else:
-        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm, mdd, context,
-                                                          num_samples=num_samples)
-        log_w = log_p - log_q
-    if torch.isnan(log_w).any():
-        raise FloatingPointError(f"NaN importance weight for {text!r} with proposal {name!r}")
-    sampled = _log_mean_exp(log_w, num_samples)
-    log_marginal = logsumexp([exact_mass, sampled])
-    is_canon = [s == canonical for s in samples]
-    mask = torch.tensor(is_canon, dtype=torch.bool)
-    canon_part = _log_mean_exp(log_w[mask], num_samples)
-    noncanon_part = _log_mean_exp(log_w[~mask], num_samples)
-    if canonical in enumerated:  # the canonical path was summed exactly
-        canon_part = logsumexp([canon_part, canonical_lp])
-        rest = [lp for path, lp in bounds.tokenizations.items() if path != canonical]
-        if rest:
-            noncanon_part = logsumexp([noncanon_part, *rest])
-    return MarginalResult(
-        text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
-        log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon, ess=_ess(log_w),
-        canonical_estimate=canon_part, noncanonical_estimate=noncanon_part, exact_log_mass=exact_mass,
-        num_samples=num_samples, forwards=lm.stats.forwards - forwards0, seconds=time.perf_counter() - start,
-    )
+        if seed is not None:
+            pyro.set_rng_seed(seed)
+        with particle_seeds(None if seed is None else [seed]):
+            log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm, mdd, context,
+                                                              num_samples=num_samples)
+    return _result(text, "stratified", log_p, log_q, samples, canonical, canonical_lp, bounds,
+                   lm.stats.forwards - forwards0, time.perf_counter() - start)
 
 
 def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
               contexts: Sequence[str | Sequence[int]] | None = None, guide: str | Callable | None = "lookahead",
-              seeds: Sequence[int] | None = None) -> list[MarginalResult]:
-    """:func:`marginal` for many ``(context, text)`` pairs at once: ``results[i]`` estimates
-    ``log p(texts[i] | contexts[i])`` with ``num_samples`` particles drawn with seed ``seeds[i]``
-    (default ``i``); a pair's result does not depend on the other pairs in the call.
+              seeds: Sequence[int] | None = None, mdds: Sequence[MDD] | None = None) -> list[MarginalResult]:
+    """:func:`marginal` for many ``(context, text)`` pairs in one batched run of the engine.
+
+    ``results[i]`` estimates ``log p(texts[i] | contexts[i])`` with ``num_samples``
+    particles drawn with seed ``seeds[i]`` (default ``i``; ``seeds=None`` and
+    ``guide`` a user guide that ignores the per-pair generators: Pyro's RNG).
+    All ``len(texts) * num_samples`` particles advance together, one LM forward
+    per step for all of them: different contexts and lengths share the batch,
+    each context is computed once, identical prefixes once. A pair's samples do
+    not depend on the other pairs in the call.
     """
+    texts = list(texts)
     contexts = [""] * len(texts) if contexts is None else list(contexts)
     seeds = list(range(len(texts))) if seeds is None else list(seeds)
     if not len(contexts) == len(seeds) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")
-    return [marginal(t, lm, num_samples, guide=guide, context=c, seed=s)
-            for t, c, s in zip(texts, contexts, seeds)]
+    if guide == "stratified":
+        return [marginal(t, lm, num_samples, guide=guide, context=c, seed=s) for t, c, s in zip(texts, contexts, seeds)]
+    return _marginals(texts, lm, num_samples, contexts, guide, seeds, None if mdds is None else list(mdds))
+
+
+def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: list, guide: str | Callable | None,
+               seeds: list[int] | None, mdds: list[MDD] | None) -> list[MarginalResult]:
+    """The batched run (``seeds=None``: Pyro's global RNG)."""
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    if not texts:
+        return []
+    guide_fn, name = _proposal(guide)
+    start, forwards0 = time.perf_counter(), lm.stats.forwards
+    mdds = [compile_mdd(t, lm.vocab) for t in texts] if mdds is None else list(mdds)
+    canonicals = [tuple(lm.canonical(t)) for t in texts]
+    canonical_lps = lm.log_probs_many(canonicals, contexts)
+    if seeds is not None:
+        pyro.set_rng_seed(seeds[0])
+    with particle_seeds(seeds):
+        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm, mdds, contexts,
+                                                          num_samples=num_samples)
+    forwards, seconds = lm.stats.forwards - forwards0, time.perf_counter() - start
+    out = []
+    for g, text in enumerate(texts):
+        part = slice(g * num_samples, (g + 1) * num_samples)
+        out.append(_result(text, name, log_p[part], log_q[part], samples[part], canonicals[g], canonical_lps[g],
+                           None, forwards, seconds))
+    return out

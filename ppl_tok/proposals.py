@@ -44,15 +44,15 @@ Proposal = Callable[[ParticleWalk, int, dict[int, int]], torch.Tensor]
 def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list[tuple[int, ...]]]:
     """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a proposal over out-edges."""
 
-    def guide(lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = "",
+    def guide(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
               num_particles: int = 1) -> list[tuple[int, ...]]:
         walk = ParticleWalk(lm, mdd, context, num_particles)
-        with pyro.plate(PLATE, num_particles):
+        with pyro.plate(PLATE, len(walk)):
             t = 0
             while walk.any_active():
                 active = walk.active.clone()
                 candidates, logits = [], []
-                for i in range(num_particles):
+                for i in range(len(walk)):
                     out = walk.out_tokens(i) if active[i] else {}
                     if out:
                         candidates.append(list(out))
@@ -61,7 +61,7 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list
                         candidates.append([0])
                         logits.append(torch.zeros(1))
                 with pyro.poutine.mask(mask=active):
-                    tok = pyro.sample(site(t), OverCandidates.from_lists(candidates, logits))
+                    tok = pyro.sample(site(t), OverCandidates.from_lists(candidates, logits, walk.uniforms()))
                 walk.advance(tok)
                 t += 1
         return [tuple(tokens) for tokens in walk.tokens]
@@ -73,12 +73,12 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list
 
 def lookahead(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
     """The 1-step look-ahead: the LM's next-token log-probs of the MDD's out-edges."""
-    return walk.states[i].log_probs[list(out)]
+    return walk.edge_log_probs(i)
 
 
 def uniform(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
     """Uniform over the MDD's paths: each out-edge weighted by its number of completions."""
-    counts = walk.mdd.path_counts
+    counts = walk.mdd_of(i).path_counts
     return torch.tensor([math.log(counts[j]) for j in out.values()], dtype=torch.float64)  # exact for big ints
 
 
@@ -111,6 +111,8 @@ class StratifiedGuide:
 
     def proposal(self, walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
         """The look-ahead, with the tokens whose completions are all in ``S`` forbidden."""
+        if walk.mdd_of(i) is not self.mdd:
+            raise ValueError("a StratifiedGuide samples the one string whose tokenizations it enumerated")
         prefix = tuple(walk.tokens[i])
         logits = lookahead(walk, i, out).double()
         closed = torch.tensor([not self.open(prefix + (t,), j) for t, j in out.items()])

@@ -69,8 +69,10 @@ class PrefixSearch:
         self._children(mdd.source, root, 0.0, ())
 
     def _children(self, node: int, state: LMState, log_prob: float, tokens: tuple[int, ...]) -> None:
-        for _, j, t in self.mdd.out_edges(node, keys=True):
-            lp = log_prob + float(state.log_probs[t])
+        edges = list(self.mdd.out_edges(node, keys=True))
+        step = self.lm.token_log_probs([state], [[t for _, _, t in edges]])[0].tolist()
+        for (_, j, t), lp_t in zip(edges, step):
+            lp = log_prob + lp_t
             if j == self.mdd.sink:
                 self.found[tokens + (t,)] = lp
             elif lp == -math.inf:  # no mass below: its completions need no LM call
@@ -114,6 +116,8 @@ class PrefixSearch:
         if not items:
             return
         states = self.lm.extend([o.parent for o in items], [o.tokens[-1] for o in items])
+        # every child's log-prob in one device gather (``_children`` then reads them from ``state.known``)
+        self.lm.token_log_probs(states, [list(self.mdd.out_tokens(o.node)) for o in items])
         self.forwards += len(items)
         self.expanded += len(items)
         for o, state in zip(items, states):

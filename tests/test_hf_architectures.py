@@ -56,7 +56,7 @@ def test_batched_extension_equals_one_at_a_time_and_never_mutates(lm):
     for path, state in [((3, 5), second[0]), ((4, 6), second[1]), ((4, 6, 8), third[0]), ((3, 5, 8), third[1])]:
         assert torch.allclose(lm.state((0, 1, 2) + path).log_probs, state.log_probs, atol=1e-5)
         lm.clear_cache()
-    assert torch.equal(root.log_probs, before)
+    assert torch.allclose(root.log_probs, before, atol=1e-5)  # dropped by clear_cache, recomputed
     # the root's cache still extends correctly after all that
     again = lm.extend([root], [3])[0]
     assert torch.allclose(again.log_probs, first[0].log_probs, atol=1e-5)

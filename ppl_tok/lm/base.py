@@ -1,23 +1,35 @@
-"""The one small interface every LM of ppl-tok implements.
+"""The one small interface every LM of ppl-tok implements, and the engine behind it.
 
 An LM gives next-token log-probabilities for prefixes. Prefixes live in
-:class:`LMState` objects that carry the backend's incremental state (a
-transformer's KV cache), so extending a prefix by one token costs one forward
-of that token; a prefix cache makes identical prefixes (particles on the same
-path, a shared question) cost one forward in all.
+:class:`LMState` objects that carry the backend's incremental state (for a
+transformer, its entries in a shared KV pool, :mod:`ppl_tok.lm.kvpool`), so
+extending a prefix by one token costs one forward of that token; a prefix cache
+makes identical prefixes (particles on the same path, a question shared by its
+answers) cost one forward in all.
 
-A backend implements two methods:
+A backend implements three methods:
 
-* ``_prefill(tokens) -> (log_probs[V], payload)``: run a whole prefix;
-* ``_extend(payloads, tokens) -> (log_probs[B, V], payloads)``: run one more
-  token for a batch of states whose prefixes have the same length.
+* ``_prefill(keys) -> (rows[B, V], payloads)``: run whole prefixes (any lengths);
+* ``_extend(payloads, tokens) -> (rows[B, V], payloads)``: run one more token for
+  a batch of states. A backend with ``ragged = True`` takes prefixes of different
+  lengths in one call (padding and masks are its business); otherwise the
+  engine groups the batch by length;
+* ``_recompute(states) -> rows[B, V]``: the next-token log-probs of states whose
+  row was dropped from memory.
 
-Everything else (caching, deduplication, grouping by length, scoring, the
-canonical tokenization of a text) is shared here.
+Everything else is shared here: the prefix cache (bounded in bytes), the row
+cache (next-token rows are ``[V]`` tensors on the model's device and are the
+largest thing a state holds: they are kept in their own LRU and dropped first;
+the few log-probs a caller asked for are kept in ``state.known``), batching
+(at most ``max_batch`` rows per forward), scoring, and the canonical
+tokenization of a text. Only what the caller asks for crosses to the host:
+:meth:`LanguageModel.token_log_probs` gathers the requested entries on the
+device and copies ``[B, K]`` numbers, never a ``[B, V]`` row.
 """
 
 from __future__ import annotations
 
+import gc
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -29,67 +41,130 @@ import torch
 from ..vocabulary import Vocabulary
 
 
+@dataclass
+class EngineConfig:
+    """Memory and batching limits of an LM's engine (validated).
+
+    :param cache_bytes: the prefix cache's budget: the bytes of the KV entries of
+        the cached prefixes (least recently used ones are evicted beyond it).
+    :param row_bytes: the budget for full next-token rows kept in memory.
+    :param max_batch: the most rows in one forward (larger batches are split).
+    """
+
+    cache_bytes: int = 4 << 30
+    row_bytes: int = 256 << 20
+    max_batch: int = 512
+
+    def __post_init__(self) -> None:
+        for name in ("cache_bytes", "row_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative number of bytes, got {value!r}")
+        if not isinstance(self.max_batch, int) or self.max_batch < 1:
+            raise ValueError(f"max_batch must be a positive integer, got {self.max_batch!r}")
+
+
 @dataclass(eq=False)
 class LMState:
-    """A prefix (BOS and context included) and the LM's next-token log-probs after it."""
+    """A prefix (BOS and context included) and what the LM says about the next token.
+
+    ``known`` holds the next-token log-probs fetched so far (token -> float);
+    :attr:`log_probs` is the full row ``[V]`` (on the model's device), recomputed
+    if it was dropped from memory.
+    """
 
     tokens: tuple[int, ...]
-    log_probs: torch.Tensor
     payload: Any = field(default=None, repr=False)
+    row: torch.Tensor | None = field(default=None, repr=False)
+    known: dict[int, float] = field(default_factory=dict, repr=False)
+    lm: LanguageModel | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @property
+    def log_probs(self) -> torch.Tensor:
+        """The next-token log-probs ``[V]`` after this prefix."""
+        if self.row is None:
+            self.lm._ensure_rows([self])
+        return self.row
+
 
 @dataclass
 class LMStats:
-    """Work counters: token positions run through the model, and cache hits."""
+    """Work counters: token positions run through the model, forwards (calls), cache hits."""
 
     forwards: int = 0
     calls: int = 0
     cache_hits: int = 0
+    recomputed: int = 0
 
     def reset(self) -> None:
-        self.forwards = self.calls = self.cache_hits = 0
+        self.forwards = self.calls = self.cache_hits = self.recomputed = 0
 
 
 class LanguageModel(ABC):
-    """An autoregressive LM over ``vocab`` with a KV-style state and a prefix cache.
+    """An autoregressive LM over ``vocab`` with incremental states and a prefix cache.
 
     :param vocab: the vocabulary (token id -> bytes) of the LM.
     :param bos_id: the token every scored sequence starts with (``None``: none).
-    :param cache_size: how many prefix states the cache keeps (LRU).
+    :param config: memory and batching limits (:class:`EngineConfig`).
     """
 
-    def __init__(self, vocab: Vocabulary, bos_id: int | None, cache_size: int = 4096, name: str = "lm"):
+    #: whether ``_extend`` takes prefixes of different lengths in one call
+    ragged: bool = True
+
+    def __init__(self, vocab: Vocabulary, bos_id: int | None, name: str = "lm", config: EngineConfig | None = None):
         if bos_id is not None and not 0 <= bos_id < len(vocab):
             raise ValueError(f"BOS id {bos_id} is outside the vocabulary of {len(vocab)} ids")
         self.vocab = vocab
         self.bos_id = bos_id
         self.name = name
-        self.cache_size = cache_size
+        self.config = config or EngineConfig()
         self.stats = LMStats()
         self._cache: OrderedDict[tuple[int, ...], LMState] = OrderedDict()
+        self._cache_used = 0
+        self._rows: OrderedDict[int, LMState] = OrderedDict()
+        self._rows_used = 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, |V|={len(self.vocab)}, bos={self.bos_id})"
 
     # ---------------------------------------------------------- backends
     @abstractmethod
-    def _prefill(self, tokens: tuple[int, ...]) -> tuple[torch.Tensor, Any]:
-        """Run a whole prefix; return next-token log-probs ``[V]`` and a payload."""
+    def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
+        """Run whole prefixes; next-token log-probs ``[B, V]`` after each, and payloads."""
 
     @abstractmethod
     def _extend(self, payloads: list[Any], tokens: list[int]) -> tuple[torch.Tensor, list[Any]]:
-        """Extend same-length prefixes by one token each; log-probs ``[B, V]`` and payloads."""
+        """Extend prefixes by one token each; log-probs ``[B, V]`` and payloads."""
 
-    # ------------------------------------------------------------- cache
-    def _remember(self, state: LMState) -> LMState:
-        self._cache[state.tokens] = state
-        self._cache.move_to_end(state.tokens)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+    def _recompute(self, states: list[LMState]) -> torch.Tensor:
+        """Next-token rows ``[B, V]`` of states whose row was dropped (default: prefill again)."""
+        return self._prefill([s.tokens for s in states])[0]
+
+    def _state_bytes(self, state: LMState) -> int:
+        """What one cached prefix costs beyond its parent (a backend's KV entry for one token)."""
+        return 64
+
+    # ------------------------------------------------------------- caches
+    def _new_state(self, key: tuple[int, ...], row: torch.Tensor, payload: Any) -> LMState:
+        state = LMState(key, payload, row, lm=self)
+        self._hold_row(state)
+        self._cache[key] = state
+        self._cache_used += self._state_bytes(state)
+        while self._cache_used > self.config.cache_bytes and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cache_used -= self._state_bytes(old)
         return state
+
+    def _hold_row(self, state: LMState) -> None:
+        self._rows[id(state)] = state
+        self._rows_used += state.row.numel() * state.row.element_size()
+        while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
+            _, old = self._rows.popitem(last=False)
+            self._rows_used -= old.row.numel() * old.row.element_size()
+            old.row = None
 
     def _cached(self, key: tuple[int, ...]) -> LMState | None:
         state = self._cache.get(key)
@@ -99,7 +174,23 @@ class LanguageModel(ABC):
         return state
 
     def clear_cache(self) -> None:
+        """Forget every cached prefix and row; memory no live state holds is freed."""
+        for state in self._rows.values():
+            state.row = None
         self._cache.clear()
+        self._rows.clear()
+        self._cache_used = self._rows_used = 0
+        gc.collect()
+
+    def _ensure_rows(self, states: Sequence[LMState]) -> None:
+        missing = list({id(s): s for s in states if s.row is None}.values())
+        for lo in range(0, len(missing), self.config.max_batch):
+            chunk = missing[lo: lo + self.config.max_batch]
+            rows = self._recompute(chunk)
+            self.stats.recomputed += len(chunk)
+            for s, row in zip(chunk, rows):
+                s.row = row
+                self._hold_row(s)
 
     # --------------------------------------------------------------- API
     def prefix_ids(self, context: str | Sequence[int] = "") -> tuple[int, ...]:
@@ -107,28 +198,40 @@ class LanguageModel(ABC):
         head = () if self.bos_id is None else (self.bos_id,)
         if isinstance(context, str):
             return head + (tuple(self.vocab.encode(context)) if context else ())
-        return head + tuple(context)
+        return head + tuple(int(t) for t in context)
+
+    def states(self, prefixes: Sequence[Sequence[int]]) -> list[LMState]:
+        """The states after each prefix: from the cache, by extending a cached parent, or by one batched prefill."""
+        keys = [tuple(p) for p in prefixes]
+        out: dict[tuple[int, ...], LMState] = {}
+        todo: list[tuple[int, ...]] = []
+        for key in dict.fromkeys(keys):
+            hit = self._cached(key)
+            if hit is not None:
+                out[key] = hit
+            elif key and key[:-1] in self._cache:
+                out[key] = self.extend([self._cache[key[:-1]]], [key[-1]])[0]
+            else:
+                todo.append(key)
+        for lo in range(0, len(todo), self.config.max_batch):
+            chunk = todo[lo: lo + self.config.max_batch]
+            rows, payloads = self._prefill(chunk)
+            self.stats.forwards += sum(len(k) for k in chunk)
+            self.stats.calls += 1
+            for key, row, payload in zip(chunk, rows, payloads):
+                out[key] = self._new_state(key, row, payload)
+        return [out[k] for k in keys]
 
     def state(self, tokens: Sequence[int]) -> LMState:
-        """The state after ``tokens`` (from the cache, by extending a cached parent, or by prefill)."""
-        key = tuple(tokens)
-        hit = self._cached(key)
-        if hit is not None:
-            return hit
-        parent = self._cache.get(key[:-1]) if key else None
-        if parent is not None:
-            return self.extend([parent], [key[-1]])[0]
-        log_probs, payload = self._prefill(key)
-        self.stats.forwards += len(key)
-        self.stats.calls += 1
-        return self._remember(LMState(key, log_probs, payload))
+        """The state after ``tokens``."""
+        return self.states([tokens])[0]
 
     def initial(self, context: str | Sequence[int] = "") -> LMState:
         """The state after BOS and ``context``."""
         return self.state(self.prefix_ids(context))
 
     def extend(self, states: Sequence[LMState], tokens: Sequence[int]) -> list[LMState]:
-        """Extend each state by one token: one batched forward per prefix length.
+        """Extend each state by one token, in as few batched forwards as the backend allows.
 
         Identical (prefix, token) pairs and prefixes already in the cache cost nothing.
         """
@@ -143,33 +246,85 @@ class LanguageModel(ABC):
                 out[i] = hit
             else:
                 todo.setdefault(key, []).append(i)
-        by_length: dict[int, list[tuple[int, ...]]] = {}
+        groups: dict[int, list[tuple[int, ...]]] = {}
         for key in todo:
-            by_length.setdefault(len(key), []).append(key)
-        for keys in by_length.values():
-            parents = [states[todo[k][0]] for k in keys]
-            log_probs, payloads = self._extend([p.payload for p in parents], [k[-1] for k in keys])
-            self.stats.forwards += len(keys)
-            self.stats.calls += 1
-            for row, key in enumerate(keys):
-                state = self._remember(LMState(key, log_probs[row], payloads[row]))
-                for i in todo[key]:
-                    out[i] = state
+            groups.setdefault(0 if self.ragged else len(key), []).append(key)
+        for keys in groups.values():
+            for lo in range(0, len(keys), self.config.max_batch):
+                chunk = keys[lo: lo + self.config.max_batch]
+                parents = [states[todo[k][0]] for k in chunk]
+                rows, payloads = self._extend([p.payload for p in parents], [k[-1] for k in chunk])
+                self.stats.forwards += len(chunk)
+                self.stats.calls += 1
+                for key, row, payload in zip(chunk, rows, payloads):
+                    state = self._new_state(key, row, payload)
+                    for i in todo[key]:
+                        out[i] = state
         return out  # type: ignore[return-value]
+
+    def token_log_probs(self, states: Sequence[LMState], tokens: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """``out[i][k] = log p(tokens[i][k] | states[i])`` as float64 CPU tensors.
+
+        Entries already fetched come from ``state.known``; the rest are gathered
+        on the device in one indexing operation and only they are copied to the host.
+        """
+        if len(states) != len(tokens):
+            raise ValueError(f"{len(states)} states but {len(tokens)} token lists")
+        need = [i for i, (s, ts) in enumerate(zip(states, tokens)) if any(int(t) not in s.known for t in ts)]
+        if need:
+            self._ensure_rows([states[i] for i in need])
+            width = max(len(tokens[i]) for i in need)
+            rows = torch.stack([states[i].row for i in need])
+            index = torch.zeros(len(need), width, dtype=torch.long)
+            for r, i in enumerate(need):
+                index[r, : len(tokens[i])] = torch.as_tensor(list(tokens[i]), dtype=torch.long)
+            picked = rows.gather(1, index.to(rows.device)).double().cpu()
+            for r, i in enumerate(need):
+                states[i].known.update(zip((int(t) for t in tokens[i]), picked[r, : len(tokens[i])].tolist()))
+        return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
+
+    def sample_tokens(self, states: Sequence[LMState], uniforms: torch.Tensor) -> torch.Tensor:
+        """One token per state from its full next-token distribution, by inverse CDF at ``uniforms``.
+
+        Runs on the device; records each drawn token's log-prob in ``state.known``.
+        """
+        self._ensure_rows(states)
+        rows = torch.stack([s.row for s in states]).double()
+        cdf = rows.exp().cumsum(-1)
+        u = uniforms.to(device=rows.device, dtype=torch.float64).reshape(-1, 1) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, u, right=True).clamp_max(rows.shape[1] - 1)
+        lps = rows.gather(1, drawn).flatten().cpu().tolist()
+        drawn = drawn.flatten().cpu()
+        for s, t, lp in zip(states, drawn.tolist(), lps):
+            s.known[t] = lp
+        return drawn
 
     def next_log_probs(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
         """Next-token log-probs ``[B, V]`` for a batch of prefixes (BOS included)."""
-        return torch.stack([self.state(p).log_probs for p in prefixes])
+        return torch.stack([s.log_probs for s in self.states(prefixes)])
 
     def log_prob(self, tokens: Sequence[int], context: str | Sequence[int] = "") -> float:
         """``log p(tokens | BOS, context)``: the sum of the next-token log-probs along ``tokens``."""
-        state = self.initial(context)
-        total = 0.0
-        for i, t in enumerate(tokens):
-            if i:
-                state = self.extend([state], [tokens[i - 1]])[0]
-            total += float(state.log_probs[t])
-        return total
+        return self.log_probs_many([tokens], [context])[0]
+
+    def log_probs_many(self, texts_tokens: Sequence[Sequence[int]],
+                       contexts: Sequence[str | Sequence[int]]) -> list[float]:
+        """:meth:`log_prob` of many token sequences, each after its own context, batched step by step."""
+        if len(texts_tokens) != len(contexts):
+            raise ValueError(f"{len(texts_tokens)} token sequences but {len(contexts)} contexts")
+        states = self.states([self.prefix_ids(c) for c in contexts])
+        seqs = [list(map(int, t)) for t in texts_tokens]
+        totals = [0.0] * len(seqs)
+        for step in range(max((len(s) for s in seqs), default=0)):
+            live = [i for i, s in enumerate(seqs) if step < len(s)]
+            if step:
+                new = self.extend([states[i] for i in live], [seqs[i][step - 1] for i in live])
+                for i, st in zip(live, new):
+                    states[i] = st
+            lps = self.token_log_probs([states[i] for i in live], [[seqs[i][step]] for i in live])
+            for i, lp in zip(live, lps):
+                totals[i] += float(lp[0])
+        return totals
 
     def canonical(self, text: str) -> list[int]:
         """The canonical tokenization of ``text`` (the tokenizer's own encoding, taken literally)."""

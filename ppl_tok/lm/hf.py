@@ -1,9 +1,17 @@
 """Any ``transformers`` causal LM behind the :class:`~ppl_tok.lm.base.LanguageModel` interface.
 
-A state's payload is ``(cache, row)``: the model's cache object from the batched
-forward that produced the state, and the state's row in it. Extending a batch
-of states gathers their rows into a fresh cache (so no cache is ever mutated
-after it is shared) and runs one forward of ``[B, 1]`` new tokens.
+Attention models (GPT-2, Llama, Gemma 3 with its sliding window, ...) run on the
+shared KV pool of :mod:`ppl_tok.lm.kvpool`: a state's payload is a
+:class:`~ppl_tok.lm.kvpool.KVNode`, and one forward extends states of any
+lengths and any contexts together. The batch is laid out with each row's past
+right-aligned (left padding, masked) and the new tokens after it, with explicit
+position ids, so every row sees exactly its own prefix at its own positions:
+padding is exact for attention. The past is gathered from the pool layer by
+layer while the model runs (:class:`PoolLayer`).
+
+State-space models (Mamba) carry a fixed-size recurrent state, where padding
+is not exact: their payload is ``(cache, row)`` in the batch cache that produced
+the state, and the engine groups their extensions by length.
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicCache
 
 from ..vocabulary import Vocabulary
-from .base import LanguageModel, LMState
+from .base import EngineConfig, LanguageModel, LMState
+from .kvpool import KVNode, KVPool, padded_index
 
 
 def _is_rows(value: Any, batch: int) -> bool:
@@ -76,6 +86,41 @@ def gather_cache(payloads: Sequence[tuple[Any, int]]) -> Any:
     return new
 
 
+def _pool_layer_class():
+    from transformers.cache_utils import DynamicLayer
+
+    class PoolLayer(DynamicLayer):
+        """One layer's cache for one forward: the past comes from the pool, the new entries are kept aside."""
+
+        def __init__(self, pool: KVPool, layer: int, index: torch.Tensor | None):
+            super().__init__()
+            self.pool, self.layer, self.index = pool, layer, index
+            self.past = 0 if index is None else index.shape[1]
+            self.new: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            self.is_initialized = True
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            self.new = (key_states, value_states)
+            if not self.past:
+                return key_states, value_states
+            k, v = self.pool.gather(self.layer, self.index)
+            return torch.cat([k.to(key_states.dtype), key_states], -2), torch.cat([v.to(value_states.dtype),
+                                                                                    value_states], -2)
+
+        def get_seq_length(self) -> int:
+            return self.past
+
+        def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+            return self.past + query_length, 0
+
+    return PoolLayer
+
+
 class HFLanguageModel(LanguageModel):
     """A Hugging Face causal LM and its tokenizer.
 
@@ -83,51 +128,144 @@ class HFLanguageModel(LanguageModel):
     :param tokenizer: its tokenizer; the vocabulary is read from it.
     :param bos_id: the BOS id used for scoring (from the model card; tokenizers
         sometimes report the wrong one).
+    :param config: memory and batching limits of the engine.
     """
 
     def __init__(self, model: Any, tokenizer: Any, bos_id: int | None, *, vocab: Vocabulary | None = None,
-                 name: str | None = None, cache_size: int = 4096):
+                 name: str | None = None, config: EngineConfig | None = None):
         vocab = vocab or Vocabulary.from_hf(tokenizer, name=name)
-        super().__init__(vocab, bos_id, cache_size=cache_size, name=name or vocab.name)
+        super().__init__(vocab, bos_id, name=name or vocab.name, config=config)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
         params = inspect.signature(model.forward).parameters
-        self._cache_arg = "past_key_values" if "past_key_values" in params else "cache_params"
-
-    def _forward(self, ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
-        kwargs: dict[str, Any] = {"input_ids": ids, "use_cache": True}
-        if cache is not None:
-            kwargs[self._cache_arg] = cache
-        out = self.model(**kwargs)
-        return out.logits, getattr(out, self._cache_arg)
+        # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
+        self.pooled = "past_key_values" in params
+        self.ragged = self.pooled
+        self._cache_arg = "past_key_values" if self.pooled else "cache_params"
+        self._keep_arg = "logits_to_keep" if "logits_to_keep" in params else None
+        text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self._layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer")
+        self.pool = KVPool(self.device)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(logits.float(), dim=-1)
 
+    def _state_bytes(self, state: LMState) -> int:
+        return self.pool.slot_bytes if self.pooled else super()._state_bytes(state)
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        self.pool.shrink()
+
+    # ------------------------------------------------- attention: the KV pool
+    def _pool_forward(self, parents: list[KVNode | None], chunks: list[list[int]], last_only: bool
+                      ) -> tuple[torch.Tensor, list[KVNode], torch.Tensor]:
+        """Run ``chunks[i]`` after prefix ``parents[i]``; store the new KV entries in the pool.
+
+        Each row is ``[left pad][past_i][chunk_i][right pad]``, the chunks starting
+        at the same column. Returns the logits (``[B, V]`` at each chunk's last
+        token if ``last_only``, else ``[B, T, V]``), the new nodes, and the mask
+        ``[B, T]`` of real chunk positions.
+        """
+        pasts = [p if p is not None else KVNode(self.pool, torch.zeros(0, dtype=torch.long)) for p in parents]
+        width = max(len(p) for p in pasts)
+        steps = max(len(c) for c in chunks)
+        index, past_mask = padded_index(pasts, width)
+        ids = torch.zeros(len(chunks), steps, dtype=torch.long)
+        new_mask = torch.zeros(len(chunks), steps, dtype=torch.bool)
+        for i, c in enumerate(chunks):
+            ids[i, : len(c)] = torch.as_tensor(c, dtype=torch.long)
+            new_mask[i, : len(c)] = True
+        lengths = torch.tensor([len(p) for p in pasts])
+        positions = lengths.unsqueeze(1) + torch.arange(steps).unsqueeze(0)
+        cache = DynamicCache()
+        layer_cls = _pool_layer_class()
+        cache.layers = [layer_cls(self.pool, li, index.to(self.device) if width else None)
+                        for li in range(self._layers)]
+        kwargs: dict[str, Any] = {
+            "input_ids": ids.to(self.device), "attention_mask": torch.cat([past_mask, new_mask], 1).to(self.device),
+            "position_ids": positions.to(self.device), "past_key_values": cache, "use_cache": True,
+        }
+        last = lengths.new_tensor([len(c) - 1 for c in chunks])
+        if last_only and self._keep_arg and steps == 1:
+            kwargs[self._keep_arg] = 1
+        logits = self.model(**kwargs).logits
+        if last_only:
+            logits = logits[torch.arange(len(chunks)), last.to(logits.device) if logits.shape[1] > 1 else 0]
+        flat = new_mask.reshape(-1)
+        slots = self.pool.allocate(int(flat.sum()))
+        keys, values = [], []
+        for layer in cache.layers:
+            k, v = layer.new
+            keys.append(k.transpose(1, 2).reshape(-1, *k.shape[1:2], k.shape[-1])[flat.to(k.device)])
+            values.append(v.transpose(1, 2).reshape(-1, *v.shape[1:2], v.shape[-1])[flat.to(v.device)])
+        self.pool.write(slots, keys, values)
+        nodes, at = [], 0
+        for p, c in zip(pasts, chunks):
+            nodes.append(KVNode(self.pool, torch.cat([p.slots, slots[at: at + len(c)]])))
+            at += len(c)
+        return logits, nodes, new_mask
+
+    # ------------------------------------------------------------- backend
     @torch.inference_mode()
-    def _prefill(self, tokens: tuple[int, ...]) -> tuple[torch.Tensor, Any]:
-        if not tokens:
+    def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
+        if not all(keys):
             raise ValueError(f"{self.name} needs a BOS id or a context to score the first token")
-        logits, cache = self._forward(torch.tensor([tokens], device=self.device))
-        return self._log_softmax(logits[0, -1]), (cache, 0)
+        if self.pooled:
+            logits, nodes, _ = self._pool_forward([None] * len(keys), [list(k) for k in keys], last_only=True)
+            return self._log_softmax(logits), nodes
+        rows, payloads = [], []
+        for key in keys:
+            out = self.model(input_ids=torch.tensor([key], device=self.device), use_cache=True)
+            rows.append(self._log_softmax(out.logits[0, -1]))
+            payloads.append((getattr(out, self._cache_arg), 0))
+        return torch.stack(rows), payloads
 
     @torch.inference_mode()
     def _extend(self, payloads: list[Any], tokens: list[int]) -> tuple[torch.Tensor, list[Any]]:
+        if self.pooled:
+            logits, nodes, _ = self._pool_forward(list(payloads), [[t] for t in tokens], last_only=True)
+            return self._log_softmax(logits), nodes
         ids = torch.tensor(tokens, device=self.device).unsqueeze(1)
-        logits, new = self._forward(ids, gather_cache(payloads))
-        return self._log_softmax(logits[:, -1]), [(new, i) for i in range(len(tokens))]
+        out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: gather_cache(payloads)})
+        new = getattr(out, self._cache_arg)
+        return self._log_softmax(out.logits[:, -1]), [(new, i) for i in range(len(tokens))]
 
     @torch.inference_mode()
-    def log_prob(self, tokens: Sequence[int], context: str | Sequence[int] = "") -> float:
-        """One forward of all of ``tokens`` on top of the (cached) context state."""
-        tokens = list(tokens)
-        state: LMState = self.initial(context)
-        if len(tokens) <= 1:
-            return super().log_prob(tokens, context)
-        logits, _ = self._forward(torch.tensor([tokens[:-1]], device=self.device), gather_cache([state.payload]))
-        self.stats.forwards += len(tokens) - 1
-        self.stats.calls += 1
-        steps = torch.cat([state.log_probs.unsqueeze(0), self._log_softmax(logits[0])])
-        return float(steps[torch.arange(len(tokens)), torch.tensor(tokens)].sum())
+    def _recompute(self, states: list[LMState]) -> torch.Tensor:
+        if not self.pooled:
+            return super()._recompute(states)
+        # the last token again on top of its parent's slots; its KV entry is written to a fresh slot and let go
+        parents = [KVNode(self.pool, s.payload.slots[:-1]) for s in states]
+        logits, _, _ = self._pool_forward(parents, [[s.tokens[-1]] for s in states], last_only=True)
+        return self._log_softmax(logits)
+
+    @torch.inference_mode()
+    def log_probs_many(self, texts_tokens: Sequence[Sequence[int]],
+                       contexts: Sequence[str | Sequence[int]]) -> list[float]:
+        """One forward per batch: every sequence's tokens run on top of its (cached) context state."""
+        if not self.pooled:
+            return super().log_probs_many(texts_tokens, contexts)
+        if len(texts_tokens) != len(contexts):
+            raise ValueError(f"{len(texts_tokens)} token sequences but {len(contexts)} contexts")
+        seqs = [[int(t) for t in s] for s in texts_tokens]
+        roots = self.states([self.prefix_ids(c) for c in contexts])
+        first = self.token_log_probs(roots, [s[:1] for s in seqs])
+        totals = [float(f.sum()) for f in first]
+        rest = [i for i, s in enumerate(seqs) if len(s) > 1]
+        size = max(1, self.config.max_batch // 8)
+        for lo in range(0, len(rest), size):
+            part = rest[lo: lo + size]
+            logits, _, mask = self._pool_forward([roots[i].payload for i in part], [seqs[i][:-1] for i in part],
+                                                 last_only=False)
+            log_probs = self._log_softmax(logits)
+            targets = torch.zeros(mask.shape, dtype=torch.long)
+            for r, i in enumerate(part):
+                targets[r, : len(seqs[i]) - 1] = torch.as_tensor(seqs[i][1:])
+            picked = log_probs.gather(2, targets.to(log_probs.device).unsqueeze(-1)).squeeze(-1).double().cpu()
+            for r, i in enumerate(part):
+                totals[i] += float(picked[r][mask[r]].sum())
+            self.stats.forwards += int(mask.sum())
+            self.stats.calls += 1
+        return totals

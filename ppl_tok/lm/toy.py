@@ -66,8 +66,8 @@ class FunctionLM(LanguageModel):
     def _dist(self, tokens: tuple[int, ...]) -> torch.Tensor:
         return _to_log_probs(self.fn(tokens), len(self.vocab), log=self.log)
 
-    def _prefill(self, tokens: tuple[int, ...]) -> tuple[torch.Tensor, Any]:
-        return self._dist(tokens), tokens
+    def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
+        return torch.stack([self._dist(k) for k in keys]), list(keys)
 
     def _extend(self, payloads: list[Any], tokens: list[int]) -> tuple[torch.Tensor, list[Any]]:
         new = [p + (t,) for p, t in zip(payloads, tokens)]
@@ -118,9 +118,9 @@ class BigramLM(LanguageModel):
     def transition(self, prev: int | None) -> torch.Tensor:
         return self.log_start if prev is None else self.log_matrix[prev]
 
-    def _prefill(self, tokens: tuple[int, ...]) -> tuple[torch.Tensor, Any]:
-        prev = tokens[-1] if tokens else None
-        return self.transition(prev), prev
+    def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
+        prevs = [k[-1] if k else None for k in keys]
+        return torch.stack([self.transition(p) for p in prevs]), prevs
 
     def _extend(self, payloads: list[Any], tokens: list[int]) -> tuple[torch.Tensor, list[Any]]:
         return self.log_matrix[list(tokens)], list(tokens)
