@@ -51,6 +51,9 @@ def _take(texts: list[str], budget: int) -> list[str]:
     return out
 
 
+MDD_MODELS = ("smollm2-135m", "gemma3-270m")
+
+
 def bench_mdd(data: str | Path, models: list[str], naive_bytes: int = 3_000,
               max_bytes: int = 2_000_000) -> dict[str, Any]:
     """Compile the texts under ``data`` with each model's vocabulary, trie against naive."""
@@ -93,6 +96,8 @@ def format_mdd(result: dict[str, Any]) -> list[str]:
 
 # ----------------------------------------------------------------- marginal
 MARGINAL_STRINGS = (" Tokens", " tongueless", " Hypnopaturist", " The capital of France is Paris.")
+#: ``ppl-tok bench marginal --quick``: every part once, small (a smoke test of the benchmark, not a measurement).
+QUICK_MARGINAL: dict[str, Any] = {"sizes": (8,), "baseline_samples": 4, "strings": (" Tokens",)}
 
 
 def _peak_rss_mb() -> float:
@@ -134,7 +139,8 @@ def _uncached(lm):
 
 
 def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,
-                   strings: tuple[str, ...] = MARGINAL_STRINGS) -> dict[str, Any]:
+                   strings: tuple[str, ...] = MARGINAL_STRINGS, device: str | None = None, dtype: str | None = None,
+                   bos_id: int | None = None) -> dict[str, Any]:
     """(a) throughput against raw batched forwards, (b) against stock sequential Pyro, (c) forwards per
     sample against the paper's sample-then-rescore scheme, (d) accuracy against time for every estimator."""
     import pyro
@@ -147,7 +153,7 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     from .proposals import lookahead_guide
     from .search import marginal_bounds
 
-    lm = load_lm(model)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     sentence = strings[-1]
     out: dict[str, Any] = {"model": model}
     # (a) throughput
@@ -244,7 +250,8 @@ BB_SENTENCE = ("Language models typically tokenize text into subwords, utilizing
 
 
 def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, sentence: str = BB_SENTENCE,
-                      png: str | None = None) -> dict[str, Any]:
+                      png: str | None = None, device: str | None = None, dtype: str | None = None,
+                      bos_id: int | None = None) -> dict[str, Any]:
     """Branch and bound on the sentence grown one word at a time (the paper's Fig. 4 setting).
 
     Stops after the first prefix whose budget runs out. ``recompute_forwards``
@@ -254,7 +261,7 @@ def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, se
     from .cards import load_lm
     from .search import most_likely
 
-    lm = load_lm(model)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     words = sentence.split(" ")
     rows = []
     for k in tqdm(range(1, len(words) + 1), desc="growing the sentence", leave=False):

@@ -1,29 +1,174 @@
-"""The ``ppl-tok`` command line.
+"""Count, enumerate and score the tokenizations of a string under a language model.
 
-Every subcommand takes ``--model NAME`` (a card, a local folder or a hub id;
-default ``smollm2-135m``); those that need only a vocabulary also take
-``--tokenizer PATH`` (a SentencePiece ``.model`` file or a tokenizer folder).
-``--json`` prints one machine-readable JSON object.
+``ppl-tok COMMAND --help`` describes each command. Commands that run an LM
+(score, marginal, distribution, canonicity, most-likely, bench) take
+``--model NAME`` (a card, a local folder or a hub id; default
+``smollm2-135m``), ``--device`` (``cpu``, ``cuda``, ``cuda:1``), ``--dtype``
+(``float32``, ``bfloat16``, ``float16``) and ``--bos-id``; those that need only
+a vocabulary (tokenize, count, mdd) take ``--model`` or ``--tokenizer PATH``.
+
+Text: commands that take TEXT read it from the argument, from standard input
+when TEXT is ``-``, or from ``--file PATH`` (UTF-8, taken literally: a final
+newline is part of the text).
+
+Output: ``--json`` prints one JSON object (RFC 8259). Numbers that are not
+finite are written as the strings ``"-Infinity"``, ``"Infinity"`` and ``"NaN"``
+(``float()`` in Python and ``Number()`` in JavaScript read them back); counts
+are exact integers of any size.
+
+Errors: every argument is checked before any work; a bad input exits with
+status 2 and one line on stderr; Ctrl-C exits with status 130 and one line,
+keeping what was already printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from .cards import DEFAULT_MODEL, load_lm, load_vocabulary
+from .cards import DEFAULT_MODEL, DTYPES, load_lm, load_vocabulary
 from .mdd import compile_mdd
+
+STDIN = "-"
+
+
+# ------------------------------------------------------------------ output
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as strings, tuples as lists and tensors as numbers."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # torch tensors, numpy arrays and scalars
+        return _json_safe(value.tolist())
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def to_json(payload: Any) -> str:
+    """``payload`` as standard JSON (RFC 8259): the one JSON writer of every ``ppl-tok`` command."""
+    with unlimited_int_digits():
+        return json.dumps(_json_safe(payload), ensure_ascii=False, allow_nan=False)
+
+
+@contextlib.contextmanager
+def unlimited_int_digits() -> Iterator[None]:
+    """Let ``str(int)`` print integers of any size (counts of long texts have more than 4300 digits)."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
     if args.json:
-        print(json.dumps(payload, ensure_ascii=False))
+        print(to_json(payload))
     else:
         print("\n".join(lines))
+
+
+# ------------------------------------------------------------------- input
+def _check_utf8(what: str, value: str) -> str:
+    """``value`` if it is valid Unicode text; else a clear error naming the argument."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        ch = value[err.start]
+        if 0xDC80 <= ord(ch) <= 0xDCFF:  # how Python passes a command-line byte that is not UTF-8
+            found = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not valid UTF-8,"
+        else:
+            found = f"a lone surrogate U+{ord(ch):04X}"
+        raise ValueError(f"{what} has {found} at character {err.start}: give UTF-8 text "
+                         "(or put it in a UTF-8 file and use --file PATH)") from None
+    return value
+
+
+def _read_text(path: str) -> str:
+    if path == STDIN:
+        data, where = sys.stdin.buffer.read(), "standard input"
+    else:
+        try:
+            data, where = Path(path).read_bytes(), path
+        except OSError as err:
+            raise ValueError(f"--file: cannot read {path}: {err.strerror or err}") from err
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def _resolve_text(args: argparse.Namespace) -> None:
+    """Fill ``args.text`` from TEXT, ``-`` (stdin) or ``--file PATH``, checked."""
+    if args.text_file is not None and args.text is not None:
+        raise ValueError("give TEXT or --file PATH, not both")
+    if args.text_file is not None:
+        args.text = _read_text(args.text_file)
+    elif args.text == STDIN:
+        args.text = _read_text(STDIN)
+    elif args.text is None:
+        raise ValueError("give the TEXT, - to read it from standard input, or --file PATH")
+    else:
+        _check_utf8("TEXT", args.text)
+    if not args.text:
+        raise ValueError("the text is empty: the empty string has no tokenization")
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    """Every check that needs no model: run before any work."""
+    if hasattr(args, "text_file"):
+        _resolve_text(args)
+    if getattr(args, "context", None):
+        _check_utf8("--context", args.context)
+    if args.command == "mdd":
+        if not (args.dot or args.png):
+            raise ValueError("give --dot FILE (or --dot - for standard output) and/or --png FILE")
+        if args.dot == STDIN and args.json:
+            raise ValueError("--dot - and --json would both write to standard output")
+    if args.command == "bench":
+        if args.what == "mdd" and args.model is not None:
+            raise ValueError("bench mdd compiles with the vocabularies of --models, not --model")
+        if args.what != "mdd" and args.models is not None:
+            raise ValueError(f"bench {args.what} runs one --model, not --models")
+        if args.what != "marginal" and args.quick:
+            raise ValueError("--quick applies to bench marginal only")
+
+
+def _load_lm(args: argparse.Namespace) -> Any:
+    return load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+
+
+def _check_context(args: argparse.Namespace, lm: Any) -> None:
+    """``--context`` must have a tokenization; warn when context and text exceed the model's window."""
+    text_tokens = len(lm.canonical(args.text)) if getattr(args, "text", None) else 0
+    ids: tuple[int, ...] = ()
+    if args.context:
+        try:
+            compile_mdd(args.context, lm.vocab)
+            ids = tuple(lm.vocab.encode(args.context))
+        except ValueError as err:
+            raise ValueError(f"--context: {err}") from None
+    window = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
+    total = (lm.bos_id is not None) + len(ids) + text_tokens
+    if isinstance(window, int) and total > window:
+        print(f"ppl-tok {args.command}: warning: BOS, context and text are {total} tokens, more than "
+              f"{lm.name}'s window of {window}: positions past it are scored out of distribution",
+              file=sys.stderr)
 
 
 def _vocab(args: argparse.Namespace):
@@ -32,6 +177,10 @@ def _vocab(args: argparse.Namespace):
 
 def _tokens(vocab, ids: Sequence[int]) -> list[dict[str, Any]]:
     return [{"id": int(t), "token": vocab.token_name(t)} for t in ids]
+
+
+def _names(vocab, ids: Sequence[int]) -> str:
+    return " ".join(vocab.token_name(t) for t in ids)
 
 
 def cmd_tokenize(args: argparse.Namespace) -> None:
@@ -49,40 +198,46 @@ def cmd_count(args: argparse.Namespace) -> None:
 
 
 def cmd_mdd(args: argparse.Namespace) -> None:
-    if not (args.dot or args.png):
-        raise ValueError("give --dot FILE and/or --png FILE")
     mdd = compile_mdd(args.text, _vocab(args))
-    if args.dot:
-        mdd.to_dot(args.dot)
     if args.png:
-        mdd.draw(args.png)
+        mdd.draw(args.png)  # first: it refuses large MDDs
+    if args.dot == STDIN:
+        sys.stdout.write(mdd.to_dot())
+    elif args.dot:
+        mdd.to_dot(args.dot)
+    written = [p for p in (args.dot, args.png) if p and p != STDIN]
+    lines = [f"{mdd.number_of_nodes()} nodes, {mdd.number_of_edges()} edges, {mdd.count()} tokenizations"]
+    lines += [f"wrote {p}" for p in written]
+    if args.dot == STDIN:  # standard output holds the DOT text
+        print("\n".join(lines), file=sys.stderr)
+        return
     _emit(args, {"text": args.text, "nodes": mdd.number_of_nodes(), "edges": mdd.number_of_edges(),
-                 "count": mdd.count(), "dot": args.dot, "png": args.png},
-          [f"{mdd.number_of_nodes()} nodes, {mdd.number_of_edges()} edges, {mdd.count()} tokenizations"]
-          + [f"wrote {p}" for p in (args.dot, args.png) if p])
+                 "count": mdd.count(), "dot": args.dot, "png": args.png}, lines)
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    lm = load_lm(args.model)
+    lm = _load_lm(args)
+    compile_mdd(args.text, lm.vocab)  # a text with no tokenization: say which characters
+    _check_context(args, lm)
     canon = lm.canonical(args.text)
     lp = lm.log_prob(canon, args.context)
     _emit(args, {"text": args.text, "context": args.context, "canonical": _tokens(lm.vocab, canon),
                  "canonical_log_prob": lp},
-          [f"canonical: {' '.join(lm.vocab.token_name(t) for t in canon)}",
+          [f"canonical: {_names(lm.vocab, canon)}",
            f"log p(canonical | context) = {lp:.4f}"])
 
 
-def _names(vocab, ids: Sequence[int]) -> str:
-    return " ".join(vocab.token_name(t) for t in ids)
-
-
 def cmd_marginal(args: argparse.Namespace) -> None:
-    from .importance import marginal
     from .exact import exact_marginal
+    from .importance import marginal
     from .search import marginal_bounds
 
-    lm = load_lm(args.model)
+    lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
+    _check_context(args, lm)
+    if args.exact and mdd.count() > args.max_paths:  # before sampling
+        raise ValueError(f"{args.text!r} has {mdd.count()} tokenizations, more than --max-paths "
+                         f"{args.max_paths}: drop --exact or raise --max-paths")
     result = marginal(args.text, lm, args.samples, guide=args.proposal, context=args.context, seed=args.seed, mdd=mdd)
     payload: dict[str, Any] = {
         "text": args.text, "context": args.context, "model": lm.name, "count": mdd.count(),
@@ -121,8 +276,10 @@ def cmd_marginal(args: argparse.Namespace) -> None:
 def cmd_distribution(args: argparse.Namespace) -> None:
     from .exact import exact_marginal
 
-    lm = load_lm(args.model)
-    result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths)
+    lm = _load_lm(args)
+    mdd = compile_mdd(args.text, lm.vocab)
+    _check_context(args, lm)
+    result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)
     post = result.posterior().tolist()
     if args.png:
         from .plots import plot_distribution
@@ -140,7 +297,7 @@ def cmd_distribution(args: argparse.Namespace) -> None:
 def cmd_canonicity(args: argparse.Namespace) -> None:
     from .canonicity import canonicity
 
-    lm = load_lm(args.model)
+    lm = _load_lm(args)
     result = canonicity(lm, args.samples, args.max_tokens, seed=args.seed)
     if args.png:
         from .plots import plot_canonicity
@@ -155,17 +312,20 @@ def cmd_canonicity(args: argparse.Namespace) -> None:
 def cmd_most_likely(args: argparse.Namespace) -> None:
     from .search import most_likely
 
-    lm = load_lm(args.model)
-    r = most_likely(args.text, lm, context=args.context, time_budget=args.time_budget, top_k=args.top_k)
+    lm = _load_lm(args)
+    mdd = compile_mdd(args.text, lm.vocab)
+    _check_context(args, lm)
+    r = most_likely(args.text, lm, context=args.context, time_budget=args.time_budget, top_k=args.top_k, mdd=mdd)
+    lines = [f"most likely:  {_names(lm.vocab, r.tokens)}  ({r.log_prob:.4f})"]
+    lines += [f"{k:>2}.          {_names(lm.vocab, v)}  ({lp:.4f})" for k, (v, lp) in enumerate(r.top_k[1:], 2)]
+    lines += [f"canonical:    {_names(lm.vocab, r.canonical)}  ({r.canonical_log_prob:.4f})",
+              f"optimal:      {'proven' if r.optimal else 'not proven within the time budget'}"
+              f"  ({r.expanded} prefixes expanded, {r.seconds:.1f} s)"]
     _emit(args, {"text": args.text, "context": args.context, "tokens": _tokens(lm.vocab, r.tokens),
                  "log_prob": r.log_prob, "canonical": _tokens(lm.vocab, r.canonical),
                  "canonical_log_prob": r.canonical_log_prob, "optimal": r.optimal,
                  "top_k": [{"tokens": _tokens(lm.vocab, v), "log_prob": lp} for v, lp in r.top_k],
-                 "expanded": r.expanded, "forwards": r.forwards, "seconds": r.seconds},
-          [f"most likely:  {_names(lm.vocab, r.tokens)}  ({r.log_prob:.4f})",
-           f"canonical:    {_names(lm.vocab, r.canonical)}  ({r.canonical_log_prob:.4f})",
-           f"optimal:      {'proven' if r.optimal else 'not proven within the time budget'}"
-           f"  ({r.expanded} prefixes expanded, {r.seconds:.1f} s)"])
+                 "expanded": r.expanded, "forwards": r.forwards, "seconds": r.seconds}, lines)
 
 
 def cmd_sat(args: argparse.Namespace) -> None:
@@ -176,9 +336,10 @@ def cmd_sat(args: argparse.Namespace) -> None:
     cnf = CNF.read(args.file)
     if args.problem == "mlt":
         red = mlt_reduction(cnf)
-        r = most_likely(red.text, red.lm)
-        satisfiable = r.log_prob > red.log_threshold
-        assignment = read_assignment(cnf, r.tokens) if satisfiable else None
+        r = most_likely(red.text, red.lm, time_budget=args.time_budget)
+        witness = r.log_prob > red.log_threshold
+        satisfiable = True if witness else (False if r.optimal else None)  # None: undecided in the budget
+        assignment = read_assignment(cnf, r.tokens) if witness else None
         payload = {"problem": "mlt", "string": red.text, "threshold": red.threshold,
                    "log_threshold": red.log_threshold, "satisfiable": satisfiable,
                    "most_likely": [red.lm.vocab.token_name(t) for t in r.tokens], "log_prob": r.log_prob,
@@ -186,12 +347,12 @@ def cmd_sat(args: argparse.Namespace) -> None:
                    "assignment": None if assignment is None else {str(j + 1): v for j, v in enumerate(assignment)}}
         lines = [f"string: {red.text}", f"most likely tokenization: {' '.join(payload['most_likely'])} "
                  f"(p = {math.exp(r.log_prob):.4g}, threshold {red.threshold:.4g})",
-                 f"satisfiable: {satisfiable}"]
+                 f"satisfiable: {'unknown (the time budget ran out)' if satisfiable is None else satisfiable}"]
         if assignment is not None:
             lines.append("assignment: " + " ".join(f"{j + 1}={int(v)}" for j, v in enumerate(assignment)))
     else:
         red = msp_reduction(cnf)
-        exact = exact_marginal(red.text, red.lm, max_paths=args.max_paths)
+        exact = exact_marginal(red.text, red.lm, max_paths=args.max_paths, time_budget=args.time_budget)
         count = model_count(exact.log_marginal, red)
         payload = {"problem": "msp", "string": red.text, "unit": red.threshold, "log_marginal": exact.log_marginal,
                    "model_count": count, "satisfiable": count > 0}
@@ -203,89 +364,155 @@ def cmd_sat(args: argparse.Namespace) -> None:
 def cmd_bench(args: argparse.Namespace) -> None:
     from . import bench
 
+    lm_options = {"device": args.device, "dtype": args.dtype, "bos_id": args.bos_id}
     if args.what == "mdd":
-        result = bench.bench_mdd(args.data, models=args.models, naive_bytes=args.naive_bytes,
-                                 max_bytes=args.max_bytes)
+        result = bench.bench_mdd(args.data, models=args.models or list(bench.MDD_MODELS),
+                                 naive_bytes=args.naive_bytes, max_bytes=args.max_bytes)
         _emit(args, result, bench.format_mdd(result))
     elif args.what == "most-likely":
-        result = bench.bench_most_likely(args.model, time_budget=args.time_budget, png=args.png)
+        result = bench.bench_most_likely(args.model or DEFAULT_MODEL, time_budget=args.time_budget, png=args.png,
+                                         **lm_options)
         _emit(args, result, bench.format_most_likely(result))
     elif args.what == "marginal":
-        result = bench.bench_marginal(args.model, sizes=tuple(args.sizes), baseline_samples=args.baseline_samples)
+        quick = bench.QUICK_MARGINAL if args.quick else {}
+        result = bench.bench_marginal(args.model or DEFAULT_MODEL, **{
+            "sizes": tuple(args.sizes), "baseline_samples": args.baseline_samples, **quick, **lm_options})
         _emit(args, result, bench.format_marginal(result))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ppl-tok", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+# -------------------------------------------------------------- arguments
+def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {value}")
+        return value
 
-    def add(name: str, help: str, vocab_only: bool = False) -> argparse.ArgumentParser:
+    parse.__name__ = "integer"
+    return parse
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+_positive.__name__ = "number"
+POSITIVE, SEED = _integer(1), _integer(0, 2**32 - 1)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ppl-tok", description=__doc__.split("\n\n")[0],
+                     epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help: str, kind: str) -> argparse.ArgumentParser:
+        """``kind``: 'vocab' (a vocabulary is enough), 'lm' (runs an LM) or 'none' (no model)."""
         p = sub.add_parser(name, help=help, description=help)
-        p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, folder or hub id (default {DEFAULT_MODEL})")
-        if vocab_only:
+        if kind in ("vocab", "lm"):
+            p.add_argument("--model", default=None if name == "bench" else DEFAULT_MODEL,
+                           help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
+        if kind == "vocab":
             p.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
-        p.add_argument("--json", action="store_true", help="print one JSON object")
+        if kind == "lm":
+            p.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
+            p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
+            p.add_argument("--bos-id", type=_integer(0), metavar="ID",
+                           help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+        p.add_argument("--json", action="store_true",
+                       help="print one JSON object (RFC 8259; non-finite numbers as \"-Infinity\", \"Infinity\", "
+                            "\"NaN\")")
         return p
 
-    p = add("tokenize", "canonical tokens and the number of tokenizations", vocab_only=True)
-    p.add_argument("text")
+    def text_args(p: argparse.ArgumentParser, context: bool = True) -> None:
+        p.add_argument("text", nargs="?", metavar="TEXT",
+                       help="the string, taken literally (- reads it from standard input)")
+        p.add_argument("--file", dest="text_file", metavar="PATH", help="read the text from this UTF-8 file (- for standard input)")
+        if context:
+            p.add_argument("--context", default="", help="text the string continues (default: none, only BOS)")
+
+    p = add("tokenize", "canonical tokens and the number of tokenizations", "vocab")
+    text_args(p, context=False)
     p.set_defaults(func=cmd_tokenize)
-    p = add("count", "the exact number of tokenizations", vocab_only=True)
-    p.add_argument("text")
+    p = add("count", "the exact number of tokenizations", "vocab")
+    text_args(p, context=False)
     p.set_defaults(func=cmd_count)
-    p = add("mdd", "export the MDD of all tokenizations (DOT text, PNG drawing)", vocab_only=True)
-    p.add_argument("text")
-    p.add_argument("--dot", help="write Graphviz DOT here")
-    p.add_argument("--png", help="draw a PNG here (small MDDs)")
+    p = add("mdd", "export the MDD of all tokenizations (DOT text, PNG drawing)", "vocab")
+    text_args(p, context=False)
+    p.add_argument("--dot", metavar="FILE", help="write Graphviz DOT here (- for standard output)")
+    p.add_argument("--png", metavar="FILE", help="draw a PNG here (small MDDs)")
     p.set_defaults(func=cmd_mdd)
-    p = add("score", "log-probability of the canonical tokenization")
-    p.add_argument("text")
-    p.add_argument("--context", default="", help="text the string continues")
+    p = add("score", "log-probability of the canonical tokenization", "lm")
+    text_args(p)
     p.set_defaults(func=cmd_score)
-    p = add("marginal", "marginal probability of a string over all its tokenizations")
-    p.add_argument("text")
-    p.add_argument("--context", default="", help="text the string continues")
-    p.add_argument("--samples", type=int, default=64, help="importance samples (default 64)")
-    p.add_argument("--proposal", default="lookahead", choices=["lookahead", "uniform", "prior", "stratified"])
-    p.add_argument("--seed", type=int, default=0)
+    p = add("marginal", "marginal probability of a string over all its tokenizations", "lm")
+    text_args(p)
+    p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples (default 64)")
+    p.add_argument("--proposal", default="lookahead", choices=["lookahead", "uniform", "prior", "stratified"],
+                   help="the importance proposal: the LM's look-ahead restricted to the MDD (default), uniform "
+                        "over tokenizations, the LM's prior (rejection), or look-ahead stratified by a search")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (same seed, same estimate; default 0)")
     p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
-    p.add_argument("--max-paths", type=int, default=100_000, help="refuse --exact above this many tokenizations")
-    p.add_argument("--bounds", type=float, metavar="TOL", help="also a certified bracket, to TOL nats")
-    p.add_argument("--budget", type=int, default=10_000, help="LM forwards for --bounds (default 10000)")
+    p.add_argument("--max-paths", type=POSITIVE, default=100_000,
+                   help="refuse --exact above this many tokenizations (default 100000)")
+    p.add_argument("--bounds", type=_positive, metavar="TOL", help="also a certified bracket, to TOL nats")
+    p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
     p.set_defaults(func=cmd_marginal)
-    p = add("distribution", "the exact distribution over tokenizations (the paper's Fig. 2)")
-    p.add_argument("text")
-    p.add_argument("--context", default="")
-    p.add_argument("--png", help="plot the distribution here")
-    p.add_argument("--top", type=int, default=20, help="how many tokenizations to list and plot")
-    p.add_argument("--max-paths", type=int, default=100_000)
+    p = add("distribution", "the exact distribution over tokenizations (the paper's Fig. 2)", "lm")
+    text_args(p)
+    p.add_argument("--png", metavar="FILE", help="plot the distribution here")
+    p.add_argument("--top", type=POSITIVE, default=20, help="how many tokenizations to list and plot (default 20)")
+    p.add_argument("--max-paths", type=POSITIVE, default=100_000,
+                   help="refuse strings with more tokenizations than this (default 100000)")
     p.set_defaults(func=cmd_distribution)
-    p = add("canonicity", "fraction of canonical generations against length (the paper's Fig. 3)")
-    p.add_argument("--samples", type=int, default=32)
-    p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--png", help="plot the curve here")
+    p = add("canonicity", "fraction of canonical generations against length (the paper's Fig. 3)", "lm")
+    p.add_argument("--samples", type=POSITIVE, default=32, help="generations sampled from the LM (default 32)")
+    p.add_argument("--max-tokens", type=POSITIVE, default=32, help="tokens per generation (default 32)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    p.add_argument("--png", metavar="FILE", help="plot the curve here")
     p.set_defaults(func=cmd_canonicity)
-    p = add("most-likely", "the most likely tokenization by branch and bound")
-    p.add_argument("text")
-    p.add_argument("--context", default="")
-    p.add_argument("--time-budget", type=float, help="seconds (default: until optimality is proven)")
-    p.add_argument("--top-k", type=int, default=1)
+    p = add("most-likely", "the most likely tokenization by branch and bound", "lm")
+    text_args(p)
+    p.add_argument("--time-budget", type=_positive, metavar="SECONDS",
+                   help="stop after this long (default: until optimality is proven)")
+    p.add_argument("--top-k", type=POSITIVE, default=1, help="also list the k most likely tokenizations (default 1)")
     p.set_defaults(func=cmd_most_likely)
-    p = add("sat", "decide SAT (mlt) or count models (msp) through the paper's reductions")
-    p.add_argument("file", help="a DIMACS .cnf file")
-    p.add_argument("--problem", choices=["mlt", "msp"], default="mlt")
-    p.add_argument("--max-paths", type=int, default=1 << 20)
+    p = add("sat", "decide SAT (mlt) or count models (msp) through the paper's reductions", "none")
+    p.add_argument("file", metavar="FILE", help="a DIMACS .cnf file (3-CNF)")
+    p.add_argument("--problem", choices=["mlt", "msp"], default="mlt",
+                   help="mlt: satisfiability via the most likely tokenization (Thm. 4.2); msp: the model count "
+                        "via the marginal string probability (Thm. 5.2)")
+    p.add_argument("--max-paths", type=POSITIVE, default=1 << 20, help="msp: refuse above this many tokenizations")
+    p.add_argument("--time-budget", type=_positive, metavar="SECONDS",
+                   help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
-    p = add("bench", "speed benchmarks (ratios against baselines run in the same process)")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely"])
-    p.add_argument("--data", default="../shared/data", help="a data folder or a text file (default ../shared/data)")
-    p.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
-    p.add_argument("--max-bytes", type=int, default=2_000_000, help="texts compiled by the trie compiler")
-    p.add_argument("--naive-bytes", type=int, default=1_000, help="texts compiled by the naive compiler")
-    p.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
-    p.add_argument("--baseline-samples", type=int, default=64, help="marginal: N of the sequential baseline")
-    p.add_argument("--time-budget", type=float, default=60.0, help="most-likely: seconds per prefix")
+    p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely"], help="what to benchmark")
+    p.add_argument("--data", default="../shared/data", help="mdd: a data folder or a text file (default ../shared/data)")
+    p.add_argument("--models", nargs="+", help="mdd: the vocabularies (default smollm2-135m gemma3-270m)")
+    p.add_argument("--max-bytes", type=_integer(0), default=2_000_000, help="mdd: texts compiled by the trie compiler")
+    p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="mdd: texts compiled by the naive compiler")
+    p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
+    p.add_argument("--baseline-samples", type=POSITIVE, default=64, help="marginal: N of the sequential baseline")
+    p.add_argument("--quick", action="store_true", help="marginal: one small run of each part (a smoke test)")
+    p.add_argument("--time-budget", type=_positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa
@@ -294,13 +521,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split("\n")) or type(err).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        args.func(args)
-    except (ValueError, LookupError, OSError) as err:
-        print(f"ppl-tok {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    parser = build_parser()
+    with unlimited_int_digits():
+        args = parser.parse_args(argv)
+        prog = f"ppl-tok {args.command}"
+        try:
+            _prepare(args)
+            args.func(args)
+        except KeyboardInterrupt:
+            sys.stdout.flush()
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
+        except (ValueError, LookupError, OSError, MemoryError) as err:
+            sys.stdout.flush()
+            print(f"{prog}: error: {_one_line(err) if not isinstance(err, MemoryError) else 'out of memory'}",
+                  file=sys.stderr)
+            return 2
+        except Exception as err:  # a bug: one line, the traceback with PPL_TOK_DEBUG=1
+            if os.environ.get("PPL_TOK_DEBUG"):
+                raise
+            sys.stdout.flush()
+            print(f"{prog}: internal error: {type(err).__name__}: {_one_line(err)} "
+                  "(PPL_TOK_DEBUG=1 shows the traceback; please report it)", file=sys.stderr)
+            return 2
     return 0
 
 
