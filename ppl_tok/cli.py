@@ -528,7 +528,10 @@ def _one_line(err: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     with unlimited_int_digits():
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, or a usage error already printed
+            return done.code if isinstance(done.code, int) else 2
         prog = f"ppl-tok {args.command}"
         try:
             _prepare(args)
