@@ -1,0 +1,71 @@
+"""`ppl-tok qa run` / `ppl-tok qa report` end to end (toy LM), and one slow run on SmolLM2."""
+
+import json
+
+import pytest
+
+import ppl_tok.cards
+from conftest import SHARED
+from ppl_tok.cli import main
+from ppl_tok.qa.report import FIG5, FIG6, REPORT_MD
+from qa_toy import toy_lm, write_questions
+
+
+@pytest.fixture
+def toy_model(monkeypatch):
+    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda name, **kw: toy_lm())
+
+
+def _run(tmp_path, *extra):
+    test = write_questions(tmp_path / "test.jsonl", 8, seed=1)
+    tune = write_questions(tmp_path / "tune.jsonl", 8, seed=2)
+    return main(["qa", "run", "--dataset", str(test), "--tune", str(tune), "--model", "toy", "--samples", "8",
+                 "--out", str(tmp_path / "run"), "--batch-questions", "3", *extra])
+
+
+def test_qa_run_and_report(tmp_path, toy_model, capsys):
+    assert _run(tmp_path, "--scores", "exact,most-likely") == 0
+    assert "qa report" in capsys.readouterr().out
+    assert main(["qa", "report", str(tmp_path / "run"), "--json", "--runs", "8", "--resamples", "200"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["accuracy"]) == {"canonical", "marginal", "marginal-all", "mixture", "exact", "most-likely"}
+    assert set(report["accuracy"]["canonical"]) == {"tune", "test"}
+    assert all(0 <= v <= 1 for c in report["accuracy"].values() for v in c.values())
+    rows = report["questions"]["test"]
+    assert [r["id"] for r in rows] == [f"q{i}" for i in range(8)]
+    assert all(len(r["canonical_log_probs"]) == len(r["exact_log_marginals"]) == 3 for r in rows)
+    assert 1 <= report["tuned"]["k"] <= 8 and 0 <= report["tuned"]["alpha"] <= 1
+    assert set(report["differences_vs_canonical"]["acc"]["mixture"]) == {"diff", "low", "high", "within_noise"}
+    for name in (FIG5, FIG6):
+        assert (tmp_path / "run" / name).stat().st_size > 1000
+    md = (tmp_path / "run" / REPORT_MD).read_text()
+    assert "Table 1" in md and "Table 2" in md and "not certified" in md
+
+
+def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):
+    assert _run(tmp_path, "--json") == 0
+    capsys.readouterr()
+    assert _run(tmp_path, "--json", "--seed", "9") == 2
+    err = capsys.readouterr().err
+    assert "ppl-tok qa: error:" in err and "seed: folder has 0, this run has 9" in err
+
+
+def test_qa_report_of_an_unfinished_run_says_so(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    assert main(["qa", "report", str(tmp_path / "run")]) == 2
+    assert "not a QA run folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_qa_smollm2_openbookqa(tmp_path, capsys):
+    """SmolLM2 on 1 tuning and 1 test OpenBookQA question, with the exact marginal."""
+    assert main(["qa", "run", "--dataset", "openbookqa", "--data-dir", str(SHARED / "data"), "--limit", "1",
+                 "--samples", "4", "--scores", "exact", "--budget", "100", "--out", str(tmp_path / "run"),
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert main(["qa", "report", str(tmp_path / "run"), "--json", "--runs", "4", "--resamples", "100"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    q = report["questions"]["test"][0]
+    assert q["id"] == "8-343" and len(q["canonical_log_probs"]) == 4
+    for lp, ex in zip(q["canonical_log_probs"], q["exact_log_marginals"]):
+        assert lp <= ex + 1e-3  # the marginal is at least the canonical probability
