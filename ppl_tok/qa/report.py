@@ -18,7 +18,7 @@ import numpy as np
 
 from . import classify as C
 from .paper import TUNED_MARGINAL, TUNED_MIXTURE
-from .store import SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing, SCORES_FILE
+from .store import SCORES_FILE, SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -144,8 +144,17 @@ def _pct(x: float | None) -> str:
 
 
 def _ci(d: dict[str, Any]) -> str:
-    verdict = "within noise" if d["within_noise"] else "significant"
+    if d["low"] == d["high"] == 0:
+        verdict = "no question changed"
+    else:
+        verdict = "within noise" if d["within_noise"] else "significant"
     return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] ({verdict})"
+
+
+def _table(title: str, header: list[str], ours: list[str], paper: list[list[str]]) -> list[str]:
+    """A Markdown table: our row, then the paper's rows."""
+    return ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"] + \
+        ["| " + " | ".join(row) + " |" for row in [ours, *paper]]
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -161,20 +170,19 @@ def markdown(report: dict[str, Any]) -> str:
     if tuned["split"] == "test":
         lines += ["", "**Warning:** no tuning split: k and alpha were tuned on the test split itself (optimistic)."]
     mk = report["marginal_at_k"]["test"]
-    lines += ["", "## Table 1: marginal with the tuned number of samples", "",
-              "| model | Can | Mar | Diff [95% CI] | k | Mar, mean ± std over random k-subsets |", "|---|---|---|---|---|---|",
-              f"| {model} | {_pct(acc['canonical']['test'])} | {_pct(acc['marginal']['test'])} | "
-              f"{_ci(diff['acc']['marginal'])} | {tuned['k']} | {_pct(mk['mean'])} ± {_pct(mk['std'])} ({mk['runs']} runs) |"]
-    paper = report["paper"]["tuned_marginal"]
-    if paper:
-        lines += [f"| paper {m} | {v[0]:.1f} | {v[1]:.1f} | {v[2]:+.2f} | {v[3]} | |" for m, v in paper.items()]
-    lines += ["", "## Table 2: mixture with the tuned alpha", "",
-              "| model | Mixture | Canonical | Diff [95% CI] | alpha |", "|---|---|---|---|---|",
-              f"| {model} | {_pct(acc['mixture']['test'])} | {_pct(acc['canonical']['test'])} | "
-              f"{_ci(diff['acc']['mixture'])} | {tuned['alpha']:.2f} |"]
-    paper = report["paper"]["tuned_mixture"]
-    if paper:
-        lines += [f"| paper {m} | {v[0]:.1f} | {v[1]:.1f} | {v[0] - v[1]:+.1f} | {v[2]:.4f} |" for m, v in paper.items()]
+    paper_mar = report["paper"]["tuned_marginal"] or {}
+    lines += _table("Table 1: marginal with the tuned number of samples",
+                    ["model", "Can", "Mar", "Diff [95% CI]", "k", "Mar, mean ± std over random k-subsets"],
+                    [model, _pct(acc["canonical"]["test"]), _pct(acc["marginal"]["test"]), _ci(diff["acc"]["marginal"]),
+                     str(tuned["k"]), f"{_pct(mk['mean'])} ± {_pct(mk['std'])} ({mk['runs']} runs)"],
+                    [[f"paper {m}", f"{v[0]:.1f}", f"{v[1]:.1f}", f"{v[2]:+.2f}", str(v[3]), ""]
+                     for m, v in paper_mar.items()])
+    paper_mix = report["paper"]["tuned_mixture"] or {}
+    lines += _table("Table 2: mixture with the tuned alpha", ["model", "Mixture", "Canonical", "Diff [95% CI]", "alpha"],
+                    [model, _pct(acc["mixture"]["test"]), _pct(acc["canonical"]["test"]), _ci(diff["acc"]["mixture"]),
+                     f"{tuned['alpha']:.2f}"],
+                    [[f"paper {m}", f"{v[0]:.1f}", f"{v[1]:.1f}", f"{v[0] - v[1]:+.1f}", f"{v[2]:.4f}"]
+                     for m, v in paper_mix.items()])
     splits = list(st["splits"])
     lines += ["", "## Every classifier", "",
               "| classifier | " + " | ".join(f"acc {s}" for s in splits) + " | " +
@@ -201,48 +209,43 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ plots
-def plot_choose_k(report: dict[str, Any], path: str | Path) -> None:
-    """Fig. 5: mean accuracy of the k-sample marginal (band: ± std) and the canonical accuracy (dashed)."""
+def _plot_splits(report: dict[str, Any], path: str | Path, key: str, xlabel: str,
+                 draw: Callable[[Any, dict[str, Any]], None]) -> None:
+    """One panel per split of ``report[key]``: ``draw(axes, curve)`` and the canonical accuracy (dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    splits = list(report["choose_k"])
+    splits = list(report[key])
     fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.4), squeeze=False)
     for ax, s in zip(axes[0], splits):
-        ck = report["choose_k"][s]
-        k, mean, std = np.array(ck["k"]), 100 * np.array(ck["mean"]), 100 * np.array(ck["std"])
-        ax.plot(k, mean, color="tab:blue", lw=2, label="marginal (mean)")
-        ax.fill_between(k, mean - std, mean + std, color="tab:blue", alpha=0.3, label="± std")
+        draw(ax, report[key][s])
         ax.axhline(100 * report["accuracy"]["canonical"][s], color="tab:blue", ls="--", lw=2, label="canonical")
-        ax.set(title=f"{report['settings']['dataset']} ({s})", xlabel="Number of samples", ylabel="Accuracy (%)")
+        ax.set(title=f"{report['settings']['dataset']} ({s})", xlabel=xlabel, ylabel="Accuracy (%)")
         ax.grid(ls="--", alpha=0.5)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_choose_k(report: dict[str, Any], path: str | Path) -> None:
+    """Fig. 5: mean accuracy of the k-sample marginal (band: ± std) and the canonical accuracy (dashed)."""
+    def draw(ax: Any, ck: dict[str, Any]) -> None:
+        k, mean, std = np.array(ck["k"]), 100 * np.array(ck["mean"]), 100 * np.array(ck["std"])
+        ax.plot(k, mean, color="tab:blue", lw=2, label="marginal (mean)")
+        ax.fill_between(k, mean - std, mean + std, color="tab:blue", alpha=0.3, label="± std")
+
+    _plot_splits(report, path, "choose_k", "Number of samples", draw)
 
 
 def plot_mixture(report: dict[str, Any], path: str | Path) -> None:
     """Fig. 6: accuracy of the mixture against alpha and the canonical accuracy (dashed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    splits = list(report["mixture_curve"])
-    fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.4), squeeze=False)
-    for ax, s in zip(axes[0], splits):
-        mc = report["mixture_curve"][s]
+    def draw(ax: Any, mc: dict[str, Any]) -> None:
         ax.plot(mc["alpha"], 100 * np.array(mc["acc"]), color="tab:blue", lw=2, label="mixture")
-        ax.axhline(100 * report["accuracy"]["canonical"][s], color="tab:blue", ls="--", lw=2, label="canonical")
-        ax.set(title=f"{report['settings']['dataset']} ({s})", xlabel=r"$\alpha$", ylabel="Accuracy (%)")
-        ax.grid(ls="--", alpha=0.5)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+
+    _plot_splits(report, path, "mixture_curve", r"$\alpha$", draw)
 
 
 def write_report(folder: str | Path, **kw: Any) -> dict[str, Any]:
