@@ -18,6 +18,7 @@ import numpy as np
 
 from . import classify as C
 from .paper import TUNED_MARGINAL, TUNED_MIXTURE
+from .run import OPTIONAL_SCORES
 from .store import SCORES_FILE, SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing
 
 REPORT_JSON = "report.json"
@@ -45,8 +46,8 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
 
 
 def _available(name: str, t: C.SplitScores) -> bool:
-    kind = {"exact": "exact", "stratified": "stratified", "most-likely": "most-likely"}.get(name)
-    return kind is None or kind in t.optional
+    """Whether the split holds the scores the classifier needs (the optional kinds are named as their classifier)."""
+    return name not in OPTIONAL_SCORES or name in t.optional
 
 
 def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
