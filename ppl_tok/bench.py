@@ -124,18 +124,28 @@ def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> 
 
 def _uncached(lm):
     """The same HF model behind an LM that recomputes its whole prefix at every step (no KV, no prefix cache)."""
+    from .lm.base import EngineConfig
     from .lm.hf import HFLanguageModel
 
     class Uncached(HFLanguageModel):
-        def _prefill(self, tokens):
-            log_probs, _ = super()._prefill(tokens)
-            return log_probs, tokens
+        @torch.inference_mode()
+        def _prefill(self, keys):
+            rows = [self._log_softmax(self.model(input_ids=torch.tensor([k], device=self.device)).logits[0, -1])
+                    for k in keys]
+            return torch.stack(rows), list(keys)
 
         def _extend(self, payloads, tokens):
-            rows = [self._prefill(p + (t,)) for p, t in zip(payloads, tokens)]
-            return torch.stack([r[0] for r in rows]), [r[1] for r in rows]
+            return self._prefill([p + (t,) for p, t in zip(payloads, tokens)])
 
-    return Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached", cache_size=0)
+        def log_probs_many(self, texts_tokens, contexts):
+            return LanguageModel.log_probs_many(self, texts_tokens, contexts)
+
+    from .lm.base import LanguageModel
+
+    naive = Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached",
+                     config=EngineConfig(cache_bytes=0, row_bytes=0))
+    naive.pooled = False
+    return naive
 
 
 def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,
@@ -303,3 +313,163 @@ def format_most_likely(r: dict[str, Any]) -> list[str]:
                      f"{x['forwards']:>8} {x['recompute_forwards']:>11} {str(x['optimal']):>7} "
                      f"{str(x['canonical_is_best']):>14}")
     return lines
+
+
+# ------------------------------------------------------------------ engine
+ENGINE_SENTENCE = " The capital of France is Paris."
+
+
+def _raw_decode_rate(lm, batch: int, past: int, steps: int = 6) -> float:
+    """Token-forwards/s of a raw batched decoding loop (KV cache, full-vocab log_softmax) after ``past`` tokens."""
+    return _raw_forwards_per_s(lm, batch, steps=steps, prefix_len=max(1, past))
+
+
+def _qa_pairs(questions) -> tuple[list[str], list[str]]:
+    return [" " + c for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
+
+
+def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbookqa/dev.jsonl",
+                 questions: int = 20, num_samples: int = 64, batch_questions: int = 8, big_n: int = 256,
+                 device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The batched engine against a raw batched forward and against one ``marginal`` call per answer.
+
+    (a) OpenBookQA questions/min: look-ahead IS with ``num_samples`` particles for
+    every answer, ``batch_questions`` questions per engine run, against one
+    :func:`~ppl_tok.importance.marginal` call per answer (0.1.0's way of running
+    the study); (b) the engine's token-forwards/s against a raw decoding loop of
+    the same model at the engine's mean batch size and context length;
+    (c) look-ahead IS on one sentence with ``big_n`` particles: particle-steps/s
+    against the raw forward at batch ``big_n``.
+    """
+    from .cards import load_lm
+    from .importance import marginal, marginals
+
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    qs = load_questions(data)[:questions]
+    out: dict[str, Any] = {"model": model, "device": str(getattr(lm, "device", "cpu")), "questions": len(qs),
+                           "num_samples": num_samples, "batch_questions": batch_questions,
+                           "threads": torch.get_num_threads()}
+    # (a) questions/min, batched engine
+    lm.clear_cache()
+    lm.stats.reset()
+    start = time.perf_counter()
+    steps = 0
+    for lo in tqdm(range(0, len(qs), batch_questions), desc="(a) batched engine", leave=False):
+        texts, contexts = _qa_pairs(qs[lo: lo + batch_questions])
+        for r in marginals(texts, lm, num_samples, contexts=contexts):
+            steps += sum(len(s) for s in r.samples)
+    secs = time.perf_counter() - start
+    fwd, calls = lm.stats.forwards, max(1, lm.stats.calls)
+    mean_batch = max(1, round(fwd / calls))
+    past = round(sum(len(lm.prefix_ids(q.context)) for q in qs) / max(1, len(qs))) + 3
+    raw = _raw_decode_rate(lm, mean_batch, past)
+    out["batched"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs, "forwards": fwd, "calls": calls,
+                      "mean_batch": mean_batch, "forwards_per_s": fwd / secs, "particle_steps_per_s": steps / secs,
+                      "raw_forwards_per_s_at_mean_batch": raw, "ratio_to_raw": fwd / secs / raw,
+                      "mean_context_tokens": past}
+    # (a') one marginal call per answer, same model
+    lm.clear_cache()
+    start = time.perf_counter()
+    for q in tqdm(qs, desc="(a') one call per answer", leave=False):
+        for c in q.choices:
+            marginal(" " + c, lm, num_samples, context=q.context, seed=0)
+    secs = time.perf_counter() - start
+    out["per_answer"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs}
+    out["speedup_over_per_answer"] = out["batched"]["questions_per_min"] / out["per_answer"]["questions_per_min"]
+    # (c) one sentence, many particles
+    lm.clear_cache()
+    lm.stats.reset()
+    r = marginal(ENGINE_SENTENCE, lm, big_n, seed=0)
+    psteps = sum(len(s) for s in r.samples)
+    raw_n = _raw_decode_rate(lm, big_n, 1 + len(r.canonical))
+    out["many_particles"] = {"text": ENGINE_SENTENCE, "num_samples": big_n, "seconds": r.seconds,
+                             "forwards": r.forwards, "particle_steps_per_s": psteps / r.seconds,
+                             "raw_forwards_per_s_at_n": raw_n, "ratio_to_raw": psteps / r.seconds / raw_n}
+    out["peak_rss_mb"] = _peak_rss_mb()
+    if torch.cuda.is_available():
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+def format_engine(r: dict[str, Any]) -> list[str]:
+    b, p, m = r["batched"], r["per_answer"], r["many_particles"]
+    return [
+        f"Engine on {r['model']} ({r['device']}, {r['threads']} threads): {r['questions']} OpenBookQA questions, "
+        f"look-ahead N={r['num_samples']}",
+        f"(a) batched ({r['batch_questions']} questions per run): {b['questions_per_min']:.1f} questions/min; "
+        f"one marginal call per answer: {p['questions_per_min']:.1f} questions/min; "
+        f"speedup {r['speedup_over_per_answer']:.2f}x",
+        f"(b) engine {b['forwards_per_s']:.0f} token-forwards/s at mean batch {b['mean_batch']} "
+        f"(context ~{b['mean_context_tokens']} tokens); raw decoding at that batch {b['raw_forwards_per_s_at_mean_batch']:.0f}"
+        f"/s: ratio {b['ratio_to_raw']:.2f}; {b['particle_steps_per_s']:.0f} particle-steps/s",
+        f"(c) {m['text']!r}, N={m['num_samples']}: {m['particle_steps_per_s']:.0f} particle-steps/s "
+        f"({m['forwards']} forwards, {m['seconds']:.1f} s); raw at batch {m['num_samples']} "
+        f"{m['raw_forwards_per_s_at_n']:.0f}/s: ratio {m['ratio_to_raw']:.2f}",
+        f"peak RSS {r['peak_rss_mb']:.0f} MB" + (f", peak GPU {r['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in r else ""),
+    ]
+
+
+def memory_case(case: str, model: str | None = None, device: str | None = None) -> dict[str, Any]:
+    """One memory measurement, meant to run in a fresh process (peak RSS is per process).
+
+    ``"long-text"``: look-ahead IS, N=64, on a 2 kB text (SmolLM2 by default);
+    ``"extensions"``: one path of 1,000 single-token extensions (Gemma by default),
+    RSS before and after, and after ``clear_cache()``.
+    """
+    import resource
+
+    from .cards import load_lm
+    from .importance import marginal
+
+    def rss_now() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+    if case == "long-text":
+        lm = load_lm(model or "smollm2-135m", device=device)
+        text = (" " + BB_SENTENCE) * 16
+        text = text[:2048]
+        before = rss_now()
+        r = marginal(text, lm, 64, seed=0)
+        return {"case": case, "model": lm.name, "bytes": len(text.encode()), "num_samples": 64,
+                "log_marginal": r.log_marginal, "forwards": r.forwards, "seconds": r.seconds,
+                "rss_before_mb": before, "peak_rss_mb": _peak_rss_mb(), "pool_mb": lm.pool.nbytes() / 2**20}
+    if case == "extensions":
+        lm = load_lm(model or "gemma3-270m", device=device)
+        state = lm.initial("Once upon a time")
+        before = rss_now()
+        g = torch.Generator().manual_seed(0)
+        for _ in tqdm(range(1000), desc="extensions", leave=False):
+            tok = int(torch.randint(1000, 20000, (1,), generator=g))
+            state = lm.extend([state], [tok])[0]
+        after = rss_now()
+        del state
+        lm.clear_cache()
+        return {"case": case, "model": lm.name, "extensions": 1000, "rss_before_mb": before, "rss_after_mb": after,
+                "growth_mb": after - before, "rss_after_clear_mb": rss_now(), "peak_rss_mb": _peak_rss_mb()}
+    raise ValueError(f"unknown memory case {case!r}: expected 'long-text' or 'extensions'")
+
+
+def bench_memory(device: str | None = None) -> dict[str, Any]:
+    """Each memory case in a fresh Python process."""
+    import json
+    import subprocess
+    import sys
+
+    out = {}
+    for case in ("long-text", "extensions"):
+        code = ("import json, sys; from ppl_tok.bench import memory_case; "
+                f"print(json.dumps(memory_case({case!r}, device={device!r})))")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        if proc.returncode:
+            raise RuntimeError(f"memory case {case} failed:\n{proc.stderr[-2000:]}")
+        out[case] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def format_memory(r: dict[str, Any]) -> list[str]:
+    a, b = r["long-text"], r["extensions"]
+    return [f"{a['model']}, {a['bytes']}-byte text, look-ahead N={a['num_samples']}: peak RSS {a['peak_rss_mb']:.0f} MB "
+            f"(KV pool {a['pool_mb']:.0f} MB, {a['forwards']} forwards, {a['seconds']:.0f} s)",
+            f"{b['model']}, {b['extensions']} extensions: RSS {b['rss_before_mb']:.0f} -> {b['rss_after_mb']:.0f} MB "
+            f"(growth {b['growth_mb']:.0f} MB); after clear_cache {b['rss_after_clear_mb']:.0f} MB"]

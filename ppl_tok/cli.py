@@ -378,6 +378,15 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_marginal(args.model or DEFAULT_MODEL, **{
             "sizes": tuple(args.sizes), "baseline_samples": args.baseline_samples, **quick, **lm_options})
         _emit(args, result, bench.format_marginal(result))
+    elif args.what == "engine":
+        data = args.data if args.data.endswith(".jsonl") else str(Path(args.data) / "openbookqa" / "dev.jsonl")
+        result = bench.bench_engine(args.model or DEFAULT_MODEL, data=data, questions=args.questions,
+                                    num_samples=args.samples, batch_questions=args.batch_questions,
+                                    big_n=args.big_n, **lm_options)
+        _emit(args, result, bench.format_engine(result))
+    elif args.what == "memory":
+        result = bench.bench_memory(device=args.device)
+        _emit(args, result, bench.format_memory(result))
 
 
 # -------------------------------------------------------------- arguments
@@ -504,8 +513,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely"], help="what to benchmark")
-    p.add_argument("--data", default="../shared/data", help="mdd: a data folder or a text file (default ../shared/data)")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory"], help="what to benchmark")
+    p.add_argument("--data", default="../shared/data",
+                   help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
+                        "JSONL file (default ../shared/data)")
+    p.add_argument("--questions", type=POSITIVE, default=20, help="engine: OpenBookQA questions (default 20)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer (default 64)")
+    p.add_argument("--batch-questions", type=POSITIVE, default=8, help="engine: questions per engine run (default 8)")
+    p.add_argument("--big-n", type=POSITIVE, default=256, help="engine: particles on one sentence (default 256)")
     p.add_argument("--models", nargs="+", help="mdd: the vocabularies (default smollm2-135m gemma3-270m)")
     p.add_argument("--max-bytes", type=_integer(0), default=2_000_000, help="mdd: texts compiled by the trie compiler")
     p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="mdd: texts compiled by the naive compiler")

@@ -78,8 +78,8 @@ def lookahead(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
 
 def uniform(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
     """Uniform over the MDD's paths: each out-edge weighted by its number of completions."""
-    counts = walk.mdd_of(i).path_counts
-    return torch.tensor([math.log(counts[j]) for j in out.values()], dtype=torch.float64)  # exact for big ints
+    log_counts = walk.mdd_of(i).log_path_counts
+    return torch.tensor([log_counts[j] for j in out.values()], dtype=torch.float64)
 
 
 lookahead_guide = mdd_guide(lookahead, "lookahead_guide")
@@ -103,11 +103,12 @@ class StratifiedGuide:
             for k in range(1, len(path) + 1):
                 self.covered[path[:k]] = self.covered.get(path[:k], 0) + 1
         self.exhausted = len(set(enumerated)) >= mdd.count()
+        self.caps = mdd.capped_path_counts(len(self.covered) + 1)  # exact below the cap: enough to compare
         self.guide = mdd_guide(self.proposal, "stratified_guide")
 
     def open(self, prefix: tuple[int, ...], node: int) -> bool:
         """Whether some tokenization through ``prefix`` (ending at ``node``) is outside ``S``."""
-        return self.covered.get(prefix, 0) < self.mdd.path_counts[node]
+        return self.covered.get(prefix, 0) < self.caps[node]
 
     def proposal(self, walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
         """The look-ahead, with the tokens whose completions are all in ``S`` forbidden."""

@@ -75,7 +75,8 @@ class LMState:
 
     tokens: tuple[int, ...]
     payload: Any = field(default=None, repr=False)
-    row: torch.Tensor | None = field(default=None, repr=False)
+    block: torch.Tensor | None = field(default=None, repr=False)
+    index: int = 0
     known: dict[int, float] = field(default_factory=dict, repr=False)
     lm: LanguageModel | None = field(default=None, repr=False)
 
@@ -83,9 +84,14 @@ class LMState:
         return len(self.tokens)
 
     @property
+    def row(self) -> torch.Tensor | None:
+        """The held next-token row (``None`` if it was dropped): row ``index`` of the forward's ``block``."""
+        return None if self.block is None else self.block[self.index]
+
+    @property
     def log_probs(self) -> torch.Tensor:
         """The next-token log-probs ``[V]`` after this prefix."""
-        if self.row is None:
+        if self.block is None:
             self.lm._ensure_rows([self])
         return self.row
 
@@ -148,8 +154,8 @@ class LanguageModel(ABC):
         return 64
 
     # ------------------------------------------------------------- caches
-    def _new_state(self, key: tuple[int, ...], row: torch.Tensor, payload: Any) -> LMState:
-        state = LMState(key, payload, row, lm=self)
+    def _new_state(self, key: tuple[int, ...], block: torch.Tensor, index: int, payload: Any) -> LMState:
+        state = LMState(key, payload, block, index, lm=self)
         self._hold_row(state)
         self._cache[key] = state
         self._cache_used += self._state_bytes(state)
@@ -158,13 +164,17 @@ class LanguageModel(ABC):
             self._cache_used -= self._state_bytes(old)
         return state
 
+    @staticmethod
+    def _row_bytes(state: LMState) -> int:
+        return state.block.shape[-1] * state.block.element_size()
+
     def _hold_row(self, state: LMState) -> None:
         self._rows[id(state)] = state
-        self._rows_used += state.row.numel() * state.row.element_size()
+        self._rows_used += self._row_bytes(state)
         while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
             _, old = self._rows.popitem(last=False)
-            self._rows_used -= old.row.numel() * old.row.element_size()
-            old.row = None
+            self._rows_used -= self._row_bytes(old)
+            old.block = None
 
     def _cached(self, key: tuple[int, ...]) -> LMState | None:
         state = self._cache.get(key)
@@ -176,20 +186,20 @@ class LanguageModel(ABC):
     def clear_cache(self) -> None:
         """Forget every cached prefix and row; memory no live state holds is freed."""
         for state in self._rows.values():
-            state.row = None
+            state.block = None
         self._cache.clear()
         self._rows.clear()
         self._cache_used = self._rows_used = 0
         gc.collect()
 
     def _ensure_rows(self, states: Sequence[LMState]) -> None:
-        missing = list({id(s): s for s in states if s.row is None}.values())
+        missing = list({id(s): s for s in states if s.block is None}.values())
         for lo in range(0, len(missing), self.config.max_batch):
             chunk = missing[lo: lo + self.config.max_batch]
             rows = self._recompute(chunk)
             self.stats.recomputed += len(chunk)
-            for s, row in zip(chunk, rows):
-                s.row = row
+            for r, s in enumerate(chunk):
+                s.block, s.index = rows, r
                 self._hold_row(s)
 
     # --------------------------------------------------------------- API
@@ -197,8 +207,15 @@ class LanguageModel(ABC):
         """BOS followed by the canonical tokens of ``context`` (a string or ids)."""
         head = () if self.bos_id is None else (self.bos_id,)
         if isinstance(context, str):
-            return head + (tuple(self.vocab.encode(context)) if context else ())
-        return head + tuple(int(t) for t in context)
+            try:
+                return head + (tuple(self.vocab.encode(context)) if context else ())
+            except ValueError as err:
+                raise type(err)(f"context: {err}") from err
+        ids = tuple(int(t) for t in context)
+        for t in ids:
+            if not 0 <= t < len(self.vocab):
+                raise ValueError(f"context id {t} is outside the vocabulary of {len(self.vocab)} ids")
+        return head + ids
 
     def states(self, prefixes: Sequence[Sequence[int]]) -> list[LMState]:
         """The states after each prefix: from the cache, by extending a cached parent, or by one batched prefill."""
@@ -218,8 +235,8 @@ class LanguageModel(ABC):
             rows, payloads = self._prefill(chunk)
             self.stats.forwards += sum(len(k) for k in chunk)
             self.stats.calls += 1
-            for key, row, payload in zip(chunk, rows, payloads):
-                out[key] = self._new_state(key, row, payload)
+            for r, (key, payload) in enumerate(zip(chunk, payloads)):
+                out[key] = self._new_state(key, rows, r, payload)
         return [out[k] for k in keys]
 
     def state(self, tokens: Sequence[int]) -> LMState:
@@ -256,8 +273,8 @@ class LanguageModel(ABC):
                 rows, payloads = self._extend([p.payload for p in parents], [k[-1] for k in chunk])
                 self.stats.forwards += len(chunk)
                 self.stats.calls += 1
-                for key, row, payload in zip(chunk, rows, payloads):
-                    state = self._new_state(key, row, payload)
+                for r, (key, payload) in enumerate(zip(chunk, payloads)):
+                    state = self._new_state(key, rows, r, payload)
                     for i in todo[key]:
                         out[i] = state
         return out  # type: ignore[return-value]
@@ -270,17 +287,27 @@ class LanguageModel(ABC):
         """
         if len(states) != len(tokens):
             raise ValueError(f"{len(states)} states but {len(tokens)} token lists")
-        need = [i for i, (s, ts) in enumerate(zip(states, tokens)) if any(int(t) not in s.known for t in ts)]
+        need = list({id(s): s for s, ts in zip(states, tokens) if any(int(t) not in s.known for t in ts)}.values())
         if need:
-            self._ensure_rows([states[i] for i in need])
-            width = max(len(tokens[i]) for i in need)
-            rows = torch.stack([states[i].row for i in need])
-            index = torch.zeros(len(need), width, dtype=torch.long)
-            for r, i in enumerate(need):
-                index[r, : len(tokens[i])] = torch.as_tensor(list(tokens[i]), dtype=torch.long)
-            picked = rows.gather(1, index.to(rows.device)).double().cpu()
-            for r, i in enumerate(need):
-                states[i].known.update(zip((int(t) for t in tokens[i]), picked[r, : len(tokens[i])].tolist()))
+            wanted = {id(s): set() for s in need}
+            for s, ts in zip(states, tokens):
+                if id(s) in wanted:
+                    wanted[id(s)].update(int(t) for t in ts)
+            self._ensure_rows(need)
+            blocks: dict[int, list[LMState]] = {}
+            for s in need:  # one gather per forward's block of rows: no [B, V] copy
+                blocks.setdefault(id(s.block), []).append(s)
+            for group in blocks.values():
+                block = group[0].block
+                lists = [sorted(wanted[id(s)]) for s in group]
+                width = max(len(ts) for ts in lists)
+                cols = torch.zeros(len(group), width, dtype=torch.long)
+                for r, ts in enumerate(lists):
+                    cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
+                rows = torch.tensor([s.index for s in group], dtype=torch.long)
+                picked = block[rows.to(block.device).unsqueeze(1), cols.to(block.device)].double().cpu()
+                for r, (s, ts) in enumerate(zip(group, lists)):
+                    s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
         return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
 
     def sample_tokens(self, states: Sequence[LMState], uniforms: torch.Tensor) -> torch.Tensor:
@@ -289,14 +316,19 @@ class LanguageModel(ABC):
         Runs on the device; records each drawn token's log-prob in ``state.known``.
         """
         self._ensure_rows(states)
-        rows = torch.stack([s.row for s in states]).double()
-        cdf = rows.exp().cumsum(-1)
-        u = uniforms.to(device=rows.device, dtype=torch.float64).reshape(-1, 1) * cdf[:, -1:]
-        drawn = torch.searchsorted(cdf, u, right=True).clamp_max(rows.shape[1] - 1)
-        lps = rows.gather(1, drawn).flatten().cpu().tolist()
-        drawn = drawn.flatten().cpu()
-        for s, t, lp in zip(states, drawn.tolist(), lps):
-            s.known[t] = lp
+        groups: dict[int, list[int]] = {}
+        for i, s in enumerate(states):
+            groups.setdefault(id(s), []).append(i)
+        drawn = torch.zeros(len(states), dtype=torch.long)
+        for members in groups.values():  # one [V] CDF per distinct state, never [B, V]
+            state = states[members[0]]
+            cdf = state.row.double().exp().cumsum(-1)
+            u = uniforms[members].to(device=cdf.device, dtype=torch.float64) * cdf[-1]
+            picks = torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1)
+            lps = state.row[picks].double().cpu().tolist()
+            picks = picks.cpu()
+            drawn[members] = picks
+            state.known.update(zip(picks.tolist(), lps))
         return drawn
 
     def next_log_probs(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:

@@ -57,6 +57,7 @@ class KVPool:
         del self.free[len(self.free) - n:]
         return torch.tensor(slots, dtype=torch.long)
 
+    @torch.inference_mode()
     def _grow(self, capacity: int) -> None:
         extra = capacity - self.capacity
         for store in (self.keys, self.values):
@@ -66,6 +67,7 @@ class KVPool:
         self.free = list(range(capacity - 1, self.capacity - 1, -1)) + self.free
         self.capacity = capacity
 
+    @torch.inference_mode()
     def write(self, slots: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
         """Store ``keys[layer][n]`` / ``values[layer][n]`` (each ``[n, heads, head_dim]``) at ``slots``."""
         if not self.keys:  # first write: the layout is learnt from the model
@@ -82,9 +84,13 @@ class KVPool:
         v = self.values[layer][index].transpose(1, 2)
         return k, v
 
+    # the pool's tensors are made inside ``torch.inference_mode`` (the forwards run there), so the
+    # bookkeeping that may run outside it (a node freed by the garbage collector) enters it too
+    @torch.inference_mode()
     def retain(self, slots: torch.Tensor) -> None:
         self.refs.index_add_(0, slots, torch.ones(len(slots), dtype=torch.int32))
 
+    @torch.inference_mode()
     def release(self, slots: torch.Tensor) -> None:
         self.refs.index_add_(0, slots, torch.full((len(slots),), -1, dtype=torch.int32))
         self.free.extend(slots[self.refs[slots] == 0].tolist())

@@ -1,0 +1,134 @@
+"""The batched engine: ragged batches of many (context, text) pairs give the one-at-a-time numbers;
+the KV pool shares prefixes, stays bounded and gives memory back."""
+
+import math
+
+import pytest
+import torch
+
+from ppl_tok import FunctionLM, Vocabulary, compile_mdd
+from ppl_tok.importance import marginal, marginals
+from ppl_tok.lm.base import EngineConfig
+from ppl_tok.lm.hf import HFLanguageModel
+
+from test_hf_architectures import tiny
+
+# 16 ids (the tiny models' vocabulary size), with multi-character tokens so that texts have many tokenizations
+VOCAB = Vocabulary.from_tokens([None, "a", "b", "c", "ab", "bc", "ca", "abc", "bca", "cab", "aa", "bb", "cc",
+                                "d", "e", "f"])
+TEXTS = ["abcab", "ca", "bcabca", "abcabc"]
+CONTEXTS = [[1, 2, 3], [13], [14, 15, 13, 1, 2, 3, 4], [1, 2, 3]]  # different lengths; two share a context
+SEEDS = [11, 12, 13, 14]
+
+
+@pytest.fixture(params=["gpt2", "llama", "gemma3", "mamba"])
+def lm(request):
+    return HFLanguageModel(tiny(request.param), None, 0, vocab=VOCAB, name=request.param)
+
+
+def _one_at_a_time(lm, proposal="lookahead", n=6):
+    out = []
+    for text, ctx, seed in zip(TEXTS, CONTEXTS, SEEDS):
+        lm.clear_cache()
+        out.append(marginal(text, lm, n, context=ctx, seed=seed, guide=proposal))
+    lm.clear_cache()
+    return out
+
+
+@pytest.mark.parametrize("proposal", ["lookahead", "prior"])
+def test_a_ragged_batch_equals_one_at_a_time(lm, proposal):
+    singles = _one_at_a_time(lm, proposal)
+    batch = marginals(TEXTS, lm, 6, contexts=CONTEXTS, seeds=SEEDS, guide=proposal)
+    for one, many in zip(singles, batch):
+        assert one.samples == many.samples  # per-pair seeds: the batch does not change what a pair draws
+        finite = torch.isfinite(one.log_weights)
+        assert torch.equal(finite, torch.isfinite(many.log_weights))
+        assert torch.allclose(one.log_weights[finite], many.log_weights[finite], atol=1e-5)
+        assert many.canonical_log_prob == pytest.approx(one.canonical_log_prob, abs=1e-5)
+
+
+def test_the_batch_is_one_forward_per_step_and_shares_contexts():
+    calls = []
+    lm = FunctionLM(VOCAB, lambda p: calls.append(p) or [0] + [1] * 15, bos_id=0)
+    marginals(["abc", "abc", "ab"], lm, 16, contexts=[[1], [1], [2]], seeds=[0, 0, 1])
+    # the shared context (BOS, 1) is computed once, and identical particles share their prefixes
+    assert calls.count((0, 1)) == 1
+    assert len(calls) == len(set(calls))
+    # pairs 0 and 1 are identical (same context, text and seed): the same samples
+    r = marginals(["abc", "abc"], lm, 16, contexts=[[1], [1]], seeds=[5, 5])
+    assert r[0].samples == r[1].samples
+
+
+def test_many_strings_estimate_each_marginal():
+    lm = FunctionLM(VOCAB, lambda p: [0] + [1 + (len(p) * i) % 5 for i in range(15)], bos_id=0)
+    results = marginals(TEXTS, lm, 2000, contexts=CONTEXTS, seeds=SEEDS)
+    from ppl_tok.exact import exact_marginal
+
+    for text, ctx, r in zip(TEXTS, CONTEXTS, results):
+        truth = exact_marginal(text, lm, context=ctx).log_marginal
+        assert r.log_marginal == pytest.approx(truth, abs=4 / math.sqrt(r.ess))  # about 4 standard errors
+
+
+def test_pool_shares_prefixes_and_gives_memory_back():
+    lm = HFLanguageModel(tiny("llama"), None, 0, vocab=VOCAB, name="llama")
+    root = lm.initial([1, 2, 3])
+    assert lm.pool.used == 4  # BOS + 3 context tokens
+    a = lm.extend([root] * 8, [4] * 8)  # identical extensions: one new slot
+    assert lm.pool.used == 5
+    b = lm.extend(a[:1] * 3, [1, 2, 3])  # three children share their parent's slots
+    assert lm.pool.used == 8
+    del root, a, b
+    lm.clear_cache()
+    assert lm.pool.used == 0 and lm.pool.nbytes() == 0
+
+
+def test_prefix_cache_is_bounded_in_bytes_and_evicts():
+    model = tiny("gpt2")
+    lm = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2",
+                         config=EngineConfig(cache_bytes=20 * 2 * 2 * 16 * 4, row_bytes=16 * 4 * 3))
+    state = lm.initial([1])
+    for t in [2, 3, 4, 5] * 10:
+        state = lm.extend([state], [t])[0]
+    assert len(lm._cache) <= 20
+    assert len(lm._rows) <= 3
+    # rows dropped from memory are recomputed on demand, to the same numbers
+    reference = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2").state(state.tokens).log_probs
+    state.block = None
+    assert torch.allclose(state.log_probs, reference, atol=1e-5)
+    assert lm.stats.recomputed >= 1
+
+
+def test_engine_config_is_validated():
+    with pytest.raises(ValueError, match="max_batch"):
+        EngineConfig(max_batch=0)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        EngineConfig(cache_bytes=-1)
+
+
+def test_batched_scoring_equals_stepwise(lm):
+    seqs = [[1, 2, 3], [4], [5, 6, 7, 8, 9], [10, 11]]
+    batched = lm.log_probs_many(seqs, CONTEXTS)
+    for seq, ctx, value in zip(seqs, CONTEXTS, batched):
+        lm.clear_cache()
+        step = 0.0
+        state = lm.initial(ctx)
+        for i, t in enumerate(seq):
+            if i:
+                state = lm.extend([state], [seq[i - 1]])[0]
+            step += float(state.log_probs[t])
+        assert value == pytest.approx(step, abs=1e-5)
+
+
+def test_smollm2_ragged_batch_equals_one_at_a_time(smollm2):
+    texts = [" Paris", " Berlin.", " tongueless"]
+    contexts = ["The capital of France is", "Germany's capital is", ""]
+    singles = []
+    for t, c, s in zip(texts, contexts, [1, 2, 3]):
+        smollm2.clear_cache()
+        singles.append(marginal(t, smollm2, 8, context=c, seed=s))
+    smollm2.clear_cache()
+    batch = marginals(texts, smollm2, 8, contexts=contexts, seeds=[1, 2, 3])
+    for one, many in zip(singles, batch):
+        assert one.samples == many.samples
+        assert torch.allclose(one.log_weights, many.log_weights, atol=1e-4)
+        assert math.isfinite(many.log_marginal)
