@@ -88,12 +88,18 @@ class OverCandidates(TorchDistribution):
         probability zero) becomes uniform over its candidates: the model then gives the drawn
         token probability zero, so the particle gets weight zero instead of an error."""
         width = max(1, max((len(c) for c in candidates), default=1))
-        ids = torch.zeros(len(candidates), width, dtype=torch.long)
-        lps = torch.full((len(candidates), width), -math.inf, dtype=torch.float64)
-        for i, (c, lp) in enumerate(zip(candidates, logits)):
-            ids[i, : len(c)] = torch.as_tensor(list(c), dtype=torch.long)
-            row = torch.as_tensor(lp, dtype=torch.float64)
-            lps[i, : len(c)] = row if bool((row > -math.inf).any()) else 0.0
+        ids, lps = [], []
+        for c, lp in zip(candidates, logits):
+            row = lp.tolist() if torch.is_tensor(lp) else [float(x) for x in lp]
+            if len(row) != len(c):
+                raise ValueError(f"{len(c)} candidates but {len(row)} logits")
+            if not any(x > -math.inf for x in row):
+                row = [0.0] * len(row)
+            pad = width - len(c)
+            ids.append(list(c) + [0] * pad)
+            lps.append(row + [-math.inf] * pad)
+        ids = torch.tensor(ids, dtype=torch.long).reshape(len(candidates), width)
+        lps = torch.tensor(lps, dtype=torch.float64).reshape(len(candidates), width)
         return cls(ids, lps, uniforms)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:

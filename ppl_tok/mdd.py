@@ -66,8 +66,12 @@ class MDD(nx.MultiDiGraph):
         return len(self.graph["text"])
 
     def out_tokens(self, node: int) -> dict[int, int]:
-        """The tokens allowed at ``node``, each with the node it leads to."""
-        return {t: j for _, j, t in self.out_edges(node, keys=True)}
+        """The tokens allowed at ``node``, each with the node it leads to (memoised: treat it as read-only)."""
+        memo = self.__dict__.setdefault("_out_tokens_memo", {})
+        out = memo.get(node)
+        if out is None:
+            out = memo[node] = {t: j for _, j, t in self.out_edges(node, keys=True)}
+        return out
 
     # -------------------------------------------------------------- counting
     def _fold(self, combine: Callable[[list[T]], T], at_sink: T, *, window: bool = False) -> dict[int, T]:

@@ -257,8 +257,8 @@ class HFLanguageModel(LanguageModel):
         size = max(1, self.config.max_batch // 8)
         for lo in range(0, len(rest), size):
             part = rest[lo: lo + size]
-            logits, _, mask = self._pool_forward([roots[i].payload for i in part], [seqs[i][:-1] for i in part],
-                                                 last_only=False)
+            logits, nodes, mask = self._pool_forward([roots[i].payload for i in part], [seqs[i][:-1] for i in part],
+                                                     last_only=False)
             log_probs = self._log_softmax(logits)
             targets = torch.zeros(mask.shape, dtype=torch.long)
             for r, i in enumerate(part):
@@ -266,6 +266,13 @@ class HFLanguageModel(LanguageModel):
             picked = log_probs.gather(2, targets.to(log_probs.device).unsqueeze(-1)).squeeze(-1).double().cpu()
             for r, i in enumerate(part):
                 totals[i] += float(picked[r][mask[r]].sum())
+                # every prefix of the sequence becomes a cached state: particles on the canonical path reuse them
+                base, block = roots[i].tokens, log_probs[r]
+                for j in range(len(seqs[i]) - 1):
+                    key = base + tuple(seqs[i][: j + 1])
+                    if key not in self._cache:
+                        node = KVNode(self.pool, nodes[r].slots[: len(base) + j + 1])
+                        self._new_state(key, block, j, node).known[seqs[i][j + 1]] = float(picked[r, j])
             self.stats.forwards += int(mask.sum())
             self.stats.calls += 1
         return totals

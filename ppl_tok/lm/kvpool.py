@@ -34,11 +34,16 @@ class KVPool:
         self.refs = torch.zeros(0, dtype=torch.int32)
         self.free: list[int] = []
         self.capacity = 0
+        self._slot_bytes: int | None = None
 
     @property
     def slot_bytes(self) -> int:
         """Bytes of one token position over all layers (keys and values)."""
-        return sum(t[0].numel() * t.element_size() for t in self.keys + self.values) if self.capacity else 0
+        if not self.keys:
+            return 0
+        if self._slot_bytes is None:
+            self._slot_bytes = sum(t[0].numel() * t.element_size() for t in self.keys + self.values)
+        return self._slot_bytes
 
     @property
     def used(self) -> int:
