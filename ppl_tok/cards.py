@@ -416,7 +416,7 @@ def resolve_device(device: Any) -> Any:
 
 
 def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
-            bos_id: int | None = None) -> Any:
+            bos_id: int | None = None, config: Any = None) -> Any:
     """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder or a hub id.
 
     :param device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``;
@@ -425,6 +425,7 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
         else float32).
     :param bos_id: the BOS id used for scoring. Default: the card's; for a folder converted by
         ppl-tok, the card recorded in it; otherwise the tokenizer's.
+    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -448,4 +449,4 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
         bos_id = card.bos_id if card else recorded.get("bos_id", tokenizer.bos_token_id)
     name = card.name if card else recorded.get("card") or name_or_path
     vocab = Vocabulary.from_hf(tokenizer, name=name)
-    return HFLanguageModel(model, tokenizer, bos_id, vocab=vocab, name=name)
+    return HFLanguageModel(model, tokenizer, bos_id, vocab=vocab, name=name, config=config)
