@@ -161,7 +161,8 @@ class ParticleWalk:
             else:
                 grow.append(i)
         if grow:
-            new = self.lm.extend([self.states[i] for i in grow], [self.tokens[i][-1] for i in grow])
+            want = [list(self.out_tokens(i)) for i in grow]  # the next out-edges, gathered with the forward
+            new = self.lm.extend([self.states[i] for i in grow], [self.tokens[i][-1] for i in grow], want)
             for i, state in zip(grow, new):
                 self.states[i] = state
         self._edge_lps = None

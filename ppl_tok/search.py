@@ -115,9 +115,9 @@ class PrefixSearch:
         items = [heapq.heappop(self._queue) for _ in range(min(batch, len(self._queue)))]
         if not items:
             return
-        states = self.lm.extend([o.parent for o in items], [o.tokens[-1] for o in items])
-        # every child's log-prob in one device gather (``_children`` then reads them from ``state.known``)
-        self.lm.token_log_probs(states, [list(self.mdd.out_tokens(o.node)) for o in items])
+        # every child's log-prob gathered with the forward (``_children`` then reads them from ``state.known``)
+        states = self.lm.extend([o.parent for o in items], [o.tokens[-1] for o in items],
+                                [list(self.mdd.out_tokens(o.node)) for o in items])
         self.forwards += len(items)
         self.expanded += len(items)
         for o, state in zip(items, states):

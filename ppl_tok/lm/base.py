@@ -172,6 +172,8 @@ class LanguageModel(ABC):
         self._rows[id(state)] = state
         self._rows_used += self._row_bytes(state)
         while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
+            if next(iter(self._rows.values())).block is state.block:  # never drop the forward being read
+                break
             _, old = self._rows.popitem(last=False)
             self._rows_used -= self._row_bytes(old)
             old.block = None
@@ -247,10 +249,14 @@ class LanguageModel(ABC):
         """The state after BOS and ``context``."""
         return self.state(self.prefix_ids(context))
 
-    def extend(self, states: Sequence[LMState], tokens: Sequence[int]) -> list[LMState]:
+    def extend(self, states: Sequence[LMState], tokens: Sequence[int],
+               want: Sequence[Sequence[int]] | None = None) -> list[LMState]:
         """Extend each state by one token, in as few batched forwards as the backend allows.
 
         Identical (prefix, token) pairs and prefixes already in the cache cost nothing.
+        ``want[i]``: tokens whose log-probs after the new state ``i`` the caller will
+        ask for; they are gathered right after each forward, while its rows are in
+        memory (so a row budget smaller than one batch never forces a recomputation).
         """
         if len(states) != len(tokens):
             raise ValueError(f"{len(states)} states but {len(tokens)} tokens")
@@ -273,10 +279,14 @@ class LanguageModel(ABC):
                 rows, payloads = self._extend([p.payload for p in parents], [k[-1] for k in chunk])
                 self.stats.forwards += len(chunk)
                 self.stats.calls += 1
+                made = []
                 for r, (key, payload) in enumerate(zip(chunk, payloads)):
                     state = self._new_state(key, rows, r, payload)
+                    made.append(state)
                     for i in todo[key]:
                         out[i] = state
+                if want is not None:
+                    self.token_log_probs(made, [want[todo[k][0]] for k in chunk])
         return out  # type: ignore[return-value]
 
     def token_log_probs(self, states: Sequence[LMState], tokens: Sequence[Sequence[int]]) -> list[torch.Tensor]:
