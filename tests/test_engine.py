@@ -132,3 +132,17 @@ def test_smollm2_ragged_batch_equals_one_at_a_time(smollm2):
         assert one.samples == many.samples
         assert torch.allclose(one.log_weights, many.log_weights, atol=1e-4)
         assert math.isfinite(many.log_marginal)
+
+
+@pytest.mark.parametrize("proposal", ["lookahead", "prior"])
+def test_a_tiny_row_budget_recomputes_and_gives_the_same_numbers(proposal):
+    model = tiny("gpt2")
+    roomy = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2")
+    tight = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2",
+                            config=EngineConfig(row_bytes=16 * 4 * 2, cache_bytes=1 << 12, max_batch=3))
+    a = marginals(TEXTS, roomy, 6, contexts=CONTEXTS, seeds=SEEDS, guide=proposal)
+    b = marginals(TEXTS, tight, 6, contexts=CONTEXTS, seeds=SEEDS, guide=proposal)
+    assert tight.stats.recomputed > 0
+    for x, y in zip(a, b):
+        assert x.samples == y.samples
+        assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)

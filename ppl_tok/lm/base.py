@@ -299,26 +299,37 @@ class LanguageModel(ABC):
             raise ValueError(f"{len(states)} states but {len(tokens)} token lists")
         need = list({id(s): s for s, ts in zip(states, tokens) if any(int(t) not in s.known for t in ts)}.values())
         if need:
-            wanted = {id(s): set() for s in need}
+            wanted: dict[int, set[int]] = {id(s): set() for s in need}
             for s, ts in zip(states, tokens):
                 if id(s) in wanted:
                     wanted[id(s)].update(int(t) for t in ts)
-            self._ensure_rows(need)
-            blocks: dict[int, list[LMState]] = {}
-            for s in need:  # one gather per forward's block of rows: no [B, V] copy
-                blocks.setdefault(id(s.block), []).append(s)
-            for group in blocks.values():
-                block = group[0].block
-                lists = [sorted(wanted[id(s)]) for s in group]
-                width = max(len(ts) for ts in lists)
-                cols = torch.zeros(len(group), width, dtype=torch.long)
-                for r, ts in enumerate(lists):
-                    cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
-                rows = torch.tensor([s.index for s in group], dtype=torch.long)
-                picked = block[rows.to(block.device).unsqueeze(1), cols.to(block.device)].double().cpu()
-                for r, (s, ts) in enumerate(zip(group, lists)):
-                    s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
+            for lo in range(0, len(need), self.config.max_batch):
+                chunk = need[lo: lo + self.config.max_batch]
+                # read the rows in memory first, then recompute the dropped ones and read them at once
+                self._gather([s for s in chunk if s.block is not None], wanted)
+                missing = [s for s in chunk if s.block is None]
+                if missing:
+                    self._ensure_rows(missing)
+                    self._gather(missing, wanted)
         return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
+
+    @staticmethod
+    def _gather(states: list[LMState], wanted: dict[int, set[int]]) -> None:
+        """Copy the wanted entries of the states' rows to ``state.known``: one gather per forward's block."""
+        blocks: dict[int, list[LMState]] = {}
+        for s in states:
+            blocks.setdefault(id(s.block), []).append(s)
+        for group in blocks.values():
+            block = group[0].block
+            lists = [sorted(wanted[id(s)]) for s in group]
+            width = max(len(ts) for ts in lists)
+            cols = torch.zeros(len(group), width, dtype=torch.long)
+            for r, ts in enumerate(lists):
+                cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
+            rows = torch.tensor([s.index for s in group], dtype=torch.long)
+            picked = block[rows.to(block.device).unsqueeze(1), cols.to(block.device)].double().cpu()
+            for r, (s, ts) in enumerate(zip(group, lists)):
+                s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
 
     def sample_tokens(self, states: Sequence[LMState], uniforms: torch.Tensor) -> torch.Tensor:
         """One token per state from its full next-token distribution, by inverse CDF at ``uniforms``.
@@ -332,6 +343,8 @@ class LanguageModel(ABC):
         drawn = torch.zeros(len(states), dtype=torch.long)
         for members in groups.values():  # one [V] CDF per distinct state, never [B, V]
             state = states[members[0]]
+            if state.block is None:  # dropped by the row budget while others were recomputed
+                self._ensure_rows([state])
             cdf = state.row.double().exp().cumsum(-1)
             u = uniforms[members].to(device=cdf.device, dtype=torch.float64) * cdf[-1]
             picks = torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1)
