@@ -64,7 +64,7 @@ def _select(value: Any, rows: torch.Tensor | None, pick: list[tuple[Any, int]], 
         return {k: (_select(x, rows, pick, lambda c, k=k: get(c)[k]) if torch.is_tensor(x) else x)
                 for k, x in value.items()}
     if rows is not None:
-        return value.index_select(0, rows)
+        return value.index_select(0, rows.to(value.device))
     return torch.cat([get(c)[r:r + 1] for c, r in pick])
 
 
