@@ -1,0 +1,369 @@
+"""lm-evaluation-harness (0.4.x) model ``ppl-tok``: multiple-choice tasks scored by ppl-tok.
+
+Importing this module registers the model ``ppl-tok`` with lm-eval. lm-eval
+0.4 has no plugin discovery for models (no entry point group; its registry is
+filled from a fixed table), so the plain ``lm_eval`` command cannot see it.
+Run lm-eval's own CLI through ``ppl-tok-lm-eval`` (or
+``python -m ppl_tok.integrations.lm_eval``), which registers the model first::
+
+    ppl-tok-lm-eval --model ppl-tok \\
+        --model_args model=smollm2-135m,scoring=marginal,num_samples=64,device=cpu \\
+        --tasks TASK [--include_path FOLDER] [--limit 100]
+
+or, in Python, ``import ppl_tok.integrations.lm_eval`` before
+``lm_eval.simple_evaluate(model="ppl-tok", ...)``.
+
+Model arguments (``--model_args key=value,...``):
+
+* ``model``: a card name, a local folder or a hub id (:func:`ppl_tok.cards.load_lm`);
+  ``device``, ``dtype``, ``bos_id`` as there. ``lm``: an already built
+  :class:`~ppl_tok.lm.base.LanguageModel` (Python API only).
+* ``scoring``: what ``loglikelihood`` returns for a (context, continuation) request:
+
+  - ``canonical``: ``log p(v* | c)``, the tokenizer's own tokenization ``v*``;
+  - ``marginal``: the importance-sampling estimate of ``log p(x | c)``, summed
+    over every tokenization of the continuation ``x`` (``num_samples`` look-ahead particles);
+  - ``mixture``: ``log(alpha P_can + (1 - alpha) P_non)``, the paper's mixture
+    of the canonical and non-canonical answer distributions of a question
+    (:func:`ppl_tok.qa.classify.mixture_scores`; needs all answers of a document in one call,
+    which lm-eval does); ``alpha`` (default 0.5);
+  - ``exact``: the midpoint of a certified bracket of ``log p(x | c)``
+    (``tolerance`` nats, ``budget`` LM forwards per answer);
+  - ``stratified``: the stratified estimate of ``log p(x | c)``.
+* ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
+  choice ``j``) use the seed :func:`ppl_tok.qa.run.pair_seed` ``(seed, split, id, j)``,
+  ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
+  and ``split = d["split"]`` if the document has it, else the ``split``
+  argument (default ``"test"``). This is the seed ``ppl-tok qa run`` gives the
+  same pair, so both give the same per-request numbers (the tasks written by
+  :func:`write_tasks` carry the ids and splits of ``qa run``).
+* ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
+
+Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
+to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
+encodes ``context + continuation`` and splits), the context and the
+continuation are tokenized separately, as everywhere in ppl-tok; with
+byte-level BPE models (SmolLM2, GPT-2, Llama 3) the two agree whenever the
+continuation starts with a space. ``is_greedy`` is always ``False`` (only
+``acc``/``acc_norm`` of multiple-choice tasks are meaningful).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import lm_eval.models  # noqa: F401 - lm-eval's own models first: get_model() fills only an empty registry
+    from lm_eval.api.model import LM
+    from lm_eval.api.registry import register_model
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError("ppl_tok.integrations.lm_eval needs lm-evaluation-harness 0.4: "
+                      "pip install 'ppl-tok[lm-eval]'") from err
+
+import numpy as np
+
+from ..cards import DEFAULT_MODEL
+from ..qa.data import SHUFFLE_SEED
+from ..qa.run import pair_seed
+
+MODEL_NAME = "ppl-tok"
+SCORINGS = ("canonical", "marginal", "mixture", "exact", "stratified")
+DEFAULT_BATCH = 32
+TASK_PREFIX = "ppltok_"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One loglikelihood request in ppl-tok's terms."""
+
+    context: str
+    continuation: str
+    seed: int
+    group: tuple[Any, ...]
+    choice: int
+
+
+def move_trailing_space(context: str, continuation: str) -> tuple[str, str]:
+    """lm-eval's convention: trailing whitespace of the context belongs to the continuation."""
+    stripped = context.rstrip()
+    return stripped, context[len(stripped):] + continuation
+
+
+def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str = "id") -> Pair:
+    """The :class:`Pair` of an lm-eval ``Instance`` (``args = (context, continuation)``).
+
+    The seed is ``pair_seed(seed, split, id, choice)`` with ``id = doc[id_field]``
+    (else lm-eval's ``doc_id``) and ``split = doc["split"]`` (else ``split``).
+    """
+    context, cont = request.args[0], request.args[1]
+    doc = request.doc if isinstance(request.doc, dict) else {}
+    qid = str(doc[id_field]) if id_field in doc else str(request.doc_id)
+    split = str(doc.get("split", split))
+    context, cont = move_trailing_space(context, cont)
+    choice = int(request.idx)
+    return Pair(context, cont, pair_seed(seed, split, qid, choice), (request.task_name, request.doc_id), choice)
+
+
+def _as_batch(batch_size: Any) -> int:
+    if batch_size in (None, "auto") or str(batch_size).startswith("auto"):
+        return DEFAULT_BATCH
+    size = int(batch_size)
+    if size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return size
+
+
+def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iterator[list[int]]:
+    """Indices of ``pairs`` in runs of at most ``size`` (more if one group is larger), groups kept whole if asked."""
+    if not whole_groups:
+        for lo in range(0, len(pairs), size):
+            yield list(range(lo, min(lo + size, len(pairs))))
+        return
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, p in enumerate(pairs):
+        groups.setdefault(p.group, []).append(i)
+    run: list[int] = []
+    for members in groups.values():
+        if run and len(run) + len(members) > size:
+            yield run
+            run = []
+        run.extend(members)
+    if run:
+        yield run
+
+
+@register_model(MODEL_NAME)
+class PPLTokLM(LM):
+    """lm-eval model scoring ``loglikelihood`` requests with ppl-tok (see the module docstring)."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, scoring: str = "canonical", num_samples: int = 64,
+                 alpha: float = 0.5, seed: int = 0, split: str = "test", id_field: str = "id",
+                 device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
+                 batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
+                 tolerance: float = 1e-3, budget: int = 2000, lm: Any = None) -> None:
+        super().__init__()
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
+        if int(num_samples) < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        if not 0.0 <= float(alpha) <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        self.scoring, self.num_samples, self.alpha = scoring, int(num_samples), float(alpha)
+        self.seed, self.split, self.id_field = int(seed), str(split), str(id_field)
+        self.batch = _as_batch(batch_size)
+        if max_batch_size is not None:
+            self.batch = min(self.batch, int(max_batch_size))
+        self.tolerance, self.budget = float(tolerance), int(budget)
+        if lm is None:
+            from ..cards import load_lm
+
+            lm = load_lm(str(model), device=device, dtype=dtype, bos_id=None if bos_id is None else int(bos_id))
+        self.lm = lm
+        self.model_name = str(getattr(lm, "name", model))
+
+    # ------------------------------------------------------------------ lm-eval API
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """``(score, False)`` per request, the score as chosen by ``scoring``; batched on the engine."""
+        pairs = [request_pair(r, seed=self.seed, split=self.split, id_field=self.id_field) for r in requests]
+        return [(s, False) for s in self.score_pairs(pairs, progress=not disable_tqdm)]
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        raise NotImplementedError(
+            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice or "
+            "loglikelihood) only; loglikelihood_rolling (perplexity tasks) is not supported: use lm-eval's hf model")
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        raise NotImplementedError(
+            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice or "
+            "loglikelihood) only; generate_until (generation tasks) is not supported: use lm-eval's hf model")
+
+    def get_model_info(self) -> dict[str, Any]:
+        """Recorded in lm-eval's results ``config``."""
+        return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
+                "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed}
+
+    # ------------------------------------------------------------------ scoring
+    def score_pairs(self, pairs: Sequence[Pair], progress: bool = False) -> list[float]:
+        """The score of every pair, in batches of ``batch_size`` requests (whole documents for ``mixture``)."""
+        out = [0.0] * len(pairs)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(pairs), desc=f"ppl-tok {self.scoring}", unit="req")
+        try:
+            for idx in chunks(pairs, self.batch, whole_groups=self.scoring == "mixture"):
+                for i, s in zip(idx, self._score([pairs[i] for i in idx])):
+                    out[i] = s
+                if bar is not None:
+                    bar.update(len(idx))
+        finally:
+            if bar is not None:
+                bar.close()
+        return out
+
+    def _canonical_tokens(self, p: Pair) -> list[int]:
+        try:
+            return list(self.lm.canonical(p.continuation))
+        except ValueError as err:
+            raise ValueError(f"request {p.group} choice {p.choice}: continuation {p.continuation!r} has no "
+                             f"canonical tokenization ({err})") from err
+
+    def _score(self, pairs: list[Pair]) -> list[float]:
+        from ..importance import marginals
+
+        contexts = [p.context for p in pairs]
+        if self.scoring == "canonical":
+            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], contexts)
+        if self.scoring == "exact":
+            return [self._exact(p) for p in pairs]
+        for p in pairs:
+            self._canonical_tokens(p)  # a clear error before sampling
+        guide = "stratified" if self.scoring == "stratified" else "lookahead"
+        results = marginals([p.continuation for p in pairs], self.lm, self.num_samples, contexts=contexts,
+                            guide=guide, seeds=[p.seed for p in pairs])
+        if self.scoring != "mixture":
+            return [float(r.log_marginal) for r in results]
+        return self._mixture(pairs, results)
+
+    def _exact(self, p: Pair) -> float:
+        from ..search import marginal_bounds
+
+        b = marginal_bounds(p.continuation, self.lm, context=p.context, tolerance=self.tolerance, budget=self.budget)
+        lower, upper = float(b.lower), float(b.upper)
+        return upper if lower == -math.inf else (lower + upper) / 2
+
+    def _mixture(self, pairs: list[Pair], results: list[Any]) -> list[float]:
+        from ..qa.classify import SplitScores, mixture_scores
+
+        out = [0.0] * len(pairs)
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, p in enumerate(pairs):
+            groups.setdefault(p.group, []).append(i)
+        for members in groups.values():
+            c = len(members)
+            t = SplitScores(
+                ids=["q"], labels=np.zeros(1, dtype=int), valid=np.ones((1, c), dtype=bool),
+                nbytes=np.ones((1, c)),
+                canonical=np.array([[float(results[i].canonical_log_prob) for i in members]]),
+                log_w=np.array([[(results[i].log_p - results[i].log_q).double().numpy() for i in members]]),
+                is_canonical=np.array([[np.asarray(results[i].is_canonical, dtype=bool) for i in members]]))
+            probs = mixture_scores(t, [self.alpha])[0, :, 0]
+            with np.errstate(divide="ignore"):
+                for i, pr in zip(members, np.log(probs)):
+                    out[i] = float(pr)
+        return out
+
+
+# ---------------------------------------------------------------------- tasks
+def _task_yaml(task: str, data_file: Path) -> str:
+    config = {
+        "task": task,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file.resolve())}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "context",
+        "doc_to_choice": "choices",
+        "doc_to_target": "label",
+        "target_delimiter": " ",
+        "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in ("acc", "acc_norm")],
+        "metadata": {"version": 1.0},
+    }
+    return json.dumps(config, indent=2) + "\n"  # JSON is YAML
+
+
+def write_tasks(dataset: str, out: str | Path, *, data_dir: str | Path | None = None, tune: str | Path | None = None,
+                limit: int | None = None, shuffle_seed: int = SHUFFLE_SEED) -> list[str]:
+    """Write lm-eval tasks holding exactly the questions of ``ppl-tok qa run`` with the same arguments.
+
+    For each split of :func:`ppl_tok.qa.data.load_study` (``tune``, ``test``) it
+    writes ``out/<task>.jsonl`` (one ``{"id", "split", "context", "choices",
+    "label"}`` per question, in the study's order) and ``out/<task>.yaml``; the
+    test split's task is ``ppltok_<name>``, the tuning split's
+    ``ppltok_<name>_tune`` (``<name>``: the dataset, or the file stem). Use
+    ``--include_path out``. Returns the task names.
+    """
+    from ..qa.data import DATASETS, load_study
+
+    study = load_study(dataset, data_dir, tune=tune, limit=limit, seed=shuffle_seed)
+    name = dataset if dataset in DATASETS else Path(dataset).stem
+    name = "".join(ch if ch.isalnum() else "_" for ch in name)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for split, questions in study.splits.items():
+        task = TASK_PREFIX + name + ("" if split == "test" else f"_{split}")
+        data_file = folder / f"{task}.jsonl"
+        with open(data_file, "w", encoding="utf-8") as f:
+            for q in questions:
+                f.write(json.dumps({"id": q.id, "split": split, "context": q.context, "choices": list(q.choices),
+                                    "label": q.label}) + "\n")
+        (folder / f"{task}.yaml").write_text(_task_yaml(task, data_file), encoding="utf-8")
+        names.append(task)
+    return names
+
+
+def _write_tasks_main(argv: list[str]) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="ppl-tok-lm-eval write-tasks",
+                                description="Write lm-eval task YAML + JSON Lines holding the questions of "
+                                            "`ppl-tok qa run` with the same arguments.")
+    p.add_argument("--dataset", required=True, help="hellaswag, socialiqa, openbookqa or a JSON Lines file")
+    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
+    p.add_argument("--limit", type=int, help="at most this many questions per split")
+    p.add_argument("--shuffle-seed", type=int, default=SHUFFLE_SEED)
+    p.add_argument("--out", type=Path, required=True, help="folder for the tasks (then --include_path OUT)")
+    a = p.parse_args(argv)
+    names = write_tasks(a.dataset, a.out, data_dir=a.data_dir, tune=a.tune, limit=a.limit,
+                        shuffle_seed=a.shuffle_seed)
+    print(f"wrote tasks {', '.join(names)} into {a.out}; use --include_path {a.out} --tasks {','.join(names)}")
+
+
+def write_hf_tokenizer(model: str, out: str | Path) -> Path:
+    """A tokenizer folder for lm-eval's ``hf`` model that prepends the card's BOS (e.g. id 0 for SmolLM2).
+
+    Pass it as ``--model_args pretrained=FOLDER,tokenizer=OUT,add_bos_token=True,prefix_token_id=BOS``.
+    """
+    from transformers import AutoTokenizer
+
+    from ..cards import _load_tokenizer, _manifest
+
+    tokenizer, card = _load_tokenizer(model)
+    recorded = _manifest(Path(model)) if card is None and Path(model).is_dir() else {}
+    bos_id = card.bos_id if card is not None else recorded.get("bos_id", tokenizer.bos_token_id)
+    if bos_id is None:
+        raise ValueError(f"{model}: no BOS id (neither the card nor the tokenizer names one)")
+    bos = tokenizer.convert_ids_to_tokens(int(bos_id))
+    out = Path(out)
+    tokenizer.save_pretrained(out)
+    fixed = AutoTokenizer.from_pretrained(out, bos_token=bos, add_bos_token=True)
+    fixed.save_pretrained(out)
+    return out
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """``ppl-tok-lm-eval``: lm-eval's own command line with the ``ppl-tok`` model registered.
+
+    ``ppl-tok-lm-eval write-tasks ...`` writes tasks over local data (:func:`write_tasks`).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["write-tasks"]:
+        _write_tasks_main(argv[1:])
+        return
+    from lm_eval.__main__ import cli_evaluate
+
+    sys.argv = ["lm_eval", *argv]
+    cli_evaluate()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()
