@@ -8,11 +8,21 @@ values), so they sit at the model's and the guides' sample sites like
   read from the LM's states on its device; ``log_prob`` fetches one entry per particle.
 * :class:`OverCandidates`: a distribution over a few candidate tokens per
   particle (a proposal restricted to the MDD's out-edges), normalised over them.
+
+Shapes follow Pyro's semantics: the particles are held flat, in the row-major
+order of ``batch_shape`` (``outer_shape + (particles,)`` under enclosing
+vectorized plates, see :mod:`ppl_tok.model`); values and ``log_prob`` have
+exactly ``batch_shape``, and ``expand`` accepts the shapes a plate broadcast
+asks for (the same shape up to leading singleton dims). There is no
+``enumerate_support``: the support is the whole vocabulary (``NextToken``) or
+ragged per particle (``OverCandidates``), so enumeration is done by
+:mod:`ppl_tok.exact` instead.
 """
 
 from __future__ import annotations
 
 import math
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -20,7 +30,34 @@ from pyro.distributions import TorchDistribution
 from torch.distributions import constraints
 
 
-class NextToken(TorchDistribution):
+class _Particles(TorchDistribution):
+    """One value per particle, held flat; ``batch_shape`` only arranges them (see the module docstring)."""
+
+    arg_constraints: dict = {}
+    support = constraints.nonnegative_integer
+
+    def _shaped(self, flat: torch.Tensor) -> torch.Tensor:
+        return flat.reshape(self.batch_shape)
+
+    def expand(self, batch_shape, _instance=None):
+        shape = torch.Size(batch_shape)
+        if _strip(shape) != _strip(self.batch_shape):
+            raise ValueError(f"{type(self).__name__} has batch shape {tuple(self.batch_shape)} (one entry per "
+                             f"particle), cannot expand to {tuple(shape)}: run the model inside the plates instead")
+        new = copy.copy(self)
+        new._batch_shape = shape
+        return new
+
+
+def _strip(shape: torch.Size) -> torch.Size:
+    """``shape`` without its leading singleton dims."""
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return torch.Size(dims)
+
+
+class NextToken(_Particles):
     """Each particle's LM next-token distribution, read from a particle walk.
 
     ``walk`` is a :class:`~ppl_tok.model.ParticleWalk` (its ``lm``, ``states``,
@@ -29,15 +66,13 @@ class NextToken(TorchDistribution):
     particle (finished particles get 0: the model masks them out).
     """
 
-    arg_constraints: dict = {}
-    support = constraints.nonnegative_integer
-
     def __init__(self, walk):
         self.lm = walk.lm
         self.states = list(walk.states)
         self.live = torch.nonzero(walk.active).flatten().tolist()
         self._uniforms = walk.uniforms
-        super().__init__(batch_shape=torch.Size([len(self.states)]), validate_args=False)
+        super().__init__(batch_shape=torch.Size(getattr(walk, "batch_shape", [len(self.states)])),
+                         validate_args=False)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
@@ -46,7 +81,7 @@ class NextToken(TorchDistribution):
         out = torch.zeros(len(self.states), dtype=torch.long)
         if self.live:
             out[self.live] = self.lm.sample_tokens([self.states[i] for i in self.live], u[self.live])
-        return out
+        return self._shaped(out)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         values = value.reshape(-1).tolist()
@@ -54,21 +89,18 @@ class NextToken(TorchDistribution):
         if self.live:
             lps = self.lm.token_log_probs([self.states[i] for i in self.live], [[int(values[i])] for i in self.live])
             out[self.live] = torch.cat(lps)
-        return out
-
-    def expand(self, batch_shape, _instance=None):  # plates never broadcast it: shapes already match
-        if torch.Size(batch_shape) != self.batch_shape:
-            raise ValueError(f"NextToken has batch shape {tuple(self.batch_shape)}, cannot expand to {batch_shape}")
-        return self
+        return self._shaped(out)
 
 
-class OverCandidates(TorchDistribution):
-    """``candidates[i, k]`` has logit ``logits[i, k]`` (``-inf`` pads); normalised per row."""
+class OverCandidates(_Particles):
+    """``candidates[i, k]`` has logit ``logits[i, k]`` (``-inf`` pads); normalised per row.
 
-    arg_constraints: dict = {}
-    support = constraints.nonnegative_integer
+    Row ``i`` is the ``i``-th particle in the row-major order of ``batch_shape``
+    (default ``(N,)``).
+    """
 
-    def __init__(self, candidates: torch.Tensor, logits: torch.Tensor, uniforms: torch.Tensor | None = None):
+    def __init__(self, candidates: torch.Tensor, logits: torch.Tensor, uniforms: torch.Tensor | None = None,
+                 batch_shape: Sequence[int] | None = None):
         if candidates.shape != logits.shape or candidates.dim() != 2:
             raise ValueError("candidates and logits must both be [N, K]")
         if torch.isnan(logits).any():
@@ -79,11 +111,14 @@ class OverCandidates(TorchDistribution):
         self.candidates = candidates
         self.logits = (logits - norm).double()
         self.uniforms = uniforms
-        super().__init__(batch_shape=torch.Size([candidates.shape[0]]), validate_args=False)
+        shape = torch.Size([candidates.shape[0]] if batch_shape is None else batch_shape)
+        if shape.numel() != candidates.shape[0]:
+            raise ValueError(f"batch shape {tuple(shape)} does not hold {candidates.shape[0]} particles")
+        super().__init__(batch_shape=shape, validate_args=False)
 
     @classmethod
     def from_lists(cls, candidates: Sequence[Sequence[int]], logits: Sequence[torch.Tensor],
-                   uniforms: torch.Tensor | None = None) -> OverCandidates:
+                   uniforms: torch.Tensor | None = None, batch_shape: Sequence[int] | None = None) -> OverCandidates:
         """Pad ragged candidate lists. A row whose logits are all ``-inf`` (every allowed token has
         probability zero) becomes uniform over its candidates: the model then gives the drawn
         token probability zero, so the particle gets weight zero instead of an error."""
@@ -100,7 +135,7 @@ class OverCandidates(TorchDistribution):
             lps.append(row + [-math.inf] * pad)
         ids = torch.tensor(ids, dtype=torch.long).reshape(len(candidates), width)
         lps = torch.tensor(lps, dtype=torch.float64).reshape(len(candidates), width)
-        return cls(ids, lps, uniforms)
+        return cls(ids, lps, uniforms, batch_shape)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
@@ -112,13 +147,8 @@ class OverCandidates(TorchDistribution):
             cdf = probs.cumsum(-1)
             u = self.uniforms.reshape(-1, 1).double() * cdf[:, -1:]
             k = torch.searchsorted(cdf, u, right=True).clamp_max(probs.shape[1] - 1)
-        return self.candidates.gather(1, k).flatten()
+        return self._shaped(self.candidates.gather(1, k).flatten())
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         hit = self.candidates == value.reshape(-1, 1)
-        return torch.logsumexp(self.logits.masked_fill(~hit, -math.inf), -1)
-
-    def expand(self, batch_shape, _instance=None):
-        if torch.Size(batch_shape) != self.batch_shape:
-            raise ValueError(f"OverCandidates has batch shape {tuple(self.batch_shape)}, cannot expand to {batch_shape}")
-        return self
+        return self._shaped(torch.logsumexp(self.logits.masked_fill(~hit, -math.inf), -1))

@@ -34,7 +34,7 @@ from pyro import poutine
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
-from .model import particle_seeds, tokenization_model
+from .model import particle_seeds, tokenization_model, unpad
 from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
 from .search import Bounds, marginal_bounds
 
@@ -101,7 +101,7 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
         guide = poutine.block(model, hide_fn=lambda msg: msg["type"] == "sample" and msg["is_observed"])
     guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
     model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
-    samples = model_trace.nodes["_RETURN"]["value"]
+    samples = unpad(model_trace.nodes["_RETURN"]["value"])
     total = len(samples)
     for name, node in guide_trace.nodes.items():
         if node["type"] == "sample" and not node["is_observed"] and torch.as_tensor(node["value"]).numel() != total:

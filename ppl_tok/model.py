@@ -27,6 +27,21 @@ one-at-a-time runs); outside it, Pyro's global RNG is used. With
 stock ``Importance`` runs once per sample; the vectorized path of
 :func:`ppl_tok.importance.marginal` runs it once with ``num_particles=N``.
 Both compute the same estimator.
+
+Stock vectorized Pyro: when the model (or a guide) runs inside enclosing
+vectorized plates, as ``pyro.infer.importance.vectorized_importance_weights``
+and ``psis_diagnostic`` wrap it in ``pyro.plate("num_particles_vectorized", S,
+dim=-(max_plate_nesting + 1))``, the walk holds ``S`` independent replicas of its
+particles (:func:`outer_batch_shape`): every site then has batch shape
+``outer_shape + (pairs * num_particles,)`` and the plate ``"particles"`` sits at
+``dim=-1``, so Pyro's weight ``sum over sites of log p - log q`` over all dims but
+the outer one is the product over the particles of one replica.
+
+The model returns, and records at the deterministic site ``"tokenization"``,
+each particle's tokens as a ``LongTensor`` of shape ``batch_shape + (width,)``
+padded with :data:`PAD` (``width`` = the longest string's byte length, which
+bounds the number of tokens of any particle), a value that Pyro's
+``EmpiricalMarginal`` stacks; :func:`unpad` turns it back into tuples.
 """
 
 from __future__ import annotations
@@ -44,6 +59,10 @@ from .lm.base import LanguageModel, LMState
 from .mdd import MDD
 
 PLATE = "particles"
+#: the deterministic site holding each particle's whole tokenization (padded with :data:`PAD`)
+TOKENIZATION = "tokenization"
+#: the padding id after a particle's last token
+PAD = -1
 
 _SEEDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("ppl_tok_particle_seeds", default=None)
 
@@ -61,6 +80,30 @@ def particle_seeds(seeds: Sequence[int] | None) -> Iterator[None]:
 def site(t: int) -> str:
     """The name of the sample site of the ``t``-th token."""
     return f"tok_{t}"
+
+
+def outer_batch_shape() -> torch.Size:
+    """The batch shape of the vectorized plates enclosing the current Pyro call (``()`` if none).
+
+    A plate at ``dim=d`` (negative) sets entry ``d`` of the shape; the model's own
+    plate needs ``dim=-1`` free, so an enclosing plate there is an error.
+    """
+    frames = [f for f in pyro.poutine.runtime.get_plates() if f.vectorized and f.dim is not None]
+    if not frames:
+        return torch.Size()
+    if any(f.dim == -1 for f in frames):
+        raise ValueError(f"an enclosing plate uses dim=-1, which the tokenization model's plate {PLATE!r} needs: "
+                         "give the enclosing plate dim=-2 or lower (e.g. max_plate_nesting=1 in Pyro's helpers)")
+    shape = [1] * (max(-f.dim for f in frames) - 1)
+    for f in frames:
+        shape[len(shape) + f.dim + 1] = f.size
+    return torch.Size(shape)
+
+
+def unpad(tokens: torch.Tensor) -> list[tuple[int, ...]]:
+    """The model's padded return value as one tuple of token ids per particle (flattened batch)."""
+    rows = tokens.reshape(-1, tokens.shape[-1]).tolist()
+    return [tuple(t for t in row if t != PAD) for row in rows]
 
 
 def as_pairs(mdd: MDD | Sequence[MDD], context: str | Sequence[int] | Sequence[str | Sequence[int]]
@@ -81,16 +124,23 @@ class ParticleWalk:
     ``nodes[i]`` is particle ``i``'s byte offset (``None`` once it left the MDD);
     ``active[i]`` says it is still walking; ``group[i]`` is its (context, string)
     pair. Model and guides each keep one.
+
+    ``outer_shape`` (the enclosing vectorized plates, :func:`outer_batch_shape`)
+    replicates the whole set: particle ``i`` is replica ``i // (pairs * num_particles)``,
+    and :attr:`batch_shape` is ``outer_shape + (pairs * num_particles,)``.
     """
 
     def __init__(self, lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
-                 num_particles: int = 1):
+                 num_particles: int = 1, outer_shape: Sequence[int] = ()):
         if num_particles < 1:
             raise ValueError(f"num_particles must be >= 1, got {num_particles}")
         self.lm = lm
         self.mdds, contexts = as_pairs(mdd, context)
         self.num_particles = num_particles
-        self.group = [g for g in range(len(self.mdds)) for _ in range(num_particles)]
+        self.outer_shape = torch.Size(outer_shape)
+        self.replicas = self.outer_shape.numel()
+        self.batch_shape = self.outer_shape + torch.Size([len(self.mdds) * num_particles])
+        self.group = [g for _ in range(self.replicas) for g in range(len(self.mdds)) for _ in range(num_particles)]
         roots = lm.states([lm.prefix_ids(c) for c in contexts])
         self.states: list[LMState] = [roots[g] for g in self.group]
         self.nodes: list[int | None] = [self.mdds[g].source for g in self.group]
@@ -137,11 +187,28 @@ class ParticleWalk:
         lp = self._edge_lps[i]
         return lp if lp is not None else self.lm.token_log_probs([self.states[i]], [list(self.out_tokens(i))])[0]
 
+    @property
+    def width(self) -> int:
+        """The most tokens any particle can hold: the longest string's byte length (each token spans >= 1 byte)."""
+        return max(max(m.sink - m.source for m in self.mdds), 1)
+
+    def padded_tokens(self) -> torch.Tensor:
+        """Every particle's tokens, ``batch_shape + (width,)``, padded with :data:`PAD`."""
+        out = torch.full((len(self), self.width), PAD, dtype=torch.long)
+        for i, toks in enumerate(self.tokens):
+            out[i, :len(toks)] = torch.tensor(toks, dtype=torch.long)
+        return out.reshape(self.batch_shape + (self.width,))
+
     def uniforms(self) -> torch.Tensor:
-        """One uniform per particle for this step (per-pair generators under :func:`particle_seeds`)."""
+        """One uniform per particle for this step (per-pair generators under :func:`particle_seeds`).
+
+        Pair ``g``'s generator draws ``replicas * num_particles`` uniforms, laid out replica-major.
+        """
         if self._rngs is None:
             return torch.rand(len(self), dtype=torch.float64)
-        return torch.cat([torch.rand(self.num_particles, generator=g, dtype=torch.float64) for g in self._rngs])
+        draws = [torch.rand(self.replicas * self.num_particles, generator=g, dtype=torch.float64)
+                 .reshape(self.replicas, self.num_particles) for g in self._rngs]
+        return torch.stack(draws, 1).reshape(-1)
 
     def advance(self, tokens: torch.Tensor) -> torch.Tensor:
         """Move the active particles by ``tokens``; return which of them left the MDD."""
@@ -170,21 +237,22 @@ class ParticleWalk:
 
 
 def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
-                       num_particles: int = 1) -> list[tuple[int, ...]]:
+                       num_particles: int = 1) -> torch.Tensor:
     """Sample token sequences from the LM, constrained to the tokenizations in ``mdd``.
 
-    Returns each particle's tokens; a particle whose sequence leaves the MDD
-    has weight zero.
+    Returns each particle's tokens, padded (:func:`unpad` gives tuples), also
+    recorded at the site ``"tokenization"``; a particle whose sequence leaves
+    the MDD has weight zero.
     """
-    walk = ParticleWalk(lm, mdd, context, num_particles)
-    with pyro.plate(PLATE, len(walk)):
+    walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
+    with pyro.plate(PLATE, walk.batch_shape[-1], dim=-1):
         t = 0
         while walk.any_active():
-            active = walk.active.clone()
+            active = walk.active.clone().reshape(walk.batch_shape)
             with pyro.poutine.mask(mask=active):
                 tok = pyro.sample(site(t), NextToken(walk))
             off = walk.advance(tok)
             if off.any():
-                pyro.factor(f"off_mdd_{t}", torch.where(off, -math.inf, 0.0).double())
+                pyro.factor(f"off_mdd_{t}", torch.where(off, -math.inf, 0.0).double().reshape(walk.batch_shape))
             t += 1
-    return [tuple(tokens) for tokens in walk.tokens]
+        return pyro.deterministic(TOKENIZATION, walk.padded_tokens(), event_dim=1)

@@ -33,7 +33,7 @@ import torch
 from .distributions import OverCandidates
 from .lm.base import LanguageModel
 from .mdd import MDD
-from .model import PLATE, ParticleWalk, site
+from .model import PLATE, ParticleWalk, outer_batch_shape, site
 
 #: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
 #: node whose out-edges are ``out`` (token -> next node), one logit per token of
@@ -41,13 +41,18 @@ from .model import PLATE, ParticleWalk, site
 Proposal = Callable[[ParticleWalk, int, dict[int, int]], torch.Tensor]
 
 
-def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list[tuple[int, ...]]]:
-    """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a proposal over out-edges."""
+def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torch.Tensor]:
+    """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a proposal over out-edges.
+
+    Like the model, it runs ``outer_shape`` replicas of its particles inside
+    enclosing vectorized plates (stock ``vectorized_importance_weights``), and
+    returns the padded tokens (the model's return value).
+    """
 
     def guide(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
-              num_particles: int = 1) -> list[tuple[int, ...]]:
-        walk = ParticleWalk(lm, mdd, context, num_particles)
-        with pyro.plate(PLATE, len(walk)):
+              num_particles: int = 1) -> torch.Tensor:
+        walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
+        with pyro.plate(PLATE, walk.batch_shape[-1], dim=-1):
             t = 0
             while walk.any_active():
                 active = walk.active.clone()
@@ -60,11 +65,12 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., list
                     else:  # finished particle: any value, masked out
                         candidates.append([0])
                         logits.append(torch.zeros(1))
-                with pyro.poutine.mask(mask=active):
-                    tok = pyro.sample(site(t), OverCandidates.from_lists(candidates, logits, walk.uniforms()))
+                proposal_t = OverCandidates.from_lists(candidates, logits, walk.uniforms(), walk.batch_shape)
+                with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
+                    tok = pyro.sample(site(t), proposal_t)
                 walk.advance(tok)
                 t += 1
-        return [tuple(tokens) for tokens in walk.tokens]
+        return walk.padded_tokens()
 
     guide.__name__ = guide.__qualname__ = name or getattr(proposal, "__name__", "mdd_guide")
     guide.__doc__ = proposal.__doc__
@@ -120,7 +126,7 @@ class StratifiedGuide:
         return logits.masked_fill(closed, -math.inf)
 
     def __call__(self, lm: LanguageModel, mdd: MDD, context: str | Sequence[int] = "",
-                 num_particles: int = 1) -> list[tuple[int, ...]]:
+                 num_particles: int = 1) -> torch.Tensor:
         if self.exhausted:
             raise ValueError("every tokenization is already enumerated: there is nothing left to sample")
         return self.guide(lm, mdd, context, num_particles)
