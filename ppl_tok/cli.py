@@ -239,21 +239,29 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         raise ValueError(f"{args.text!r} has {mdd.count()} tokenizations, more than --max-paths "
                          f"{args.max_paths}: drop --exact or raise --max-paths")
     result = marginal(args.text, lm, args.samples, guide=args.proposal, context=args.context, seed=args.seed, mdd=mdd)
+    bounds = None
+    if args.bounds is not None:
+        bounds = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.budget,
+                                 mdd=mdd)
+        result = result.checked_against(bounds.lower, bounds.upper)
     payload: dict[str, Any] = {
         "text": args.text, "context": args.context, "model": lm.name, "count": mdd.count(),
         "proposal": result.proposal, "num_samples": result.num_samples, "seed": args.seed,
-        "log_marginal": result.log_marginal, "canonical_log_prob": result.canonical_log_prob,
+        "log_marginal": result.log_marginal, "log_se": result.log_se, "khat": result.khat,
+        "canonical_log_prob": result.canonical_log_prob,
         "canonical": _tokens(lm.vocab, result.canonical), "ess": result.ess,
         "canonical_estimate": result.canonical_estimate, "noncanonical_estimate": result.noncanonical_estimate,
         "acceptance_rate": result.acceptance_rate, "forwards": result.forwards, "seconds": result.seconds,
+        "warnings": list(result.warnings),
     }
+    khat = "n/a" if result.khat is None else f"{result.khat:.2f}"
     lines = [
         f"text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
         f"tokenizations:             {mdd.count()}",
         f"canonical:                 {_names(lm.vocab, result.canonical)}",
         f"log p(canonical):          {result.canonical_log_prob:.4f}",
-        f"log p(text), {result.proposal} IS, N={result.num_samples}: {result.log_marginal:.4f}"
-        f"   (ESS {result.ess:.1f}, {result.forwards} LM forwards, {result.seconds:.1f} s)",
+        f"log p(text), {result.proposal} IS, N={result.num_samples}: {result.log_marginal:.4f} ± {result.log_se:.4f}"
+        f"   (ESS {result.ess:.1f}, k-hat {khat}, {result.forwards} LM forwards, {result.seconds:.1f} s)",
         f"  canonical part:          {result.canonical_estimate:.4f}",
         f"  non-canonical part:      {result.noncanonical_estimate:.4f}",
     ]
@@ -265,33 +273,53 @@ def cmd_marginal(args: argparse.Namespace) -> None:
                        most_likely_log_prob=float(exact.log_probs[0]), canonical_share=exact.canonical_share)
         lines += [f"log p(text), exact:        {exact.log_marginal:.4f}   (canonical share {exact.canonical_share:.4f})",
                   f"most likely:               {_names(lm.vocab, exact.most_likely)} ({float(exact.log_probs[0]):.4f})"]
-    if args.bounds is not None:
-        b = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.budget, mdd=mdd)
+    if bounds is not None:
+        b = bounds
         payload.update(lower=b.lower, upper=b.upper, bounds_closed=b.closed, bounds_forwards=b.forwards)
         lines.append(f"certified bracket:         [{b.lower:.4f}, {b.upper:.4f}]   "
                      f"({'closed' if b.closed else 'open'} at {args.bounds:g} nats, {b.forwards} forwards)")
+    lines += [f"WARNING: {w}" for w in result.warnings]
     _emit(args, payload, lines)
 
 
 def cmd_distribution(args: argparse.Namespace) -> None:
     from .exact import exact_marginal
+    from .importance import marginal
+    from .posterior import TokenizationPosterior
 
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
     _check_context(args, lm)
-    result = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)
-    post = result.posterior().tolist()
+    exact = None
+    if args.proposal == "exact":
+        exact = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)
+        result = TokenizationPosterior.from_exact(exact)
+        head = f"{result.count} tokenizations, log p(text) = {result.log_marginal:.4f}"
+        extra: dict[str, Any] = {}
+    else:
+        estimate = marginal(args.text, lm, args.samples, guide=args.proposal, context=args.context, seed=args.seed,
+                            mdd=mdd)
+        result = TokenizationPosterior.from_importance(estimate)
+        head = (f"{mdd.count()} tokenizations; {result.count} distinct in N={estimate.num_samples} {args.proposal} "
+                f"samples (self-normalised weights, ESS {estimate.ess:.1f}); log p(text) = "
+                f"{estimate.log_marginal:.4f} ± {estimate.log_se:.4f}")
+        extra = {"num_samples": estimate.num_samples, "seed": args.seed, "ess": estimate.ess, "khat": estimate.khat,
+                 "log_se": estimate.log_se, "warnings": list(estimate.warnings)}
     if args.png:
         from .plots import plot_distribution
 
         plot_distribution(result, lm.vocab, args.png, top=args.top)
-    rows = [{"tokens": _tokens(lm.vocab, v), "log_prob": float(lp), "posterior": p, "canonical": v == result.canonical}
-            for v, lp, p in zip(result.tokenizations[: args.top], result.log_probs.tolist(), post)]
-    _emit(args, {"text": args.text, "count": result.count, "log_marginal": result.log_marginal,
-                 "canonical_log_prob": result.canonical_log_prob, "top": rows, "png": args.png},
-          [f"{result.count} tokenizations, log p(text) = {result.log_marginal:.4f}"] +
-          [f"{r['posterior']:.6f}  {'*' if r['canonical'] else ' '} {_names(lm.vocab, v)}"
-           for r, v in zip(rows, result.tokenizations)] + ([f"wrote {args.png}"] if args.png else []))
+    rows = [{"tokens": _tokens(lm.vocab, v), "posterior": p, "canonical": v == result.canonical}
+            for v, p in zip(result.tokenizations[: args.top], result.probs.tolist())]
+    if exact is not None:
+        for row, lp in zip(rows, exact.log_probs.tolist()):
+            row["log_prob"] = lp
+    _emit(args, {"text": args.text, "proposal": args.proposal, "count": mdd.count(), "distinct": result.count,
+                 "log_marginal": result.log_marginal, "canonical_share": result.canonical_share, **extra,
+                 "top": rows, "png": args.png},
+          [head] + [f"{r['posterior']:.6f}  {'*' if r['canonical'] else ' '} {_names(lm.vocab, v)}"
+                    for r, v in zip(rows, result.tokenizations)]
+          + [f"WARNING: {w}" for w in extra.get("warnings", [])] + ([f"wrote {args.png}"] if args.png else []))
 
 
 def cmd_canonicity(args: argparse.Namespace) -> None:
@@ -484,12 +512,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bounds", type=_positive, metavar="TOL", help="also a certified bracket, to TOL nats")
     p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
     p.set_defaults(func=cmd_marginal)
-    p = add("distribution", "the exact distribution over tokenizations (the paper's Fig. 2)", "lm")
+    p = add("distribution", "the distribution over tokenizations (the paper's Fig. 2): exact, or from "
+            "importance samples", "lm")
     text_args(p)
+    p.add_argument("--proposal", default="exact", choices=["exact", "lookahead", "uniform", "prior", "stratified"],
+                   help="exact enumeration (default), or the self-normalised weights of this importance proposal")
+    p.add_argument("--samples", type=POSITIVE, default=256, help="importance samples (default 256)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the importance samples (default 0)")
     p.add_argument("--png", metavar="FILE", help="plot the distribution here")
     p.add_argument("--top", type=POSITIVE, default=20, help="how many tokenizations to list and plot (default 20)")
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
-                   help="refuse strings with more tokenizations than this (default 100000)")
+                   help="refuse --proposal exact above this many tokenizations (default 100000)")
     p.set_defaults(func=cmd_distribution)
     p = add("canonicity", "fraction of canonical generations against length (the paper's Fig. 3)", "lm")
     p.add_argument("--samples", type=POSITIVE, default=32, help="generations sampled from the LM (default 32)")

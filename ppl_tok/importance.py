@@ -14,6 +14,12 @@ The non-canonical estimate is ``(1/N) sum_i w_i 1[v_i != v*]``, unbiased; the
 paper's code divided by the number of non-canonical samples instead, which is
 biased.
 
+Every result carries how far it can be trusted (:mod:`ppl_tok.diagnostics`):
+its standard error on the log scale, ESS, PSIS k-hat and warnings (k-hat > 0.7,
+``log p > 0``, an estimate below the canonical tokenization's log-probability or
+a certified lower bound known in the same run, or outside a certified bracket;
+:meth:`MarginalResult.checked_against` adds a bracket computed afterwards).
+
 Proposals: ``"lookahead"`` (the paper's), ``"uniform"``, ``"prior"`` (the LM
 itself, rejecting what leaves the MDD), ``"stratified"`` (the certified search
 of :mod:`ppl_tok.search` sums the most probable tokenizations exactly, and the
@@ -25,12 +31,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyro
 import torch
 from pyro import poutine
 
+from . import diagnostics
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
@@ -49,7 +57,13 @@ class MarginalResult:
     tokens, ``log_p[i]`` and ``log_q[i]`` its model and proposal log-probabilities
     (``log_weights = log_p - log_q``); ``exact_log_mass`` is the mass summed exactly before sampling (the
     stratified proposal; ``-inf`` otherwise), so that
-    ``log_marginal = logaddexp(exact_log_mass, logsumexp(log_weights) - log N)``.
+    ``log_marginal = logaddexp(exact_log_mass, logsumexp(log_weights) - log N)``;
+    ``exact_tokenizations`` maps the tokenizations summed exactly to their log-probabilities.
+
+    Uncertainty (:mod:`ppl_tok.diagnostics`): ``log_se`` is the standard error of
+    ``log_marginal`` (delta method; the exact part has none), ``ess`` Kong's
+    effective sample size, ``khat`` the PSIS k-hat (``None``: too few samples to
+    fit), ``warnings`` the reasons not to trust the estimate.
     """
 
     text: str
@@ -69,6 +83,32 @@ class MarginalResult:
     num_samples: int
     forwards: int
     seconds: float
+    log_se: float = math.inf
+    khat: float | None = None
+    warnings: tuple[str, ...] = ()
+    exact_tokenizations: dict[tuple[int, ...], float] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        khat = "n/a" if self.khat is None else f"{self.khat:.2f}"
+        flag = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        return (f"MarginalResult({self.text!r}, {self.proposal}, N={self.num_samples}: log p = {self.log_marginal:.4f}"
+                f" ± {self.log_se:.4f}, ESS {self.ess:.1f}, k-hat {khat}{flag})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary numbers (no per-sample tensors), JSON-ready apart from infinities."""
+        return {
+            "text": self.text, "proposal": self.proposal, "num_samples": self.num_samples,
+            "log_marginal": self.log_marginal, "log_se": self.log_se, "ess": self.ess, "khat": self.khat,
+            "warnings": list(self.warnings), "canonical": list(self.canonical),
+            "canonical_log_prob": self.canonical_log_prob, "canonical_estimate": self.canonical_estimate,
+            "noncanonical_estimate": self.noncanonical_estimate, "exact_log_mass": self.exact_log_mass,
+            "acceptance_rate": self.acceptance_rate, "forwards": self.forwards, "seconds": self.seconds,
+        }
+
+    def checked_against(self, lower: float, upper: float) -> MarginalResult:
+        """This result with a warning if it lies outside the certified bracket ``[lower, upper]``."""
+        extra = diagnostics.estimate_warnings(self.log_marginal, bracket=(lower, upper))
+        return replace(self, warnings=self.warnings + tuple(w for w in extra if w not in self.warnings))
 
     @property
     def acceptance_rate(self) -> float:
@@ -76,10 +116,7 @@ class MarginalResult:
         return float(torch.isfinite(self.log_weights).double().mean())
 
 
-def _log_mean_exp(values: torch.Tensor, n: int) -> float:
-    if values.numel() == 0:
-        return -math.inf
-    return float(torch.logsumexp(values, 0)) - math.log(n)
+_log_mean_exp = diagnostics.log_mean_exp
 
 
 def importance_weights(model: Callable, guide: Callable | None, *args, num_samples: int) -> tuple[torch.Tensor, list]:
@@ -120,12 +157,6 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
     return sums[0], sums[1], samples
 
 
-def _ess(log_w: torch.Tensor) -> float:
-    if not torch.isfinite(log_w).any():
-        return 0.0
-    return float(torch.exp(2 * torch.logsumexp(log_w, 0) - torch.logsumexp(2 * log_w, 0)))
-
-
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
     if isinstance(guide, str):
         table = {"lookahead": lookahead_guide, "uniform": uniform_guide, "prior": None}
@@ -138,8 +169,12 @@ def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
 
 
 def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samples: list, canonical: tuple,
-            canonical_lp: float, exact: Bounds | None, forwards: int, seconds: float) -> MarginalResult:
-    """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly."""
+            canonical_lp: float, exact: Bounds | None, forwards: int, seconds: float,
+            log_se: float | None = None) -> MarginalResult:
+    """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly.
+
+    ``log_se`` overrides the importance-sampling standard error (a sampler whose
+    weights are not independent, e.g. SMC with resampling, gives its own)."""
     log_w = log_p - log_q
     n = len(samples)
     if torch.isnan(log_w).any():
@@ -155,11 +190,26 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
         rest = [lp for path, lp in exact.tokenizations.items() if path != canonical]
         if rest:
             noncanon_part = logsumexp([noncanon_part, *rest])
+    sampled = _log_mean_exp(log_w, n)
+    log_se = diagnostics.log_standard_error(log_w) if log_se is None else log_se
+    if exact is not None and sampled > -math.inf:  # only the sampled part is uncertain
+        log_se *= math.exp(sampled - log_marginal)
+    elif exact is not None:  # nothing sampled: the exact part is the estimate
+        log_se = 0.0 if exact.closed else math.inf
+    khat = diagnostics.psis_khat(log_w)
+    known = {"canonical tokenization's log-probability": canonical_lp}
+    if exact is not None:
+        known["certified lower bound"] = exact.lower
+    nonzero = int(torch.isfinite(log_w).sum())
+    warnings = diagnostics.estimate_warnings(
+        log_marginal, khat=khat, num_nonzero=nonzero if exact is None else None, num_samples=n, known=known,
+        bracket=None if exact is None else (exact.lower, exact.upper))
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
-        log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon, ess=_ess(log_w),
-        canonical_estimate=canon_part, noncanonical_estimate=noncanon_part, exact_log_mass=exact_mass,
-        num_samples=n, forwards=forwards, seconds=seconds,
+        log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon,
+        ess=diagnostics.ess(log_w), canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
+        exact_log_mass=exact_mass, num_samples=n, forwards=forwards, seconds=seconds, log_se=log_se, khat=khat,
+        warnings=tuple(warnings), exact_tokenizations=dict(exact.tokenizations) if exact is not None else {},
     )
 
 

@@ -210,12 +210,14 @@ class ParticleWalk:
                  .reshape(self.replicas, self.num_particles) for g in self._rngs]
         return torch.stack(draws, 1).reshape(-1)
 
-    def advance(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Move the active particles by ``tokens``; return which of them left the MDD."""
+    def advance(self, tokens: torch.Tensor, which: torch.Tensor | None = None) -> torch.Tensor:
+        """Move the active particles (those also in the mask ``which``, if given) by ``tokens``;
+        return which of them left the MDD."""
         tokens = torch.as_tensor(tokens).reshape(-1)
         off = torch.zeros(len(self), dtype=torch.bool)
         grow: list[int] = []
-        for i in torch.nonzero(self.active).flatten().tolist():
+        moving = self.active if which is None else self.active & which.reshape(-1)
+        for i in torch.nonzero(moving).flatten().tolist():
             tok = int(tokens[i])
             self.tokens[i].append(tok)
             nxt = self.out_tokens(i).get(tok)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .canonicity import Canonicity
 from .exact import ExactMarginal
+from .posterior import TokenizationPosterior
 from .vocabulary import Vocabulary
 
 
@@ -19,18 +20,28 @@ def _pyplot():
     return plt
 
 
-def plot_distribution(result: ExactMarginal, vocab: Vocabulary, path: str | Path, top: int = 20) -> None:
-    """Fig. 2: p(v | x) of the most likely tokenizations, the canonical one highlighted."""
+def plot_distribution(result: ExactMarginal | TokenizationPosterior, vocab: Vocabulary, path: str | Path,
+                      top: int = 20) -> None:
+    """Fig. 2: p(v | x) of the most likely tokenizations, the canonical one highlighted.
+
+    ``result`` is exact (an :class:`~ppl_tok.exact.ExactMarginal` or an exact
+    posterior) or a posterior estimated from importance samples
+    (:class:`~ppl_tok.posterior.TokenizationPosterior`, self-normalised weights).
+    """
+    if isinstance(result, ExactMarginal):
+        result = TokenizationPosterior.from_exact(result)
     plt = _pyplot()
-    post = result.posterior()[:top].tolist()
+    post = result.probs[:top].tolist()
     labels = [" ".join(vocab.token_name(t) for t in v) for v in result.tokenizations[:top]]
     colors = ["tab:orange" if v == result.canonical else "tab:blue" for v in result.tokenizations[:top]]
     fig, ax = plt.subplots(figsize=(6, 0.3 * len(post) + 1.2))
     ax.barh(range(len(post))[::-1], post, color=colors)
     ax.set_yticks(range(len(post))[::-1], labels, fontsize=7)
     ax.set_xscale("log")
-    ax.set_xlabel("p(tokenization | text)")
-    ax.set_title(f"{result.text!r}: {result.count} tokenizations (canonical in orange)", fontsize=9)
+    ax.set_xlabel("p(tokenization | text)" + ("" if result.num_samples is None else ", self-normalised IS"))
+    how = (f"{result.count} tokenizations" if result.num_samples is None
+           else f"{result.count} distinct of N={result.num_samples} {result.source} samples (ESS {result.ess:.1f})")
+    ax.set_title(f"{result.text!r}: {how} (canonical in orange)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)

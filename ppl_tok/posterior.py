@@ -1,0 +1,109 @@
+"""Posteriors over the tokenizations of a string: exact, or from importance samples.
+
+The tokenization model of :mod:`ppl_tok.model` conditioned on the string ``x``
+has the posterior (Geh et al., 2024, Sec. 3 and Fig. 2)
+
+    p(v | x, c) = p(v | c) 1[v tokenizes x] / p(x | c).
+
+* Exact (:meth:`TokenizationPosterior.from_exact`): every tokenization enumerated
+  (:func:`ppl_tok.exact.exact_marginal`).
+* From importance samples (:meth:`TokenizationPosterior.from_importance`): the
+  self-normalised weights pooled over the distinct tokenizations drawn,
+
+      p_hat(v | x) = [ (1/N) sum_i w_i 1[v_i = v]  +  1[v in S] p(v) ] / p_hat(x),
+
+  where ``S`` is the set summed exactly before sampling (the stratified proposal;
+  empty otherwise) and ``p_hat(x)`` the estimate of the marginal. Tokenizations
+  never drawn get no mass: the estimate is consistent in ``N``, not unbiased.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .exact import ExactMarginal, exact_marginal
+from .importance import MarginalResult, marginal
+from .lm.base import LanguageModel
+from .logspace import logsumexp
+
+SOURCES = ("exact", "lookahead", "uniform", "prior", "stratified")
+
+
+@dataclass(frozen=True)
+class TokenizationPosterior:
+    """``probs[i]`` estimates ``p(tokenizations[i] | text)``; most probable first.
+
+    ``source`` is ``"exact"`` or the proposal's name; ``num_samples`` and ``ess``
+    are ``None`` for the exact posterior; ``count`` is the number of distinct
+    tokenizations listed.
+    """
+
+    text: str
+    source: str
+    tokenizations: list[tuple[int, ...]]
+    probs: torch.Tensor
+    canonical: tuple[int, ...]
+    log_marginal: float
+    num_samples: int | None = None
+    ess: float | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.tokenizations)
+
+    @property
+    def canonical_share(self) -> float:
+        """The (estimated) posterior probability of the canonical tokenization (0 if never drawn)."""
+        return float(self.probs[self.tokenizations.index(self.canonical)]) if self.canonical in self.tokenizations \
+            else 0.0
+
+    def __repr__(self) -> str:
+        how = "exact" if self.num_samples is None else f"{self.source} IS, N={self.num_samples}"
+        return (f"TokenizationPosterior({self.text!r}, {how}: {self.count} tokenizations, "
+                f"canonical share {self.canonical_share:.4f})")
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        rows = [{"tokens": list(v), "posterior": float(p), "canonical": v == self.canonical}
+                for v, p in zip(self.tokenizations[:top], self.probs.tolist())]
+        return {"text": self.text, "source": self.source, "count": self.count, "log_marginal": self.log_marginal,
+                "num_samples": self.num_samples, "ess": self.ess, "canonical_share": self.canonical_share,
+                "top": rows}
+
+    @classmethod
+    def from_exact(cls, result: ExactMarginal) -> TokenizationPosterior:
+        return cls(text=result.text, source="exact", tokenizations=list(result.tokenizations),
+                   probs=result.posterior(), canonical=result.canonical, log_marginal=result.log_marginal)
+
+    @classmethod
+    def from_importance(cls, result: MarginalResult) -> TokenizationPosterior:
+        """Pool the self-normalised weights of ``result`` (and its exactly summed part) by tokenization."""
+        log_mass: dict[tuple[int, ...], list[float]] = {}
+        log_n = math.log(result.num_samples)
+        for path, lw in zip(result.samples, result.log_weights.tolist()):
+            if lw > -math.inf:
+                log_mass.setdefault(path, []).append(lw - log_n)
+        for path, lp in result.exact_tokenizations.items():
+            log_mass.setdefault(path, []).append(lp)
+        pooled = sorted(((path, logsumexp(parts)) for path, parts in log_mass.items()), key=lambda item: -item[1])
+        total = result.log_marginal
+        probs = torch.tensor([math.exp(lm - total) if total > -math.inf else 0.0 for _, lm in pooled],
+                             dtype=torch.float64)
+        return cls(text=result.text, source=result.proposal, tokenizations=[p for p, _ in pooled], probs=probs,
+                   canonical=result.canonical, log_marginal=total, num_samples=result.num_samples, ess=result.ess)
+
+
+def tokenization_posterior(text: str, lm: LanguageModel, source: str = "exact", num_samples: int = 256, *,
+                           context: str | Sequence[int] = "", seed: int | None = 0,
+                           max_paths: int = 100_000) -> TokenizationPosterior:
+    """The posterior over the tokenizations of ``text``: ``source`` is ``"exact"`` or a proposal name."""
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}: expected one of {SOURCES}")
+    if source == "exact":
+        return TokenizationPosterior.from_exact(exact_marginal(text, lm, context=context, max_paths=max_paths))
+    return TokenizationPosterior.from_importance(marginal(text, lm, num_samples, guide=source, context=context,
+                                                          seed=seed))
