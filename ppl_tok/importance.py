@@ -42,7 +42,7 @@ from . import diagnostics
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
-from .model import particle_seeds, tokenization_model, unpad
+from .model import as_pairs, particle_seeds, tokenization_model, unpad
 from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
 from .search import Bounds, marginal_bounds
 
@@ -137,14 +137,14 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
     if guide is None:
         guide = poutine.block(model, hide_fn=lambda msg: msg["type"] == "sample" and msg["is_observed"])
     guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
-    model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
-    samples = unpad(model_trace.nodes["_RETURN"]["value"])
-    total = len(samples)
+    total = len(as_pairs(args[1], args[2] if len(args) > 2 else "")[0]) * num_samples
     for name, node in guide_trace.nodes.items():
         if node["type"] == "sample" and not node["is_observed"] and torch.as_tensor(node["value"]).numel() != total:
             raise ValueError(f"the guide drew {torch.as_tensor(node['value']).numel()} values at site {name!r} for "
                              f"{total} particles: a guide must sample every site once per particle "
                              "(does it ignore num_particles?)")
+    model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
+    samples = unpad(model_trace.nodes["_RETURN"]["value"])
     guide_trace.compute_log_prob()
     model_trace.compute_log_prob()
     sums = []
@@ -155,6 +155,33 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
                 out = out + node["log_prob"].double().cpu().expand(total)
         sums.append(out)
     return sums[0], sums[1], samples
+
+
+class TokenizationImportance(pyro.infer.Importance):
+    """Stock ``pyro.infer.Importance`` that refuses a run in which no sample has non-zero weight.
+
+    ``Importance(tokenization_model, guide=None)`` proposes from the LM prior
+    and rejects every sample that leaves the MDD; where the prior puts (almost)
+    no mass on the string, every weight is zero and Pyro's normalised weights,
+    ``EmpiricalMarginal`` and ESS are undefined (NaN). This subclass raises a
+    clear error instead; otherwise it is ``Importance`` unchanged.
+    """
+
+    def run(self, *args, **kwargs) -> TokenizationImportance:
+        try:
+            super().run(*args, **kwargs)
+        except ValueError:  # Pyro builds a Categorical over the weights: NaN when all are zero
+            if not self._all_zero():
+                raise
+        if self._all_zero():
+            raise ValueError(f"all {len(self.log_weights)} importance samples have weight zero: the proposal "
+                             "(the LM prior, if guide=None) never produced a tokenization of the string with "
+                             "positive probability; use lookahead_guide, or far more samples")
+        return self
+
+    def _all_zero(self) -> bool:
+        return bool(self.log_weights) and not any(bool(torch.isfinite(torch.as_tensor(w)).any())
+                                                  for w in self.log_weights)
 
 
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
@@ -285,7 +312,10 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
     if seeds is not None:
         pyro.set_rng_seed(seeds[0])
     with particle_seeds(seeds):
-        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm, mdds, contexts,
+        single = len(texts) == 1  # one string: the model's plain (mdd, context) form, which any user guide takes
+        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm,
+                                                          mdds[0] if single else mdds,
+                                                          contexts[0] if single else contexts,
                                                           num_samples=num_samples)
     forwards, seconds = lm.stats.forwards - forwards0, time.perf_counter() - start
     out = []
