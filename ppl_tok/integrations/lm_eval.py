@@ -168,6 +168,30 @@ class PPLTokLM(LM):
         self.model_name = str(getattr(lm, "name", model))
 
     # ------------------------------------------------------------------ lm-eval API
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict[str, Any] | None = None) -> PPLTokLM:
+        """From ``--model_args``; see :meth:`create_from_arg_obj` for ``--device`` and ``--batch_size``."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict[str, Any], additional_config: dict[str, Any] | None = None
+                            ) -> PPLTokLM:
+        """``--model_args`` win over lm-eval's own ``--device``/``--batch_size``/``--max_batch_size``.
+
+        lm-eval's CLI passes ``device="cuda:0"`` when ``--device`` is not given;
+        on a machine without CUDA that default is dropped (the model stays on the CPU).
+        """
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in arg_dict}
+        device = extra.get("device")
+        if device is not None and str(device).startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                del extra["device"]
+        return cls(**arg_dict, **extra)
+
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """``(score, False)`` per request, the score as chosen by ``scoring``; batched on the engine."""
         pairs = [request_pair(r, seed=self.seed, split=self.split, id_field=self.id_field) for r in requests]

@@ -28,8 +28,17 @@ def cmd_run(args: argparse.Namespace) -> None:
                               limit=args.limit, shuffle_seed=args.shuffle_seed, dtype=args.dtype,
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
                               most_likely_time=args.time_budget)
-    lm = load_lm(args.model, device=args.device, dtype=args.dtype)
-    store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions, progress=not args.json)
+    if args.ray is not None:
+        from .distributed import LMLoader, run_study_ray
+
+        store = run_study_ray(study, LMLoader(args.model, args.device, args.dtype), args.out, settings,
+                              workers=args.workers, address=args.ray or None, batch_questions=args.batch_questions,
+                              progress=not args.json)
+    else:
+        if args.workers is not None:
+            raise ValueError("--workers needs --ray")
+        lm = load_lm(args.model, device=args.device, dtype=args.dtype)
+        store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions, progress=not args.json)
     summary = {"out": str(args.out), "records": len(store.records), "splits": study.sizes(),
                "scores": store.settings["scores"]}
     print(json.dumps(summary) if args.json else
@@ -75,6 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", type=float, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
     p.add_argument("--budget", type=int, default=2000, help="exact: LM forwards per answer (default 2000)")
     p.add_argument("--time-budget", type=float, default=10.0, help="most-likely: seconds per answer (default 10)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="score on Ray actors (pip install 'ppl-tok[ray]'): a local Ray, or the cluster at ADDRESS "
+                        "(e.g. auto); the driver alone writes --out")
+    p.add_argument("--workers", type=int, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_run)
     p = qa_sub.add_parser("report", help="tables, plots and report.json of a run folder")

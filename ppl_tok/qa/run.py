@@ -173,11 +173,32 @@ def run_study(study: Study, lm: LanguageModel, out: str | Path, settings: dict[s
     of ``batch_questions``, each appended durably before the next starts.
     A tqdm progress bar (questions, with ETA) is shown if ``progress``.
     """
+    store = ScoreStore.open(out, settings)
+    total, chunks = pending_batches(study, store, batch_questions)
+    bar = progress_bar(study, total, chunks) if progress else None
+    try:
+        for chunk in chunks:
+            t0 = time.perf_counter()
+            records = score_batch(lm, [item for item, _ in chunk], store.settings, [todo for _, todo in chunk])
+            store.append(records, timing=batch_timing(chunk, time.perf_counter() - t0))
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return store
+
+
+#: One question still to score: ``((split, index, question), kinds to compute)``.
+Pending = tuple[tuple[str, int, Question], list[str]]
+
+
+def pending_batches(study: Study, store: ScoreStore, batch_questions: int) -> tuple[int, list[list[Pending]]]:
+    """The number of questions of ``study`` and, in batches of ``batch_questions``, those not all stored yet."""
     if batch_questions < 1:
         raise ValueError(f"batch_questions must be >= 1, got {batch_questions}")
-    store = ScoreStore.open(out, settings)
     kinds = KINDS + tuple(store.settings["scores"])
-    pending = []
+    pending: list[Pending] = []
     total = 0
     for split, questions in study.splits.items():
         for index, q in enumerate(questions):
@@ -185,22 +206,18 @@ def run_study(study: Study, lm: LanguageModel, out: str | Path, settings: dict[s
             todo = [k for k in kinds if not store.has(k, split, index)]
             if todo:
                 pending.append(((split, index, q), todo))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    return total, [pending[lo:lo + batch_questions] for lo in range(0, len(pending), batch_questions)]
 
-        bar = tqdm(total=total, initial=total - len(pending), unit="q", desc=f"qa {study.dataset}", dynamic_ncols=True)
-    try:
-        for start in range(0, len(pending), batch_questions):
-            chunk = pending[start:start + batch_questions]
-            t0 = time.perf_counter()
-            records = score_batch(lm, [item for item, _ in chunk], store.settings, [todo for _, todo in chunk])
-            seconds = time.perf_counter() - t0
-            store.append(records, timing={"questions": len(chunk), "seconds": seconds,
-                                          "kinds": sorted({k for _, todo in chunk for k in todo})})
-            if bar is not None:
-                bar.update(len(chunk))
-    finally:
-        if bar is not None:
-            bar.close()
-    return store
+
+def batch_timing(chunk: Sequence[Pending], seconds: float, **extra: Any) -> dict[str, Any]:
+    """The ``timing.jsonl`` line of a batch that took ``seconds``."""
+    return {"questions": len(chunk), "seconds": seconds, "kinds": sorted({k for _, todo in chunk for k in todo}),
+            **extra}
+
+
+def progress_bar(study: Study, total: int, chunks: Sequence[Sequence[Pending]]) -> Any:
+    """A tqdm bar over the questions of ``study`` (with ETA), started at those already stored."""
+    from tqdm.auto import tqdm
+
+    left = sum(len(c) for c in chunks)
+    return tqdm(total=total, initial=total - left, unit="q", desc=f"qa {study.dataset}", dynamic_ncols=True)
