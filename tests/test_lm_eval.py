@@ -201,7 +201,8 @@ def test_marginal_through_the_cli_equals_qa_run(obqa, tmp_path, capsys):
     records = list(read_records(tmp_path / "run" / "scores.jsonl"))
     for split, task in (("test", "ppltok_openbookqa"), ("tune", "ppltok_openbookqa_tune")):
         t = classify.split_scores(records, split, 1)
-        (log,) = (tmp_path / "out").rglob(f"samples_{task}_*.jsonl")
+        (log,) = (p for p in (tmp_path / "out").rglob(f"samples_{task}_*.jsonl")
+                  if p.name[len(f"samples_{task}_"):][:1].isdigit())  # not ..._tune_<date>
         rows = [json.loads(line) for line in log.read_text().splitlines()]
         got = [r[0][0] for r in rows[0]["resps"]]
         assert got == pytest.approx(classify.marginal_scores(t).reshape(-1).tolist(), abs=1e-9)
