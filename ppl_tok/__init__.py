@@ -11,11 +11,15 @@ from .cards import DEFAULT_MODEL, ModelCard, ModelNotFoundError, list_cards, loa
 from .lm import BigramLM, FunctionLM, HFLanguageModel, LanguageModel, LMState, TableLM
 from .mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
 from .vocabulary import ByteFallback, Vocabulary
+from .exact import exact_marginal
+from .importance import marginal
+from .search import marginal_bounds, most_likely
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMState",
     "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "TableLM", "Vocabulary",
-    "compile_mdd", "compile_mdd_naive", "list_cards", "load_lm", "load_vocabulary",
+    "compile_mdd", "compile_mdd_naive", "exact_marginal", "list_cards", "load_lm", "load_vocabulary", "marginal",
+    "marginal_bounds", "most_likely",
 ]
