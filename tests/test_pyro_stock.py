@@ -51,7 +51,9 @@ STRATIFIED = StratifiedGuide(MDD_, [EXACT.tokenizations[0], EXACT.tokenizations[
 @pytest.mark.parametrize("nesting", [1, 3])
 def test_vectorized_importance_weights_estimates_the_exact_marginal(guide, nesting):
     pyro.set_rng_seed(0)
-    blocked = pyro.poutine.block(guide, hide_fn=lambda m: m["type"] == "sample" and m["is_observed"]) if guide is tokenization_model else guide
+    blocked = guide
+    if guide is tokenization_model:  # the prior: the model less its observed sites, as stock Importance does
+        blocked = pyro.poutine.block(guide, hide_fn=lambda m: m["type"] == "sample" and m["is_observed"])
     log_w, model_trace, _ = vectorized_importance_weights(tokenization_model, blocked, LM, MDD_, num_samples=1000,
                                                           max_plate_nesting=nesting)
     assert log_w.shape == (1000,) and not torch.isnan(log_w).any()
