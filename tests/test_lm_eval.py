@@ -204,6 +204,6 @@ def test_marginal_through_the_cli_equals_qa_run(obqa, tmp_path, capsys):
         (log,) = (p for p in (tmp_path / "out").rglob(f"samples_{task}_*.jsonl")
                   if p.name[len(f"samples_{task}_"):][:1].isdigit())  # not ..._tune_<date>
         rows = [json.loads(line) for line in log.read_text().splitlines()]
-        got = [r[0][0] for r in rows[0]["resps"]]
+        got = [float(r[0][0]) for r in rows[0]["resps"]]  # the samples log writes them as strings
         # same particles (same seeds); float32 sums in differently shaped batches differ by ~1e-5 nats
         assert got == pytest.approx(classify.marginal_scores(t).reshape(-1).tolist(), abs=1e-4)
