@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from .report import REPORT_JSON, REPORT_MD, write_report
 
-    report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples)
+    report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples, limit=args.limit)
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
@@ -95,5 +95,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, default=256, help="random k-subsets per k (default 256, as the paper)")
     p.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the k-subsets and the bootstrap")
+    p.add_argument("--limit", type=int, help="the first LIMIT questions of each split only (a run in progress)")
     p.add_argument("--json", action="store_true", help="print report.json's object")
     p.set_defaults(func=cmd_report)

@@ -51,9 +51,11 @@ def _available(name: str, t: C.SplitScores) -> bool:
 
 
 def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
-             alphas: np.ndarray = C.DEFAULT_ALPHAS) -> dict[str, Any]:
+             alphas: np.ndarray = C.DEFAULT_ALPHAS, limit: int | None = None) -> dict[str, Any]:
     """Every classifier of :mod:`ppl_tok.qa.classify` on every split of the run in ``folder``.
 
+    :param limit: evaluate the first ``limit`` questions of each split only (a run still in
+        progress scores the splits' questions in step, so its first questions are complete).
     :param runs: random k-subsets per k for the choose-k curves (the paper: 256).
     :param seed: seeds the choose-k subsets and the bootstrap.
     :param resamples: paired bootstrap resamples.
@@ -61,7 +63,10 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     folder = Path(folder)
     settings = read_settings(folder)
     records = list(read_records(folder / SCORES_FILE))
-    tables = {split: C.split_scores(records, split, size) for split, size in settings["splits"].items() if size}
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    sizes = {split: size if limit is None else min(size, limit) for split, size in settings["splits"].items()}
+    tables = {split: C.split_scores(records, split, size) for split, size in sizes.items() if size}
     if "test" not in tables:
         raise ValueError(f"{folder / SETTINGS_FILE}: the run has no test questions")
     tuning = "tune" if "tune" in tables else "test"

@@ -199,13 +199,14 @@ def pending_batches(study: Study, store: ScoreStore, batch_questions: int) -> tu
         raise ValueError(f"batch_questions must be >= 1, got {batch_questions}")
     kinds = KINDS + tuple(store.settings["scores"])
     pending: list[Pending] = []
-    total = 0
-    for split, questions in study.splits.items():
-        for index, q in enumerate(questions):
-            total += 1
-            todo = [k for k in kinds if not store.has(k, split, index)]
-            if todo:
-                pending.append(((split, index, q), todo))
+    total = sum(len(questions) for questions in study.splits.values())
+    # the splits in step (tune 0, test 0, tune 1, ...): a run stopped early has the first questions of every split
+    for index in range(max((len(qs) for qs in study.splits.values()), default=0)):
+        for split, questions in study.splits.items():
+            if index < len(questions):
+                todo = [k for k in kinds if not store.has(k, split, index)]
+                if todo:
+                    pending.append(((split, index, questions[index]), todo))
     return total, [pending[lo:lo + batch_questions] for lo in range(0, len(pending), batch_questions)]
 
 
