@@ -96,7 +96,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
         for metric, norm in (("acc", False), ("acc_norm", True))}
     k_index = tuned["k"] - 1
     report: dict[str, Any] = {
-        "settings": settings, "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
+        "settings": settings, "evaluated": sizes, "limit": limit, "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
         "differences_vs_canonical": differences,
         "marginal_at_k": {s: {"k": tuned["k"], "mean": float(curves[s]["mean"][k_index]),
                               "std": float(curves[s]["std"][k_index]), "runs": runs} for s in tables},
@@ -168,8 +168,12 @@ def markdown(report: dict[str, Any]) -> str:
     st, tuned, acc = report["settings"], report["tuned"], report["accuracy"]
     diff = report["differences_vs_canonical"]
     model = st["model"]
+    evaluated = ", ".join(f"{s} {n}" for s, n in report.get("evaluated", st["splits"]).items())
+    if report.get("limit"):
+        planned = ", ".join(f"{s} {n}" for s, n in st["splits"].items())
+        evaluated += f" (the first questions of a run planned for {planned})"
     lines = [f"# QA study: {st['dataset']}, {model}, N = {st['samples']}", "",
-             f"Questions: {', '.join(f'{s} {n}' for s, n in st['splits'].items())}; seed {st['seed']}; "
+             f"Questions: {evaluated}; seed {st['seed']}; "
              f"look-ahead proposal; ppl-tok {st['ppl_tok_version']}. k and alpha tuned on the "
              f"**{tuned['split']}** split and applied once to the test split. Accuracies in percent; differences "
              "against canonical with 95% paired bootstrap intervals."]
