@@ -51,7 +51,7 @@ class EngineConfig:
     :param max_batch: the most rows in one forward (larger batches are split).
     """
 
-    cache_bytes: int = 4 << 30
+    cache_bytes: int = 2 << 30
     row_bytes: int = 256 << 20
     max_batch: int = 512
 

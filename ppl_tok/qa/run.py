@@ -143,6 +143,8 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
     """The records of kinds ``todos[i]`` for each ``batch[i] = (split, index, question)``.
 
     All ``"is"`` pairs of the batch go to :func:`~ppl_tok.importance.marginals` in one call.
+    The LM's prefix cache is cleared at the end: the next questions share nothing with these,
+    so memory stays that of one batch however long the study.
     """
     records = []
     is_items = [item for item, todo in zip(batch, todos) if "is" in todo]
@@ -162,6 +164,7 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
             start = end
     for (split, index, q), todo in zip(batch, todos):
         records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo if k != "is")
+    lm.clear_cache()
     return records
 
 
