@@ -60,6 +60,7 @@ def test_bench_mdd_on_a_small_file(capsys, tmp_path):
     assert code == 0 and row["speedup"] > 1 and row["naive_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_marginal_json_with_exact_and_bounds(capsys):
     code, out, _ = run(capsys, "marginal", " tongueless", "--samples", "16", "--exact", "--bounds", "1e-3", "--json")
     data = json.loads(out)

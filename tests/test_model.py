@@ -37,6 +37,7 @@ def test_importance_is_unbiased_for_the_marginal(guide):
     assert abs(float(z.mean()) - exact) < 4 * se
 
 
+@pytest.mark.slow
 def test_importance_converges_as_n_grows():
     lm = BigramLM.random(VOCAB, seed=2, bos_id=0)
     exact = exact_marginal(TEXT, lm).log_marginal

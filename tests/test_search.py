@@ -78,6 +78,7 @@ def test_smollm2_sentence_bracket_closes(smollm2):
     assert compile_mdd(text, smollm2.vocab).count() == 21_719_040
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [" Tokens", " tongueless", " cats"])
 def test_smollm2_branch_and_bound_equals_exhaustive(smollm2, text):
     exact = exact_marginal(text, smollm2)
