@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -67,6 +68,17 @@ class ExactMarginal:
         if self.log_marginal == -math.inf:
             return 0.0
         return math.exp(self.canonical_log_prob - self.log_marginal)
+
+    def __repr__(self) -> str:
+        return (f"ExactMarginal({self.text!r}: log p = {self.log_marginal:.4f} over {self.count} tokenizations, "
+                f"canonical share {self.canonical_share:.4f})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary numbers (no per-tokenization lists), JSON-ready apart from infinities."""
+        return {"text": self.text, "log_marginal": self.log_marginal, "count": self.count,
+                "canonical": list(self.canonical), "canonical_log_prob": self.canonical_log_prob,
+                "canonical_share": self.canonical_share, "most_likely": list(self.most_likely),
+                "most_likely_log_prob": float(self.log_probs[0]), "forwards": self.forwards}
 
     def posterior(self) -> torch.Tensor:
         """p(v | x) for every tokenization, in the order of ``tokenizations`` (all zeros if p(x) = 0)."""

@@ -28,6 +28,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tqdm import tqdm
 
@@ -146,6 +147,17 @@ class Bounds:
         """The midpoint of the bracket in log space."""
         return (self.lower + self.upper) / 2
 
+    def __repr__(self) -> str:
+        return (f"Bounds({self.text!r}: {self.lower:.4f} <= log p <= {self.upper:.4f}, "
+                f"{'closed' if self.closed else 'open'}, {len(self.tokenizations)} tokenizations summed, "
+                f"{self.forwards} forwards)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The bracket's numbers (not the summed tokenizations), JSON-ready apart from infinities."""
+        return {"text": self.text, "lower": self.lower, "upper": self.upper, "width": self.width,
+                "estimate": self.estimate, "closed": self.closed, "tokenizations": len(self.tokenizations),
+                "forwards": self.forwards, "seconds": self.seconds}
+
 
 def marginal_bounds(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "", tolerance: float = 1e-3,
                     budget: int | None = 10_000, batch: int = 16, mdd: MDD | None = None,
@@ -191,6 +203,17 @@ class MostLikely:
     forwards: int
     recompute_forwards: int
     seconds: float
+
+    def __repr__(self) -> str:
+        return (f"MostLikely({self.text!r}: log p = {self.log_prob:.4f} ({len(self.tokens)} tokens), canonical "
+                f"{self.canonical_log_prob:.4f}, {'proven optimal' if self.optimal else 'not proven'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The numbers of the search, JSON-ready apart from infinities."""
+        return {"text": self.text, "tokens": list(self.tokens), "log_prob": self.log_prob,
+                "canonical": list(self.canonical), "canonical_log_prob": self.canonical_log_prob,
+                "optimal": self.optimal, "top_k": [[list(t), lp] for t, lp in self.top_k],
+                "expanded": self.expanded, "forwards": self.forwards, "seconds": self.seconds}
 
 
 def most_likely(text: str, lm: LanguageModel, *, context: str | Sequence[int] = "", time_budget: float | None = None,

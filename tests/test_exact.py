@@ -73,3 +73,20 @@ def test_smollm2_hypnopaturist(smollm2):
     result = exact_marginal(" Hypnopaturist", smollm2)
     assert result.count == 3008
     assert result.log_marginal == pytest.approx(-45.688, abs=1e-3)
+
+
+def test_results_have_a_short_repr_and_a_dict():
+    from ppl_tok.search import marginal_bounds, most_likely
+
+    from ppl_tok import TableLM
+
+    lm = TableLM(VOCAB, {}, bos_id=0)
+    exact = exact_marginal("abab", lm)
+    bounds = marginal_bounds("abab", lm, tolerance=1e-6)
+    best = most_likely("abab", lm)
+    for result, key in [(exact, "log_marginal"), (bounds, "lower"), (best, "log_prob")]:
+        text = repr(result)
+        assert len(text) < 200 and "abab" in text
+        d = result.to_dict()
+        assert d["text"] == "abab" and isinstance(d[key], float)
+    assert exact.to_dict()["count"] == exact.count
