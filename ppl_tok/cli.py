@@ -412,6 +412,9 @@ def cmd_bench(args: argparse.Namespace) -> None:
                                     num_samples=args.samples, batch_questions=args.batch_questions,
                                     big_n=args.big_n, **lm_options)
         _emit(args, result, bench.format_engine(result))
+    elif args.what == "estimators":
+        result = bench.bench_estimators(args.model or DEFAULT_MODEL, num_samples=args.samples, **lm_options)
+        _emit(args, result, bench.format_estimators(result))
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
@@ -546,12 +549,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory"], help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
     p.add_argument("--questions", type=POSITIVE, default=20, help="engine: OpenBookQA questions (default 20)")
-    p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer (default 64)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer; estimators: particles (default 64)")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="engine: questions per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="engine: particles on one sentence (default 256)")
     p.add_argument("--models", nargs="+", help="mdd: the vocabularies (default smollm2-135m gemma3-270m)")
