@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import LLAMA2
+from conftest import LLAMA2, SHARED
 from ppl_tok.cli import main
 
 
@@ -342,3 +342,25 @@ def test_any_text_succeeds_or_exits_2_with_one_line(capsys, loaded, text, comman
         assert err.count("\n") == 1 and out == ""
     elif "--json" in extra:
         strict_json(out)
+
+
+@pytest.mark.slow
+def test_bench_engine_runs_and_reports_ratios(capsys):
+    code, out, _ = run(capsys, "bench", "engine", "--questions", "1", "--samples", "2", "--batch-questions", "1",
+                       "--big-n", "2", "--data", str(SHARED / "data"), "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["questions"] == 1 and r["batched"]["forwards"] > 0
+    for part in ("batched", "many_particles"):
+        assert r[part]["ratio_to_raw"] > 0
+    assert r["speedup_over_per_answer"] > 0
+
+
+def test_bench_estimators_is_wired(capsys, monkeypatch):
+    from ppl_tok import bench
+
+    seen = {}
+    monkeypatch.setattr(bench, "bench_estimators",
+                        lambda model, **kw: seen.update(kw, model=model) or {"model": model, "seed": 0, "rows": []})
+    code, out, _ = run(capsys, "bench", "estimators", "--samples", "8")
+    assert code == 0 and seen["num_samples"] == 8 and seen["model"] == "smollm2-135m"
