@@ -124,7 +124,7 @@ def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> 
 
 def _uncached(lm):
     """The same HF model behind an LM that recomputes its whole prefix at every step (no KV, no prefix cache)."""
-    from .lm.base import EngineConfig
+    from .lm.base import EngineConfig, LanguageModel
     from .lm.hf import HFLanguageModel
 
     class Uncached(HFLanguageModel):
@@ -139,8 +139,6 @@ def _uncached(lm):
 
         def log_probs_many(self, texts_tokens, contexts):
             return LanguageModel.log_probs_many(self, texts_tokens, contexts)
-
-    from .lm.base import LanguageModel
 
     naive = Uncached(lm.model, lm.tokenizer, lm.bos_id, vocab=lm.vocab, name=lm.name + "-uncached",
                      config=EngineConfig(cache_bytes=0, row_bytes=0))
