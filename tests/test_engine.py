@@ -103,6 +103,8 @@ def test_engine_config_is_validated():
         EngineConfig(max_batch=0)
     with pytest.raises(ValueError, match="cache_bytes"):
         EngineConfig(cache_bytes=-1)
+    with pytest.raises(ValueError, match="kv_block_bytes"):
+        EngineConfig(kv_block_bytes=0)
 
 
 def test_batched_scoring_equals_stepwise(lm):
@@ -143,6 +145,19 @@ def test_a_tiny_row_budget_recomputes_and_gives_the_same_numbers(proposal):
     a = marginals(TEXTS, roomy, 6, contexts=CONTEXTS, seeds=SEEDS, guide=proposal)
     b = marginals(TEXTS, tight, 6, contexts=CONTEXTS, seeds=SEEDS, guide=proposal)
     assert tight.stats.recomputed > 0
+    for x, y in zip(a, b):
+        assert x.samples == y.samples
+        assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)
+
+
+def test_a_pool_of_many_small_blocks_gives_the_same_numbers(lm):
+    """Blocks of 16 slots: every forward gathers its past from several blocks."""
+    if not lm.pooled:
+        pytest.skip("state-space models keep no KV pool")
+    small = HFLanguageModel(lm.model, None, 0, vocab=VOCAB, name=lm.name, config=EngineConfig(kv_block_bytes=1))
+    a = marginals(TEXTS, lm, 6, contexts=CONTEXTS, seeds=SEEDS)
+    b = marginals(TEXTS, small, 6, contexts=CONTEXTS, seeds=SEEDS)
+    assert small.pool.block_slots == 16 and len(small.pool.blocks) > 2
     for x, y in zip(a, b):
         assert x.samples == y.samples
         assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)

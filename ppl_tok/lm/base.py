@@ -49,13 +49,19 @@ class EngineConfig:
         the cached prefixes (least recently used ones are evicted beyond it).
     :param row_bytes: the budget for full next-token rows kept in memory.
     :param max_batch: the most rows in one forward (larger batches are split).
+    :param kv_block_bytes: the KV pool's unit of growth (:mod:`ppl_tok.lm.kvpool`):
+        the pool overshoots what it uses by at most this; fewer, larger blocks
+        mean fewer gather operations per forward (worth raising on a GPU).
     """
 
     cache_bytes: int = 2 << 30
     row_bytes: int = 256 << 20
     max_batch: int = 512
+    kv_block_bytes: int = 128 << 20
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kv_block_bytes, int) or self.kv_block_bytes < 1:
+            raise ValueError(f"kv_block_bytes must be a positive number of bytes, got {self.kv_block_bytes!r}")
         for name in ("cache_bytes", "row_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

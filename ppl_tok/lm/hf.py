@@ -26,7 +26,7 @@ from transformers.cache_utils import DynamicCache
 
 from ..vocabulary import Vocabulary
 from .base import EngineConfig, LanguageModel, LMState
-from .kvpool import KVNode, KVPool, padded_index
+from .kvpool import GatherPlan, KVNode, KVPool, padded_index
 
 
 def _is_rows(value: Any, batch: int) -> bool:
@@ -92,10 +92,10 @@ def _pool_layer_class():
     class PoolLayer(DynamicLayer):
         """One layer's cache for one forward: the past comes from the pool, the new entries are kept aside."""
 
-        def __init__(self, pool: KVPool, layer: int, index: torch.Tensor | None):
+        def __init__(self, pool: KVPool, layer: int, plan: GatherPlan | None):
             super().__init__()
-            self.pool, self.layer, self.index = pool, layer, index
-            self.past = 0 if index is None else index.shape[1]
+            self.pool, self.layer, self.plan = pool, layer, plan
+            self.past = 0 if plan is None else plan.shape[1]
             self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
         def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
@@ -108,7 +108,7 @@ def _pool_layer_class():
             self.new = (key_states, value_states)
             if not self.past:
                 return key_states, value_states
-            k, v = self.pool.gather(self.layer, self.index)
+            k, v = self.pool.gather(self.layer, self.plan)
             return torch.cat([k.to(key_states.dtype), key_states], -2), torch.cat([v.to(value_states.dtype),
                                                                                     value_states], -2)
 
@@ -146,7 +146,7 @@ class HFLanguageModel(LanguageModel):
         self._keep_arg = "logits_to_keep" if "logits_to_keep" in params else None
         text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self._layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer")
-        self.pool = KVPool(self.device)
+        self.pool = KVPool(self.device, block_bytes=self.config.kv_block_bytes)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(logits.float(), dim=-1)
@@ -156,7 +156,7 @@ class HFLanguageModel(LanguageModel):
 
     def clear_cache(self) -> None:
         super().clear_cache()
-        self.pool.shrink()
+        self.pool.trim()
 
     # ------------------------------------------------- attention: the KV pool
     def _pool_forward(self, parents: list[KVNode | None], chunks: list[list[int]], last_only: bool
@@ -181,8 +181,8 @@ class HFLanguageModel(LanguageModel):
         positions = lengths.unsqueeze(1) + torch.arange(steps).unsqueeze(0)
         cache = DynamicCache()
         layer_cls = _pool_layer_class()
-        cache.layers = [layer_cls(self.pool, li, index.to(self.device) if width else None)
-                        for li in range(self._layers)]
+        plan = self.pool.plan(index, past_mask) if width else None
+        cache.layers = [layer_cls(self.pool, li, plan) for li in range(self._layers)]
         kwargs: dict[str, Any] = {
             "input_ids": ids.to(self.device), "attention_mask": torch.cat([past_mask, new_mask], 1).to(self.device),
             "position_ids": positions.to(self.device), "past_key_values": cache, "use_cache": True,
@@ -194,13 +194,12 @@ class HFLanguageModel(LanguageModel):
         if last_only:
             logits = logits[torch.arange(len(chunks)), last.to(logits.device) if logits.shape[1] > 1 else 0]
         flat = new_mask.reshape(-1)
-        slots = self.pool.allocate(int(flat.sum()))
         keys, values = [], []
         for layer in cache.layers:
             k, v = layer.new
             keys.append(k.transpose(1, 2).reshape(-1, *k.shape[1:2], k.shape[-1])[flat.to(k.device)])
             values.append(v.transpose(1, 2).reshape(-1, *v.shape[1:2], v.shape[-1])[flat.to(v.device)])
-        self.pool.write(slots, keys, values)
+        slots = self.pool.store(keys, values)
         nodes, at = [], 0
         for p, c in zip(pasts, chunks):
             nodes.append(KVNode(self.pool, torch.cat([p.slots, slots[at: at + len(c)]])))

@@ -1,49 +1,80 @@
 """A pool of per-token KV entries that prefixes share (the engine's memory layout).
 
 Every token position ever run through a transformer gets one *slot*: its key
-and value vectors in every layer, stored once in one tensor pair per layer
-(``keys[layer][slot] -> [heads, head_dim]``). A prefix is a :class:`KVNode`: the
-slots of its tokens in order. Extending a prefix by one token allocates one
+and value vectors in every layer, stored once. A prefix is a :class:`KVNode`:
+the slots of its tokens in order. Extending a prefix by one token allocates one
 slot; the new node's slots are its parent's plus that one. So particles and
 cached prefixes that share a common prefix share its KV entries, and memory
 grows with the number of *distinct* token positions (linear in the text for a
 fixed number of particles), never with the square of the length.
 
+Storage is a list of fixed-size *blocks* (``block_bytes`` each, a few thousand
+slots; slot ``s`` lives in block ``s // block_slots`` at offset
+``s % block_slots``). The pool grows one block at a time, so growing never
+copies what is stored and never holds two copies at once (a single tensor
+that doubles would need its old and new copies together: 3x the data at the
+peak), and it overshoots what is used by at most one block.
+
 A batched forward gathers each row's slots into a left-padded ``[B, heads, L,
 head_dim]`` tensor one layer at a time (while the model runs that layer), so the
-whole batch's past is never materialised for all layers at once.
+whole batch's past is never materialised for all layers at once. A
+:class:`GatherPlan`, made once per forward, says which positions come from
+which block.
 
 Slots are reference-counted by the nodes that use them: a node that is no longer
 referenced (evicted from the prefix cache and held by no particle) returns the
-slots only it used to the free list. :meth:`KVPool.shrink` gives the memory back
-to the allocator when nothing is live.
+slots only it used to the free list. :meth:`KVPool.trim` gives the blocks that
+hold no live slot back to the allocator.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
-class KVPool:
-    """Per-layer key/value tensors ``[capacity, heads, head_dim]`` indexed by slot."""
+@dataclass
+class GatherPlan:
+    """Where the slots of a ``[B, L]`` index live: one part ``(block, positions, offsets)`` per block used.
 
-    def __init__(self, device: torch.device | str = "cpu"):
+    ``positions`` index the flattened ``[B * L]`` output; with a single part,
+    ``positions`` is ``None`` and ``offsets`` is the whole ``[B, L]`` index into that block.
+    """
+
+    shape: tuple[int, int]
+    parts: list[tuple[int, torch.Tensor | None, torch.Tensor]]
+
+
+class KVPool:
+    """Key/value entries of token positions, stored in blocks of ``[block_slots, heads, head_dim]`` per layer.
+
+    :param device: where the entries live (the model's device).
+    :param block_bytes: the size of one block (all layers, keys and values).
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", block_bytes: int = 128 << 20):
+        if block_bytes < 1:
+            raise ValueError(f"block_bytes must be positive, got {block_bytes!r}")
         self.device = torch.device(device)
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
+        self.block_bytes = block_bytes
+        # blocks[b] = (keys per layer, values per layer), or None once trimmed
+        self.blocks: list[tuple[list[torch.Tensor], list[torch.Tensor]] | None] = []
         self.refs = torch.zeros(0, dtype=torch.int32)
         self.free: list[int] = []
-        self.capacity = 0
-        self._slot_bytes: int | None = None
+        self.block_slots = 0  # known after the first store (the layout is learnt from the model)
+        self._layout: list[tuple[tuple[int, ...], torch.dtype]] = []
 
     @property
     def slot_bytes(self) -> int:
         """Bytes of one token position over all layers (keys and values)."""
-        if not self.keys:
-            return 0
-        if self._slot_bytes is None:
-            self._slot_bytes = sum(t[0].numel() * t.element_size() for t in self.keys + self.values)
-        return self._slot_bytes
+        return sum(torch.Size(shape).numel() * torch.empty(0, dtype=dtype).element_size()
+                   for shape, dtype in self._layout)
+
+    @property
+    def capacity(self) -> int:
+        """Slots in the blocks held (used or free)."""
+        return self.block_slots * sum(b is not None for b in self.blocks)
 
     @property
     def used(self) -> int:
@@ -51,43 +82,77 @@ class KVPool:
         return self.capacity - len(self.free)
 
     def nbytes(self) -> int:
-        """Bytes allocated for the pool (its capacity, used or free)."""
-        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+        """Bytes held by the pool's blocks."""
+        return self.capacity * self.slot_bytes
 
-    def allocate(self, n: int) -> torch.Tensor:
-        """``n`` free slots (CPU ``long`` tensor); the pool grows (doubling) when it must."""
-        if len(self.free) < n:
-            self._grow(max(2 * self.capacity, self.capacity + n - len(self.free), 64))
-        slots = self.free[len(self.free) - n:]
+    @torch.inference_mode()
+    def _add_block(self) -> None:
+        b = next((i for i, blk in enumerate(self.blocks) if blk is None), len(self.blocks))
+        n = self.block_slots
+        half = len(self._layout) // 2
+        tensors = [torch.zeros((n,) + shape, dtype=dtype, device=self.device) for shape, dtype in self._layout]
+        if b == len(self.blocks):
+            self.blocks.append(None)
+            self.refs = torch.cat([self.refs, torch.zeros(n, dtype=torch.int32)])
+        self.blocks[b] = (tensors[:half], tensors[half:])
+        self.free.extend(range((b + 1) * n - 1, b * n - 1, -1))  # lowest slot handed out first
+
+    @torch.inference_mode()
+    def store(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
+        """Store ``keys[layer][n]`` / ``values[layer][n]`` (each ``[n, heads, head_dim]``) in ``n`` free slots.
+
+        Returns the slots (a CPU ``long`` tensor); the pool adds blocks as it must.
+        """
+        if not self._layout:
+            self._layout = [(tuple(t.shape[1:]), t.dtype) for t in keys + values]
+            self.block_slots = max(16, self.block_bytes // max(1, self.slot_bytes))
+        n = keys[0].shape[0] if keys else 0
+        while len(self.free) < n:
+            self._add_block()
+        slots = torch.tensor(self.free[len(self.free) - n:], dtype=torch.long)
         del self.free[len(self.free) - n:]
-        return torch.tensor(slots, dtype=torch.long)
+        for part in self.plan(slots.unsqueeze(0)).parts:
+            b, pos, off = part
+            block = self.blocks[b]
+            for store, new in zip(block, (keys, values)):
+                for layer, t in enumerate(new):
+                    src = t if pos is None else t.index_select(0, pos.to(t.device))
+                    store[layer].index_copy_(0, off.reshape(-1), src.to(store[layer].dtype))
+        return slots
 
-    @torch.inference_mode()
-    def _grow(self, capacity: int) -> None:
-        extra = capacity - self.capacity
-        for store in (self.keys, self.values):
-            for i, t in enumerate(store):
-                store[i] = torch.cat([t, t.new_zeros((extra,) + t.shape[1:])])
-        self.refs = torch.cat([self.refs, torch.zeros(extra, dtype=torch.int32)])
-        self.free = list(range(capacity - 1, self.capacity - 1, -1)) + self.free
-        self.capacity = capacity
+    def plan(self, index: torch.Tensor, mask: torch.Tensor | None = None) -> GatherPlan:
+        """The parts of a gather of the slots ``index[B, L]`` (entries where ``mask`` is False are padding)."""
+        shape = (index.shape[0], index.shape[1])
+        if mask is not None and not bool(mask.all()):
+            real = index[mask]
+            index = index.masked_fill(~mask, int(real[0]) if len(real) else 0)  # padding reads a real slot
+        block = torch.div(index, self.block_slots, rounding_mode="floor")
+        offset = index - block * self.block_slots
+        used = torch.unique(block).tolist()
+        if len(used) == 1:
+            return GatherPlan(shape, [(used[0], None, offset.to(self.device))])
+        flat_block, flat_offset = block.reshape(-1), offset.reshape(-1)
+        parts = []
+        for b in used:
+            pos = (flat_block == b).nonzero().squeeze(1)
+            parts.append((b, pos.to(self.device), flat_offset[pos].to(self.device)))
+        return GatherPlan(shape, parts)
 
-    @torch.inference_mode()
-    def write(self, slots: torch.Tensor, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
-        """Store ``keys[layer][n]`` / ``values[layer][n]`` (each ``[n, heads, head_dim]``) at ``slots``."""
-        if not self.keys:  # first write: the layout is learnt from the model
-            self.keys = [k.new_zeros((self.capacity,) + k.shape[1:]) for k in keys]
-            self.values = [v.new_zeros((self.capacity,) + v.shape[1:]) for v in values]
-        index = slots.to(self.device)
-        for store, new in ((self.keys, keys), (self.values, values)):
-            for layer, t in enumerate(new):
-                store[layer].index_copy_(0, index, t.to(store[layer].dtype))
-
-    def gather(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values ``[B, heads, L, head_dim]`` of the slots ``index[B, L]`` (on the device)."""
-        k = self.keys[layer][index].transpose(1, 2)
-        v = self.values[layer][index].transpose(1, 2)
-        return k, v
+    def gather(self, layer: int, plan: GatherPlan) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``[B, heads, L, head_dim]`` of a planned gather (on the device)."""
+        out = []
+        for which in (0, 1):
+            if len(plan.parts) == 1:
+                b, _, off = plan.parts[0]
+                t = self.blocks[b][which][layer][off]
+            else:
+                first = self.blocks[plan.parts[0][0]][which][layer]
+                t = first.new_empty((plan.shape[0] * plan.shape[1],) + first.shape[1:])
+                for b, pos, off in plan.parts:
+                    t.index_copy_(0, pos, self.blocks[b][which][layer].index_select(0, off))
+                t = t.view(plan.shape + first.shape[1:])
+            out.append(t.transpose(1, 2))
+        return out[0], out[1]
 
     # the pool's tensors are made inside ``torch.inference_mode`` (the forwards run there), so the
     # bookkeeping that may run outside it (a node freed by the garbage collector) enters it too
@@ -100,13 +165,18 @@ class KVPool:
         self.refs.index_add_(0, slots, torch.full((len(slots),), -1, dtype=torch.int32))
         self.free.extend(slots[self.refs[slots] == 0].tolist())
 
-    def shrink(self) -> bool:
-        """Free the pool's memory when no slot is in use; returns whether it did."""
-        if self.used or not self.capacity:
-            return False
-        self.keys, self.values, self.free, self.capacity = [], [], [], 0
-        self.refs = torch.zeros(0, dtype=torch.int32)
-        return True
+    def trim(self) -> int:
+        """Give back every block that holds no slot in use; returns the bytes freed."""
+        if not self.block_slots:
+            return 0
+        busy = (self.refs.view(-1, self.block_slots) > 0).any(1).tolist()
+        empty = {b for b, blk in enumerate(self.blocks) if blk is not None and not busy[b]}
+        if not empty:
+            return 0
+        for b in empty:
+            self.blocks[b] = None
+        self.free = [s for s in self.free if s // self.block_slots not in empty]
+        return len(empty) * self.block_slots * self.slot_bytes
 
 
 class KVNode:
@@ -121,10 +191,6 @@ class KVNode:
 
     def __len__(self) -> int:
         return len(self.slots)
-
-    def child(self, slot: torch.Tensor) -> KVNode:
-        """The node of this prefix extended by the token stored at ``slot`` (a 1-element tensor)."""
-        return KVNode(self.pool, torch.cat([self.slots, slot.reshape(1)]))
 
     def __del__(self) -> None:
         try:

@@ -1,0 +1,86 @@
+"""The KV pool: slots in fixed-size blocks, gathers across blocks, growth without copies, trimming."""
+
+import random
+
+import pytest
+import torch
+
+from ppl_tok.lm.kvpool import KVNode, KVPool, padded_index
+
+LAYERS, HEADS, DIM = 3, 2, 4
+
+
+def entries(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    keys = [torch.randn(n, HEADS, DIM, generator=g) for _ in range(LAYERS)]
+    values = [torch.randn(n, HEADS, DIM, generator=g) for _ in range(LAYERS)]
+    return keys, values
+
+
+def small_pool(slots_per_block=16):
+    slot_bytes = 2 * LAYERS * HEADS * DIM * 4
+    return KVPool(block_bytes=slots_per_block * slot_bytes)
+
+
+def test_blocks_grow_one_at_a_time_and_never_overshoot_by_more_than_one():
+    pool = small_pool()
+    held = []
+    for step in range(20):
+        keys, values = entries(7, step)
+        held.append(KVNode(pool, pool.store(keys, values)))
+        assert pool.block_slots == 16
+        assert pool.used == 7 * (step + 1)
+        assert pool.used <= pool.capacity < pool.used + pool.block_slots
+        assert pool.nbytes() == pool.capacity * pool.slot_bytes
+
+
+def test_gathers_across_blocks_return_what_was_stored():
+    pool = small_pool()
+    truth = {}
+    nodes = []
+    rng = random.Random(0)
+    for step in range(12):
+        keys, values = entries(rng.randint(1, 9), step)
+        slots = pool.store(keys, values)
+        for i, s in enumerate(slots.tolist()):
+            truth[s] = ([k[i] for k in keys], [v[i] for v in values])
+        nodes.append(KVNode(pool, slots))
+        if step % 3 == 2:  # free some slots so that later stores reuse them, scattered over blocks
+            nodes.pop(rng.randrange(len(nodes)))
+    assert len({s // pool.block_slots for s in truth}) > 2
+    # ragged prefixes made of live slots from several blocks, left-padded
+    live = torch.cat([n.slots for n in nodes]).tolist()
+    rows = [KVNode(pool, torch.tensor(rng.sample(live, rng.randint(1, len(live))))) for _ in range(5)]
+    index, mask = padded_index(rows)
+    plan = pool.plan(index, mask)
+    assert len(plan.parts) > 1
+    for layer in range(LAYERS):
+        k, v = pool.gather(layer, plan)
+        assert k.shape == (5, HEADS, index.shape[1], DIM)
+        for b, row in enumerate(rows):
+            for j, s in enumerate(row.slots.tolist()):
+                col = index.shape[1] - len(row) + j
+                assert torch.equal(k[b, :, col], truth[s][0][layer])
+                assert torch.equal(v[b, :, col], truth[s][1][layer])
+            assert torch.isfinite(k[b]).all()  # padding reads a real slot, never garbage
+
+
+def test_trim_gives_back_blocks_with_no_live_slot_and_keeps_the_rest():
+    pool = small_pool()
+    first = KVNode(pool, pool.store(*entries(16, 0)))   # block 0, full
+    second = KVNode(pool, pool.store(*entries(16, 1)))  # block 1
+    kept_keys = pool.gather(0, pool.plan(second.slots.unsqueeze(0)))[0].clone()
+    del first
+    assert pool.trim() == pool.block_slots * pool.slot_bytes
+    assert pool.capacity == 16 and pool.used == 16
+    assert torch.equal(pool.gather(0, pool.plan(second.slots.unsqueeze(0)))[0], kept_keys)
+    third = KVNode(pool, pool.store(*entries(4, 2)))  # reuses the trimmed block's place
+    assert set((third.slots // pool.block_slots).tolist()) == {0}
+    del second, third
+    pool.trim()
+    assert pool.capacity == 0 and pool.nbytes() == 0 and pool.used == 0
+
+
+def test_block_size_is_validated():
+    with pytest.raises(ValueError, match="block_bytes"):
+        KVPool(block_bytes=0)
