@@ -63,6 +63,14 @@ def test_gathers_across_blocks_return_what_was_stored():
                 assert torch.equal(k[b, :, col], truth[s][0][layer])
                 assert torch.equal(v[b, :, col], truth[s][1][layer])
             assert torch.isfinite(k[b]).all()  # padding reads a real slot, never garbage
+        # gathered straight into the first columns of a wider tensor (how a forward uses it)
+        wide = [torch.full((5, HEADS, index.shape[1] + 2, DIM), 7.0) for _ in range(2)]
+        pool.gather(layer, plan, (wide[0][:, :, :-2], wide[1][:, :, :-2]))
+        assert torch.equal(wide[0][:, :, :-2], k) and torch.equal(wide[1][:, :, :-2], v)
+        assert (wide[0][:, :, -2:] == 7).all()
+        one = pool.plan(rows[0].slots.unsqueeze(0)[:, :1])  # a single block: the other path
+        assert len(one.parts) == 1
+        assert torch.equal(pool.gather(layer, one)[0][0, :, 0], truth[int(rows[0].slots[0])][0][layer])
 
 
 def test_trim_gives_back_blocks_with_no_live_slot_and_keeps_the_rest():

@@ -108,9 +108,14 @@ def _pool_layer_class():
             self.new = (key_states, value_states)
             if not self.past:
                 return key_states, value_states
-            k, v = self.pool.gather(self.layer, self.plan)
-            return torch.cat([k.to(key_states.dtype), key_states], -2), torch.cat([v.to(value_states.dtype),
-                                                                                    value_states], -2)
+            # the past and the new entries in one tensor: the past is gathered straight into it
+            batch, heads, steps, _ = key_states.shape
+            k = key_states.new_empty((batch, heads, self.past + steps, key_states.shape[-1]))
+            v = value_states.new_empty((batch, heads, self.past + steps, value_states.shape[-1]))
+            k[:, :, self.past:] = key_states
+            v[:, :, self.past:] = value_states
+            self.pool.gather(self.layer, self.plan, (k[:, :, : self.past], v[:, :, : self.past]))
+            return k, v
 
         def get_seq_length(self) -> int:
             return self.past

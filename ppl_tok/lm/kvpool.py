@@ -36,14 +36,15 @@ import torch
 
 @dataclass
 class GatherPlan:
-    """Where the slots of a ``[B, L]`` index live: one part ``(block, positions, offsets)`` per block used.
+    """Where the slots of a ``[B, L]`` index live: one part ``(block, rows, cols, offsets)`` per block used.
 
-    ``positions`` index the flattened ``[B * L]`` output; with a single part,
-    ``positions`` is ``None`` and ``offsets`` is the whole ``[B, L]`` index into that block.
+    The part's slots go to positions ``(rows[n], cols[n])`` of the ``[B, L]``
+    output; with a single part, ``rows`` and ``cols`` are ``None`` and ``offsets``
+    is the whole ``[B, L]`` index into that block.
     """
 
     shape: tuple[int, int]
-    parts: list[tuple[int, torch.Tensor | None, torch.Tensor]]
+    parts: list[tuple[int, torch.Tensor | None, torch.Tensor | None, torch.Tensor]]
 
 
 class KVPool:
@@ -64,12 +65,12 @@ class KVPool:
         self.free: list[int] = []
         self.block_slots = 0  # known after the first store (the layout is learnt from the model)
         self._layout: list[tuple[tuple[int, ...], torch.dtype]] = []
+        self._slot_bytes = 0
 
     @property
     def slot_bytes(self) -> int:
         """Bytes of one token position over all layers (keys and values)."""
-        return sum(torch.Size(shape).numel() * torch.empty(0, dtype=dtype).element_size()
-                   for shape, dtype in self._layout)
+        return self._slot_bytes
 
     @property
     def capacity(self) -> int:
@@ -105,16 +106,15 @@ class KVPool:
         """
         if not self._layout:
             self._layout = [(tuple(t.shape[1:]), t.dtype) for t in keys + values]
-            self.block_slots = max(16, self.block_bytes // max(1, self.slot_bytes))
+            self._slot_bytes = sum(t[0].numel() * t.element_size() for t in keys + values)
+            self.block_slots = max(16, self.block_bytes // max(1, self._slot_bytes))
         n = keys[0].shape[0] if keys else 0
         while len(self.free) < n:
             self._add_block()
         slots = torch.tensor(self.free[len(self.free) - n:], dtype=torch.long)
         del self.free[len(self.free) - n:]
-        for part in self.plan(slots.unsqueeze(0)).parts:
-            b, pos, off = part
-            block = self.blocks[b]
-            for store, new in zip(block, (keys, values)):
+        for b, _, pos, off in self.plan(slots.unsqueeze(0)).parts:  # one row: its columns are the positions
+            for store, new in zip(self.blocks[b], (keys, values)):
                 for layer, t in enumerate(new):
                     src = t if pos is None else t.index_select(0, pos.to(t.device))
                     store[layer].index_copy_(0, off.reshape(-1), src.to(store[layer].dtype))
@@ -130,29 +130,37 @@ class KVPool:
         offset = index - block * self.block_slots
         used = torch.unique(block).tolist()
         if len(used) == 1:
-            return GatherPlan(shape, [(used[0], None, offset.to(self.device))])
-        flat_block, flat_offset = block.reshape(-1), offset.reshape(-1)
+            return GatherPlan(shape, [(used[0], None, None, offset.to(self.device))])
         parts = []
         for b in used:
-            pos = (flat_block == b).nonzero().squeeze(1)
-            parts.append((b, pos.to(self.device), flat_offset[pos].to(self.device)))
+            rows, cols = (block == b).nonzero(as_tuple=True)
+            parts.append((b, rows.to(self.device), cols.to(self.device), offset[rows, cols].to(self.device)))
         return GatherPlan(shape, parts)
 
-    def gather(self, layer: int, plan: GatherPlan) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values ``[B, heads, L, head_dim]`` of a planned gather (on the device)."""
-        out = []
+    def gather(self, layer: int, plan: GatherPlan, out: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values ``[B, heads, L, head_dim]`` of a planned gather (on the device).
+
+        ``out``: two ``[B, heads, L, head_dim]`` tensors (views allowed) to write them into.
+        """
+        results = []
         for which in (0, 1):
+            dest = None if out is None else out[which]
             if len(plan.parts) == 1:
-                b, _, off = plan.parts[0]
-                t = self.blocks[b][which][layer][off]
+                b, _, _, off = plan.parts[0]
+                t = self.blocks[b][which][layer][off].transpose(1, 2)
+                if dest is not None:
+                    dest.copy_(t)
+                    t = dest
             else:
-                first = self.blocks[plan.parts[0][0]][which][layer]
-                t = first.new_empty((plan.shape[0] * plan.shape[1],) + first.shape[1:])
-                for b, pos, off in plan.parts:
-                    t.index_copy_(0, pos, self.blocks[b][which][layer].index_select(0, off))
-                t = t.view(plan.shape + first.shape[1:])
-            out.append(t.transpose(1, 2))
-        return out[0], out[1]
+                if dest is None:
+                    first = self.blocks[plan.parts[0][0]][which][layer]
+                    dest = first.new_empty((plan.shape[0], first.shape[1], plan.shape[1], first.shape[2]))
+                for b, rows, cols, off in plan.parts:
+                    dest[rows, :, cols] = self.blocks[b][which][layer].index_select(0, off)
+                t = dest
+            results.append(t)
+        return results[0], results[1]
 
     # the pool's tensors are made inside ``torch.inference_mode`` (the forwards run there), so the
     # bookkeeping that may run outside it (a node freed by the garbage collector) enters it too
