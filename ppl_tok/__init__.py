@@ -13,7 +13,7 @@ from .mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
 from .vocabulary import ByteFallback, Vocabulary
 from .exact import exact_marginal
 from .importance import marginal
-from .search import marginal_bounds, most_likely
+from .search import marginal_bounds, marginal_bounds_many, most_likely
 
 __version__ = "0.1.0"
 
@@ -21,5 +21,5 @@ __all__ = [
     "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMState",
     "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "TableLM", "Vocabulary",
     "compile_mdd", "compile_mdd_naive", "exact_marginal", "list_cards", "load_lm", "load_vocabulary", "marginal",
-    "marginal_bounds", "most_likely",
+    "marginal_bounds", "marginal_bounds_many", "most_likely",
 ]

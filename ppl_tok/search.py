@@ -113,17 +113,36 @@ class PrefixSearch:
 
     def expand(self, batch: int = 1) -> None:
         """Expand the ``batch`` most probable open prefixes with one batched LM call."""
-        items = [heapq.heappop(self._queue) for _ in range(min(batch, len(self._queue)))]
-        if not items:
-            return
-        # every child's log-prob gathered with the forward (``_children`` then reads them from ``state.known``)
-        states = self.lm.extend([o.parent for o in items], [o.tokens[-1] for o in items],
-                                [list(self.mdd.out_tokens(o.node)) for o in items])
+        expand_together([self], [batch])
+
+    def _pop(self, batch: int) -> list[_Open]:
+        return [heapq.heappop(self._queue) for _ in range(min(batch, len(self._queue)))]
+
+    def _absorb(self, items: list[_Open], states: list[LMState]) -> None:
         self.forwards += len(items)
         self.expanded += len(items)
         for o, state in zip(items, states):
             self.recompute_forwards += self.mdd.out_degree(o.node) * (len(state.tokens) + 1)
             self._children(o.node, state, -o.neg_log_prob, o.tokens)
+
+
+def expand_together(searches: Sequence[PrefixSearch], batches: Sequence[int]) -> None:
+    """Expand the ``batches[i]`` most probable open prefixes of each ``searches[i]`` (one LM, one batched call).
+
+    Each search expands exactly what it would alone: searches run together only share forwards.
+    """
+    popped = [search._pop(b) for search, b in zip(searches, batches)]
+    items = [(search, o) for search, its in zip(searches, popped) for o in its]
+    if not items:
+        return
+    lm = searches[0].lm
+    # every child's log-prob gathered with the forward (``_children`` then reads them from ``state.known``)
+    states = lm.extend([o.parent for _, o in items], [o.tokens[-1] for _, o in items],
+                       [list(search.mdd.out_tokens(o.node)) for search, o in items])
+    at = 0
+    for search, its in zip(searches, popped):
+        search._absorb(its, states[at: at + len(its)])
+        at += len(its)
 
 
 @dataclass(frozen=True)
@@ -166,26 +185,56 @@ def marginal_bounds(text: str, lm: LanguageModel, *, context: str | Sequence[int
 
     ``budget=None`` runs to the end (every prefix expanded: the exact marginal).
     """
+    return marginal_bounds_many([text], lm, contexts=[context], tolerance=tolerance, budget=budget, batch=batch,
+                                mdds=None if mdd is None else [mdd], time_budget=time_budget)[0]
+
+
+def marginal_bounds_many(texts: Sequence[str], lm: LanguageModel, *, contexts: Sequence[str | Sequence[int]] | None = None,
+                         tolerance: float = 1e-3, budget: int | None = 10_000, batch: int = 16,
+                         mdds: Sequence[MDD] | None = None, time_budget: float | None = None) -> list[Bounds]:
+    """:func:`marginal_bounds` of many ``(text, context)`` pairs, their searches advanced together.
+
+    Every round expands the ``batch`` best open prefixes of each unfinished
+    search in one batched LM call, so a pair's bracket equals the one it gets
+    alone, at the cost of far fewer forwards calls. ``budget`` is per pair;
+    ``time_budget`` (seconds) is for the whole call.
+    """
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0 nats, got {tolerance}")
+    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    if len(contexts) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
     start = time.perf_counter()
-    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
-    search = PrefixSearch(lm, mdd, context)
-    with tqdm(total=budget, desc="bracketing log p", unit="fwd", disable=None, leave=False) as bar:
-        while not search.done:
-            lower = search.lower()
-            if lower > -math.inf and search.upper() - lower <= tolerance:
+    mdds = [compile_mdd(t, lm.vocab) for t in texts] if mdds is None else list(mdds)
+    searches = [PrefixSearch(lm, m, c) for m, c in zip(mdds, contexts)]
+    seconds = [0.0] * len(texts)
+
+    def finished(search: PrefixSearch) -> bool:
+        if search.done:
+            return True
+        lower = search.lower()
+        if lower > -math.inf and search.upper() - lower <= tolerance:
+            return True
+        return budget is not None and search.forwards >= budget
+
+    total = None if budget is None else budget * len(texts)
+    with tqdm(total=total, desc="bracketing log p", unit="fwd", disable=None, leave=False) as bar:
+        live = list(range(len(searches)))
+        while live:
+            for i in [i for i in live if finished(searches[i])]:
+                seconds[i] = time.perf_counter() - start
+            live = [i for i in live if not finished(searches[i])]
+            if not live or (time_budget is not None and time.perf_counter() - start > time_budget):
                 break
-            if budget is not None and search.forwards >= budget:
-                break
-            if time_budget is not None and time.perf_counter() - start > time_budget:
-                break
-            step = batch if budget is None else max(1, min(batch, budget - search.forwards))
-            search.expand(step)
-            bar.update(search.forwards - bar.n)
-    lower, upper = search.lower(), search.upper()
-    return Bounds(text, lower, upper, dict(search.found), search.forwards,
-                  closed=upper - lower <= tolerance, seconds=time.perf_counter() - start)
+            steps = [batch if budget is None else max(1, min(batch, budget - searches[i].forwards)) for i in live]
+            expand_together([searches[i] for i in live], steps)
+            bar.update(sum(s.forwards for s in searches) - bar.n)
+    out = []
+    for text, search, secs in zip(texts, searches, seconds):
+        lower, upper = search.lower(), search.upper()
+        out.append(Bounds(text, lower, upper, dict(search.found), search.forwards, closed=upper - lower <= tolerance,
+                          seconds=secs or time.perf_counter() - start))
+    return out
 
 
 @dataclass(frozen=True)

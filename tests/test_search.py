@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ppl_tok import BigramLM, FunctionLM, NoTokenizationError, Vocabulary, compile_mdd
 from ppl_tok.exact import exact_marginal
-from ppl_tok.search import marginal_bounds, most_likely
+from ppl_tok.search import marginal_bounds, marginal_bounds_many, most_likely
 
 PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]
 VOCAB = Vocabulary.from_tokens(PIECES)
@@ -22,6 +22,34 @@ def test_bracket_always_contains_the_exact_value_and_closes(seed, text, budget):
     assert partial.lower <= exact + 1e-9 and exact <= partial.upper + 1e-9
     full = marginal_bounds(text, lm, tolerance=1e-9, budget=None)
     assert full.closed and full.lower == pytest.approx(exact, abs=1e-9) and full.upper == pytest.approx(exact, abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.tuples(st.text("ab", min_size=1, max_size=8), st.sampled_from(["", "b", "ab"])),
+                                        min_size=1, max_size=5), st.integers(1, 30))
+def test_searches_run_together_give_each_pair_its_own_bracket(seed, pairs, budget):
+    calls = []
+    lm = FunctionLM(VOCAB, lambda p: calls.append(p) or [0.0] + [float((7 * len(p) + t + seed) % 5) for t in range(8)],
+                    bos_id=0)
+    texts, contexts = [t for t, _ in pairs], [c for _, c in pairs]
+    together = marginal_bounds_many(texts, lm, contexts=contexts, tolerance=1e-6, budget=budget, batch=3)
+    shared_calls = len(calls)
+    for text, ctx, b in zip(texts, contexts, together):
+        lm.clear_cache()
+        alone = marginal_bounds(text, lm, context=ctx, tolerance=1e-6, budget=budget, batch=3)
+        assert (b.lower, b.upper, b.forwards, b.closed) == (alone.lower, alone.upper, alone.forwards, alone.closed)
+        assert b.tokenizations == alone.tokenizations
+        exact = exact_marginal(text, lm, context=ctx).log_marginal
+        assert b.lower <= exact + 1e-9 and exact <= b.upper + 1e-9
+    assert shared_calls <= len(calls) - shared_calls  # together: never more LM work than one at a time
+
+
+def test_searches_together_validate_their_arguments():
+    lm = BigramLM.random(VOCAB, seed=0, bos_id=0)
+    with pytest.raises(ValueError, match="2 texts but 1 contexts"):
+        marginal_bounds_many(["ab", "b"], lm, contexts=[""])
+    with pytest.raises(ValueError, match="tolerance"):
+        marginal_bounds_many(["ab"], lm, tolerance=-1)
 
 
 @settings(max_examples=60, deadline=None)

@@ -246,7 +246,7 @@ class PPLTokLM(LM):
         if self.scoring == "canonical":
             return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], contexts)
         if self.scoring == "exact":
-            return [self._exact(p) for p in pairs]
+            return self._exact(pairs)
         for p in pairs:
             self._canonical_tokens(p)  # a clear error before sampling
         guide = "stratified" if self.scoring == "stratified" else "lookahead"
@@ -256,12 +256,13 @@ class PPLTokLM(LM):
             return [float(r.log_marginal) for r in results]
         return self._mixture(pairs, results)
 
-    def _exact(self, p: Pair) -> float:
-        from ..search import marginal_bounds
+    def _exact(self, pairs: list[Pair]) -> list[float]:
+        """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
+        from ..search import marginal_bounds_many
 
-        b = marginal_bounds(p.continuation, self.lm, context=p.context, tolerance=self.tolerance, budget=self.budget)
-        lower, upper = float(b.lower), float(b.upper)
-        return upper if lower == -math.inf else (lower + upper) / 2
+        brackets = marginal_bounds_many([p.continuation for p in pairs], self.lm, contexts=[p.context for p in pairs],
+                                        tolerance=self.tolerance, budget=self.budget)
+        return [b.upper if b.lower == -math.inf else (b.lower + b.upper) / 2 for b in brackets]
 
     def _mixture(self, pairs: list[Pair], results: list[Any]) -> list[float]:
         from ..qa.classify import SplitScores, mixture_scores

@@ -13,7 +13,8 @@ from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
 new LM calls. Optional kinds need LM calls of their own:
 
 * ``"exact"``: a certified bracket ``lower <= log p(x | c) <= upper``
-  (:func:`ppl_tok.search.marginal_bounds`, to a tolerance, within a forward budget);
+  (:func:`ppl_tok.search.marginal_bounds_many`, to a tolerance, within a forward
+  budget per answer; all answers of a batch are searched together, sharing forwards);
 * ``"stratified"``: the stratified estimate of ``log p(x | c)``;
 * ``"most-likely"``: ``max_v log p(v | c)`` by branch and bound (time budget).
 
@@ -37,7 +38,7 @@ from .. import __version__
 from ..datasets import Question
 from ..importance import marginal, marginals
 from ..lm.base import LanguageModel
-from ..search import marginal_bounds, most_likely
+from ..search import marginal_bounds_many, most_likely
 from .data import Study
 from .store import ScoreStore, encode_log, encode_logs
 
@@ -108,11 +109,23 @@ def _is_record(split: str, index: int, q: Question, canon: list[tuple[int, ...]]
     return {"kind": "is", "split": split, "index": index, "id": q.id, "label": q.label, "choices": choices}
 
 
-def _exact(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any]) -> dict[str, Any]:
-    b = marginal_bounds(continuation(q.choices[j]), lm, context=q.context, tolerance=settings["exact_tolerance"],
-                        budget=settings["exact_budget"])
-    return {"lower": encode_log(b.lower), "upper": encode_log(b.upper), "closed": bool(b.closed),
-            "forwards": int(b.forwards)}
+def _exact_records(lm: LanguageModel, items: Sequence[tuple[str, int, Question]],
+                   settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``"exact"`` records of ``items``: every answer's bracket, all searches run together."""
+    texts = [continuation(c) for _, _, q in items for c in q.choices]
+    contexts = [q.context for _, _, q in items for _ in q.choices]
+    brackets = iter(marginal_bounds_many(texts, lm, contexts=contexts, tolerance=settings["exact_tolerance"],
+                                         budget=settings["exact_budget"]))
+    records = []
+    for split, index, q in items:
+        choices = []
+        for _ in q.choices:
+            b = next(brackets)
+            choices.append({"lower": encode_log(b.lower), "upper": encode_log(b.upper), "closed": bool(b.closed),
+                            "forwards": int(b.forwards)})
+        records.append({"kind": "exact", "split": split, "index": index, "id": q.id, "label": q.label,
+                        "choices": choices})
+    return records
 
 
 def _stratified(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -128,9 +141,7 @@ def _most_likely(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any
 def _optional_record(kind: str, lm: LanguageModel, split: str, index: int, q: Question,
                      settings: dict[str, Any]) -> dict[str, Any]:
     per_choice: Callable[[int], dict[str, Any]]
-    if kind == "exact":
-        per_choice = lambda j: _exact(lm, q, j, settings)  # noqa: E731
-    elif kind == "stratified":
+    if kind == "stratified":
         per_choice = lambda j: _stratified(lm, q, j, settings, pair_seed(settings["seed"], split, q.id, j))  # noqa: E731
     else:
         per_choice = lambda j: _most_likely(lm, q, j, settings)  # noqa: E731
@@ -162,8 +173,11 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
             end = start + len(q.choices)
             records.append(_is_record(split, index, q, canon[start:end], results[start:end], seeds[start:end]))
             start = end
+    exact_items = [item for item, todo in zip(batch, todos) if "exact" in todo]
+    if exact_items:
+        records.extend(_exact_records(lm, exact_items, settings))
     for (split, index, q), todo in zip(batch, todos):
-        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo if k != "is")
+        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo if k not in ("is", "exact"))
     lm.clear_cache()
     return records
 
