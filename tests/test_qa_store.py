@@ -179,3 +179,23 @@ def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     # batches, and a batch writes its importance records before its exact ones, so the line order may differ.
     assert sorted((out / SCORES_FILE).read_bytes().splitlines()) == sorted(reference.splitlines())
     assert len(list(read_records(out / SCORES_FILE))) == reference.count(b"\n")
+
+
+def test_two_runs_never_write_one_folder_at_once(tmp_path):
+    study = _study(tmp_path, n=2)
+    settings = _settings(study)
+    holder = ScoreStore.open(tmp_path / "run", settings)
+    with pytest.raises(StoreError, match="being written by another run"):
+        run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
+    holder.close()
+    with pytest.raises(StoreError, match="closed"):
+        holder.append([])
+    store = run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)  # free again
+    assert len(store.records) == 4
+    # a process killed while holding the folder leaves it free (the kernel drops its lock)
+    code = (f"from ppl_tok.qa.store import ScoreStore; import json, os, signal; "
+            f"s = ScoreStore.open({str(tmp_path / 'run')!r}, json.load(open({str(tmp_path / 'run' / 'run.json')!r}))); "
+            f"os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code], check=False)
+    with ScoreStore.open(tmp_path / "run", settings) as again:
+        assert len(again.records) == 4

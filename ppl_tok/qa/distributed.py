@@ -120,6 +120,7 @@ def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | 
     store = ScoreStore.open(out, settings)
     total, chunks = pending_batches(study, store, batch_questions)
     if not chunks:
+        store.close()
         return store
     gpus = int(ray.cluster_resources().get("GPU", 0))
     k = min(workers if workers is not None else default_workers(ray), len(chunks))
@@ -168,6 +169,7 @@ def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | 
                 on_append(chunks[c])
             submit(slot)
     finally:
+        store.close()
         if bar is not None:
             bar.close()
         for actor in actors.values():

@@ -201,6 +201,7 @@ def run_study(study: Study, lm: LanguageModel, out: str | Path, settings: dict[s
             if bar is not None:
                 bar.update(len(chunk))
     finally:
+        store.close()
         if bar is not None:
             bar.close()
     return store

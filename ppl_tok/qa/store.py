@@ -11,6 +11,9 @@
   partial last line (no trailing newline): :meth:`ScoreStore.open` cuts it
   off, so that record is computed again. A malformed complete line, or the
   same record twice, is an error naming the file and line, never skipped.
+* ``.lock``: held (``flock``) by the process that has the folder open, so two
+  runs never write one folder at once; the kernel releases it when that process
+  ends, however it ends.
 * ``timing.jsonl``: seconds and questions per batch (for questions/min); kept
   apart so that the scores of a resumed run equal those of an uninterrupted one.
 
@@ -20,6 +23,7 @@ NaN and ``+inf`` are errors. :func:`encode_log` / :func:`decode_log` convert.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -30,6 +34,7 @@ from typing import Any
 SETTINGS_FILE = "run.json"
 SCORES_FILE = "scores.jsonl"
 TIMING_FILE = "timing.jsonl"
+LOCK_FILE = ".lock"
 #: Settings that may differ between runs into one folder (merged, not compared).
 GROWABLE = ("scores",)
 
@@ -99,11 +104,28 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 class ScoreStore:
     """The records of one run folder; see the module docstring for the format."""
 
-    def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]]):
+    def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]],
+                 lock: int | None = None):
         self.folder = folder
         self.settings = settings
         self.records = records
         self._done = {record_key(r) for r in records}
+        self._lock = lock
+
+    def close(self) -> None:
+        """Let go of the folder (another process may then write it)."""
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
+
+    def __enter__(self) -> ScoreStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
 
     @property
     def path(self) -> Path:
@@ -117,6 +139,15 @@ class ScoreStore:
         """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        lock = _lock(folder)
+        try:
+            return cls._open(folder, settings, lock)
+        except BaseException:
+            os.close(lock)
+            raise
+
+    @classmethod
+    def _open(cls, folder: Path, settings: dict[str, Any], lock: int) -> ScoreStore:
         settings = json.loads(json.dumps(settings, allow_nan=False))  # normalise (tuples -> lists)
         settings_path = folder / SETTINGS_FILE
         if settings_path.exists():
@@ -134,13 +165,15 @@ class ScoreStore:
         else:
             _write_atomic(settings_path, json.dumps(settings, indent=2, allow_nan=False) + "\n")
         repair(folder / SCORES_FILE)
-        return cls(folder, settings, list(read_records(folder / SCORES_FILE)))
+        return cls(folder, settings, list(read_records(folder / SCORES_FILE)), lock)
 
     def has(self, kind: str, split: str, index: int) -> bool:
         return (kind, split, index) in self._done
 
     def append(self, records: Sequence[dict[str, Any]], timing: dict[str, Any] | None = None) -> None:
         """Append ``records`` durably (one write, flush, fsync), then a timing line if given."""
+        if self._lock is None:
+            raise StoreError(f"{self.folder}: the store was closed (open the folder again to write it)")
         for r in records:
             if record_key(r) in self._done:
                 raise StoreError(f"{self.path}: record {record_key(r)} is already stored")
@@ -154,6 +187,18 @@ class ScoreStore:
         if timing is not None:
             with open(self.folder / TIMING_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(timing, allow_nan=False) + "\n")
+
+
+def _lock(folder: Path) -> int:
+    """An exclusive ``flock`` on the folder's lock file (its descriptor), or a :class:`StoreError`."""
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"{folder} is being written by another run (it holds {folder / LOCK_FILE}); "
+                         f"wait for it to finish or stop it first") from None
+    return fd
 
 
 def read_settings(folder: str | Path) -> dict[str, Any]:
