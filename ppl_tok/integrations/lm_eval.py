@@ -215,21 +215,14 @@ class PPLTokLM(LM):
     # ------------------------------------------------------------------ scoring
     def score_pairs(self, pairs: Sequence[Pair], progress: bool = False) -> list[float]:
         """The score of every pair, in batches of ``batch_size`` requests (whole documents for ``mixture``)."""
-        out = [0.0] * len(pairs)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(pairs), desc=f"ppl-tok {self.scoring}", unit="req")
-        try:
+        out = [0.0] * len(pairs)
+        with tqdm(total=len(pairs), desc=f"ppl-tok {self.scoring}", unit="req", disable=not progress) as bar:
             for idx in chunks(pairs, self.batch, whole_groups=self.scoring == "mixture"):
                 for i, s in zip(idx, self._score([pairs[i] for i in idx])):
                     out[i] = s
-                if bar is not None:
-                    bar.update(len(idx))
-        finally:
-            if bar is not None:
-                bar.close()
+                bar.update(len(idx))
         return out
 
     def _canonical_tokens(self, p: Pair) -> list[int]:

@@ -139,7 +139,7 @@ def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | 
             ref = actors[slot].score.remote([item for item, _ in batch], store.settings, [todo for _, todo in batch])
             in_flight[ref] = (slot, c)
 
-    bar = progress_bar(study, total, chunks) if progress else None
+    bar = progress_bar(study, total, chunks, enabled=progress)
     last = time.perf_counter()
     try:
         for slot in actors:
@@ -163,15 +163,13 @@ def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | 
             store.append(records, timing=batch_timing(chunks[c], now - last, worker_seconds=worker_seconds,
                                                       worker=slot))
             last = now
-            if bar is not None:
-                bar.update(len(chunks[c]))
+            bar.update(len(chunks[c]))
             if on_append is not None:
                 on_append(chunks[c])
             submit(slot)
     finally:
         store.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
         for actor in actors.values():
             ray.kill(actor, no_restart=True)
     return store

@@ -192,18 +192,15 @@ def run_study(study: Study, lm: LanguageModel, out: str | Path, settings: dict[s
     """
     store = ScoreStore.open(out, settings)
     total, chunks = pending_batches(study, store, batch_questions)
-    bar = progress_bar(study, total, chunks) if progress else None
     try:
-        for chunk in chunks:
-            t0 = time.perf_counter()
-            records = score_batch(lm, [item for item, _ in chunk], store.settings, [todo for _, todo in chunk])
-            store.append(records, timing=batch_timing(chunk, time.perf_counter() - t0))
-            if bar is not None:
+        with progress_bar(study, total, chunks, enabled=progress) as bar:
+            for chunk in chunks:
+                t0 = time.perf_counter()
+                records = score_batch(lm, [item for item, _ in chunk], store.settings, [todo for _, todo in chunk])
+                store.append(records, timing=batch_timing(chunk, time.perf_counter() - t0))
                 bar.update(len(chunk))
     finally:
         store.close()
-        if bar is not None:
-            bar.close()
     return store
 
 
@@ -234,9 +231,10 @@ def batch_timing(chunk: Sequence[Pending], seconds: float, **extra: Any) -> dict
             **extra}
 
 
-def progress_bar(study: Study, total: int, chunks: Sequence[Sequence[Pending]]) -> Any:
-    """A tqdm bar over the questions of ``study`` (with ETA), started at those already stored."""
+def progress_bar(study: Study, total: int, chunks: Sequence[Sequence[Pending]], enabled: bool = True) -> Any:
+    """A tqdm bar over the questions of ``study`` (with ETA), started at those already stored (a no-op if not ``enabled``)."""
     from tqdm.auto import tqdm
 
     left = sum(len(c) for c in chunks)
-    return tqdm(total=total, initial=total - left, unit="q", desc=f"qa {study.dataset}", dynamic_ncols=True)
+    return tqdm(total=total, initial=total - left, unit="q", desc=f"qa {study.dataset}", dynamic_ncols=True,
+                disable=not enabled)
