@@ -309,18 +309,75 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
     mdds = [compile_mdd(t, lm.vocab) for t in texts] if mdds is None else list(mdds)
     canonicals = [tuple(lm.canonical(t)) for t in texts]
     canonical_lps = lm.log_probs_many(canonicals, contexts)
-    if seeds is not None:
-        pyro.set_rng_seed(seeds[0])
-    with particle_seeds(seeds):
-        single = len(texts) == 1  # one string: the model's plain (mdd, context) form, which any user guide takes
-        log_p, log_q, samples = model_and_guide_log_probs(tokenization_model, guide_fn, lm,
-                                                          mdds[0] if single else mdds,
-                                                          contexts[0] if single else contexts,
-                                                          num_samples=num_samples)
+    parts: list[list[tuple[torch.Tensor, torch.Tensor, list]]] = [[] for _ in texts]
+    groups = particle_groups(texts, num_samples, lm.position_bytes(), lm.config.particle_bytes, seeds)
+    for n, (members, count, group_seeds) in enumerate(groups):
+        if n:  # the previous group's states are of no use to this one: let their memory go
+            lm.clear_cache()
+        if group_seeds is not None:
+            pyro.set_rng_seed(group_seeds[0])
+        with particle_seeds(group_seeds):
+            single = len(texts) == 1  # one string: the model's plain (mdd, context) form, which any user guide takes
+            log_p, log_q, samples = model_and_guide_log_probs(
+                tokenization_model, guide_fn, lm, mdds[members[0]] if single else [mdds[g] for g in members],
+                contexts[members[0]] if single else [contexts[g] for g in members], num_samples=count)
+        for k, g in enumerate(members):
+            part = slice(k * count, (k + 1) * count)
+            parts[g].append((log_p[part], log_q[part], samples[part]))
     forwards, seconds = lm.stats.forwards - forwards0, time.perf_counter() - start
     out = []
     for g, text in enumerate(texts):
-        part = slice(g * num_samples, (g + 1) * num_samples)
-        out.append(_result(text, name, log_p[part], log_q[part], samples[part], canonicals[g], canonical_lps[g],
-                           None, forwards, seconds))
+        log_p = torch.cat([p for p, _, _ in parts[g]])
+        log_q = torch.cat([q for _, q, _ in parts[g]])
+        samples = [v for _, _, vs in parts[g] for v in vs]
+        out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds))
     return out
+
+
+#: One run of the engine: ``(pairs, particles per pair, their seeds)``.
+Group = tuple[list[int], int, list[int] | None]
+
+
+def particle_groups(texts: Sequence[str], num_samples: int, position_bytes: int,
+                    budget: int, seeds: Sequence[int] | None = None) -> list[Group]:
+    """Split a workload into runs whose particles' KV memory fits ``budget`` bytes.
+
+    A particle of text ``x`` holds at most ``len(x)`` token positions (one per
+    byte) beyond its context, ``position_bytes`` each. Whole pairs are packed
+    into runs in order; a pair whose ``num_samples`` particles alone exceed the
+    budget runs by itself in chunks of equal size (as few as fit), chunk ``c``
+    drawing with seed :func:`chunk_seed` ``(seed, c)``; a pair that fits keeps
+    its own seed, so grouping never changes its samples.
+    """
+    seeds = list(seeds) if seeds is not None else None
+    cost = [num_samples * (len(t.encode("utf-8")) + 1) * position_bytes for t in texts]
+    groups: list[Group] = []
+    pending: list[int] = []
+    used = 0
+
+    def flush() -> None:
+        nonlocal pending, used
+        if pending:
+            groups.append((pending, num_samples, None if seeds is None else [seeds[g] for g in pending]))
+        pending, used = [], 0
+
+    for g, c in enumerate(cost):
+        if c > budget:
+            flush()
+            chunks = min(num_samples, math.ceil(c / budget))
+            size = math.ceil(num_samples / chunks)
+            sizes = [size] * (num_samples // size) + ([num_samples % size] if num_samples % size else [])
+            for k, n in enumerate(sizes):
+                groups.append(([g], n, None if seeds is None else [chunk_seed(seeds[g], k)]))
+            continue
+        if pending and used + c > budget:
+            flush()
+        pending.append(g)
+        used += c
+    flush()
+    return groups
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The seed of chunk ``chunk`` of a pair with seed ``seed`` that runs in chunks (31 bits)."""
+    return (seed * 1_000_003 + 7_919 * (chunk + 1)) % (1 << 31)

@@ -105,6 +105,8 @@ def test_engine_config_is_validated():
         EngineConfig(cache_bytes=-1)
     with pytest.raises(ValueError, match="kv_block_bytes"):
         EngineConfig(kv_block_bytes=0)
+    with pytest.raises(ValueError, match="particle_bytes"):
+        EngineConfig(particle_bytes=0)
 
 
 def test_batched_scoring_equals_stepwise(lm):
@@ -161,3 +163,48 @@ def test_a_pool_of_many_small_blocks_gives_the_same_numbers(lm):
     for x, y in zip(a, b):
         assert x.samples == y.samples
         assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)
+
+
+def test_particle_groups_pack_pairs_and_chunk_what_alone_is_too_big():
+    from ppl_tok.importance import chunk_seed, particle_groups
+
+    # costs: 8 particles x (bytes + 1) x 10 bytes per position
+    texts = ["ab", "abcd", "a", "x" * 99, "abc"]
+    groups = particle_groups(texts, 8, 10, budget=700, seeds=[5, 6, 7, 8, 9])
+    assert groups[0] == ([0, 1], 8, [5, 6])            # 240 + 400 <= 700
+    assert groups[1] == ([2], 8, [7])                  # 160, then the long pair must start alone
+    assert [g[0] for g in groups[2:-1]] == [[3]] * 8   # 8000 bytes: 8 particles, one per chunk
+    assert [g[1] for g in groups[2:-1]] == [1] * 8
+    assert [g[2] for g in groups[2:-1]] == [[chunk_seed(8, c)] for c in range(8)]
+    assert groups[-1] == ([4], 8, [9])
+    # sizes always add up to num_samples, in as few equal chunks as fit
+    for n in (1, 5, 64):
+        for budget in (1, 333, 10**9):
+            per_pair = {}
+            for members, count, _ in particle_groups(["q" * 40], n, 7, budget):
+                per_pair[members[0]] = per_pair.get(members[0], 0) + count
+            assert per_pair == {0: n}
+
+
+def test_a_long_text_runs_in_chunks_that_are_ordinary_runs(lm):
+    from ppl_tok.importance import chunk_seed
+
+    lm.log_probs_many([[1]], [[1]])  # the pool learns its layout
+    position = lm.position_bytes()
+    budget = 3 * (len("ca") + 1) * position * 2  # "ca" (and only it) fits with all 6 particles
+    tight = HFLanguageModel(lm.model, None, 0, vocab=VOCAB, name=lm.name, config=EngineConfig(particle_bytes=budget))
+    tight.log_probs_many([[1]], [[1]])
+    grouped = marginals(TEXTS, tight, 6, contexts=CONTEXTS, seeds=SEEDS)
+    alone = marginals(TEXTS, lm, 6, contexts=CONTEXTS, seeds=SEEDS)
+    for text, ctx, seed, x, y in zip(TEXTS, CONTEXTS, SEEDS, grouped, alone):
+        assert len(x.samples) == 6 and torch.isfinite(torch.tensor(x.log_marginal))
+        if text == "ca":  # a pair that fits keeps its own seed whatever group it runs in
+            assert x.samples == y.samples
+            assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)
+            continue
+        # too long for all 6 particles at once: chunks of 3, 2 or 1, each an ordinary run with a chunk seed
+        size = 6 // math.ceil(6 * (len(text) + 1) * position / budget)
+        lm.clear_cache()
+        parts = [marginal(text, lm, size, context=ctx, seed=chunk_seed(seed, c)) for c in range(6 // size)]
+        assert x.samples == [v for p in parts for v in p.samples]
+        assert torch.allclose(x.log_weights, torch.cat([p.log_weights for p in parts]), atol=1e-5)

@@ -49,6 +49,10 @@ class EngineConfig:
         the cached prefixes (least recently used ones are evicted beyond it).
     :param row_bytes: the budget for full next-token rows kept in memory.
     :param max_batch: the most rows in one forward (larger batches are split).
+    :param particle_bytes: the KV memory the particles of one importance-sampling
+        run may hold at once, counted at the worst case of one token per byte
+        of text; :func:`~ppl_tok.importance.marginals` runs larger workloads
+        in groups of particles that fit (long texts: a few particles at a time).
     :param kv_block_bytes: the KV pool's unit of growth (:mod:`ppl_tok.lm.kvpool`):
         the pool overshoots what it uses by at most this; fewer, larger blocks
         mean fewer gather operations per forward (worth raising on a GPU).
@@ -57,11 +61,14 @@ class EngineConfig:
     cache_bytes: int = 2 << 30
     row_bytes: int = 256 << 20
     max_batch: int = 512
+    particle_bytes: int = 2 << 30
     kv_block_bytes: int = 128 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.kv_block_bytes, int) or self.kv_block_bytes < 1:
             raise ValueError(f"kv_block_bytes must be a positive number of bytes, got {self.kv_block_bytes!r}")
+        if not isinstance(self.particle_bytes, int) or self.particle_bytes < 1:
+            raise ValueError(f"particle_bytes must be a positive number of bytes, got {self.particle_bytes!r}")
         for name in ("cache_bytes", "row_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
@@ -157,6 +164,10 @@ class LanguageModel(ABC):
 
     def _state_bytes(self, state: LMState) -> int:
         """What one cached prefix costs beyond its parent (a backend's KV entry for one token)."""
+        return self.position_bytes()
+
+    def position_bytes(self) -> int:
+        """The memory one more token position costs (a transformer: its KV entries in every layer)."""
         return 64
 
     # ------------------------------------------------------------- caches

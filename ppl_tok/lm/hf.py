@@ -156,8 +156,8 @@ class HFLanguageModel(LanguageModel):
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(logits.float(), dim=-1)
 
-    def _state_bytes(self, state: LMState) -> int:
-        return self.pool.slot_bytes if self.pooled else super()._state_bytes(state)
+    def position_bytes(self) -> int:
+        return self.pool.slot_bytes if self.pooled and self.pool.slot_bytes else super().position_bytes()
 
     def clear_cache(self) -> None:
         super().clear_cache()
