@@ -312,8 +312,8 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
     parts: list[list[tuple[torch.Tensor, torch.Tensor, list]]] = [[] for _ in texts]
     groups = particle_groups(texts, num_samples, lm.position_bytes(), lm.config.particle_bytes, seeds)
     for n, (members, count, group_seeds) in enumerate(groups):
-        if n:  # the previous group's states are of no use to this one: let their memory go
-            lm.clear_cache()
+        if n and (count < num_samples or groups[n - 1][1] < num_samples):
+            lm.clear_cache()  # around the chunks of a long text: the last run's states only take memory
         if group_seeds is not None:
             pyro.set_rng_seed(group_seeds[0])
         with particle_seeds(group_seeds):
