@@ -59,7 +59,7 @@ class EngineConfig:
     """
 
     cache_bytes: int = 2 << 30
-    row_bytes: int = 256 << 20
+    row_bytes: int = 64 << 20
     max_batch: int = 512
     particle_bytes: int = 2 << 30
     kv_block_bytes: int = 128 << 20
