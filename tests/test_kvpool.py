@@ -92,3 +92,15 @@ def test_trim_gives_back_blocks_with_no_live_slot_and_keeps_the_rest():
 def test_block_size_is_validated():
     with pytest.raises(ValueError, match="block_bytes"):
         KVPool(block_bytes=0)
+
+
+def test_the_attention_scratch_is_reused_and_grows_by_half():
+    pool = small_pool()
+    like = torch.zeros(1)
+    a = pool.scratch(0, (2, 3, 4), like)
+    b = pool.scratch(0, (2, 3, 2), like)  # smaller: the same memory
+    assert a.is_contiguous() and b.is_contiguous() and b.shape == (2, 3, 2)
+    assert b.data_ptr() == a.data_ptr()
+    assert pool.scratch(1, (1,), like).data_ptr() != a.data_ptr()  # keys and values apart
+    c = pool.scratch(0, (5, 5), like)  # larger: a new buffer of max(need, 1.5x)
+    assert c.shape == (5, 5) and pool._scratch[0].numel() == 36

@@ -29,6 +29,7 @@ device and copies ``[B, K]`` numbers, never a ``[B, V]`` row.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -39,6 +40,26 @@ from typing import Any
 import torch
 
 from ..vocabulary import Vocabulary
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere a no-op).
+
+    Tensors freed by Python return to the C allocator, which on glibc keeps most of
+    them in its heap: the process's RSS then reports memory nothing uses.
+    """
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim  # noqa: B018 - glibc only
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 @dataclass
@@ -210,6 +231,7 @@ class LanguageModel(ABC):
         self._rows.clear()
         self._cache_used = self._rows_used = 0
         gc.collect()
+        release_free_memory()
 
     def _ensure_rows(self, states: Sequence[LMState]) -> None:
         missing = list({id(s): s for s in states if s.block is None}.values())

@@ -109,9 +109,10 @@ def _pool_layer_class():
             if not self.past:
                 return key_states, value_states
             # the past and the new entries in one tensor: the past is gathered straight into it
+            # (in two buffers that every layer reuses: a layer's attention is done before the next one's update)
             batch, heads, steps, _ = key_states.shape
-            k = key_states.new_empty((batch, heads, self.past + steps, key_states.shape[-1]))
-            v = value_states.new_empty((batch, heads, self.past + steps, value_states.shape[-1]))
+            k = self.pool.scratch(0, (batch, heads, self.past + steps, key_states.shape[-1]), key_states)
+            v = self.pool.scratch(1, (batch, heads, self.past + steps, value_states.shape[-1]), value_states)
             k[:, :, self.past:] = key_states
             v[:, :, self.past:] = value_states
             self.pool.gather(self.layer, self.plan, (k[:, :, : self.past], v[:, :, : self.past]))

@@ -66,6 +66,7 @@ class KVPool:
         self.block_slots = 0  # known after the first store (the layout is learnt from the model)
         self._layout: list[tuple[tuple[int, ...], torch.dtype]] = []
         self._slot_bytes = 0
+        self._scratch: list[torch.Tensor | None] = [None, None]
 
     @property
     def slot_bytes(self) -> int:
@@ -162,6 +163,25 @@ class KVPool:
             results.append(t)
         return results[0], results[1]
 
+    def scratch(self, which: int, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """A reusable contiguous tensor of ``shape`` (``which``: 0 keys, 1 values) for one layer's attention.
+
+        Every layer of every forward reuses the same two buffers (grown by half when
+        too small): one allocation instead of two per layer, and no heap of
+        ever-larger freed tensors (on glibc, a growing past allocated afresh per
+        layer fragments the heap and keeps the process's RSS far above what is live).
+        The caller must be done with the previous tensor before asking again.
+        """
+        n = 1
+        for d in shape:
+            n *= d
+        buf = self._scratch[which]
+        if buf is None or buf.numel() < n or buf.dtype != like.dtype or buf.device != like.device:
+            size = max(n, 0 if buf is None else int(buf.numel() * 1.5))
+            self._scratch[which] = None  # let the old one go before the new one is made
+            buf = self._scratch[which] = torch.empty(size, dtype=like.dtype, device=like.device)
+        return buf[:n].view(shape)
+
     # the pool's tensors are made inside ``torch.inference_mode`` (the forwards run there), so the
     # bookkeeping that may run outside it (a node freed by the garbage collector) enters it too
     @torch.inference_mode()
@@ -183,6 +203,7 @@ class KVPool:
             return 0
         for b in empty:
             self.blocks[b] = None
+        self._scratch = [None, None]
         self.free = [s for s in self.free if s // self.block_slots not in empty]
         return len(empty) * self.block_slots * self.slot_bytes
 
