@@ -82,7 +82,7 @@ class EngineConfig:
     cache_bytes: int = 2 << 30
     row_bytes: int = 64 << 20
     max_batch: int = 512
-    particle_bytes: int = 2 << 30
+    particle_bytes: int = 3 << 29
     kv_block_bytes: int = 128 << 20
 
     def __post_init__(self) -> None:
