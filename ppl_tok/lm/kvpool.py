@@ -92,7 +92,9 @@ class KVPool:
         b = next((i for i, blk in enumerate(self.blocks) if blk is None), len(self.blocks))
         n = self.block_slots
         half = len(self._layout) // 2
-        tensors = [torch.zeros((n,) + shape, dtype=dtype, device=self.device) for shape, dtype in self._layout]
+        # uninitialised: a slot is read only after it is written (padding reads a real slot), and untouched
+        # pages cost no memory, so the process grows with the slots used, not with whole blocks
+        tensors = [torch.empty((n,) + shape, dtype=dtype, device=self.device) for shape, dtype in self._layout]
         if b == len(self.blocks):
             self.blocks.append(None)
             self.refs = torch.cat([self.refs, torch.zeros(n, dtype=torch.int32)])
