@@ -282,10 +282,12 @@ def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
     ``results[i]`` estimates ``log p(texts[i] | contexts[i])`` with ``num_samples``
     particles drawn with seed ``seeds[i]`` (default ``i``; ``seeds=None`` and
     ``guide`` a user guide that ignores the per-pair generators: Pyro's RNG).
-    All ``len(texts) * num_samples`` particles advance together, one LM forward
+    The ``len(texts) * num_samples`` particles advance together, one LM forward
     per step for all of them: different contexts and lengths share the batch,
-    each context is computed once, identical prefixes once. A pair's samples do
-    not depend on the other pairs in the call.
+    each context is computed once, identical prefixes once. Workloads whose
+    worst-case KV memory exceeds ``lm.config.particle_bytes`` run in several such
+    runs (:func:`particle_groups`; a text too long for its N particles at once,
+    in seeded chunks). A pair's samples do not depend on the other pairs in the call.
     """
     texts = list(texts)
     contexts = [""] * len(texts) if contexts is None else list(contexts)
