@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The QA study of docs/results.md, step by step. Every step is resumable: run this script again after any
 # interruption and it continues where it stopped (finished steps cost nothing). Logs go to results/logs/.
-# Usage: results/study.sh [DATA_DIR]   (default ../shared/data); PPL_TOK=path/to/ppl-tok to override the command.
+# Usage: results/study.sh [DATA_DIR]   (default ../shared/data); PPL_TOK=path/to/ppl-tok to override the command;
+# STEPS="name name" runs only those steps (e.g. two chains side by side, each with OMP_NUM_THREADS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-../shared/data}
@@ -11,6 +12,7 @@ mkdir -p results/logs
 
 step() {  # step NAME ARGS...: one resumable `ppl-tok qa run`
   local name=$1; shift
+  if [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]]; then return; fi
   echo "$(date -u +%FT%TZ) start $name" >> results/logs/study.log
   "$PPL" qa run --data-dir "$DATA" --json "$@" > "results/logs/$name.json" 2> "results/logs/$name.err"
   echo "$(date -u +%FT%TZ) done  $name" >> results/logs/study.log
