@@ -40,6 +40,10 @@ def test_qa_run_and_report(tmp_path, toy_model, capsys):
         assert (tmp_path / "run" / name).stat().st_size > 1000
     md = (tmp_path / "run" / REPORT_MD).read_text()
     assert "Table 1" in md and "Table 2" in md and "not certified" in md
+    speed = report["speed"]
+    assert sum(s["questions"] for s in speed["by_kinds"].values()) == 16 and speed["questions"] == 16
+    assert all(s["median_batch_questions_per_minute"] > 0 for s in speed["by_kinds"].values())
+    assert "median batch, questions/min" in md
 
 
 def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):

@@ -226,9 +226,11 @@ def pending_batches(study: Study, store: ScoreStore, batch_questions: int) -> tu
 
 
 def batch_timing(chunk: Sequence[Pending], seconds: float, **extra: Any) -> dict[str, Any]:
-    """The ``timing.jsonl`` line of a batch that took ``seconds``."""
+    """The ``timing.jsonl`` line of a batch that took ``seconds`` (with torch's CPU thread count)."""
+    import torch
+
     return {"questions": len(chunk), "seconds": seconds, "kinds": sorted({k for _, todo in chunk for k in todo}),
-            **extra}
+            "threads": torch.get_num_threads(), **extra}
 
 
 def progress_bar(study: Study, total: int, chunks: Sequence[Sequence[Pending]], enabled: bool = True) -> Any:
