@@ -1,6 +1,7 @@
 """`ppl-tok qa run` / `ppl-tok qa report` end to end (toy LM), and one slow run on SmolLM2."""
 
 import json
+import os
 
 import pytest
 
@@ -44,6 +45,32 @@ def test_qa_run_and_report(tmp_path, toy_model, capsys):
     assert sum(s["questions"] for s in speed["by_kinds"].values()) == 16 and speed["questions"] == 16
     assert all(s["median_batch_questions_per_minute"] > 0 for s in speed["by_kinds"].values())
     assert "median batch, questions/min" in md
+
+
+def test_qa_summary(tmp_path, toy_model, capsys):
+    run = tmp_path / "run"
+    assert _run(tmp_path, "--json", "--scores", "exact") == 0
+    assert main(["qa", "summary", str(run)]) == 2
+    assert f"no report; run `ppl-tok qa report {run}` first" in capsys.readouterr().err
+    assert main(["qa", "report", str(run), "--json", "--runs", "4", "--resamples", "100"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert main(["qa", "summary", str(run), str(run), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and rows[0] == rows[1]
+    row = rows[0]
+    assert row["canonical"] == report["accuracy"]["canonical"]["test"] and row["questions"] == {"test": 8, "tune": 8}
+    assert row["marginal"]["k"] == report["tuned"]["k"] and row["mixture"]["alpha"] == report["tuned"]["alpha"]
+    assert row["exact"]["diff"] == report["differences_vs_canonical"]["acc"]["exact"]["diff"]
+    assert row["exact"]["not_certified"] == report["exact"]["test"]["not_certified"]
+    assert row["paper_llama2"] == {"marginal": None, "mixture": None}  # a custom data set: no paper numbers
+    assert main(["qa", "summary", str(run)]) == 0
+    md = capsys.readouterr().out
+    assert md.count(f"\n| {row['dataset']} | toy |") == 1 and f"| {100 * row['canonical']:.1f} |" in md
+    # new scores after the report: the report is stale and refused
+    scores = run / "scores.jsonl"
+    os.utime(scores, (scores.stat().st_atime, (run / "report.json").stat().st_mtime + 10))
+    assert main(["qa", "summary", str(run)]) == 2
+    assert "is older than" in capsys.readouterr().err
 
 
 def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):

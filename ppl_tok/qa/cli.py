@@ -1,4 +1,4 @@
-"""``ppl-tok qa run`` and ``ppl-tok qa report``: the multiple-choice QA study from the command line."""
+"""``ppl-tok qa run``, ``report`` and ``summary``: the multiple-choice QA study from the command line."""
 
 from __future__ import annotations
 
@@ -56,8 +56,15 @@ def cmd_report(args: argparse.Namespace) -> None:
         print(f"wrote {args.dir / REPORT_MD}, {args.dir / REPORT_JSON} and two PNG plots")
 
 
+def cmd_summary(args: argparse.Namespace) -> None:
+    from .summary import summary_markdown, summary_rows
+
+    rows = summary_rows(args.dirs)
+    print(json.dumps(rows, allow_nan=False) if args.json else summary_markdown(rows), end="\n" if args.json else "")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``qa`` (with ``run`` and ``report``) to the ``ppl-tok`` subcommands."""
+    """Add ``qa`` (with ``run``, ``report`` and ``summary``) to the ``ppl-tok`` subcommands."""
     from pathlib import Path
 
     qa = sub.add_parser("qa", help="the multiple-choice QA study (the paper's Sec. 6)",
@@ -98,3 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="the first LIMIT questions of each split only (a run in progress)")
     p.add_argument("--json", action="store_true", help="print report.json's object")
     p.set_defaults(func=cmd_report)
+    p = qa_sub.add_parser("summary", help="one table over many run folders (their report.json, test split)")
+    p.add_argument("dirs", type=Path, nargs="+", metavar="dir", help="run folders, each with a current report.json")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.set_defaults(func=cmd_summary)

@@ -1,0 +1,92 @@
+"""One table over many QA runs: the test-split headline of each run's ``report.json``.
+
+:func:`summary_rows` reads the reports written by ``ppl-tok qa report`` (it refuses
+a report older than its run's scores, so the table never shows stale numbers) and
+:func:`summary_markdown` lays them out, one row per run, with the paper's Llama2
+differences beside (Geh et al., 2024, Tables 1-2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .report import REPORT_JSON
+from .store import SCORES_FILE
+
+#: The classifiers summarised, each with its tuned parameter (``None``: none).
+SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("exact", None))
+
+
+def read_report(folder: str | Path) -> dict[str, Any]:
+    """``folder/report.json``; an error naming the file if it is missing, unreadable or older than the scores."""
+    folder = Path(folder)
+    path = folder / REPORT_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no report; run `ppl-tok qa report {folder}` first")
+    scores = folder / SCORES_FILE
+    if scores.is_file() and scores.stat().st_mtime > path.stat().st_mtime:
+        raise ValueError(f"{path} is older than {scores}; run `ppl-tok qa report {folder}` again")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON report ({e})") from e
+
+
+def summary_row(report: dict[str, Any], folder: str = "") -> dict[str, Any]:
+    """The test-split headline of one report: canonical accuracy and each summarised classifier's difference."""
+    try:
+        st, acc, diff = report["settings"], report["accuracy"], report["differences_vs_canonical"]["acc"]
+        row: dict[str, Any] = {"run": folder, "dataset": st["dataset"], "model": st["model"], "samples": st["samples"],
+                               "questions": report["evaluated"], "canonical": acc["canonical"]["test"]}
+        for name, param in SUMMARISED:
+            if name in acc:
+                row[name] = {"accuracy": acc[name]["test"], **diff[name]}
+                if param is not None:
+                    row[name][param] = report["tuned"][param]
+        if "exact" in row:
+            row["exact"]["not_certified"] = report["exact"]["test"]["not_certified"]
+    except KeyError as e:
+        raise ValueError(f"{folder or 'report'}: not a QA report (missing {e})") from None
+    paper_mar = (report.get("paper", {}).get("tuned_marginal") or {}).get("Llama2")
+    paper_mix = (report.get("paper", {}).get("tuned_mixture") or {}).get("Llama2")
+    row["paper_llama2"] = {"marginal": paper_mar[2] if paper_mar else None,
+                           "mixture": round(paper_mix[0] - paper_mix[1], 2) if paper_mix else None}
+    return row
+
+
+def summary_rows(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """:func:`summary_row` of each run folder's ``report.json``, in the order given."""
+    if not folders:
+        raise ValueError("no run folders given")
+    return [summary_row(read_report(f), str(f)) for f in folders]
+
+
+def _diff(d: dict[str, Any]) -> str:
+    sign = "" if d["within_noise"] else " *"
+    return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]{sign}"
+
+
+def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table, one row per run (test split; ``*``: the interval excludes zero)."""
+    lines = ["| data set | model | N | test questions | canonical | marginal (k) | diff | mixture (alpha) | diff | "
+             "exact (not certified) | diff | paper Llama2 diffs (marginal / mixture) |",
+             "|---" * 12 + "|"]
+    for r in rows:
+        cells = [r["dataset"], r["model"], str(r["samples"]), str(r["questions"].get("test", "")),
+                 f"{100 * r['canonical']:.1f}"]
+        for name, param in SUMMARISED:
+            c = r.get(name)
+            if c is None:
+                cells += ["—", "—"]
+                continue
+            detail = c["not_certified"] if param is None else (f"{c[param]:.2f}" if param == "alpha" else c[param])
+            cells += [f"{100 * c['accuracy']:.1f} ({detail})", _diff(c)]
+        p = r["paper_llama2"]
+        cells.append("—" if p["marginal"] is None else f"{p['marginal']:+.2f} / {p['mixture']:+.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Test split; accuracy in percent; differences against canonical with 95% paired bootstrap "
+              "intervals (`*`: the interval excludes zero). k and alpha were tuned on the tune split."]
+    return "\n".join(lines) + "\n"
