@@ -1,0 +1,57 @@
+"""Where does a marginal classifier's accuracy come from: the marginal itself, or the estimator's noise?
+
+For a run scored with ``--scores exact``, compare on the test split the exact-marginal classifier (certified
+brackets) with the canonical one and with the importance-sampling marginal at the tuned k and at all N:
+accuracy differences with paired bootstrap intervals, and how often the two pick the same answer; and per
+answer, how far the exact log marginal lies above the canonical log probability and the N-sample importance
+estimate from the exact log marginal (percentiles, nats).
+Usage: python results/exact_vs_estimates.py RUN_DIR [--limit L]
+"""
+
+import argparse
+import json
+
+import numpy as np
+
+from ppl_tok.qa import classify as C
+from ppl_tok.qa.store import SCORES_FILE, read_records, read_settings
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run")
+    ap.add_argument("--limit", type=int, help="the first L questions of each split only")
+    ap.add_argument("--k", type=int, help="the marginal's k (default: the tuned k in report.json)")
+    args = ap.parse_args()
+    settings = read_settings(args.run)
+    size = settings["splits"]["test"] if args.limit is None else min(args.limit, settings["splits"]["test"])
+    t = C.split_scores(read_records(f"{args.run}/{SCORES_FILE}"), "test", size)
+    if "exact" not in t.optional:
+        raise SystemExit(f"{args.run}: the test split has no exact scores for its first {size} questions")
+    k = args.k or json.load(open(f"{args.run}/report.json"))["tuned"]["k"]
+    exact, certified = C.exact_scores(t)
+    picks = {"canonical": C.canonical_scores(t), f"marginal k={k}": C.marginal_scores(t, k),
+             f"marginal k={t.num_samples}": C.marginal_scores(t), "exact": exact}
+    hits = {name: C.correct(s, t) for name, s in picks.items()}
+    argmax = {name: np.argmax(np.where(t.valid, s, -np.inf), axis=1) for name, s in picks.items()}
+    out = {"questions": size, "certified": int(certified.sum()),
+           "accuracy": {name: float(h.mean()) for name, h in hits.items()}, "exact_minus": {}, "same_answer_as_exact": {}}
+    for name in picks:
+        if name != "exact":
+            out["exact_minus"][name] = C.paired_bootstrap(hits["exact"], hits[name])
+            out["same_answer_as_exact"][name] = float((argmax[name] == argmax["exact"]).mean())
+    # per answer: how far the exact marginal is above the canonical probability, and the IS estimate from it
+    valid = t.valid & np.isfinite(exact)
+    gain = (exact - t.canonical)[valid]
+    err = (C.marginal_scores(t) - exact)[valid]
+    pct = [10, 50, 90, 99]
+    out["log_marginal_minus_log_canonical"] = dict(zip(map(str, pct), np.percentile(gain, pct).tolist()))
+    out["is_estimate_minus_log_marginal"] = dict(zip(map(str, pct), np.percentile(err, pct).tolist()))
+    out["is_estimate_below_canonical"] = float((C.marginal_scores(t)[valid] < t.canonical[valid]).mean())
+    out["answers_with_a_canonical_sample"] = float(t.is_canonical.any(-1)[valid].mean())
+    out["canonical_share_of_samples"] = float(t.is_canonical[valid].mean())
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
