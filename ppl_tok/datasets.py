@@ -94,7 +94,8 @@ def read_hellaswag(path: Path) -> list[Question]:
             raise DatasetError(f"{path}:{n}: label {label} does not index {len(endings)} endings")
         ctx = _field(row, "activity_label", path, n) + ": " + _field(row, "ctx_a", path, n) + " " + \
             _field(row, "ctx_b", path, n).capitalize()
-        out.append(Question("hellaswag", str(row.get("ind", n)), _hellaswag_clean(ctx),
+        # the id is the line number: `ind` repeats in the validation file (433 values, e.g. 10606 twice)
+        out.append(Question("hellaswag", str(n), _hellaswag_clean(ctx),
                             tuple(_hellaswag_clean(e) for e in endings), label))
     return out
 

@@ -21,6 +21,8 @@ def test_formats_follow_the_paper_tasks():
     assert obqa[0].id == "8-376" and obqa[0].choices[obqa[0].label] == "Deep sea animals"
     hs = load_questions(SHARED / "data" / "hellaswag" / "hellaswag_val.jsonl.gz")
     assert all("[" not in q.context for q in hs[:500])
+    # `ind` repeats in the file (433 values), so the id is the line number: unique
+    assert len({q.id for q in hs}) == len(hs) == 10042 and hs[0].id == "1"
     assert list(texts_of(obqa[:1]))[1] == " Deep sea animals"
 
 

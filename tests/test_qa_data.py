@@ -65,6 +65,14 @@ def test_socialiqa_shuffle_is_seeded_disjoint_and_nested():
     assert load_study("socialiqa", DATA, limit=10, seed=5).splits["test"] != small.splits["test"]
 
 
+def test_hellaswag_splits_the_whole_validation_file():
+    full = load_study("hellaswag", DATA)  # ids must be unique: `ind` repeats in this file
+    assert full.sizes() == {"tune": 5021, "test": 5021}
+    ids = [q.id for split in ("tune", "test") for q in full.splits[split]]
+    assert len(set(ids)) == 10042
+    assert load_study("hellaswag", DATA, limit=500).splits["test"] == full.splits["test"][:500]
+
+
 def test_builtin_dataset_refuses_tune_and_missing_data(tmp_path):
     with pytest.raises(ValueError, match="--tune"):
         load_study("openbookqa", DATA, tune=tmp_path / "x.jsonl")

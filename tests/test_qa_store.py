@@ -73,6 +73,22 @@ def test_other_settings_are_refused_naming_them(tmp_path):
         run_study(other, toy_lm(), tmp_path / "run", _settings(other), progress=False)
 
 
+def test_another_release_resumes_but_another_scores_version_is_refused(tmp_path, monkeypatch):
+    study = _study(tmp_path, n=2)
+    first = _settings(study)
+    assert first["scores_version"] == qa_run.SCORES_VERSION
+    run_study(study, toy_lm(), tmp_path / "run", first, progress=False)
+    before = (tmp_path / "run" / SCORES_FILE).read_bytes()
+    # a folder written before scores_version existed (ppl-tok 0.1.0) holds version-1 scores
+    legacy = {k: v for k, v in first.items() if k != "scores_version"}
+    (tmp_path / "run" / "run.json").write_text(json.dumps(legacy))
+    store = run_study(study, toy_lm(), tmp_path / "run", {**first, "ppl_tok_version": "9.9"}, progress=False)
+    assert store.settings["ppl_tok_version"] == first["ppl_tok_version"]  # the creator's, for the reader
+    assert (tmp_path / "run" / SCORES_FILE).read_bytes() == before
+    with pytest.raises(SettingsMismatchError, match="scores_version: folder has 1, this run has 2"):
+        run_study(study, toy_lm(), tmp_path / "run", {**first, "scores_version": 2}, progress=False)
+
+
 def test_scores_may_grow_and_only_the_missing_ones_are_computed(tmp_path, monkeypatch):
     study = _study(tmp_path, n=2)
     run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)

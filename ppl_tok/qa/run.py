@@ -43,6 +43,10 @@ from .data import Study
 from .store import ScoreStore, encode_log, encode_logs
 
 KINDS = ("is",)
+#: The version of what a run stores for given settings. Bump it with any change that alters the stored
+#: numbers or records (sampling, seeds, the engine's numerics, the record format): a folder written under
+#: another scores version is then refused instead of mixing the two. A ppl-tok release alone does not.
+SCORES_VERSION = 1
 OPTIONAL_SCORES = ("exact", "stratified", "most-likely")
 
 
@@ -89,7 +93,7 @@ def study_settings(study: Study, *, model: str, samples: int, seed: int, scores:
         "data_files": {Path(p).name: sha for p, sha in study.files.items()},
         "model": model, "dtype": dtype, "samples": samples, "seed": seed, "proposal": "lookahead",
         "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
-        "most_likely_time": most_likely_time, "ppl_tok_version": __version__,
+        "most_likely_time": most_likely_time, "scores_version": SCORES_VERSION, "ppl_tok_version": __version__,
     }
 
 

@@ -1,10 +1,12 @@
 """An append-only, crash-safe store of QA scores: a folder with ``run.json`` and ``scores.jsonl``.
 
 * ``run.json``: the settings of the run (dataset, split sizes, model, N, seed,
-  scores, data checksums, ppl-tok version), written once, atomically, at the
-  start. Opening the folder with other settings raises
+  scores, data checksums, scores version, ppl-tok version), written once,
+  atomically, at the start. Opening the folder with other settings raises
   :class:`SettingsMismatchError` naming every differing setting. Only the set
   of optional scores may grow (a later ``--scores exact`` adds those records).
+  The ppl-tok version is the creator's, for the reader; a later release may
+  add to the folder as long as its ``scores_version`` is the same.
 * ``scores.jsonl``: one JSON object per line, one record per (kind, split,
   question). Records are appended a batch at a time with one ``write``,
   ``flush`` and ``fsync``. A process killed at any point leaves at most one
@@ -37,6 +39,11 @@ TIMING_FILE = "timing.jsonl"
 LOCK_FILE = ".lock"
 #: Settings that may differ between runs into one folder (merged, not compared).
 GROWABLE = ("scores",)
+#: Settings recorded for the reader but not compared: the ppl-tok release that created the folder
+#: (``scores_version`` is what decides whether another release may add to it).
+INFORMATIONAL = ("ppl_tok_version",)
+#: The ``scores_version`` of folders written before that setting existed (ppl-tok 0.1.0).
+FIRST_SCORES_VERSION = 1
 
 
 class StoreError(ValueError):
@@ -97,7 +104,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    keys = sorted((set(old) | set(new)) - set(GROWABLE))
+    old = {"scores_version": FIRST_SCORES_VERSION, **old}
+    keys = sorted((set(old) | set(new)) - set(GROWABLE) - set(INFORMATIONAL))
     return [f"{k}: folder has {old.get(k)!r}, this run has {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
 
