@@ -31,7 +31,9 @@ def main() -> None:
     k = args.k or json.load(open(f"{args.run}/report.json"))["tuned"]["k"]
     exact, certified = C.exact_scores(t)
     picks = {"canonical": C.canonical_scores(t), f"marginal k={k}": C.marginal_scores(t, k),
-             f"marginal k={t.num_samples}": C.marginal_scores(t), "exact": exact}
+             f"marginal k={t.num_samples}": C.marginal_scores(t),
+             # unbiased too, with the canonical term exact: p(v*) + (1/N) sum_i w_i 1[v_i != v*]
+             "canonical + IS non-canonical": np.logaddexp(t.canonical, C.noncanonical_scores(t)), "exact": exact}
     hits = {name: C.correct(s, t) for name, s in picks.items()}
     argmax = {name: np.argmax(np.where(t.valid, s, -np.inf), axis=1) for name, s in picks.items()}
     out = {"questions": size, "certified": int(certified.sum()),
