@@ -52,6 +52,8 @@ def test_qa_summary(tmp_path, toy_model, capsys):
     assert _run(tmp_path, "--json", "--scores", "exact") == 0
     assert main(["qa", "summary", str(run)]) == 2
     assert f"no report; run `ppl-tok qa report {run}` first" in capsys.readouterr().err
+    assert main(["qa", "summary", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: no such run folder" in capsys.readouterr().err
     assert main(["qa", "report", str(run), "--json", "--runs", "4", "--resamples", "100"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert main(["qa", "summary", str(run), str(run), "--json"]) == 0

@@ -23,6 +23,8 @@ SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("exact", None))
 def read_report(folder: str | Path) -> dict[str, Any]:
     """``folder/report.json``; an error naming the file if it is missing, unreadable or older than the scores."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such run folder")
     path = folder / REPORT_JSON
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no report; run `ppl-tok qa report {folder}` first")
