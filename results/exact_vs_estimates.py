@@ -50,6 +50,12 @@ def main() -> None:
     out["log_marginal_minus_log_canonical"] = dict(zip(map(str, pct), np.percentile(gain, pct).tolist()))
     out["is_estimate_minus_log_marginal"] = dict(zip(map(str, pct), np.percentile(err, pct).tolist()))
     out["is_estimate_below_canonical"] = float((C.marginal_scores(t)[valid] < t.canonical[valid]).mean())
+    nbytes = t.nbytes[valid]
+    out["is_error_by_answer_bytes"] = {
+        f"{lo + 1}-{hi}": {"answers": int(m.sum()), "median_nats": float(np.median(err[m])),
+                          "median_nats_per_byte": float(np.median(err[m] / nbytes[m]))}
+        for lo, hi in ((0, 10), (10, 20), (20, 40), (40, 10_000)) if (m := (nbytes > lo) & (nbytes <= hi)).any()}
+    out["is_error_length_correlation"] = float(np.corrcoef(nbytes, err)[0, 1])
     out["answers_with_a_canonical_sample"] = float(t.is_canonical.any(-1)[valid].mean())
     out["canonical_share_of_samples"] = float(t.is_canonical[valid].mean())
     print(json.dumps(out, indent=1))
