@@ -171,7 +171,12 @@ def _ci(d: dict[str, Any]) -> str:
         verdict = "no question changed"
     else:
         verdict = "within noise" if d["within_noise"] else "significant"
-    return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}] ({verdict})"
+    return f"{format_difference(d)} ({verdict})"
+
+
+def format_difference(d: dict[str, Any]) -> str:
+    """A paired-bootstrap difference in points: ``+2.0 [-1.4, +5.4]``."""
+    return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
 
 
 def _table(title: str, header: list[str], ours: list[str], paper: list[list[str]]) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .report import REPORT_JSON
+from .report import REPORT_JSON, format_difference
 from .store import SCORES_FILE
 
 #: The classifiers summarised, each with its tuned parameter (``None``: none).
@@ -67,8 +67,7 @@ def summary_rows(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
 
 
 def _diff(d: dict[str, Any]) -> str:
-    sign = "" if d["within_noise"] else " *"
-    return f"{100 * d['diff']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]{sign}"
+    return format_difference(d) + ("" if d["within_noise"] else " *")
 
 
 def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
