@@ -4,7 +4,8 @@ For a run scored with ``--scores exact``, compare on the test split the exact-ma
 brackets) with the canonical one and with the importance-sampling marginal at the tuned k and at all N:
 accuracy differences with paired bootstrap intervals, and how often the two pick the same answer; and per
 answer, how far the exact log marginal lies above the canonical log probability and the N-sample importance
-estimate from the exact log marginal (percentiles, nats).
+estimate from the exact log marginal (percentiles, nats); and how often the proposal's samples are canonical,
+or start with the canonical tokenization's first token.
 Usage: python results/exact_vs_estimates.py RUN_DIR [--limit L]
 """
 
@@ -25,7 +26,8 @@ def main() -> None:
     args = ap.parse_args()
     settings = read_settings(args.run)
     size = settings["splits"]["test"] if args.limit is None else min(args.limit, settings["splits"]["test"])
-    t = C.split_scores(read_records(f"{args.run}/{SCORES_FILE}"), "test", size)
+    records = list(read_records(f"{args.run}/{SCORES_FILE}"))
+    t = C.split_scores(records, "test", size)
     if "exact" not in t.optional:
         raise SystemExit(f"{args.run}: the test split has no exact scores for its first {size} questions")
     k = args.k or json.load(open(f"{args.run}/report.json"))["tuned"]["k"]
@@ -59,6 +61,10 @@ def main() -> None:
     out["is_error_length_correlation"] = float(np.corrcoef(nbytes, err)[0, 1])
     out["answers_with_a_canonical_sample"] = float(t.is_canonical.any(-1)[valid].mean())
     out["canonical_share_of_samples"] = float(t.is_canonical[valid].mean())
+    # the look-ahead proposal's first step: does a sample begin with the canonical tokenization's first token?
+    first = [x[0] == c["canonical"][0] for r in records if r["kind"] == "is" and r["split"] == "test"
+             and r["index"] < size for c in r["choices"] for x in c["samples"]]
+    out["samples_starting_with_the_canonical_first_token"] = float(np.mean(first))
     print(json.dumps(out, indent=1))
 
 
