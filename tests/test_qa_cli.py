@@ -68,11 +68,37 @@ def test_qa_summary(tmp_path, toy_model, capsys):
     assert main(["qa", "summary", str(run)]) == 0
     md = capsys.readouterr().out
     assert md.count(f"\n| {row['dataset']} | toy |") == 1 and f"| {100 * row['canonical']:.1f} |" in md
-    # new scores after the report: the report is stale and refused
+    # touching the scores without changing them keeps the report valid (the check is by content)
     scores = run / "scores.jsonl"
     os.utime(scores, (scores.stat().st_atime, (run / "report.json").stat().st_mtime + 10))
+    assert main(["qa", "summary", str(run)]) == 0
+    capsys.readouterr()
+    # a changed record of an evaluated question makes the report stale: refused
+    lines = scores.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["choices"][0]["canonical_log_prob"] -= 1.0
+    lines[0] = json.dumps(first) + "\n"
+    scores.write_text("".join(lines))
     assert main(["qa", "summary", str(run)]) == 2
-    assert "is older than" in capsys.readouterr().err
+    assert f"the scores it evaluated have changed in {scores}; run `ppl-tok qa report {run}` again" in \
+        capsys.readouterr().err
+    # a report of the first questions (a run in progress) stays valid while later questions change
+    assert main(["qa", "report", str(run), "--limit", "4", "--json", "--runs", "4", "--resamples", "100"]) == 0
+    capsys.readouterr()
+    later = [n for n, line in enumerate(lines) if json.loads(line)["index"] >= 4]
+    changed = json.loads(lines[later[0]])
+    changed["choices"][0]["canonical_log_prob"] -= 1.0
+    lines[later[0]] = json.dumps(changed) + "\n"
+    scores.write_text("".join(lines))
+    assert main(["qa", "summary", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["questions"] == {"test": 4, "tune": 4}
+    # a report written before the digest existed falls back to the modification times
+    report = json.loads((run / "report.json").read_text())
+    del report["records_sha256"]
+    (run / "report.json").write_text(json.dumps(report))
+    os.utime(scores, (scores.stat().st_atime, (run / "report.json").stat().st_mtime + 10))
+    assert main(["qa", "summary", str(run)]) == 2
+    assert f"is older than {scores}; run `ppl-tok qa report {run} --limit 4` again" in capsys.readouterr().err
 
 
 def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):

@@ -13,7 +13,7 @@ import pytest
 
 import ppl_tok.qa.run as qa_run
 from ppl_tok.qa import SettingsMismatchError, load_study, run_study, study_settings
-from ppl_tok.qa.store import SCORES_FILE, ScoreStore, StoreError, decode_log, encode_log, read_records
+from ppl_tok.qa.store import SCORES_FILE, ScoreStore, StoreError, decode_log, encode_log, read_records, records_digest
 from qa_toy import toy_lm, write_questions
 
 TESTS = Path(__file__).resolve().parent
@@ -119,6 +119,22 @@ def test_scores_do_not_depend_on_batching(tmp_path):
     run_study(study, toy_lm(), tmp_path / "a", _settings(study), batch_questions=1, progress=False)
     run_study(study, toy_lm(), tmp_path / "b", _settings(study), batch_questions=4, progress=False)
     assert (tmp_path / "a" / SCORES_FILE).read_bytes() == (tmp_path / "b" / SCORES_FILE).read_bytes()
+
+
+def test_records_digest_ignores_line_order_and_later_questions(tmp_path):
+    study = _study(tmp_path, n=4)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    records = list(read_records(tmp_path / "run" / SCORES_FILE))
+    sizes = {"tune": 2, "test": 2}
+    digest = records_digest(records, sizes)
+    assert records_digest(records[::-1], sizes) == digest  # a Ray run appends batches as they finish
+    later = [r for r in records if r["index"] >= 2]
+    later[0]["choices"][0]["canonical_log_prob"] += 1.0
+    assert records_digest(records, sizes) == digest  # a question past the sizes does not count
+    assert records_digest(records, {"tune": 3, "test": 2}) != digest
+    earlier = next(r for r in records if r["index"] < 2)
+    earlier["choices"][0]["log_q"][0] += 1e-9
+    assert records_digest(records, sizes) != digest
 
 
 def test_torn_last_line_is_cut_and_recomputed(tmp_path):

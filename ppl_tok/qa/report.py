@@ -19,7 +19,7 @@ import numpy as np
 from . import classify as C
 from .paper import TUNED_MARGINAL, TUNED_MIXTURE
 from .run import OPTIONAL_SCORES
-from .store import SCORES_FILE, SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing
+from .store import SCORES_FILE, SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing, records_digest
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -96,7 +96,8 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
         for metric, norm in (("acc", False), ("acc_norm", True))}
     k_index = tuned["k"] - 1
     report: dict[str, Any] = {
-        "settings": settings, "evaluated": sizes, "limit": limit, "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
+        "settings": settings, "evaluated": sizes, "limit": limit, "records_sha256": records_digest(records, sizes),
+        "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
         "differences_vs_canonical": differences,
         "marginal_at_k": {s: {"k": tuned["k"], "mean": float(curves[s]["mean"][k_index]),
                               "std": float(curves[s]["std"][k_index]), "runs": runs} for s in tables},

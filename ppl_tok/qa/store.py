@@ -26,10 +26,11 @@ NaN and ``+inf`` are errors. :func:`encode_log` / :func:`decode_log` convert.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,21 @@ def decode_logs(xs: Iterable[float | None]) -> list[float]:
 def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
     """The identity of a record: ``(kind, split, index)``."""
     return record["kind"], record["split"], record["index"]
+
+
+def records_digest(records: Iterable[dict[str, Any]], sizes: Mapping[str, int]) -> str:
+    """SHA-256 of the records of the first ``sizes[split]`` questions of each split, of every kind.
+
+    The records are taken in :func:`record_key` order, so the order of lines in ``scores.jsonl``
+    does not matter (a Ray run appends batches as they finish); records of later questions do not
+    count, so a run still appending keeps the digest of the questions already evaluated.
+    """
+    digest = hashlib.sha256()
+    chosen = sorted((r for r in records if r["index"] < sizes.get(r["split"], 0)), key=record_key)
+    for record in chosen:
+        digest.update(json.dumps(record, sort_keys=True, allow_nan=False).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -1,7 +1,10 @@
 """One table over many QA runs: the test-split headline of each run's ``report.json``.
 
-:func:`summary_rows` reads the reports written by ``ppl-tok qa report`` (it refuses
-a report older than its run's scores, so the table never shows stale numbers) and
+:func:`summary_rows` reads the reports written by ``ppl-tok qa report``. It refuses
+a report whose evaluated records have changed since (the report's ``records_sha256``
+against the run's ``scores.jsonl``; a report without it: one older than the scores),
+so the table never shows stale numbers, while a run still appending the records of
+later questions keeps a report of its first questions (``qa report --limit``) valid.
 :func:`summary_markdown` lays them out, one row per run, with the paper's Llama2
 differences beside (Geh et al., 2024, Tables 1-2).
 """
@@ -14,27 +17,34 @@ from pathlib import Path
 from typing import Any
 
 from .report import REPORT_JSON, format_difference
-from .store import SCORES_FILE
+from .store import SCORES_FILE, read_records, records_digest
 
 #: The classifiers summarised, each with its tuned parameter (``None``: none).
 SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("exact", None))
 
 
 def read_report(folder: str | Path) -> dict[str, Any]:
-    """``folder/report.json``; an error naming the file if it is missing, unreadable or older than the scores."""
+    """``folder/report.json``; an error naming the file if it is missing, unreadable or stale."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such run folder")
     path = folder / REPORT_JSON
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no report; run `ppl-tok qa report {folder}` first")
-    scores = folder / SCORES_FILE
-    if scores.is_file() and scores.stat().st_mtime > path.stat().st_mtime:
-        raise ValueError(f"{path} is older than {scores}; run `ppl-tok qa report {folder}` again")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not a JSON report ({e})") from e
+    if not isinstance(report, dict):
+        raise ValueError(f"{path}: not a QA report (a JSON {type(report).__name__}, not an object)")
+    scores = folder / SCORES_FILE
+    again = f"run `ppl-tok qa report {folder}{' --limit ' + str(report['limit']) if report.get('limit') else ''}` again"
+    if "records_sha256" in report:
+        if records_digest(read_records(scores), report.get("evaluated", {})) != report["records_sha256"]:
+            raise ValueError(f"{path}: the scores it evaluated have changed in {scores}; {again}")
+    elif scores.is_file() and scores.stat().st_mtime > path.stat().st_mtime:
+        raise ValueError(f"{path} is older than {scores}; {again}")
+    return report
 
 
 def summary_row(report: dict[str, Any], folder: str = "") -> dict[str, Any]:
