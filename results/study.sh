@@ -2,7 +2,9 @@
 # The QA study of docs/results.md, step by step. Every step is resumable: run this script again after any
 # interruption and it continues where it stopped (finished steps cost nothing). Logs go to results/logs/.
 # Usage: results/study.sh [DATA_DIR]   (default ../shared/data); PPL_TOK=path/to/ppl-tok to override the command;
-# STEPS="name name" runs only those steps (e.g. two chains side by side, each with OMP_NUM_THREADS=1).
+# STEPS="name name" runs only those steps (e.g. two chains side by side, each with OMP_NUM_THREADS=1);
+# EXTRA="..." is appended to every step's arguments (later ones win), e.g. one folder on two cores:
+#   OMP_NUM_THREADS=1 STEPS=hellaswag-smollm2 EXTRA="--ray --workers 2 --batch-questions 4" results/study.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-../shared/data}
@@ -14,7 +16,8 @@ step() {  # step NAME ARGS...: one resumable `ppl-tok qa run`
   local name=$1; shift
   if [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]]; then return; fi
   echo "$(date -u +%FT%TZ) start $name" >> results/logs/study.log
-  "$PPL" qa run --data-dir "$DATA" --json "$@" > "results/logs/$name.json" 2> "results/logs/$name.err"
+  # shellcheck disable=SC2086  # EXTRA is split into words on purpose
+  "$PPL" qa run --data-dir "$DATA" --json "$@" ${EXTRA:-} > "results/logs/$name.json" 2> "results/logs/$name.err"
   echo "$(date -u +%FT%TZ) done  $name" >> results/logs/study.log
 }
 
