@@ -148,6 +148,8 @@ def test_torn_last_line_is_cut_and_recomputed(tmp_path):
         (tmp_path / "run" / "run.json").write_bytes((tmp_path / "ref" / "run.json").read_bytes())
         torn = b"".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2]
         (tmp_path / "run" / SCORES_FILE).write_bytes(torn)
+        # a reader (a report of a run in progress) sees the complete records only
+        assert list(read_records(tmp_path / "run" / SCORES_FILE)) == [json.loads(x) for x in lines[:cut]]
         run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
         assert (tmp_path / "run" / SCORES_FILE).read_bytes() == reference
 

@@ -252,7 +252,12 @@ def repair(path: Path) -> int:
 
 
 def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The complete records of a ``scores.jsonl``; a malformed or repeated line is an error naming it."""
+    """The complete records of a ``scores.jsonl``; a malformed or repeated line is an error naming it.
+
+    A partial last line (no newline) is not a record yet: a batch a running writer has not
+    finished writing, or one torn by a kill (which :meth:`ScoreStore.open` cuts off). It is left
+    out, so a run in progress can be read (``qa report --limit``) while it appends.
+    """
     path = Path(path)
     if not path.exists():
         return
@@ -260,7 +265,7 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
-                raise StoreError(f"{path}:{n}: partial last line (open the folder with ScoreStore.open to repair)")
+                return
             try:
                 record = json.loads(line)
                 key = record_key(record)
