@@ -143,6 +143,12 @@ def _speed(folder: Path) -> dict[str, Any]:
     ``questions_per_minute`` is total questions over total batch seconds; the median over batches
     (``median_batch_questions_per_minute``) is the figure for an otherwise idle machine, since a
     batch slowed by other work on the machine moves the median little.
+
+    A Ray run's lines also carry ``worker_seconds`` (the batch's time inside its worker); its
+    ``seconds`` are the driver's time between appends, which is no batch's time. There the median
+    is taken over the workers' seconds per question, times the number of workers:
+    ``median_batch_questions_per_minute = workers * 60 / median(worker_seconds / questions)``
+    (a run resumed with and without Ray takes the median over both kinds of batch rate).
     """
     timing = read_timing(folder)
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -156,10 +162,18 @@ def _speed(folder: Path) -> dict[str, Any]:
 def _batch_speed(timing: list[dict[str, Any]]) -> dict[str, Any]:
     questions = sum(t["questions"] for t in timing)
     seconds = sum(t["seconds"] for t in timing)
-    rates = [60 * t["questions"] / t["seconds"] for t in timing if t["seconds"] > 0]
-    return {"questions": questions, "seconds": seconds, "batches": len(timing),
-            "questions_per_minute": 60 * questions / seconds if seconds > 0 else None,
-            "median_batch_questions_per_minute": float(np.median(rates)) if rates else None}
+    out: dict[str, Any] = {"questions": questions, "seconds": seconds, "batches": len(timing),
+                           "questions_per_minute": 60 * questions / seconds if seconds > 0 else None}
+    ray = [t for t in timing if "worker_seconds" in t and t["worker_seconds"] > 0 and t["questions"] > 0]
+    rates = [60 * t["questions"] / t["seconds"] for t in timing if "worker_seconds" not in t and t["seconds"] > 0]
+    if ray:
+        workers = len({t.get("worker") for t in ray})
+        per_question = [t["worker_seconds"] / t["questions"] for t in ray]
+        rates += [60 * workers / x for x in per_question]
+        out.update(workers=workers, worker_seconds=sum(t["worker_seconds"] for t in ray),
+                   median_worker_seconds_per_question=float(np.median(per_question)))
+    out["median_batch_questions_per_minute"] = float(np.median(rates)) if rates else None
+    return out
 
 
 # ------------------------------------------------------------------ Markdown
@@ -235,7 +249,9 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{_pct(e['accuracy_certified'])} |" for s, e in report["exact"].items()]
     speeds = [(kinds, sp) for kinds, sp in report["speed"].get("by_kinds", {}).items() if sp["questions_per_minute"]]
     if speeds:
-        lines += ["", "Speed (`timing.jsonl`; the median batch is the figure for an otherwise idle machine):", "",
+        ray_note = "; Ray runs: the workers' median seconds per question, times the workers" \
+            if any("workers" in sp for _, sp in speeds) else ""
+        lines += ["", f"Speed (`timing.jsonl`; the median batch is the figure for an otherwise idle machine{ray_note}):", "",
                   "| scores computed | questions | seconds | questions/min | median batch, questions/min |",
                   "|---|---|---|---|---|"]
         lines += [f"| {kinds.replace('+', ', ')} | {sp['questions']} | {sp['seconds']:.0f} | "
