@@ -64,7 +64,7 @@ def test_qa_summary(tmp_path, toy_model, capsys):
     assert row["marginal"]["k"] == report["tuned"]["k"] and row["mixture"]["alpha"] == report["tuned"]["alpha"]
     assert row["exact"]["diff"] == report["differences_vs_canonical"]["acc"]["exact"]["diff"]
     assert row["exact"]["not_certified"] == report["exact"]["test"]["not_certified"]
-    assert row["paper_llama2"] == {"marginal": None, "mixture": None}  # a custom data set: no paper numbers
+    assert row["paper"] == {"model": "Llama2", "marginal": None, "mixture": None}  # a custom data set: no paper numbers
     assert main(["qa", "summary", str(run)]) == 0
     md = capsys.readouterr().out
     assert md.count(f"\n| {row['dataset']} | toy |") == 1 and f"| {100 * row['canonical']:.1f} |" in md

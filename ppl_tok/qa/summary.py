@@ -5,8 +5,9 @@ a report whose evaluated records have changed since (the report's ``records_sha2
 against the run's ``scores.jsonl``; a report without it: one older than the scores),
 so the table never shows stale numbers, while a run still appending the records of
 later questions keeps a report of its first questions (``qa report --limit``) valid.
-:func:`summary_markdown` lays them out, one row per run, with the paper's Llama2
-differences beside (Geh et al., 2024, Tables 1-2).
+:func:`summary_markdown` lays them out, one row per run, with the paper's
+differences beside (Geh et al., 2024, Tables 1-2): those of its model of the same
+family (Gemma for a Gemma run), else Llama2's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 
 from .report import REPORT_JSON, format_difference
 from .store import SCORES_FILE, read_records, records_digest
+
+#: The paper's models (Tables 1-4), looked for by family name in a run's model name.
+PAPER_MODELS = ("Llama2", "Gemma", "Mamba")
 
 #: The classifiers summarised, each with its tuned parameter (``None``: none).
 SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("exact", None))
@@ -62,11 +66,18 @@ def summary_row(report: dict[str, Any], folder: str = "") -> dict[str, Any]:
             row["exact"]["not_certified"] = report["exact"]["test"]["not_certified"]
     except KeyError as e:
         raise ValueError(f"{folder or 'report'}: not a QA report (missing {e})") from None
-    paper_mar = (report.get("paper", {}).get("tuned_marginal") or {}).get("Llama2")
-    paper_mix = (report.get("paper", {}).get("tuned_mixture") or {}).get("Llama2")
-    row["paper_llama2"] = {"marginal": paper_mar[2] if paper_mar else None,
-                           "mixture": round(paper_mix[0] - paper_mix[1], 2) if paper_mix else None}
+    model = paper_model(st["model"])
+    paper_mar = (report.get("paper", {}).get("tuned_marginal") or {}).get(model)
+    paper_mix = (report.get("paper", {}).get("tuned_mixture") or {}).get(model)
+    row["paper"] = {"model": model, "marginal": paper_mar[2] if paper_mar else None,
+                    "mixture": round(paper_mix[0] - paper_mix[1], 2) if paper_mix else None}
     return row
+
+
+def paper_model(model: str) -> str:
+    """The paper's model to set beside a run of ``model``: the same family where the paper has one, else Llama2."""
+    name = model.lower()
+    return next((m for m in PAPER_MODELS if m.lower() in name), "Llama2")
 
 
 def summary_rows(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -83,7 +94,7 @@ def _diff(d: dict[str, Any]) -> str:
 def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per run (test split; ``*``: the interval excludes zero)."""
     lines = ["| data set | model | N | test questions | canonical | marginal (k) | diff | mixture (alpha) | diff | "
-             "exact (not certified) | diff | paper Llama2 diffs (marginal / mixture) |",
+             "exact (not certified) | diff | paper diffs (marginal / mixture) |",
              "|---" * 12 + "|"]
     for r in rows:
         cells = [r["dataset"], r["model"], str(r["samples"]), str(r["questions"].get("test", "")),
@@ -95,8 +106,8 @@ def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
                 continue
             detail = c["not_certified"] if param is None else (f"{c[param]:.2f}" if param == "alpha" else c[param])
             cells += [f"{100 * c['accuracy']:.1f} ({detail})", _diff(c)]
-        p = r["paper_llama2"]
-        cells.append("—" if p["marginal"] is None else f"{p['marginal']:+.2f} / {p['mixture']:+.1f}")
+        p = r["paper"]
+        cells.append("—" if p["marginal"] is None else f"{p['model']}: {p['marginal']:+.2f} / {p['mixture']:+.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Test split; accuracy in percent; differences against canonical with 95% paired bootstrap "
               "intervals (`*`: the interval excludes zero). k and alpha were tuned on the tune split."]
