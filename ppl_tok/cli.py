@@ -29,10 +29,11 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .arguments import POSITIVE, SEED, integer, positive
 from .cards import DEFAULT_MODEL, DTYPES, load_lm, load_vocabulary
 from .mdd import compile_mdd
 
@@ -421,33 +422,6 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 # -------------------------------------------------------------- arguments
-def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            bound = f">= {low}" if high is None else f"in {low}..{high}"
-            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {value}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
-
-
-_positive.__name__ = "number"
-POSITIVE, SEED = _integer(1), _integer(0, 2**32 - 1)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -474,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         if kind == "lm":
             p.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
             p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
-            p.add_argument("--bos-id", type=_integer(0), metavar="ID",
+            p.add_argument("--bos-id", type=integer(0), metavar="ID",
                            help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
         p.add_argument("--json", action="store_true",
                        help="print one JSON object (RFC 8259; non-finite numbers as \"-Infinity\", \"Infinity\", "
@@ -512,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
                    help="refuse --exact above this many tokenizations (default 100000)")
-    p.add_argument("--bounds", type=_positive, metavar="TOL", help="also a certified bracket, to TOL nats")
+    p.add_argument("--bounds", type=positive, metavar="TOL", help="also a certified bracket, to TOL nats")
     p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
     p.set_defaults(func=cmd_marginal)
     p = add("distribution", "the distribution over tokenizations (the paper's Fig. 2): exact, or from "
@@ -535,7 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_canonicity)
     p = add("most-likely", "the most likely tokenization by branch and bound", "lm")
     text_args(p)
-    p.add_argument("--time-budget", type=_positive, metavar="SECONDS",
+    p.add_argument("--time-budget", type=positive, metavar="SECONDS",
                    help="stop after this long (default: until optimality is proven)")
     p.add_argument("--top-k", type=POSITIVE, default=1, help="also list the k most likely tokenizations (default 1)")
     p.set_defaults(func=cmd_most_likely)
@@ -545,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mlt: satisfiability via the most likely tokenization (Thm. 4.2); msp: the model count "
                         "via the marginal string probability (Thm. 5.2)")
     p.add_argument("--max-paths", type=POSITIVE, default=1 << 20, help="msp: refuse above this many tokenizations")
-    p.add_argument("--time-budget", type=_positive, metavar="SECONDS",
+    p.add_argument("--time-budget", type=positive, metavar="SECONDS",
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
@@ -558,12 +532,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="engine: questions per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="engine: particles on one sentence (default 256)")
     p.add_argument("--models", nargs="+", help="mdd: the vocabularies (default smollm2-135m gemma3-270m)")
-    p.add_argument("--max-bytes", type=_integer(0), default=2_000_000, help="mdd: texts compiled by the trie compiler")
+    p.add_argument("--max-bytes", type=integer(0), default=2_000_000, help="mdd: texts compiled by the trie compiler")
     p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="mdd: texts compiled by the naive compiler")
     p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
     p.add_argument("--baseline-samples", type=POSITIVE, default=64, help="marginal: N of the sequential baseline")
     p.add_argument("--quick", action="store_true", help="marginal: one small run of each part (a smoke test)")
-    p.add_argument("--time-budget", type=_positive, default=60.0, help="most-likely: seconds per prefix")
+    p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa

@@ -109,6 +109,23 @@ def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):
     assert "ppl-tok qa: error:" in err and "seed: folder has 0, this run has 9" in err
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--batch-questions", "0"], "--batch-questions: expected an integer >= 1, got 0"),
+    (["--samples", "-1"], "--samples: expected an integer >= 1, got -1"),
+    (["--tolerance", "nan"], "--tolerance: expected a finite number > 0, got 'nan'"),
+    (["--time-budget", "0"], "--time-budget: expected a finite number > 0, got '0'"),
+    (["--budget", "x"], "--budget: expected an integer, got 'x'"),
+    (["--workers", "0"], "--workers: expected an integer >= 1, got 0"),
+    (["--dtype", "float8"], "--dtype: invalid choice: 'float8'"),
+    (["--seed", "-3"], "--seed: expected an integer in 0..4294967295, got -3"),
+])
+def test_qa_run_checks_arguments_before_any_work(tmp_path, capsys, args, message):
+    assert _run(tmp_path, *args) == 2  # no toy model: a check that came late would fail on loading "toy"
+    err = capsys.readouterr().err
+    assert f"ppl-tok qa run: error: argument {message}" in err and "loading" not in err and "toy" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_qa_report_of_an_unfinished_run_says_so(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     assert main(["qa", "report", str(tmp_path / "run")]) == 2

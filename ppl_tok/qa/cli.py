@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cards import DEFAULT_MODEL
+from ..arguments import POSITIVE, SEED, positive
+from ..cards import DEFAULT_MODEL, DTYPES
 from .data import DATASETS, SHUFFLE_SEED
 from .run import OPTIONAL_SCORES
 
@@ -78,31 +79,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, folder or hub id (default {DEFAULT_MODEL})")
     p.add_argument("--device", help="torch device for the model, e.g. cuda")
-    p.add_argument("--dtype", help="model dtype, e.g. float32 or bfloat16 (default: the card's)")
-    p.add_argument("--samples", type=int, default=64, help="importance samples N per answer (default 64)")
-    p.add_argument("--limit", type=int, help="at most this many questions per split")
+    p.add_argument("--dtype", choices=DTYPES, help="model dtype (default: the card's)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
+    p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--scores", type=_scores, default=[],
                    help=f"optional scores, comma-separated: {','.join(OPTIONAL_SCORES)}")
     p.add_argument("--out", type=Path, required=True, help="the run folder (created, or resumed)")
-    p.add_argument("--seed", type=int, default=0, help="run seed: each answer's particles get a seed derived from it")
-    p.add_argument("--shuffle-seed", type=int, default=SHUFFLE_SEED,
+    p.add_argument("--seed", type=SEED, default=0, help="run seed: each answer's particles get a seed derived from it")
+    p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,
                    help=f"seed of the SocialIQA/HellaSwag tune/test shuffle (default {SHUFFLE_SEED})")
-    p.add_argument("--batch-questions", type=int, default=8, help="questions scored per batch (default 8)")
-    p.add_argument("--tolerance", type=float, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
-    p.add_argument("--budget", type=int, default=2000, help="exact: LM forwards per answer (default 2000)")
-    p.add_argument("--time-budget", type=float, default=10.0, help="most-likely: seconds per answer (default 10)")
+    p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions scored per batch (default 8)")
+    p.add_argument("--tolerance", type=positive, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
+    p.add_argument("--budget", type=POSITIVE, default=2000, help="exact: LM forwards per answer (default 2000)")
+    p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="score on Ray actors (pip install 'ppl-tok[ray]'): a local Ray, or the cluster at ADDRESS "
                         "(e.g. auto); the driver alone writes --out")
-    p.add_argument("--workers", type=int, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
+    p.add_argument("--workers", type=POSITIVE, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_run)
     p = qa_sub.add_parser("report", help="tables, plots and report.json of a run folder")
     p.add_argument("dir", type=Path, help="a run folder written by `ppl-tok qa run`")
-    p.add_argument("--runs", type=int, default=256, help="random k-subsets per k (default 256, as the paper)")
-    p.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (default 10000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the k-subsets and the bootstrap")
-    p.add_argument("--limit", type=int, help="the first LIMIT questions of each split only (a run in progress)")
+    p.add_argument("--runs", type=POSITIVE, default=256, help="random k-subsets per k (default 256, as the paper)")
+    p.add_argument("--resamples", type=POSITIVE, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the k-subsets and the bootstrap")
+    p.add_argument("--limit", type=POSITIVE, help="the first LIMIT questions of each split only (a run in progress)")
     p.add_argument("--json", action="store_true", help="print report.json's object")
     p.set_defaults(func=cmd_report)
     p = qa_sub.add_parser("summary", help="one table over many run folders (their report.json, test split)")

@@ -145,10 +145,9 @@ def _speed(folder: Path) -> dict[str, Any]:
     batch slowed by other work on the machine moves the median little.
 
     A Ray run's lines also carry ``worker_seconds`` (the batch's time inside its worker); its
-    ``seconds`` are the driver's time between appends, which is no batch's time. There the median
-    is taken over the workers' seconds per question, times the number of workers:
-    ``median_batch_questions_per_minute = workers * 60 / median(worker_seconds / questions)``
-    (a run resumed with and without Ray takes the median over both kinds of batch rate).
+    ``seconds`` are the driver's time between appends, which is no batch's time. There a batch's
+    rate is ``workers * 60 / (worker_seconds / questions)`` (all workers at that batch's pace), and
+    the median is over those rates (and the rates of batches run without Ray, if any).
     """
     timing = read_timing(folder)
     groups: dict[str, list[dict[str, Any]]] = {}
