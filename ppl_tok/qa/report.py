@@ -248,7 +248,7 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{_pct(e['accuracy_certified'])} |" for s, e in report["exact"].items()]
     speeds = [(kinds, sp) for kinds, sp in report["speed"].get("by_kinds", {}).items() if sp["questions_per_minute"]]
     if speeds:
-        ray_note = "; Ray runs: the workers' median seconds per question, times the workers" \
+        ray_note = "; Ray runs: a batch's rate is workers x 60 / its worker-seconds per question" \
             if any("workers" in sp for _, sp in speeds) else ""
         lines += ["", f"Speed (`timing.jsonl`; the median batch is the figure for an otherwise idle machine{ray_note}):", "",
                   "| scores computed | questions | seconds | questions/min | median batch, questions/min |",
