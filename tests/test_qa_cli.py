@@ -101,6 +101,32 @@ def test_qa_summary(tmp_path, toy_model, capsys):
     assert f"is older than {scores}; run `ppl-tok qa report {run} --limit 4` again" in capsys.readouterr().err
 
 
+def test_qa_report_of_a_run_in_progress(tmp_path, toy_model, capsys):
+    run = tmp_path / "run"
+    assert _run(tmp_path, "--json") == 0
+    capsys.readouterr()
+    quick = ["--json", "--runs", "4", "--resamples", "100"]
+    assert main(["qa", "report", str(run), "--complete", *quick]) == 0  # a finished run: all of it
+    report = json.loads(capsys.readouterr().out)
+    assert report["limit"] is None and report["evaluated"] == {"tune": 8, "test": 8}
+    # a run in progress: the tune split's question 5 is not scored yet
+    scores = run / "scores.jsonl"
+    kept = [line for line in scores.read_text().splitlines(keepends=True)
+            if (json.loads(line)["split"], json.loads(line)["index"]) != ("tune", 5)]
+    scores.write_text("".join(kept))
+    assert main(["qa", "report", str(run), *quick]) == 2
+    assert (f"the run is unfinished; the first 5 questions of every split are scored (`ppl-tok qa report {run} "
+            "--complete` reports those") in capsys.readouterr().err
+    assert main(["qa", "report", str(run), "--limit", "6", *quick]) == 2
+    assert "the first 5 questions of every split are scored" in capsys.readouterr().err
+    assert main(["qa", "report", str(run), "--complete", *quick]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["limit"] == 5 and report["evaluated"] == {"tune": 5, "test": 5}
+    assert [q["id"] for q in report["questions"]["test"]] == [f"q{i}" for i in range(5)]
+    assert main(["qa", "report", str(run), "--complete", "--limit", "3"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
 def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):
     assert _run(tmp_path, "--json") == 0
     capsys.readouterr()

@@ -1,9 +1,10 @@
-"""Speed figures of ``qa report`` (``ppl_tok/qa/report.py``) from hand-written ``timing.jsonl`` files."""
+"""``qa report`` (``ppl_tok/qa/report.py``) on hand-written records: the scored prefix, and speed figures from
+``timing.jsonl`` files."""
 import json
 
 import pytest
 
-from ppl_tok.qa.report import _speed
+from ppl_tok.qa.report import _speed, scored_prefix
 from ppl_tok.qa.store import TIMING_FILE
 
 
@@ -43,3 +44,18 @@ def test_run_resumed_under_ray_takes_both_kinds_of_batch(tmp_path):
     speed = _speed(tmp_path)
     assert speed["workers"] == 2 and speed["worker_seconds"] == pytest.approx(480.0)
     assert speed["median_batch_questions_per_minute"] == pytest.approx(4.0)  # median of 3, 3, 4, 4, 4, 4
+
+
+def test_scored_prefix_is_the_first_questions_scored_on_every_split():
+    def records(split, indices, kind="is"):
+        return [{"kind": kind, "split": split, "index": i} for i in indices]
+
+    splits = {"tune": 6, "test": 3}
+    assert scored_prefix(records("tune", range(6)) + records("test", range(3)), splits) == 6  # finished
+    # the shorter split is finished; the longer one decides
+    assert scored_prefix(records("tune", [0, 1, 2, 3, 5]) + records("test", range(3)), splits) == 4
+    assert scored_prefix(records("tune", range(6)) + records("test", [0, 2]), splits) == 1
+    # other kinds (an "exact" record) do not count, nor do splits the run does not have
+    assert scored_prefix(records("tune", range(6)) + records("test", range(3), "exact") + records("dev", [0]),
+                         splits) == 0
+    assert scored_prefix([], {"test": 0}) == 0

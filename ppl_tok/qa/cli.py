@@ -49,7 +49,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from .report import REPORT_JSON, REPORT_MD, write_report
 
-    report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples, limit=args.limit)
+    report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples, limit=args.limit,
+                          complete=args.complete)
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
@@ -103,7 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=POSITIVE, default=256, help="random k-subsets per k (default 256, as the paper)")
     p.add_argument("--resamples", type=POSITIVE, default=10_000, help="paired bootstrap resamples (default 10000)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the k-subsets and the bootstrap")
-    p.add_argument("--limit", type=POSITIVE, help="the first LIMIT questions of each split only (a run in progress)")
+    prefix = p.add_mutually_exclusive_group()
+    prefix.add_argument("--limit", type=POSITIVE, help="the first LIMIT questions of each split only (a run in progress)")
+    prefix.add_argument("--complete", action="store_true",
+                        help="the largest first part of every split that is all scored (a run in progress)")
     p.add_argument("--json", action="store_true", help="print report.json's object")
     p.set_defaults(func=cmd_report)
     p = qa_sub.add_parser("summary", help="one table over many run folders (their report.json, test split)")

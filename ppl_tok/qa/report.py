@@ -50,12 +50,33 @@ def _available(name: str, t: C.SplitScores) -> bool:
     return name not in OPTIONAL_SCORES or name in t.optional
 
 
+def scored_prefix(records: list[dict[str, Any]], splits: dict[str, int]) -> int:
+    """The largest ``L`` such that the first ``min(L, size)`` questions of every split have their ``"is"`` scores.
+
+    A run scores its splits' questions in step (tune 0, test 0, tune 1, ...), so a run in progress
+    has such a prefix; it is ``max(splits.values())`` once the run is finished.
+    """
+    scored: dict[str, set[int]] = {s: set() for s in splits}
+    for r in records:
+        if r["kind"] == "is" and r["split"] in scored:
+            scored[r["split"]].add(r["index"])
+    prefix = max(splits.values(), default=0)
+    for split, size in splits.items():
+        first_missing = next((i for i in range(size) if i not in scored[split]), None)
+        if first_missing is not None:
+            prefix = min(prefix, first_missing)
+    return prefix
+
+
 def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
-             alphas: np.ndarray = C.DEFAULT_ALPHAS, limit: int | None = None) -> dict[str, Any]:
+             alphas: np.ndarray = C.DEFAULT_ALPHAS, limit: int | None = None,
+             complete: bool = False) -> dict[str, Any]:
     """Every classifier of :mod:`ppl_tok.qa.classify` on every split of the run in ``folder``.
 
     :param limit: evaluate the first ``limit`` questions of each split only (a run still in
         progress scores the splits' questions in step, so its first questions are complete).
+    :param complete: evaluate the largest such prefix that is all scored (:func:`scored_prefix`):
+        ``limit`` is set to it (``None`` once the run is finished).
     :param runs: random k-subsets per k for the choose-k curves (the paper: 256).
     :param seed: seeds the choose-k subsets and the bootstrap.
     :param resamples: paired bootstrap resamples.
@@ -65,6 +86,20 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     records = list(read_records(folder / SCORES_FILE))
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
+    if complete and limit is not None:
+        raise ValueError("give a limit or ask for the complete prefix, not both")
+    planned = settings["splits"]
+    done = scored_prefix(records, planned)
+    if complete:
+        if done == 0:
+            raise ValueError(f"{folder / SCORES_FILE}: no question is scored on every split yet")
+        limit = None if done >= max(planned.values()) else done
+    elif done < min(max(planned.values()), limit or math.inf):
+        raise ValueError(f"{folder}: the run is unfinished; the first {done} questions of every split are scored "
+                         f"(`ppl-tok qa report {folder} --complete` reports those, or finish the run with "
+                         "`ppl-tok qa run`)" if done else
+                         f"{folder}: the run is unfinished and no question is scored on every split yet; "
+                         "finish it with `ppl-tok qa run`")
     sizes = {split: size if limit is None else min(size, limit) for split, size in settings["splits"].items()}
     tables = {split: C.split_scores(records, split, size) for split, size in sizes.items() if size}
     if "test" not in tables:
