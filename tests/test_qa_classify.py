@@ -67,6 +67,30 @@ def test_mixture_ends_are_canonical_and_noncanonical():
     assert C.best_k([1, 2, 3], np.array([0.2, 0.4, 0.4])) == 2
 
 
+def test_canonical_plus_rest_keeps_the_canonical_term_exact():
+    t = _one_question()
+    # answer 0: 0.1 + 0.7 / 4 (its one non-canonical sample); answer 1: 0.2 + nothing
+    assert np.exp(C.canonical_plus_rest_scores(t)[0]).tolist() == pytest.approx([0.275, 0.2])
+    assert C.correct(C.canonical_plus_rest_scores(t), t).tolist() == [False]
+    assert C.canonical_plus_rest_scores(t, norm=True).tolist() == C.canonical_plus_rest_scores(t).tolist()
+
+
+def test_canonical_plus_rest_is_unbiased_and_never_below_canonical():
+    # three tokenizations of one answer, p = (0.3 canonical, 0.1, 0.05), proposal q = (0.1, 0.6, 0.3): the
+    # canonical one is rarely drawn, so the plain IS estimate is often below p(canonical); both are unbiased
+    p, q = np.array([0.3, 0.1, 0.05]), np.array([0.1, 0.6, 0.3])
+    rng = np.random.default_rng(7)
+    reps, n = 4000, 8
+    draws = rng.choice(3, size=(reps, 1, n), p=q)
+    log_w = np.log(p[draws] / q[draws])
+    t = _table(canonical=[[math.log(0.3)]] * reps, log_w=log_w, is_canon=draws == 0, labels=[0] * reps)
+    plus, plain = np.exp(C.canonical_plus_rest_scores(t)[:, 0]), np.exp(C.marginal_scores(t)[:, 0])
+    for est in (plus, plain):
+        assert abs(est.mean() - 0.45) < 4 * est.std() / math.sqrt(reps)
+    assert (plus >= 0.3 - 1e-12).all() and (plain < 0.3).mean() > 0.3
+    assert plus.std() < plain.std()
+
+
 def test_acc_norm_divides_by_bytes():
     t = _table(canonical=[[-10.0, -6.0]], log_w=[[[-10.0], [-6.0]]], is_canon=[[[1], [1]]], labels=[0],
                nbytes=[[10, 3]])

@@ -29,7 +29,14 @@ def test_qa_run_and_report(tmp_path, toy_model, capsys):
     assert "qa report" in capsys.readouterr().out
     assert main(["qa", "report", str(tmp_path / "run"), "--json", "--runs", "8", "--resamples", "200"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report["accuracy"]) == {"canonical", "marginal", "marginal-all", "mixture", "exact", "most-likely"}
+    assert set(report["accuracy"]) == {"canonical", "marginal", "marginal-all", "mixture", "canonical+rest", "exact",
+                                       "most-likely"}
+    changed = report["changed_vs_canonical"]
+    assert set(changed) == {"acc", "acc_norm"} and set(changed["acc"]) == set(report["accuracy"]) - {"canonical"}
+    assert all(0 <= n <= 8 for m in changed.values() for n in m.values())
+    # a classifier that differs from canonical in accuracy changed at least that many answers
+    diffs = report["differences_vs_canonical"]["acc"]
+    assert all(changed["acc"][c] >= 8 * abs(d["diff"]) - 1e-9 for c, d in diffs.items())
     assert set(report["accuracy"]["canonical"]) == {"tune", "test"}
     assert all(0 <= v <= 1 for c in report["accuracy"].values() for v in c.values())
     rows = report["questions"]["test"]

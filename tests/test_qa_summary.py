@@ -16,8 +16,10 @@ def report(dataset, model):
     diff = {"diff": 0.01, "low": -0.02, "high": 0.04, "within_noise": True}
     return {"settings": {"dataset": dataset, "model": model, "samples": 64},
             "evaluated": {"tune": 500, "test": 500},
-            "accuracy": {"canonical": {"test": 0.2}, "marginal": {"test": 0.21}, "mixture": {"test": 0.21}},
-            "differences_vs_canonical": {"acc": {"marginal": diff, "mixture": diff}},
+            "accuracy": {"canonical": {"test": 0.2}, "marginal": {"test": 0.21}, "mixture": {"test": 0.21},
+                         "canonical+rest": {"test": 0.204}},
+            "differences_vs_canonical": {"acc": {"marginal": diff, "mixture": diff, "canonical+rest": diff}},
+            "changed_vs_canonical": {"acc": {"marginal": 40, "mixture": 12, "canonical+rest": 3}},
             "tuned": {"k": 8, "alpha": 0.5},
             "paper": {"tuned_marginal": TUNED_MARGINAL[dataset], "tuned_mixture": TUNED_MIXTURE[dataset]}}
 
@@ -30,3 +32,5 @@ def test_row_sets_the_same_family_beside():
     md = summary_markdown([gemma, smol])
     assert "| Gemma: +0.76 / +0.4 |" in md and "| Llama2: +0.81 / +0.1 |" in md
     assert "| openbookqa | gemma3-270m | 64 | 500 | 20.0 | 21.0 (8) | +1.0 [-2.0, +4.0] |" in md
+    assert "| 20.4 (3) | +1.0 [-2.0, +4.0] | — | — | Gemma" in md  # canonical+rest (changed); no exact
+    assert gemma["canonical+rest"]["changed"] == 3 and "exact" not in gemma

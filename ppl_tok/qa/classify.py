@@ -19,6 +19,13 @@ ASCII).
   mass). If no answer has a non-canonical sample, ``P_non = 0``, and for
   ``alpha > 0`` the mixture is the canonical classifier. ``acc_norm``: both parts are
   normalised from per-byte log-scores.
+* canonical+rest (new; Rao-Blackwellised, one stratum): ``s_j = log (p(v*_j) + m_j)``,
+  the canonical probability computed exactly plus the unbiased non-canonical
+  estimate ``m_j`` above. It is unbiased for ``p(a_j | c)`` like the marginal, and
+  never below the canonical probability, as the marginal never is: it tells what the
+  non-canonical mass the samples found does to the decision once the canonical
+  term is not left to chance (where the look-ahead rarely draws ``v*``, the plain
+  IS estimate falls below ``p(v*)``). All N samples, nothing tuned.
 * exact: the certified bracket ``[l_j, u_j]`` of ``log p(a_j | c)``; the score
   is the bracket midpoint ``(l_j + u_j) / 2`` (``u_j`` if ``l_j = -inf``).
   The decision is certified when ``l_pred > u_j`` for every other answer;
@@ -140,10 +147,14 @@ def _log_mean_exp(log_w: np.ndarray) -> np.ndarray:
         return (np.log(np.exp(log_w - safe).sum(-1)) + safe[..., 0]) - math.log(k)
 
 
+def predictions(scores: np.ndarray, t: SplitScores) -> np.ndarray:
+    """Per question: ``argmax_j scores[q, j]`` over valid answers (ties: the first)."""
+    return np.argmax(np.where(t.valid, scores, NEG_INF), axis=1)
+
+
 def correct(scores: np.ndarray, t: SplitScores) -> np.ndarray:
-    """Per question: is ``argmax_j scores[q, j]`` (over valid answers) the gold answer?"""
-    masked = np.where(t.valid, scores, NEG_INF)
-    return np.argmax(masked, axis=1) == t.labels
+    """Per question: is the prediction (:func:`predictions`) the gold answer?"""
+    return predictions(scores, t) == t.labels
 
 
 def canonical_scores(t: SplitScores, norm: bool = False) -> np.ndarray:
@@ -162,6 +173,11 @@ def marginal_scores(t: SplitScores, k: int | None = None, norm: bool = False) ->
 def noncanonical_scores(t: SplitScores, norm: bool = False) -> np.ndarray:
     """``log (1/N) sum_i w_ij 1[v_ij != v*_j]``: the unbiased non-canonical mass estimate."""
     return per_byte(_log_mean_exp(np.where(t.is_canonical, NEG_INF, t.log_w)), t, norm)
+
+
+def canonical_plus_rest_scores(t: SplitScores, norm: bool = False) -> np.ndarray:
+    """``log (p(v*_j | c) + (1/N) sum_i w_ij 1[v_ij != v*_j])``: the canonical term exact, the rest sampled."""
+    return per_byte(np.logaddexp(t.canonical, noncanonical_scores(t)), t, norm)
 
 
 def _normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:

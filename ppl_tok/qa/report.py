@@ -26,7 +26,8 @@ REPORT_MD = "report.md"
 FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
 #: Classifiers in report order; those whose scores are missing are left out.
-CLASSIFIERS = ("canonical", "marginal", "marginal-all", "mixture", "exact", "stratified", "most-likely")
+CLASSIFIERS = ("canonical", "marginal", "marginal-all", "mixture", "canonical+rest", "exact", "stratified",
+               "most-likely")
 
 
 def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
@@ -39,6 +40,7 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
         "marginal": lambda t, norm: C.marginal_scores(t, tuned["k_norm" if norm else "k"], norm),
         "marginal-all": lambda t, norm: C.marginal_scores(t, None, norm),
         "mixture": mixture,
+        "canonical+rest": lambda t, norm: C.canonical_plus_rest_scores(t, norm),
         "exact": lambda t, norm: C.exact_scores(t, norm)[0],
         "stratified": lambda t, norm: C.per_byte(t.optional["stratified"]["log_marginal"], t, norm),
         "most-likely": lambda t, norm: C.per_byte(t.optional["most-likely"]["log_prob"], t, norm),
@@ -118,22 +120,27 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     accuracy: dict[str, dict[str, float]] = {c: {} for c in names}
     acc_norm: dict[str, dict[str, float]] = {c: {} for c in names}
     hits: dict[tuple[str, bool], np.ndarray] = {}
+    picks: dict[tuple[str, bool], np.ndarray] = {}
     for c in names:
         for s, t in tables.items():
             for norm, out in ((False, accuracy), (True, acc_norm)):
-                ok = C.correct(scorers[c](t, norm), t)
+                pred = C.predictions(scorers[c](t, norm), t)
+                ok = pred == t.labels
                 out[c][s] = float(ok.mean())
                 if s == "test":
-                    hits[c, norm] = ok
+                    hits[c, norm], picks[c, norm] = ok, pred
+    metrics = (("acc", False), ("acc_norm", True))
     differences = {
         metric: {c: C.paired_bootstrap(hits[c, norm], hits["canonical", norm], resamples=resamples, seed=seed)
                  for c in names if c != "canonical"}
-        for metric, norm in (("acc", False), ("acc_norm", True))}
+        for metric, norm in metrics}
+    changed = {metric: {c: int((picks[c, norm] != picks["canonical", norm]).sum()) for c in names if c != "canonical"}
+               for metric, norm in metrics}
     k_index = tuned["k"] - 1
     report: dict[str, Any] = {
         "settings": settings, "evaluated": sizes, "limit": limit, "records_sha256": records_digest(records, sizes),
         "tuned": tuned, "accuracy": accuracy, "acc_norm": acc_norm,
-        "differences_vs_canonical": differences,
+        "differences_vs_canonical": differences, "changed_vs_canonical": changed,
         "marginal_at_k": {s: {"k": tuned["k"], "mean": float(curves[s]["mean"][k_index]),
                               "std": float(curves[s]["std"][k_index]), "runs": runs} for s in tables},
         "choose_k": {s: {"k": ks.tolist(), **{key: v.tolist() for key, v in curves[s].items()}, "runs": runs}
@@ -267,14 +274,19 @@ def markdown(report: dict[str, Any]) -> str:
     splits = list(st["splits"])
     lines += ["", "## Every classifier", "",
               "| classifier | " + " | ".join(f"acc {s}" for s in splits) + " | " +
-              " | ".join(f"acc_norm {s}" for s in splits) + " | acc test − canonical | acc_norm test − canonical |",
-              "|---" * (1 + 2 * len(splits) + 2) + "|"]
+              " | ".join(f"acc_norm {s}" for s in splits) + " | acc test − canonical | acc_norm test − canonical | "
+              "test answers changed (acc / acc_norm) |",
+              "|---" * (1 + 2 * len(splits) + 3) + "|"]
+    changed = report.get("changed_vs_canonical", {})
     for c in acc:
         cells = [_pct(acc[c].get(s)) for s in splits] + [_pct(report["acc_norm"][c].get(s)) for s in splits]
-        extra = ["—", "—"] if c == "canonical" else [_ci(diff["acc"][c]), _ci(diff["acc_norm"][c])]
+        moved = " / ".join(str(changed.get(m, {}).get(c, "?")) for m in ("acc", "acc_norm"))
+        extra = ["—", "—", "—"] if c == "canonical" else [_ci(diff["acc"][c]), _ci(diff["acc_norm"][c]), moved]
         lines.append(f"| {c} | " + " | ".join(cells + extra) + " |")
     lines += ["", f"marginal: first k = {tuned['k']} samples (acc_norm: k = {tuned['k_norm']}); marginal-all: all N; "
-              f"mixture: alpha = {tuned['alpha']:.2f} (acc_norm: {tuned['alpha_norm']:.2f})."]
+              f"mixture: alpha = {tuned['alpha']:.2f} (acc_norm: {tuned['alpha_norm']:.2f}); canonical+rest: "
+              "p(canonical) exact plus the unbiased estimate of the non-canonical mass (all N). Changed: test "
+              "questions whose predicted answer differs from canonical's."]
     if "exact" in report:
         lines += ["", "## Exact marginal (certified brackets)", "",
                   "| split | questions | not certified | not certified (acc_norm) | open brackets | acc on certified |",

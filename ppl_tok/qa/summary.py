@@ -23,8 +23,9 @@ from .store import SCORES_FILE, read_records, records_digest
 #: The paper's models (Tables 1-4), looked for by family name in a run's model name.
 PAPER_MODELS = ("Llama2", "Gemma", "Mamba")
 
-#: The classifiers summarised, each with its tuned parameter (``None``: none).
-SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("exact", None))
+#: The classifiers summarised, each with the detail shown beside its accuracy: its tuned parameter
+#: (``k``, ``alpha``), the test questions whose answer it changed (``changed``), or those not certified.
+SUMMARISED = (("marginal", "k"), ("mixture", "alpha"), ("canonical+rest", "changed"), ("exact", "not_certified"))
 
 
 def read_report(folder: str | Path) -> dict[str, Any]:
@@ -57,13 +58,15 @@ def summary_row(report: dict[str, Any], folder: str = "") -> dict[str, Any]:
         st, acc, diff = report["settings"], report["accuracy"], report["differences_vs_canonical"]["acc"]
         row: dict[str, Any] = {"run": folder, "dataset": st["dataset"], "model": st["model"], "samples": st["samples"],
                                "questions": report["evaluated"], "canonical": acc["canonical"]["test"]}
-        for name, param in SUMMARISED:
+        for name, detail in SUMMARISED:
             if name in acc:
                 row[name] = {"accuracy": acc[name]["test"], **diff[name]}
-                if param is not None:
-                    row[name][param] = report["tuned"][param]
-        if "exact" in row:
-            row["exact"]["not_certified"] = report["exact"]["test"]["not_certified"]
+                if detail == "changed":
+                    row[name][detail] = report["changed_vs_canonical"]["acc"][name]
+                elif detail == "not_certified":
+                    row[name][detail] = report[name]["test"][detail]
+                else:
+                    row[name][detail] = report["tuned"][detail]
     except KeyError as e:
         raise ValueError(f"{folder or 'report'}: not a QA report (missing {e})") from None
     model = paper_model(st["model"])
@@ -94,21 +97,23 @@ def _diff(d: dict[str, Any]) -> str:
 def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per run (test split; ``*``: the interval excludes zero)."""
     lines = ["| data set | model | N | test questions | canonical | marginal (k) | diff | mixture (alpha) | diff | "
-             "exact (not certified) | diff | paper diffs (marginal / mixture) |",
-             "|---" * 12 + "|"]
+             "canonical+rest (changed) | diff | exact (not certified) | diff | paper diffs (marginal / mixture) |",
+             "|---" * 14 + "|"]
     for r in rows:
         cells = [r["dataset"], r["model"], str(r["samples"]), str(r["questions"].get("test", "")),
                  f"{100 * r['canonical']:.1f}"]
-        for name, param in SUMMARISED:
+        for name, detail in SUMMARISED:
             c = r.get(name)
             if c is None:
                 cells += ["—", "—"]
                 continue
-            detail = c["not_certified"] if param is None else (f"{c[param]:.2f}" if param == "alpha" else c[param])
-            cells += [f"{100 * c['accuracy']:.1f} ({detail})", _diff(c)]
+            shown = f"{c[detail]:.2f}" if detail == "alpha" else c[detail]
+            cells += [f"{100 * c['accuracy']:.1f} ({shown})", _diff(c)]
         p = r["paper"]
         cells.append("—" if p["marginal"] is None else f"{p['model']}: {p['marginal']:+.2f} / {p['mixture']:+.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Test split; accuracy in percent; differences against canonical with 95% paired bootstrap "
-              "intervals (`*`: the interval excludes zero). k and alpha were tuned on the tune split."]
+              "intervals (`*`: the interval excludes zero). k and alpha were tuned on the tune split. "
+              "canonical+rest: the canonical probability plus the unbiased estimate of the non-canonical mass "
+              "(changed: test questions whose answer differs from canonical's)."]
     return "\n".join(lines) + "\n"
