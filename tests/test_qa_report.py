@@ -59,3 +59,11 @@ def test_scored_prefix_is_the_first_questions_scored_on_every_split():
     assert scored_prefix(records("tune", range(6)) + records("test", range(3), "exact") + records("dev", [0]),
                          splits) == 0
     assert scored_prefix([], {"test": 0}) == 0
+
+
+def test_a_zero_interval_says_the_same_questions_are_right():
+    from ppl_tok.qa.report import _ci
+
+    assert _ci({"diff": 0.0, "low": 0.0, "high": 0.0, "within_noise": True}) == \
+        "+0.0 [+0.0, +0.0] (the same questions right)"
+    assert _ci({"diff": 0.02, "low": 0.004, "high": 0.04, "within_noise": False}) == "+2.0 [+0.4, +4.0] (significant)"

@@ -223,8 +223,8 @@ def _pct(x: float | None) -> str:
 
 
 def _ci(d: dict[str, Any]) -> str:
-    if d["low"] == d["high"] == 0:
-        verdict = "no question changed"
+    if d["low"] == d["high"] == 0:  # every question right for both or wrong for both (answers may differ)
+        verdict = "the same questions right"
     else:
         verdict = "within noise" if d["within_noise"] else "significant"
     return f"{format_difference(d)} ({verdict})"
