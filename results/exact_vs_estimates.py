@@ -55,9 +55,9 @@ def exact_comparison(t: C.SplitScores, k: int) -> dict:
     picks = {"canonical": C.canonical_scores(t), f"marginal k={k}": C.marginal_scores(t, k),
              f"marginal k={t.num_samples}": C.marginal_scores(t),
              # unbiased too, with the canonical term exact: p(v*) + (1/N) sum_i w_i 1[v_i != v*]
-             "canonical + IS non-canonical": np.logaddexp(t.canonical, C.noncanonical_scores(t)), "exact": exact}
+             "canonical+rest": C.canonical_plus_rest_scores(t), "exact": exact}
     hits = {name: C.correct(s, t) for name, s in picks.items()}
-    argmax = {name: np.argmax(np.where(t.valid, s, -np.inf), axis=1) for name, s in picks.items()}
+    argmax = {name: C.predictions(s, t) for name, s in picks.items()}
     out = {"certified": int(certified.sum()),
            "accuracy": {name: float(h.mean()) for name, h in hits.items()}, "exact_minus": {}, "same_answer_as_exact": {}}
     for name in picks:
