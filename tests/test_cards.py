@@ -76,8 +76,11 @@ def test_a_copy_of_the_converted_folder_keeps_the_cards_bos(tmp_path):
 
 
 @pytest.fixture
-def tiny_folder(tmp_path):
-    """A tiny random GPT-2 saved with the SmolLM2 tokenizer, with a manifest as at conversion."""
+def tiny_folder(tmp_path, smollm2_vocab):
+    """A tiny random GPT-2 saved with the SmolLM2 tokenizer, with a manifest as at conversion.
+
+    ``smollm2_vocab`` converts the tokenizer into the cache first: a cache holding only the model
+    (or nothing) has no ``tokenizer`` folder to copy from."""
     import transformers as tf
 
     torch.manual_seed(0)
@@ -107,7 +110,7 @@ def test_truncated_weights_are_refused_even_without_a_manifest(tiny_folder):
         load_lm(str(tiny_folder))
 
 
-def test_a_damaged_conversion_is_rebuilt(monkeypatch, tmp_path, capfd):
+def test_a_damaged_conversion_is_rebuilt(monkeypatch, tmp_path, capfd, smollm2_vocab):
     folder = tmp_path / "smollm2-135m" / "tokenizer"
     shutil.copytree(cache_dir() / "smollm2-135m" / "tokenizer", folder)
     write_manifest(folder)  # as at conversion
