@@ -211,7 +211,7 @@ def test_json_is_rfc8259_with_non_finite_numbers_as_strings(capsys, monkeypatch)
     assert code == 0 and data["log_marginal"] == "-Infinity" and data["top"][0]["posterior"] == 0.0
 
 
-def test_bos_id_flag_and_the_converted_folder(capsys):
+def test_bos_id_flag_and_the_converted_folder(capsys, smollm2):  # smollm2: the model is converted
     from ppl_tok.cards import cache_dir
 
     folder = str(cache_dir() / "smollm2-135m" / "model")
