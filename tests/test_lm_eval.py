@@ -104,7 +104,7 @@ def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
         assert 0.0 <= res["results"]["ppltok_test"]["acc,none"] <= 1.0
         per[scoring] = _per_request(res, "ppltok_test")
     assert len(per["canonical"]) == 15
-    for s in ("marginal", "exact", "stratified"):  # a marginal is at least the canonical probability
+    for s in ("marginal", "canonical+rest", "exact", "stratified"):  # a marginal is at least the canonical probability
         assert all(m >= c - 1e-9 for m, c in zip(per[s], per["canonical"])), s
     # the exact midpoint and the stratified estimate agree with the exact toy marginal
     assert per["exact"] == pytest.approx(per["stratified"], abs=1e-3)
@@ -115,7 +115,7 @@ def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
 
 
 def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
-    """canonical, marginal and mixture through lm-eval equal the QA study's stored scores (seed 7)."""
+    """canonical, marginal, mixture and canonical+rest through lm-eval equal the QA study's stored scores (seed 7)."""
     test, tune, names, folder = toy_tasks
     study = load_study(str(test), tune=tune)
     settings = study_settings(study, model="toy", samples=8, seed=7)
@@ -124,7 +124,8 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
         t = classify.split_scores(store.records, split, len(study.splits[split]))
         for scoring, expect in (("canonical", classify.canonical_scores(t)),
                                 ("marginal", classify.marginal_scores(t)),
-                                ("mixture", classify.mixture_scores(t, [0.3])[..., 0])):
+                                ("mixture", classify.mixture_scores(t, [0.3])[..., 0]),
+                                ("canonical+rest", classify.canonical_plus_rest_scores(t))):
             res = _evaluate([task], folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "num_samples": 8,
                                                          "seed": 7, "alpha": 0.3, "batch_size": 5})
             got = _per_request(res, task)
@@ -138,7 +139,7 @@ def test_unsupported_request_types_and_arguments_are_clear():
         lm.loglikelihood_rolling([])
     with pytest.raises(NotImplementedError, match="generate_until .*not supported"):
         lm.generate_until([])
-    with pytest.raises(ValueError, match="canonical\\|marginal\\|mixture\\|exact\\|stratified"):
+    with pytest.raises(ValueError, match=r"canonical\|marginal\|mixture\|canonical\+rest\|exact\|stratified"):
         PPLTokLM(lm=toy_lm(), scoring="greedy")
     with pytest.raises(ValueError, match="alpha"):
         PPLTokLM(lm=toy_lm(), alpha=2)

@@ -27,6 +27,9 @@ Model arguments (``--model_args key=value,...``):
     of the canonical and non-canonical answer distributions of a question
     (:func:`ppl_tok.qa.classify.mixture_scores`; needs all answers of a document in one call,
     which lm-eval does); ``alpha`` (default 0.5);
+  - ``canonical+rest``: ``log(p(v* | c) + m)``, the canonical term exact plus the
+    unbiased estimate ``m`` of the non-canonical mass from ``num_samples`` particles
+    (:func:`ppl_tok.qa.classify.canonical_plus_rest_scores`; never below ``canonical``);
   - ``exact``: the midpoint of a certified bracket of ``log p(x | c)``
     (``tolerance`` nats, ``budget`` LM forwards per answer);
   - ``stratified``: the stratified estimate of ``log p(x | c)``.
@@ -69,11 +72,12 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 import numpy as np
 
 from ..cards import DEFAULT_MODEL
+from ..logspace import logsumexp
 from ..qa.data import SHUFFLE_SEED
 from ..qa.run import pair_seed
 
 MODEL_NAME = "ppl-tok"
-SCORINGS = ("canonical", "marginal", "mixture", "exact", "stratified")
+SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
 DEFAULT_BATCH = 32
 TASK_PREFIX = "ppltok_"
 
@@ -245,6 +249,8 @@ class PPLTokLM(LM):
         guide = "stratified" if self.scoring == "stratified" else "lookahead"
         results = marginals([p.continuation for p in pairs], self.lm, self.num_samples, contexts=contexts,
                             guide=guide, seeds=[p.seed for p in pairs])
+        if self.scoring == "canonical+rest":
+            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
         if self.scoring != "mixture":
             return [float(r.log_marginal) for r in results]
         return self._mixture(pairs, results)
