@@ -48,6 +48,7 @@ def _hellaswag_clean(text: str) -> str:
 
 def _open(path: Path) -> Iterator[tuple[int, dict]]:
     opener = gzip.open if path.suffix == ".gz" else open
+    rows = 0
     try:
         with opener(path, "rb") as f:
             for n, raw in enumerate(f, 1):
@@ -64,9 +65,12 @@ def _open(path: Path) -> Iterator[tuple[int, dict]]:
                     raise DatasetError(f"{path}:{n}: not valid JSON ({err})") from err
                 if not isinstance(row, dict):
                     raise DatasetError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+                rows += 1
                 yield n, row
     except (OSError, EOFError) as err:
         raise DatasetError(f"cannot read {path}: {err}") from err
+    if not rows:
+        raise DatasetError(f"{path}: no rows (the file is empty or holds only blank lines)")
 
 
 def _field(row: dict, key: str, path: Path, n: int, kind: type = str):

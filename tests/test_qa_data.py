@@ -80,3 +80,19 @@ def test_builtin_dataset_refuses_tune_and_missing_data(tmp_path):
         load_study("openbookqa", tmp_path)
     with pytest.raises(DatasetError, match="neither one of"):
         load_study(str(tmp_path / "nothing.jsonl"))
+
+
+def test_an_empty_file_or_split_is_an_error_not_an_empty_study(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n  \n")
+    with pytest.raises(DatasetError, match="empty.jsonl: no rows"):
+        read_multiple_choice(empty)
+    with pytest.raises(DatasetError, match="empty.jsonl: no rows"):
+        load_study(str(write_questions(tmp_path / "t.jsonl", 3, seed=1)), tune=empty)
+    one = tmp_path / "socialiqa"
+    one.mkdir()
+    (one / "dev.jsonl").write_text(json.dumps({"context": "c", "question": "q", "answerA": "a", "answerB": "b",
+                                               "answerC": "c"}) + "\n")
+    (one / "dev-labels.lst").write_text("1\n")
+    with pytest.raises(DatasetError, match="the tune split of socialiqa has no questions"):
+        load_study("socialiqa", tmp_path)

@@ -121,6 +121,9 @@ def load_study(dataset: str, data_dir: str | Path | None = None, *, tune: str | 
     if limit is not None:
         splits = {name: qs[:limit] for name, qs in splits.items()}
     for name, qs in splits.items():
+        if not qs:
+            raise DatasetError(f"the {name} split of {dataset} has no questions "
+                               f"(from {', '.join(str(p) for p in files)})")
         _check_unique(name, qs)
     name = dataset if dataset in DATASETS else Path(dataset).name
     return Study(name, splits, {str(p): sha256_of(p) for p in files})
