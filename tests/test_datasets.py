@@ -54,11 +54,12 @@ def test_broken_gzip_and_missing_labels(tmp_path):
         load_questions(siqa)
     with pytest.raises(DatasetError, match="no data file"):
         load_questions(tmp_path / "none.jsonl")
-    (tmp_path / "empty" / "hellaswag_val.jsonl.gz").parent.mkdir()
-    with gzip.open(tmp_path / "empty" / "hellaswag_val.jsonl.gz", "wt") as f:
+    empty = tmp_path / "empty" / "hellaswag_val.jsonl.gz"
+    empty.parent.mkdir()
+    with gzip.open(empty, "wt") as f:
         f.write("\n")
     with pytest.raises(DatasetError, match="hellaswag_val.jsonl.gz: no rows"):
-        load_questions(tmp_path / "empty" / "hellaswag_val.jsonl.gz")
+        load_questions(empty)
     good = tmp_path / "hs" / "hellaswag_val.jsonl.gz"
     good.parent.mkdir()
     with gzip.open(good, "wt") as f:
