@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from ..vocabulary import Vocabulary
+from .device import to_device, to_device_all, to_host
 
 
 def release_free_memory() -> None:
@@ -366,7 +367,8 @@ class LanguageModel(ABC):
             for r, ts in enumerate(lists):
                 cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
             rows = torch.tensor([s.index for s in group], dtype=torch.long)
-            picked = block[rows.to(block.device).unsqueeze(1), cols.to(block.device)].double().cpu()
+            rows, cols = to_device_all([rows, cols], block.device)
+            picked = to_host(block[rows.unsqueeze(1), cols].double(), "log-probs")
             for r, (s, ts) in enumerate(zip(group, lists)):
                 s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
 
@@ -375,22 +377,36 @@ class LanguageModel(ABC):
 
         Runs on the device; records each drawn token's log-prob in ``state.known``.
         """
-        self._ensure_rows(states)
         groups: dict[int, list[int]] = {}
         for i, s in enumerate(states):
             groups.setdefault(id(s), []).append(i)
+        distinct = [states[members[0]] for members in groups.values()]
+        self._ensure_rows(distinct)
+        width = max(len(m) for m in groups.values())
+        u = torch.zeros(len(distinct), width, dtype=torch.float64)  # row r: the uniforms of state r's particles
+        for r, members in enumerate(groups.values()):
+            u[r, : len(members)] = uniforms[members].double()
+        # a [S, V] CDF per chunk of distinct states within the row budget; one read of all the draws
+        vocab = len(self.vocab) if distinct[0].block is None else distinct[0].block.shape[-1]
+        size = max(1, self.config.row_bytes // (8 * vocab))
+        found = []
+        for lo in range(0, len(distinct), size):
+            held = []
+            for state in distinct[lo: lo + size]:
+                if state.block is None:  # dropped by the row budget while others were recomputed
+                    self._ensure_rows([state])
+                held.append(state.row)
+            rows = torch.stack(held)
+            cdf = rows.double().exp().cumsum(-1)
+            scaled = to_device(u[lo: lo + size], rows.device) * cdf[:, -1:]
+            picks = torch.searchsorted(cdf, scaled, right=True).clamp_max(cdf.shape[1] - 1)
+            found.append(torch.stack([picks.double(), rows.gather(1, picks).double()]))
+        found = to_host(torch.cat(found, 1), "tokens")
         drawn = torch.zeros(len(states), dtype=torch.long)
-        for members in groups.values():  # one [V] CDF per distinct state, never [B, V]
-            state = states[members[0]]
-            if state.block is None:  # dropped by the row budget while others were recomputed
-                self._ensure_rows([state])
-            cdf = state.row.double().exp().cumsum(-1)
-            u = uniforms[members].to(device=cdf.device, dtype=torch.float64) * cdf[-1]
-            picks = torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1)
-            lps = state.row[picks].double().cpu().tolist()
-            picks = picks.cpu()
+        for r, (state, members) in enumerate(zip(distinct, groups.values())):
+            picks = found[0, r, : len(members)].long()
             drawn[members] = picks
-            state.known.update(zip(picks.tolist(), lps))
+            state.known.update(zip(picks.tolist(), found[1, r, : len(members)].tolist()))
         return drawn
 
     def next_log_probs(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:

@@ -26,6 +26,7 @@ from transformers.cache_utils import DynamicCache
 
 from ..vocabulary import Vocabulary
 from .base import EngineConfig, LanguageModel, LMState
+from .device import to_device, to_device_all, to_host
 from .kvpool import GatherPlan, KVNode, KVPool, padded_index
 
 
@@ -58,13 +59,22 @@ def _cache_batch(cache: Any) -> int:
     raise ValueError("cannot find the batch size of this cache")
 
 
+def _cache_device(cache: Any) -> torch.device:
+    for layer in cache.layers:
+        for v in vars(layer).values():
+            for x in (v.values() if isinstance(v, dict) else [v]):
+                if torch.is_tensor(x):
+                    return x.device
+    raise ValueError("cannot find the device of this cache")
+
+
 def _select(value: Any, rows: torch.Tensor | None, pick: list[tuple[Any, int]], get) -> Any:
     """Rows of a tensor (or of each tensor in a dict) for the new batch."""
     if isinstance(value, dict):
         return {k: (_select(x, rows, pick, lambda c, k=k: get(c)[k]) if torch.is_tensor(x) else x)
                 for k, x in value.items()}
     if rows is not None:
-        return value.index_select(0, rows.to(value.device))
+        return value.index_select(0, rows)
     return torch.cat([get(c)[r:r + 1] for c, r in pick])
 
 
@@ -74,16 +84,23 @@ def gather_cache(payloads: Sequence[tuple[Any, int]]) -> Any:
     first = caches[0]
     batch = _cache_batch(first)
     same = all(c is first for c in caches)
-    rows = torch.tensor([r for _, r in payloads])
+    rows = to_device(torch.tensor([r for _, r in payloads]), _cache_device(first)) if same else None
     new = copy.copy(first)
     new.layers = []
     for li, layer in enumerate(first.layers):
         fresh = copy.copy(layer)
         for name, value in _batch_tensors(layer, batch).items():
-            setattr(fresh, name, _select(value, rows if same else None, list(payloads),
+            setattr(fresh, name, _select(value, rows, list(payloads),
                                          lambda c, li=li, name=name: getattr(c.layers[li], name)))
         new.layers.append(fresh)
     return new
+
+
+def _real_rows(t: torch.Tensor, real: torch.Tensor | None) -> torch.Tensor:
+    """``[B, heads, T, head_dim]`` -> ``[n, heads, head_dim]``: the real positions (``real``: their flat
+    index on the device; ``None``: all of them), batch-major."""
+    flat = t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[-1])
+    return flat if real is None else flat.index_select(0, real)
 
 
 def _pool_layer_class():
@@ -92,9 +109,10 @@ def _pool_layer_class():
     class PoolLayer(DynamicLayer):
         """One layer's cache for one forward: the past comes from the pool, the new entries are kept aside."""
 
-        def __init__(self, pool: KVPool, layer: int, plan: GatherPlan | None):
+        def __init__(self, pool: KVPool, layer: int, plan: GatherPlan | None, store: GatherPlan | None = None,
+                     real: torch.Tensor | None = None):
             super().__init__()
-            self.pool, self.layer, self.plan = pool, layer, plan
+            self.pool, self.layer, self.plan, self.store, self.real = pool, layer, plan, store, real
             self.past = 0 if plan is None else plan.shape[1]
             self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -105,7 +123,11 @@ def _pool_layer_class():
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-            self.new = (key_states, value_states)
+            if self.store is None:  # the pool's layout is not known yet: stored after the forward
+                self.new = (key_states, value_states)
+            else:  # the new entries go to their slots now (they are no past position of this forward)
+                for which, t in enumerate((key_states, value_states)):
+                    self.pool.write(which, self.layer, self.store, _real_rows(t, self.real))
             if not self.past:
                 return key_states, value_states
             # the past and the new entries in one tensor: the past is gathered straight into it
@@ -175,37 +197,58 @@ class HFLanguageModel(LanguageModel):
         ``[B, T]`` of real chunk positions.
         """
         pasts = [p if p is not None else KVNode(self.pool, torch.zeros(0, dtype=torch.long)) for p in parents]
+        batch = len(chunks)
         width = max(len(p) for p in pasts)
         steps = max(len(c) for c in chunks)
+        new = sum(len(c) for c in chunks)
+        # everything the forward needs is made on the host first and crosses in one non-blocking copy per dtype
         index, past_mask = padded_index(pasts, width)
-        ids = torch.zeros(len(chunks), steps, dtype=torch.long)
-        new_mask = torch.zeros(len(chunks), steps, dtype=torch.bool)
+        ids = torch.zeros(batch, steps, dtype=torch.long)
+        new_mask = torch.zeros(batch, steps, dtype=torch.bool)
         for i, c in enumerate(chunks):
             ids[i, : len(c)] = torch.as_tensor(c, dtype=torch.long)
             new_mask[i, : len(c)] = True
         lengths = torch.tensor([len(p) for p in pasts])
         positions = lengths.unsqueeze(1) + torch.arange(steps).unsqueeze(0)
+        host = [ids, positions, torch.cat([past_mask, new_mask], 1)]
+        gather = self.pool.host_plan(index, past_mask) if width else None
+        slots = self.pool.allocate(new) if self.pool.block_slots else None  # known once the first forward stored
+        store = None if slots is None else self.pool.host_plan(slots.unsqueeze(0))
+        real = None if new == batch * steps else new_mask.reshape(-1).nonzero().squeeze(1)  # ragged chunks
+        last = torch.tensor([len(c) - 1 for c in chunks]) if last_only and steps > 1 else None
+        extra = [t for t in (real, last) if t is not None]
+        plans = [p for p in (gather, store) if p is not None]
+        moved = to_device_all(host + [t for p in plans for t in p.tensors()] + extra, self.device)
+        ids_d, positions_d, mask_d = moved[:3]
+        at = 3
+        if gather is not None:
+            gather = gather.with_tensors(moved[at: at + len(gather.tensors())])
+            at += len(gather.tensors())
+        if store is not None:
+            store = store.with_tensors(moved[at: at + len(store.tensors())])
+            at += len(store.tensors())
+        real_d = moved[at] if real is not None else None
+        last_d = moved[-1] if last is not None else None
         cache = DynamicCache()
         layer_cls = _pool_layer_class()
-        plan = self.pool.plan(index, past_mask) if width else None
-        cache.layers = [layer_cls(self.pool, li, plan) for li in range(self._layers)]
-        kwargs: dict[str, Any] = {
-            "input_ids": ids.to(self.device), "attention_mask": torch.cat([past_mask, new_mask], 1).to(self.device),
-            "position_ids": positions.to(self.device), "past_key_values": cache, "use_cache": True,
-        }
-        last = lengths.new_tensor([len(c) - 1 for c in chunks])
+        cache.layers = [layer_cls(self.pool, li, gather, store, real_d) for li in range(self._layers)]
+        kwargs: dict[str, Any] = {"input_ids": ids_d, "attention_mask": mask_d, "position_ids": positions_d,
+                                  "past_key_values": cache, "use_cache": True}
         if last_only and self._keep_arg and steps == 1:
             kwargs[self._keep_arg] = 1
-        logits = self.model(**kwargs).logits
+        try:
+            logits = self.model(**kwargs).logits
+        except BaseException:
+            if slots is not None:  # give the slots back
+                self.pool.free.extend(slots.tolist())
+            raise
         if last_only:
-            logits = logits[torch.arange(len(chunks)), last.to(logits.device) if logits.shape[1] > 1 else 0]
-        flat = new_mask.reshape(-1)
-        keys, values = [], []
-        for layer in cache.layers:
-            k, v = layer.new
-            keys.append(k.transpose(1, 2).reshape(-1, *k.shape[1:2], k.shape[-1])[flat.to(k.device)])
-            values.append(v.transpose(1, 2).reshape(-1, *v.shape[1:2], v.shape[-1])[flat.to(v.device)])
-        slots = self.pool.store(keys, values)
+            logits = logits[:, 0] if logits.shape[1] == 1 else \
+                logits[torch.arange(batch, device=logits.device), last_d]
+        if slots is None:  # the first forward: the pool learns its layout from the new entries
+            keys = [_real_rows(layer.new[0], real_d) for layer in cache.layers]
+            values = [_real_rows(layer.new[1], real_d) for layer in cache.layers]
+            slots = self.pool.store(keys, values)
         nodes, at = [], 0
         for p, c in zip(pasts, chunks):
             nodes.append(KVNode(self.pool, torch.cat([p.slots, slots[at: at + len(c)]])))
@@ -222,7 +265,7 @@ class HFLanguageModel(LanguageModel):
             return self._log_softmax(logits), nodes
         rows, payloads = [], []
         for key in keys:
-            out = self.model(input_ids=torch.tensor([key], device=self.device), use_cache=True)
+            out = self.model(input_ids=to_device(torch.tensor([key]), self.device), use_cache=True)
             rows.append(self._log_softmax(out.logits[0, -1]))
             payloads.append((getattr(out, self._cache_arg), 0))
         return torch.stack(rows), payloads
@@ -232,7 +275,7 @@ class HFLanguageModel(LanguageModel):
         if self.pooled:
             logits, nodes, _ = self._pool_forward(list(payloads), [[t] for t in tokens], last_only=True)
             return self._log_softmax(logits), nodes
-        ids = torch.tensor(tokens, device=self.device).unsqueeze(1)
+        ids = to_device(torch.tensor(tokens).unsqueeze(1), self.device)
         out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: gather_cache(payloads)})
         new = getattr(out, self._cache_arg)
         return self._log_softmax(out.logits[:, -1]), [(new, i) for i in range(len(tokens))]
@@ -268,11 +311,13 @@ class HFLanguageModel(LanguageModel):
             targets = torch.zeros(mask.shape, dtype=torch.long)
             for r, i in enumerate(part):
                 targets[r, : len(seqs[i]) - 1] = torch.as_tensor(seqs[i][1:])
-            picked = log_probs.gather(2, targets.to(log_probs.device).unsqueeze(-1)).squeeze(-1).double().cpu()
+            picked = to_host(log_probs.gather(2, to_device(targets, self.device).unsqueeze(-1)).squeeze(-1).double(),
+                             "log-probs")
             for r, i in enumerate(part):
                 totals[i] += float(picked[r][mask[r]].sum())
                 # every prefix of the sequence becomes a cached state: particles on the canonical path reuse them
-                base, block = roots[i].tokens, log_probs[r]
+                # (its own rows only: a view would keep the whole batch's [B, T, V] alive)
+                base, block = roots[i].tokens, log_probs[r, : len(seqs[i]) - 1].clone()
                 for j in range(len(seqs[i]) - 1):
                     key = base + tuple(seqs[i][: j + 1])
                     if key not in self._cache:

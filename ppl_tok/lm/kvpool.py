@@ -29,9 +29,12 @@ hold no live slot back to the allocator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from .device import to_device_all
 
 
 @dataclass
@@ -40,11 +43,24 @@ class GatherPlan:
 
     The part's slots go to positions ``(rows[n], cols[n])`` of the ``[B, L]``
     output; with a single part, ``rows`` and ``cols`` are ``None`` and ``offsets``
-    is the whole ``[B, L]`` index into that block.
+    is the whole ``[B, L]`` index into that block. A plan is made on the host
+    (:meth:`KVPool.host_plan`) and its tensors cross to the device once
+    (:meth:`tensors`, :meth:`with_tensors`), with the rest of a forward's inputs.
     """
 
     shape: tuple[int, int]
     parts: list[tuple[int, torch.Tensor | None, torch.Tensor | None, torch.Tensor]]
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The plan's index tensors, in order (``None`` entries left out)."""
+        return [t for _, rows, cols, off in self.parts for t in (rows, cols, off) if t is not None]
+
+    def with_tensors(self, tensors: Sequence[torch.Tensor]) -> GatherPlan:
+        """The same plan with its index tensors replaced by ``tensors`` (e.g. their device copies)."""
+        it = iter(tensors)
+        parts = [(b, None if rows is None else next(it), None if cols is None else next(it), next(it))
+                 for b, rows, cols, _ in self.parts]
+        return GatherPlan(self.shape, parts)
 
 
 class KVPool:
@@ -101,30 +117,51 @@ class KVPool:
         self.blocks[b] = (tensors[:half], tensors[half:])
         self.free.extend(range((b + 1) * n - 1, b * n - 1, -1))  # lowest slot handed out first
 
+    def allocate(self, n: int) -> torch.Tensor:
+        """``n`` free slots (a CPU ``long`` tensor), adding blocks as needed (the layout must be known)."""
+        while len(self.free) < n:
+            self._add_block()
+        slots = torch.tensor(self.free[len(self.free) - n:], dtype=torch.long)
+        del self.free[len(self.free) - n:]
+        return slots
+
     @torch.inference_mode()
-    def store(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
+    def store(self, keys: list[torch.Tensor], values: list[torch.Tensor], slots: torch.Tensor | None = None,
+              plan: GatherPlan | None = None) -> torch.Tensor:
         """Store ``keys[layer][n]`` / ``values[layer][n]`` (each ``[n, heads, head_dim]``) in ``n`` free slots.
 
         Returns the slots (a CPU ``long`` tensor); the pool adds blocks as it must.
+        ``slots`` and ``plan``: slots :meth:`allocate` gave and their one-row plan
+        with its tensors on the device (a forward sends them with its inputs).
         """
         if not self._layout:
             self._layout = [(tuple(t.shape[1:]), t.dtype) for t in keys + values]
             self._slot_bytes = sum(t[0].numel() * t.element_size() for t in keys + values)
             self.block_slots = max(16, self.block_bytes // max(1, self._slot_bytes))
-        n = keys[0].shape[0] if keys else 0
-        while len(self.free) < n:
-            self._add_block()
-        slots = torch.tensor(self.free[len(self.free) - n:], dtype=torch.long)
-        del self.free[len(self.free) - n:]
-        for b, _, pos, off in self.plan(slots.unsqueeze(0)).parts:  # one row: its columns are the positions
-            for store, new in zip(self.blocks[b], (keys, values)):
-                for layer, t in enumerate(new):
-                    src = t if pos is None else t.index_select(0, pos.to(t.device))
-                    store[layer].index_copy_(0, off.reshape(-1), src.to(store[layer].dtype))
+        if slots is None:
+            slots = self.allocate(keys[0].shape[0] if keys else 0)
+        if plan is None:
+            plan = self.plan(slots.unsqueeze(0))  # one row: its columns are the positions
+        for which, new in enumerate((keys, values)):
+            for layer, t in enumerate(new):
+                self.write(which, layer, plan, t)
         return slots
 
+    def write(self, which: int, layer: int, plan: GatherPlan, new: torch.Tensor) -> None:
+        """Write ``new[n]`` (``[n, heads, head_dim]``) to the slots of a one-row plan (``which``: 0 keys, 1 values)."""
+        for b, _, pos, off in plan.parts:
+            store = self.blocks[b][which][layer]
+            src = new if pos is None else new.index_select(0, pos)
+            store.index_copy_(0, off.reshape(-1), src.to(store.dtype))
+
     def plan(self, index: torch.Tensor, mask: torch.Tensor | None = None) -> GatherPlan:
-        """The parts of a gather of the slots ``index[B, L]`` (entries where ``mask`` is False are padding)."""
+        """:meth:`host_plan` with its tensors on the device."""
+        host = self.host_plan(index, mask)
+        return host.with_tensors(to_device_all(host.tensors(), self.device))
+
+    def host_plan(self, index: torch.Tensor, mask: torch.Tensor | None = None) -> GatherPlan:
+        """The parts of a gather of the slots ``index[B, L]`` (entries where ``mask`` is False are padding),
+        computed on the host, where the slot index lives."""
         shape = (index.shape[0], index.shape[1])
         if mask is not None and not bool(mask.all()):
             real = index[mask]
@@ -133,11 +170,11 @@ class KVPool:
         offset = index - block * self.block_slots
         used = torch.unique(block).tolist()
         if len(used) == 1:
-            return GatherPlan(shape, [(used[0], None, None, offset.to(self.device))])
+            return GatherPlan(shape, [(used[0], None, None, offset)])
         parts = []
         for b in used:
             rows, cols = (block == b).nonzero(as_tuple=True)
-            parts.append((b, rows.to(self.device), cols.to(self.device), offset[rows, cols].to(self.device)))
+            parts.append((b, rows, cols, offset[rows, cols]))
         return GatherPlan(shape, parts)
 
     def gather(self, layer: int, plan: GatherPlan, out: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -149,20 +186,17 @@ class KVPool:
         results = []
         for which in (0, 1):
             dest = None if out is None else out[which]
-            if len(plan.parts) == 1:
+            if dest is None:
+                first = self.blocks[plan.parts[0][0]][which][layer]
+                dest = first.new_empty((plan.shape[0], first.shape[1], plan.shape[1], first.shape[2]))
+            rows_first = dest.transpose(1, 2)  # [B, L, heads, head_dim]: a view of the destination
+            if len(plan.parts) == 1:  # indexed straight into the destination: one pass, no temporary
                 b, _, _, off = plan.parts[0]
-                t = self.blocks[b][which][layer][off].transpose(1, 2)
-                if dest is not None:
-                    dest.copy_(t)
-                    t = dest
+                torch.ops.aten.index.Tensor_out(self.blocks[b][which][layer], [off], out=rows_first)
             else:
-                if dest is None:
-                    first = self.blocks[plan.parts[0][0]][which][layer]
-                    dest = first.new_empty((plan.shape[0], first.shape[1], plan.shape[1], first.shape[2]))
                 for b, rows, cols, off in plan.parts:
-                    dest[rows, :, cols] = self.blocks[b][which][layer].index_select(0, off)
-                t = dest
-            results.append(t)
+                    rows_first.index_put_((rows, cols), self.blocks[b][which][layer].index_select(0, off))
+            results.append(dest)
         return results[0], results[1]
 
     def scratch(self, which: int, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
