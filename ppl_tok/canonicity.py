@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 from .lm.base import LanguageModel
+from .lm.device import to_device, to_host
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,20 @@ def canonicity(lm: LanguageModel, num_samples: int = 32, max_tokens: int = 32, s
     if num_samples < 1 or max_tokens < 1:
         raise ValueError("num_samples and max_tokens must be >= 1")
     g = torch.Generator().manual_seed(seed)
-    no_surface = torch.tensor([s is None for s in lm.vocab.surfaces])
     states = [lm.initial()] * num_samples
+    row = states[0].log_probs
+    # tokens without a surface, and ids past the vocabulary (a padded LM head): on the device once
+    banned = torch.ones(row.shape[-1], dtype=torch.bool)
+    banned[: len(lm.vocab.surfaces)] = torch.tensor([s is None for s in lm.vocab.surfaces])
+    banned = to_device(banned, row.device)
     tokens: list[list[int]] = [[] for _ in range(num_samples)]
     for _ in tqdm(range(max_tokens), desc="generating", unit="token", disable=not progress):
         logits = torch.stack([s.log_probs for s in states]).double()  # on the model's device
-        logits[:, : len(no_surface)][:, no_surface.to(logits.device)] = -torch.inf
-        logits[:, len(no_surface):] = -torch.inf
+        logits.masked_fill_(banned, -torch.inf)
         cdf = torch.softmax(logits, -1).cumsum(-1)  # inverse CDF at seeded host uniforms
-        u = torch.rand(num_samples, 1, generator=g, dtype=torch.float64).to(cdf.device) * cdf[:, -1:]
-        draws = torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[1] - 1).flatten().cpu().tolist()
+        u = to_device(torch.rand(num_samples, 1, generator=g, dtype=torch.float64), cdf.device) * cdf[:, -1:]
+        draws = to_host(torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[1] - 1).flatten(),
+                        "tokens").tolist()
         for seq, tok in zip(tokens, draws):
             seq.append(tok)
         states = lm.extend(states, draws)

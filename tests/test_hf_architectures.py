@@ -1,4 +1,10 @@
-"""Any transformers causal LM: the KV/state handling checked on tiny random models of three families."""
+"""Any transformers causal LM: the KV/state handling checked on tiny random models of three families.
+
+The tiny models live on ``PPL_TOK_TEST_DEVICE`` (default ``cpu``; ``make gpu-check`` sets ``cuda``):
+the tests that build them are the suite's device-parametrised subset.
+"""
+
+import os
 
 import pytest
 import torch
@@ -8,9 +14,16 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.hf import HFLanguageModel
 
 VOCAB = Vocabulary.from_tokens([None] + [chr(97 + i) for i in range(15)])
+#: where the tiny models run
+TEST_DEVICE = torch.device(os.environ.get("PPL_TOK_TEST_DEVICE", "cpu"))
 
 
-def tiny(family: str):
+def tiny(family: str, device: torch.device | str = TEST_DEVICE):
+    """A tiny randomly initialised model of ``family`` (seeded) on ``device``."""
+    return _tiny(family).to(device)
+
+
+def _tiny(family: str):
     import transformers as tf
 
     torch.manual_seed(0)
@@ -34,7 +47,7 @@ def lm(request):
 
 def full_forward_log_prob(lm, ids):
     with torch.inference_mode():
-        logits = lm.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
+        logits = lm.model(input_ids=torch.tensor([ids], device=lm.device)).logits[0].float().log_softmax(-1)
     return sum(float(logits[i, ids[i + 1]]) for i in range(len(ids) - 1))
 
 
