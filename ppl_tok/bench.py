@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from .cards import load_vocabulary
 from .datasets import find_data_files, load_questions, texts_of
+from .lm.device import peak_memory_mb, reset_peak_memory, synchronize
 from .mdd import compile_mdd, compile_mdd_naive
 
 
@@ -106,20 +107,39 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _timed(device: Any, fn, *args, **kwargs) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and its wall-clock seconds, the device's queued work included
+    (``torch.cuda.synchronize`` before and after on CUDA: a kernel launch returns before the kernel runs)."""
+    synchronize(device)
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    synchronize(device)
+    return out, time.perf_counter() - start
+
+
+def _device_case(lm) -> dict[str, Any]:
+    """Where a benchmark ran: the model's device and dtype."""
+    return {"device": str(lm.device), "dtype": str(next(lm.model.parameters()).dtype).replace("torch.", "")}
+
+
 def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> float:
-    """A raw batched decoding loop of the same model: KV cache, full-vocab log_softmax per step."""
+    """A raw batched decoding loop of the same model on its device: KV cache, full-vocab log_softmax per step."""
     model = lm.model
-    ids = torch.full((batch, prefix_len), lm.bos_id or 0, dtype=torch.long)
+    ids = torch.full((batch, prefix_len), lm.bos_id or 0, dtype=torch.long, device=lm.device)
     with torch.inference_mode():
         out = model(input_ids=ids, use_cache=True)
         cache = out.past_key_values
-        tok = torch.zeros((batch, 1), dtype=torch.long)
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = model(input_ids=tok, past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            torch.log_softmax(out.logits[:, -1].float(), -1)
-        return batch * steps / (time.perf_counter() - start)
+        tok = torch.zeros((batch, 1), dtype=torch.long, device=lm.device)
+
+        def loop() -> None:
+            nonlocal out, cache
+            for _ in range(steps):
+                out = model(input_ids=tok, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                torch.log_softmax(out.logits[:, -1].float(), -1)
+
+        _, seconds = _timed(lm.device, loop)
+        return batch * steps / seconds
 
 
 def _uncached(lm):
@@ -163,18 +183,19 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     sentence = strings[-1]
-    out: dict[str, Any] = {"model": model}
+    out: dict[str, Any] = {"model": model, **_device_case(lm)}
     # (a) throughput
     rows = []
     for n in tqdm(sizes, desc="(a) throughput", leave=False):
         lm.clear_cache()
         lm.stats.reset()
-        r = marginal(sentence, lm, n, seed=0)
+        reset_peak_memory(lm.device)
+        r, seconds = _timed(lm.device, marginal, sentence, lm, n, seed=0)
         mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
         steps = sum(len(s) for s in r.samples)
-        rows.append({"num_samples": n, "seconds": r.seconds, "forwards": lm.stats.forwards,
-                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / r.seconds,
-                     "particle_steps_per_s": steps / r.seconds,
+        rows.append({"num_samples": n, "seconds": seconds, "forwards": lm.stats.forwards,
+                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / seconds,
+                     "particle_steps_per_s": steps / seconds, "peak_device_mb": peak_memory_mb(lm.device),
                      "raw_forwards_per_s_at_mean_batch": _raw_forwards_per_s(lm, mean_batch),
                      "raw_forwards_per_s_at_n": _raw_forwards_per_s(lm, n)})
         rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
@@ -185,14 +206,13 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     naive = _uncached(lm)
     mdd = compile_mdd(text, lm.vocab)
     pyro.set_rng_seed(0)
-    start = time.perf_counter()
-    seq = Importance(tokenization_model, lookahead_guide, num_samples=baseline_samples).run(naive, mdd)
-    seq_s = time.perf_counter() - start
+    seq, seq_s = _timed(lm.device, Importance(tokenization_model, lookahead_guide, num_samples=baseline_samples).run,
+                        naive, mdd)
     lm.clear_cache()
-    fast = marginal(text, lm, baseline_samples, seed=0)
+    fast, fast_s = _timed(lm.device, marginal, text, lm, baseline_samples, seed=0)
     out["sequential"] = {"text": text, "num_samples": baseline_samples, "stock_importance_seconds": seq_s,
                          "stock_log_normalizer": float(seq.get_log_normalizer()),
-                         "vectorized_seconds": fast.seconds, "speedup": seq_s / fast.seconds}
+                         "vectorized_seconds": fast_s, "speedup": seq_s / fast_s}
     # (c) forwards per sample, against the paper's scheme
     lm.clear_cache()
     lm.stats.reset()
@@ -213,9 +233,7 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
                 ("bracket 1e-3", lambda s=s: marginal_bounds(s, lm, tolerance=1e-3))]
         for name, fn in runs:
             lm.clear_cache()
-            start = time.perf_counter()
-            res = fn()
-            secs = time.perf_counter() - start
+            res, secs = _timed(lm.device, fn)
             est = res.estimate if hasattr(res, "estimate") else res.log_marginal
             acc.append({"text": s, "estimator": name, "estimate": est, "truth": truth, "error": abs(est - truth),
                         "seconds": secs, "chars_per_s": len(s) / secs})
@@ -344,19 +362,24 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     qs = load_questions(data)[:questions]
-    out: dict[str, Any] = {"model": model, "device": str(getattr(lm, "device", "cpu")), "questions": len(qs),
+    out: dict[str, Any] = {"model": model, **_device_case(lm), "questions": len(qs),
                            "num_samples": num_samples, "batch_questions": batch_questions,
                            "threads": torch.get_num_threads()}
     # (a) questions/min, batched engine
     lm.clear_cache()
     lm.stats.reset()
-    start = time.perf_counter()
+    reset_peak_memory(lm.device)
     steps = 0
-    for lo in tqdm(range(0, len(qs), batch_questions), desc="(a) batched engine", leave=False):
-        texts, contexts = _qa_pairs(qs[lo: lo + batch_questions])
-        for r in marginals(texts, lm, num_samples, contexts=contexts):
-            steps += sum(len(s) for s in r.samples)
-    secs = time.perf_counter() - start
+
+    def batched() -> None:
+        nonlocal steps
+        for lo in tqdm(range(0, len(qs), batch_questions), desc="(a) batched engine", leave=False):
+            texts, contexts = _qa_pairs(qs[lo: lo + batch_questions])
+            for r in marginals(texts, lm, num_samples, contexts=contexts):
+                steps += sum(len(s) for s in r.samples)
+
+    _, secs = _timed(lm.device, batched)
+    batched_peak = peak_memory_mb(lm.device)
     fwd, calls = lm.stats.forwards, max(1, lm.stats.calls)
     mean_batch = max(1, round(fwd / calls))
     past = round(sum(len(lm.prefix_ids(q.context)) for q in qs) / max(1, len(qs))) + 3
@@ -364,28 +387,33 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     out["batched"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs, "forwards": fwd, "calls": calls,
                       "mean_batch": mean_batch, "forwards_per_s": fwd / secs, "particle_steps_per_s": steps / secs,
                       "raw_forwards_per_s_at_mean_batch": raw, "ratio_to_raw": fwd / secs / raw,
-                      "mean_context_tokens": past}
+                      "mean_context_tokens": past, "peak_device_mb": batched_peak}
     # (a') one marginal call per answer, same model
     lm.clear_cache()
-    start = time.perf_counter()
-    for q in tqdm(qs, desc="(a') one call per answer", leave=False):
-        for c in q.choices:
-            marginal(" " + c, lm, num_samples, context=q.context, seed=0)
-    secs = time.perf_counter() - start
+
+    def per_answer() -> None:
+        for q in tqdm(qs, desc="(a') one call per answer", leave=False):
+            for c in q.choices:
+                marginal(" " + c, lm, num_samples, context=q.context, seed=0)
+
+    _, secs = _timed(lm.device, per_answer)
     out["per_answer"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs}
     out["speedup_over_per_answer"] = out["batched"]["questions_per_min"] / out["per_answer"]["questions_per_min"]
     # (c) one sentence, many particles
     lm.clear_cache()
     lm.stats.reset()
-    r = marginal(ENGINE_SENTENCE, lm, big_n, seed=0)
+    reset_peak_memory(lm.device)
+    r, secs = _timed(lm.device, marginal, ENGINE_SENTENCE, lm, big_n, seed=0)
+    many_peak = peak_memory_mb(lm.device)
     psteps = sum(len(s) for s in r.samples)
     raw_n = _raw_decode_rate(lm, big_n, 1 + len(r.canonical))
-    out["many_particles"] = {"text": ENGINE_SENTENCE, "num_samples": big_n, "seconds": r.seconds,
-                             "forwards": r.forwards, "particle_steps_per_s": psteps / r.seconds,
-                             "raw_forwards_per_s_at_n": raw_n, "ratio_to_raw": psteps / r.seconds / raw_n}
+    out["many_particles"] = {"text": ENGINE_SENTENCE, "num_samples": big_n, "seconds": secs,
+                             "forwards": r.forwards, "particle_steps_per_s": psteps / secs,
+                             "raw_forwards_per_s_at_n": raw_n, "ratio_to_raw": psteps / secs / raw_n,
+                             "peak_device_mb": many_peak}
     out["peak_rss_mb"] = _peak_rss_mb()
-    if torch.cuda.is_available():
-        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    if peak_memory_mb(lm.device) is not None:  # the largest of the cases (each reset its own peak)
+        out["peak_gpu_mb"] = max(batched_peak, many_peak)
     return out
 
 
@@ -428,12 +456,15 @@ def memory_case(case: str, model: str | None = None, device: str | None = None) 
         text = (" " + BB_SENTENCE) * 16
         text = text[:2048]
         before = rss_now()
-        r = marginal(text, lm, 64, seed=0)
-        return {"case": case, "model": lm.name, "bytes": len(text.encode()), "num_samples": 64,
-                "log_marginal": r.log_marginal, "forwards": r.forwards, "seconds": r.seconds,
-                "rss_before_mb": before, "peak_rss_mb": _peak_rss_mb(), "pool_mb": lm.pool.nbytes() / 2**20}
+        reset_peak_memory(lm.device)
+        r, secs = _timed(lm.device, marginal, text, lm, 64, seed=0)
+        return {"case": case, "model": lm.name, **_device_case(lm), "bytes": len(text.encode()), "num_samples": 64,
+                "log_marginal": r.log_marginal, "forwards": r.forwards, "seconds": secs,
+                "rss_before_mb": before, "peak_rss_mb": _peak_rss_mb(), "pool_mb": lm.pool.nbytes() / 2**20,
+                "peak_device_mb": peak_memory_mb(lm.device)}
     if case == "extensions":
         lm = load_lm(model or "gemma3-270m", device=device)
+        reset_peak_memory(lm.device)
         state = lm.initial("Once upon a time")
         before = rss_now()
         g = torch.Generator().manual_seed(0)
@@ -443,8 +474,9 @@ def memory_case(case: str, model: str | None = None, device: str | None = None) 
         after = rss_now()
         del state
         lm.clear_cache()
-        return {"case": case, "model": lm.name, "extensions": 1000, "rss_before_mb": before, "rss_after_mb": after,
-                "growth_mb": after - before, "rss_after_clear_mb": rss_now(), "peak_rss_mb": _peak_rss_mb()}
+        return {"case": case, "model": lm.name, **_device_case(lm), "extensions": 1000, "rss_before_mb": before,
+                "rss_after_mb": after, "growth_mb": after - before, "rss_after_clear_mb": rss_now(),
+                "peak_rss_mb": _peak_rss_mb(), "peak_device_mb": peak_memory_mb(lm.device)}
     raise ValueError(f"unknown memory case {case!r}: expected 'long-text' or 'extensions'")
 
 
@@ -467,10 +499,14 @@ def bench_memory(device: str | None = None) -> dict[str, Any]:
 
 def format_memory(r: dict[str, Any]) -> list[str]:
     a, b = r["long-text"], r["extensions"]
+
+    def device(x: dict[str, Any]) -> str:
+        return "" if x.get("peak_device_mb") is None else f", peak {x['device']} {x['peak_device_mb']:.0f} MB"
+
     return [f"{a['model']}, {a['bytes']}-byte text, look-ahead N={a['num_samples']}: peak RSS {a['peak_rss_mb']:.0f} MB "
-            f"(KV pool {a['pool_mb']:.0f} MB, {a['forwards']} forwards, {a['seconds']:.0f} s)",
+            f"(KV pool {a['pool_mb']:.0f} MB, {a['forwards']} forwards, {a['seconds']:.0f} s){device(a)}",
             f"{b['model']}, {b['extensions']} extensions: RSS {b['rss_before_mb']:.0f} -> {b['rss_after_mb']:.0f} MB "
-            f"(growth {b['growth_mb']:.0f} MB); after clear_cache {b['rss_after_clear_mb']:.0f} MB"]
+            f"(growth {b['growth_mb']:.0f} MB); after clear_cache {b['rss_after_clear_mb']:.0f} MB{device(b)}"]
 
 
 def bench_estimators(model: str = "smollm2-135m", strings: tuple[str, ...] = MARGINAL_STRINGS,
@@ -502,12 +538,11 @@ def bench_estimators(model: str = "smollm2-135m", strings: tuple[str, ...] = MAR
         for name, fn in runs:
             lm.clear_cache()
             lm.stats.reset()
-            start = time.perf_counter()
-            res = fn()
+            res, secs = _timed(lm.device, fn)
             est = res.estimate if hasattr(res, "estimate") else res.log_marginal
             rows.append({"text": s, "estimator": name, "estimate": est, "truth": truth, "error": abs(est - truth),
                          "log_se": getattr(res, "log_se", None), "forwards": lm.stats.forwards,
-                         "seconds": time.perf_counter() - start})
+                         "seconds": secs})
     return {"model": model, "num_samples": num_samples, "seed": seed, "rows": rows}
 
 

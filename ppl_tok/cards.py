@@ -416,7 +416,7 @@ def resolve_device(device: Any) -> Any:
 
 
 def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
-            bos_id: int | None = None, config: Any = None) -> Any:
+            bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> Any:
     """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder or a hub id.
 
     :param device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``;
@@ -425,11 +425,14 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
         else float32).
     :param bos_id: the BOS id used for scoring. Default: the card's; for a folder converted by
         ppl-tok, the card recorded in it; otherwise the tokenizer's.
-    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`).
+    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`;
+        default: :meth:`~ppl_tok.lm.base.EngineConfig.for_device`).
+    :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
+        (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .lm.hf import HFLanguageModel
+    from .lm.hf import HFLanguageModel, fp32_head
 
     dev = resolve_device(device) if device is not None else None
     card, where = _resolve(name_or_path)
@@ -441,9 +444,13 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
     if Path(where).is_dir():
         _check_folder(Path(where), need_model=True)
     tokenizer = _from_pretrained(AutoTokenizer, where, "tokenizer")
-    model = _from_pretrained(AutoModelForCausalLM, where, "model", dtype=torch_dtype)
-    if dev is not None:
+    # straight onto the device in the requested dtype (no full-precision copy on the host first)
+    placement = {"device_map": dev} if dev is not None and dev.type != "cpu" else {}
+    model = _from_pretrained(AutoModelForCausalLM, where, "model", dtype=torch_dtype, **placement)
+    if dev is not None and next(model.parameters()).device != dev:
         model = model.to(dev)
+    if head_fp32:
+        fp32_head(model)
     recorded = _manifest(Path(where)) if card is None and Path(where).is_dir() else {}
     if bos_id is None:
         bos_id = card.bos_id if card else recorded.get("bos_id", tokenizer.bos_token_id)

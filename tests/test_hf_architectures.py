@@ -73,3 +73,23 @@ def test_batched_extension_equals_one_at_a_time_and_never_mutates(lm):
     # the root's cache still extends correctly after all that
     again = lm.extend([root], [3])[0]
     assert torch.allclose(again.log_probs, first[0].log_probs, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_a_half_precision_model_gets_an_fp32_head(family):
+    from ppl_tok.lm.hf import fp32_head
+
+    model = tiny(family).to(torch.bfloat16)
+    ids = torch.tensor([[0, 3, 5, 7]], device=TEST_DEVICE)
+    with torch.inference_mode():
+        hidden = model.model(input_ids=ids).last_hidden_state
+        before = model(input_ids=ids).logits
+    assert before.dtype == torch.bfloat16 and fp32_head(model) and not fp32_head(model)  # once
+    assert model.get_input_embeddings().weight.dtype == torch.bfloat16  # a tied embedding stays in bf16
+    with torch.inference_mode():
+        after = model(input_ids=ids).logits
+        exact = hidden.float() @ model.get_output_embeddings().weight.T
+    assert after.dtype == torch.float32
+    if family == "llama":  # (Gemma 3 soft-caps its logits after the head)
+        assert torch.allclose(after, exact, atol=1e-5)
+    assert torch.allclose(after, before.float(), atol=0.1)  # bf16 rounding only

@@ -142,6 +142,21 @@ def test_qa_run_refuses_other_settings(tmp_path, toy_model, capsys):
     assert "ppl-tok qa: error:" in err and "seed: folder has 0, this run has 9" in err
 
 
+def test_qa_run_records_the_device_and_refuses_to_resume_on_another(tmp_path, toy_model, capsys):
+    assert _run(tmp_path, "--json") == 0
+    capsys.readouterr()
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert settings["device"] == "cpu" and "dtype" in settings
+    assert _run(tmp_path, "--json", "--device", "cuda:0") == 2
+    assert "device: folder has 'cpu', this run has 'cuda'" in capsys.readouterr().err
+    assert _run(tmp_path, "--json", "--dtype", "bfloat16") == 2
+    assert "dtype: folder has None, this run has 'bfloat16'" in capsys.readouterr().err
+    # a folder from before "device" was recorded: CPU runs, resumed on the CPU
+    del settings["device"]
+    (tmp_path / "run" / "run.json").write_text(json.dumps(settings))
+    assert _run(tmp_path, "--json") == 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--batch-questions", "0"], "--batch-questions: expected an integer >= 1, got 0"),
     (["--samples", "-1"], "--samples: expected an integer >= 1, got -1"),

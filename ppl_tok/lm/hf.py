@@ -103,6 +103,28 @@ def _real_rows(t: torch.Tensor, real: torch.Tensor | None) -> torch.Tensor:
     return flat if real is None else flat.index_select(0, real)
 
 
+def fp32_head(model: Any) -> bool:
+    """Give a half-precision (bf16/fp16) model an fp32 copy of its LM head; returns whether it did.
+
+    The head's input (the final hidden state) is cast to fp32 and the logits come
+    out in fp32, so ``log_softmax`` sees unrounded logits (a bf16 logit of
+    magnitude 16-32 is rounded by up to 0.0625). The copy is separate from a tied
+    input embedding, which stays in half precision; it costs ``|V| x d x 4`` bytes.
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if not isinstance(head, torch.nn.Linear) or head.weight.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    new = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None,
+                          device=head.weight.device, dtype=torch.float32)
+    with torch.no_grad():
+        new.weight.copy_(head.weight)
+        if head.bias is not None:
+            new.bias.copy_(head.bias)
+    new.register_forward_pre_hook(lambda module, args: (args[0].float(),) + tuple(args[1:]))
+    model.set_output_embeddings(new)
+    return True
+
+
 def _pool_layer_class():
     from transformers.cache_utils import DynamicLayer
 
@@ -156,16 +178,21 @@ class HFLanguageModel(LanguageModel):
     :param tokenizer: its tokenizer; the vocabulary is read from it.
     :param bos_id: the BOS id used for scoring (from the model card; tokenizers
         sometimes report the wrong one).
-    :param config: memory and batching limits of the engine.
+    :param config: memory and batching limits of the engine (default: :meth:`EngineConfig.for_device`
+        of the model's device).
     """
 
     def __init__(self, model: Any, tokenizer: Any, bos_id: int | None, *, vocab: Vocabulary | None = None,
                  name: str | None = None, config: EngineConfig | None = None):
         vocab = vocab or Vocabulary.from_hf(tokenizer, name=name)
+        device = next(model.parameters()).device
+        if config is None:
+            weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+            config = EngineConfig.for_device(device, model_bytes=weights)
         super().__init__(vocab, bos_id, name=name or vocab.name, config=config)
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.device = next(model.parameters()).device
+        self.device = device
         params = inspect.signature(model.forward).parameters
         # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
         self.pooled = "past_key_values" in params

@@ -19,6 +19,15 @@ def _scores(text: str) -> list[str]:
     return names
 
 
+def _default_device(ray: bool) -> str:
+    """Where scoring runs without ``--device``: the CPU, or with Ray a GPU where the driver sees one."""
+    if not ray:
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     from ..cards import load_lm
     from .data import load_study
@@ -27,6 +36,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     settings = study_settings(study, model=args.model, samples=args.samples, seed=args.seed, scores=args.scores,
                               limit=args.limit, shuffle_seed=args.shuffle_seed, dtype=args.dtype,
+                              device=args.device or _default_device(args.ray is not None),
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
                               most_likely_time=args.time_budget)
     if args.ray is not None:

@@ -54,6 +54,16 @@ class QAError(ValueError):
     """A question that cannot be scored as asked."""
 
 
+def device_kind(device: Any) -> str:
+    """The kind of a device as ``run.json`` records it: ``"cpu"``, ``"cuda"`` or ``"mps"`` (no index)."""
+    import torch
+
+    try:
+        return torch.device(device).type
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+
+
 def pair_seed(seed: int, split: str, question_id: str, choice: int) -> int:
     """The RNG seed of one (question, answer) pair: a 31-bit hash of ``(seed, split, id, choice)``."""
     digest = hashlib.sha256(f"{seed}/{split}/{question_id}/{choice}".encode()).digest()
@@ -80,9 +90,13 @@ def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tup
 
 def study_settings(study: Study, *, model: str, samples: int, seed: int, scores: Sequence[str] = (),
                    limit: int | None = None, shuffle_seed: int | None = None, dtype: str | None = None,
-                   exact_tolerance: float = 1e-3, exact_budget: int = 2000,
+                   device: str = "cpu", exact_tolerance: float = 1e-3, exact_budget: int = 2000,
                    most_likely_time: float = 10.0) -> dict[str, Any]:
-    """The ``run.json`` of a study: everything the stored scores depend on."""
+    """The ``run.json`` of a study: everything the stored scores depend on.
+
+    ``device`` is the kind of device that scores (``"cpu"``, ``"cuda"``): floating-point
+    results differ between devices (and dtypes), so a folder is resumed only on the
+    kind and dtype it was started with."""
     unknown = set(scores) - set(OPTIONAL_SCORES)
     if unknown:
         raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {OPTIONAL_SCORES}")
@@ -91,7 +105,7 @@ def study_settings(study: Study, *, model: str, samples: int, seed: int, scores:
     return {
         "dataset": study.dataset, "splits": study.sizes(), "limit": limit, "shuffle_seed": shuffle_seed,
         "data_files": {Path(p).name: sha for p, sha in study.files.items()},
-        "model": model, "dtype": dtype, "samples": samples, "seed": seed, "proposal": "lookahead",
+        "model": model, "dtype": dtype, "device": device_kind(device), "samples": samples, "seed": seed, "proposal": "lookahead",
         "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
         "most_likely_time": most_likely_time, "scores_version": SCORES_VERSION, "ppl_tok_version": __version__,
     }

@@ -120,7 +120,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    old = {"scores_version": FIRST_SCORES_VERSION, **old}
+    old = {"scores_version": FIRST_SCORES_VERSION, "device": "cpu", **old}  # before "device": CPU-only runs
     keys = sorted((set(old) | set(new)) - set(GROWABLE) - set(INFORMATIONAL))
     return [f"{k}: folder has {old.get(k)!r}, this run has {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
