@@ -93,3 +93,18 @@ def test_a_half_precision_model_gets_an_fp32_head(family):
     if family == "llama":  # (Gemma 3 soft-caps its logits after the head)
         assert torch.allclose(after, exact, atol=1e-5)
     assert torch.allclose(after, before.float(), atol=0.1)  # bf16 rounding only
+
+
+def test_state_space_prefill_is_one_forward_per_length():
+    model = tiny("mamba")
+    forwards = []
+    model.register_forward_hook(lambda *_: forwards.append(1))
+    lm = HFLanguageModel(model, None, 0, vocab=VOCAB, name="mamba")
+    keys = [(0, 1, 2), (0, 3, 4), (0, 5), (0, 6, 7)]
+    states = lm.states(keys)
+    assert len(forwards) == 2  # lengths 3 and 2
+    grown = lm.extend(states, [8, 9, 10, 11])
+    for key, state, child in zip(keys, states, grown):
+        alone = HFLanguageModel(model, None, 0, vocab=VOCAB, name="mamba")
+        assert torch.allclose(alone.state(key).log_probs, state.log_probs, atol=1e-5)
+        assert torch.allclose(alone.state(child.tokens).log_probs, child.log_probs, atol=1e-5)

@@ -290,11 +290,19 @@ class HFLanguageModel(LanguageModel):
         if self.pooled:
             logits, nodes, _ = self._pool_forward([None] * len(keys), [list(k) for k in keys], last_only=True)
             return self._log_softmax(logits), nodes
-        rows, payloads = [], []
-        for key in keys:
-            out = self.model(input_ids=to_device(torch.tensor([key]), self.device), use_cache=True)
-            rows.append(self._log_softmax(out.logits[0, -1]))
-            payloads.append((getattr(out, self._cache_arg), 0))
+        # a recurrent state is not exact under padding: one forward per group of equal lengths
+        groups: dict[int, list[int]] = {}
+        for i, key in enumerate(keys):
+            groups.setdefault(len(key), []).append(i)
+        rows: list[torch.Tensor | None] = [None] * len(keys)
+        payloads: list[Any] = [None] * len(keys)
+        for members in groups.values():
+            ids = to_device(torch.tensor([keys[i] for i in members]), self.device)
+            out = self.model(input_ids=ids, use_cache=True)
+            block = self._log_softmax(out.logits[:, -1])
+            cache = getattr(out, self._cache_arg)
+            for r, i in enumerate(members):
+                rows[i], payloads[i] = block[r], (cache, r)
         return torch.stack(rows), payloads
 
     @torch.inference_mode()
