@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.ppl-tok-installed
 
-.PHONY: run test test-fast setup clean
+.PHONY: run test test-fast setup clean gpu-check
 
 setup: $(STAMP)
 
@@ -34,6 +34,16 @@ test: $(STAMP)
 # The fast subset, for development.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# On a GPU machine (docs/lm.md "Running on a GPU"): the device-parametrised tests on DEVICE, then the
+# engine, marginal, bracket, QA and memory benchmarks there, in gpu-check/report.md and report.json.
+# Needs no venv: any Python with torch, transformers and pyro-ppl (GPU_PYTHON), the checkout on PYTHONPATH.
+DEVICE     ?= cuda
+GPU_PYTHON ?= python3
+DATA       ?= ../shared/data
+gpu-check:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m ppl_tok.gpucheck --device $(DEVICE) \
+		--data $(DATA) --out gpu-check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -166,6 +166,29 @@ def _uncached(lm):
     return naive
 
 
+def marginal_throughput(lm, sentence: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Look-ahead IS on ``sentence`` with each number of particles: forwards/s and particle-steps/s against raw
+    batched decoding on the same device (at the engine's mean batch, and at N)."""
+    from .importance import marginal
+
+    rows = []
+    for n in tqdm(sizes, desc="(a) throughput", leave=False):
+        lm.clear_cache()
+        lm.stats.reset()
+        reset_peak_memory(lm.device)
+        r, seconds = _timed(lm.device, marginal, sentence, lm, n, seed=0)
+        mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
+        steps = sum(len(s) for s in r.samples)
+        rows.append({"num_samples": n, "seconds": seconds, "forwards": lm.stats.forwards,
+                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / seconds,
+                     "particle_steps_per_s": steps / seconds, "peak_device_mb": peak_memory_mb(lm.device),
+                     "raw_forwards_per_s_at_mean_batch": _raw_forwards_per_s(lm, mean_batch),
+                     "raw_forwards_per_s_at_n": _raw_forwards_per_s(lm, n)})
+        rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
+        rows[-1]["ratio_particle_steps"] = rows[-1]["particle_steps_per_s"] / rows[-1]["raw_forwards_per_s_at_n"]
+    return rows
+
+
 def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,
                    strings: tuple[str, ...] = MARGINAL_STRINGS, device: str | None = None, dtype: str | None = None,
                    bos_id: int | None = None) -> dict[str, Any]:
@@ -185,21 +208,7 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     sentence = strings[-1]
     out: dict[str, Any] = {"model": model, **_device_case(lm)}
     # (a) throughput
-    rows = []
-    for n in tqdm(sizes, desc="(a) throughput", leave=False):
-        lm.clear_cache()
-        lm.stats.reset()
-        reset_peak_memory(lm.device)
-        r, seconds = _timed(lm.device, marginal, sentence, lm, n, seed=0)
-        mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
-        steps = sum(len(s) for s in r.samples)
-        rows.append({"num_samples": n, "seconds": seconds, "forwards": lm.stats.forwards,
-                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / seconds,
-                     "particle_steps_per_s": steps / seconds, "peak_device_mb": peak_memory_mb(lm.device),
-                     "raw_forwards_per_s_at_mean_batch": _raw_forwards_per_s(lm, mean_batch),
-                     "raw_forwards_per_s_at_n": _raw_forwards_per_s(lm, n)})
-        rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
-        rows[-1]["ratio_particle_steps"] = rows[-1]["particle_steps_per_s"] / rows[-1]["raw_forwards_per_s_at_n"]
+    rows = marginal_throughput(lm, sentence, sizes)
     out["throughput"] = rows
     # (b) stock sequential Pyro with an uncached LM call per step
     text = " tongueless"
@@ -435,12 +444,14 @@ def format_engine(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def memory_case(case: str, model: str | None = None, device: str | None = None) -> dict[str, Any]:
+def memory_case(case: str, model: str | None = None, device: str | None = None, *, num_samples: int = 64,
+                text_bytes: int = 2048, extensions: int = 1000) -> dict[str, Any]:
     """One memory measurement, meant to run in a fresh process (peak RSS is per process).
 
     ``"long-text"``: look-ahead IS, N=64, on a 2 kB text (SmolLM2 by default);
     ``"extensions"``: one path of 1,000 single-token extensions (Gemma by default),
-    RSS before and after, and after ``clear_cache()``.
+    RSS before and after, and after ``clear_cache()``. On CUDA, the peak device
+    memory of the case too.
     """
     import resource
 
@@ -454,11 +465,12 @@ def memory_case(case: str, model: str | None = None, device: str | None = None) 
     if case == "long-text":
         lm = load_lm(model or "smollm2-135m", device=device)
         text = (" " + BB_SENTENCE) * 16
-        text = text[:2048]
+        text = text[:text_bytes]
         before = rss_now()
         reset_peak_memory(lm.device)
-        r, secs = _timed(lm.device, marginal, text, lm, 64, seed=0)
-        return {"case": case, "model": lm.name, **_device_case(lm), "bytes": len(text.encode()), "num_samples": 64,
+        r, secs = _timed(lm.device, marginal, text, lm, num_samples, seed=0)
+        return {"case": case, "model": lm.name, **_device_case(lm), "bytes": len(text.encode()),
+                "num_samples": num_samples,
                 "log_marginal": r.log_marginal, "forwards": r.forwards, "seconds": secs,
                 "rss_before_mb": before, "peak_rss_mb": _peak_rss_mb(), "pool_mb": lm.pool.nbytes() / 2**20,
                 "peak_device_mb": peak_memory_mb(lm.device)}
@@ -468,20 +480,20 @@ def memory_case(case: str, model: str | None = None, device: str | None = None) 
         state = lm.initial("Once upon a time")
         before = rss_now()
         g = torch.Generator().manual_seed(0)
-        for _ in tqdm(range(1000), desc="extensions", leave=False):
+        for _ in tqdm(range(extensions), desc="extensions", leave=False):
             tok = int(torch.randint(1000, 20000, (1,), generator=g))
             state = lm.extend([state], [tok])[0]
         after = rss_now()
         del state
         lm.clear_cache()
-        return {"case": case, "model": lm.name, **_device_case(lm), "extensions": 1000, "rss_before_mb": before,
+        return {"case": case, "model": lm.name, **_device_case(lm), "extensions": extensions, "rss_before_mb": before,
                 "rss_after_mb": after, "growth_mb": after - before, "rss_after_clear_mb": rss_now(),
                 "peak_rss_mb": _peak_rss_mb(), "peak_device_mb": peak_memory_mb(lm.device)}
     raise ValueError(f"unknown memory case {case!r}: expected 'long-text' or 'extensions'")
 
 
-def bench_memory(device: str | None = None) -> dict[str, Any]:
-    """Each memory case in a fresh Python process."""
+def bench_memory(device: str | None = None, model: str | None = None, **sizes: int) -> dict[str, Any]:
+    """Each memory case in a fresh Python process (``model``: the one model of both; ``sizes``: of :func:`memory_case`)."""
     import json
     import subprocess
     import sys
@@ -489,7 +501,7 @@ def bench_memory(device: str | None = None) -> dict[str, Any]:
     out = {}
     for case in ("long-text", "extensions"):
         code = ("import json, sys; from ppl_tok.bench import memory_case; "
-                f"print(json.dumps(memory_case({case!r}, device={device!r})))")
+                f"print(json.dumps(memory_case({case!r}, model={model!r}, device={device!r}, **{sizes!r})))")
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
         if proc.returncode:
             raise RuntimeError(f"memory case {case} failed:\n{proc.stderr[-2000:]}")
