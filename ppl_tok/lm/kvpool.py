@@ -126,22 +126,19 @@ class KVPool:
         return slots
 
     @torch.inference_mode()
-    def store(self, keys: list[torch.Tensor], values: list[torch.Tensor], slots: torch.Tensor | None = None,
-              plan: GatherPlan | None = None) -> torch.Tensor:
+    def store(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """Store ``keys[layer][n]`` / ``values[layer][n]`` (each ``[n, heads, head_dim]``) in ``n`` free slots.
 
-        Returns the slots (a CPU ``long`` tensor); the pool adds blocks as it must.
-        ``slots`` and ``plan``: slots :meth:`allocate` gave and their one-row plan
-        with its tensors on the device (a forward sends them with its inputs).
+        Returns the slots (a CPU ``long`` tensor); the pool adds blocks as it must, and
+        learns its layout from the first store. (A forward, once the layout is known,
+        :meth:`allocate` s its slots first and :meth:`write` s each layer as it runs.)
         """
         if not self._layout:
             self._layout = [(tuple(t.shape[1:]), t.dtype) for t in keys + values]
             self._slot_bytes = sum(t[0].numel() * t.element_size() for t in keys + values)
             self.block_slots = max(16, self.block_bytes // max(1, self._slot_bytes))
-        if slots is None:
-            slots = self.allocate(keys[0].shape[0] if keys else 0)
-        if plan is None:
-            plan = self.plan(slots.unsqueeze(0))  # one row: its columns are the positions
+        slots = self.allocate(keys[0].shape[0] if keys else 0)
+        plan = self.plan(slots.unsqueeze(0))  # one row: its columns are the positions
         for which, new in enumerate((keys, values)):
             for layer, t in enumerate(new):
                 self.write(which, layer, plan, t)
