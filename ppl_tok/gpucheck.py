@@ -196,6 +196,11 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
         "model": model, "dtype": dtype or "card default", "quick": quick, "torch": torch.__version__,
         "transformers": transformers.__version__, "threads": torch.get_num_threads(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "parts": {}, "targets": []}
+    previous = out / "report.json"
+    if parts is not None and previous.is_file():  # a run of some parts adds them to the report of the same setup
+        old = json.loads(previous.read_text())
+        if all(old.get(k) == report[k] for k in ("device", "model", "dtype", "quick")):
+            report["parts"] = {k: v for k, v in old.get("parts", {}).items() if k not in wanted}
     lm = None
 
     def lm_once() -> Any:

@@ -39,3 +39,15 @@ def test_a_quick_check_on_the_cpu_writes_its_report(tmp_path):
     assert report["parts"]["qa"]["run_json_device"] == "cpu" and report["parts"]["bracket"]["closed"]
     assert json.loads((tmp_path / "report.json").read_text())["device"] == "cpu"
     assert "| syncs |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_run_of_some_parts_adds_them_to_the_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck, "run_tests", lambda device, root: {"passed": True})
+    monkeypatch.setattr(gpucheck, "bracket", lambda lm: {"closed": True})
+    import ppl_tok.cards
+
+    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: object())
+    gpucheck.check("cpu", out=tmp_path, quick=True, parts=("tests",))
+    report = gpucheck.check("cpu", out=tmp_path, quick=True, parts=("bracket",))
+    assert set(report["parts"]) == {"tests", "bracket"} and report["targets"][0]["met"] is True
+    assert set(json.loads((tmp_path / "report.json").read_text())["parts"]) == {"tests", "bracket"}
