@@ -67,6 +67,8 @@ _LIBC: Any = None
 class EngineConfig:
     """Memory and batching limits of an LM's engine (validated).
 
+    The field defaults suit a CPU; :meth:`for_device` derives them from a GPU's memory.
+
     :param cache_bytes: the prefix cache's budget: the bytes of the KV entries of
         the cached prefixes (least recently used ones are evicted beyond it).
     :param row_bytes: the budget for full next-token rows kept in memory.
