@@ -108,6 +108,8 @@ def study_settings(study: Study, *, model: str, samples: int, seed: int, scores:
         "model": model, "dtype": dtype, "device": device_kind(device), "samples": samples, "seed": seed, "proposal": "lookahead",
         "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
         "most_likely_time": most_likely_time, "scores_version": SCORES_VERSION, "ppl_tok_version": __version__,
+        # half-precision models score with an fp32 LM head (load_lm): not comparable with folders from before it
+        **({"lm_head": "float32"} if dtype in ("bfloat16", "float16") else {}),
     }
 
 
