@@ -75,7 +75,7 @@ def run_tests(device: str, root: Path) -> dict[str, Any]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    return {"command": f"PPL_TOK_TEST_DEVICE={device} " + " ".join(cmd[1:]), "returncode": proc.returncode,
+    return {"command": f"PPL_TOK_TEST_DEVICE={device} python " + " ".join(cmd[1:]), "returncode": proc.returncode,
             "summary": lines[-1] if lines else proc.stderr.strip()[-500:], "passed": proc.returncode == 0,
             "seconds": time.perf_counter() - start,
             "failures": [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))][:20]}
