@@ -20,7 +20,7 @@ has the posterior (Geh et al., 2024, Sec. 3 and Fig. 2)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,12 +97,13 @@ class TokenizationPosterior:
                    canonical=result.canonical, log_marginal=total, num_samples=result.num_samples, ess=result.ess)
 
 
-def tokenization_posterior(text: str, lm: LanguageModel, source: str = "exact", num_samples: int = 256, *,
+def tokenization_posterior(text: str, lm: LanguageModel, source: str | Callable = "exact", num_samples: int = 256, *,
                            context: str | Sequence[int] = "", seed: int | None = 0,
                            max_paths: int = 100_000) -> TokenizationPosterior:
-    """The posterior over the tokenizations of ``text``: ``source`` is ``"exact"`` or a proposal name."""
-    if source not in SOURCES:
-        raise ValueError(f"unknown source {source!r}: expected one of {SOURCES}")
+    """The posterior over the tokenizations of ``text``: ``source`` is ``"exact"``, a proposal name, or any Pyro
+    guide for :func:`~ppl_tok.model.tokenization_model` (as :func:`~ppl_tok.importance.marginal` takes)."""
+    if isinstance(source, str) and source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}: expected one of {SOURCES} or a Pyro guide")
     if source == "exact":
         return TokenizationPosterior.from_exact(exact_marginal(text, lm, context=context, max_paths=max_paths))
     return TokenizationPosterior.from_importance(marginal(text, lm, num_samples, guide=source, context=context,

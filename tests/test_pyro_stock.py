@@ -11,12 +11,12 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import EmpiricalMarginal, Importance
+from pyro.infer import EmpiricalMarginal, Importance, Predictive
 from pyro.infer.importance import psis_diagnostic, vectorized_importance_weights
 
 from ppl_tok import BigramLM, FunctionLM, Vocabulary, compile_mdd
 from ppl_tok import cli
-from ppl_tok.diagnostics import estimate_warnings, log_standard_error, psis_khat
+from ppl_tok.diagnostics import CERTIFIED, estimate_checks, estimate_warnings, log_standard_error, psis_khat
 from ppl_tok.distributions import OverCandidates
 from ppl_tok.exact import exact_marginal
 from ppl_tok.importance import TokenizationImportance, marginal, marginals
@@ -91,11 +91,97 @@ def test_stock_importance_with_the_prior_and_empirical_marginal_over_tokenizatio
     pyro.set_rng_seed(0)
     imp = Importance(tokenization_model, lookahead_guide, num_samples=300).run(LM, MDD_)
     for empirical in (EmpiricalMarginal(imp), EmpiricalMarginal(imp, sites=TOKENIZATION)):
-        support = empirical.enumerate_support()  # [distinct, 1, width]: one particle, padded tokens
-        assert support.shape[1:] == (1, len(TEXT))
+        support = empirical.enumerate_support()  # [distinct, width]: one particle's padded tokens
+        assert support.shape[1:] == (len(TEXT),)
         probs = {unpad(v)[0]: math.exp(float(empirical.log_prob(v))) for v in support}
         top = EXACT.tokenizations[0]
         assert probs[top] == pytest.approx(float(EXACT.posterior()[0]), abs=0.08)
+
+
+def _padded(path: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor(list(path) + [-1] * (len(TEXT) - len(path)))
+
+
+def test_empirical_marginal_takes_a_padded_tokenization_back():
+    """The issue's trap: values had event shape (1, L), so log_prob of a tokenization of shape (L,) raised."""
+    pyro.set_rng_seed(0)
+    imp = Importance(tokenization_model, lookahead_guide, num_samples=400).run(LM, MDD_)
+    empirical = EmpiricalMarginal(imp, sites=TOKENIZATION)
+    assert empirical.event_shape == (len(TEXT),)
+    top = EXACT.tokenizations[0]
+    assert math.exp(float(empirical.log_prob(_padded(top)))) == pytest.approx(float(EXACT.posterior()[0]), abs=0.08)
+
+
+def _misnamed_guide(lm, mdd, context="", num_particles=1):
+    """The look-ahead with its sites named ``token_{t}``: the model's ``tok_{t}`` stay unsampled."""
+    state, node, t = lm.initial(context), mdd.source, 0
+    while node != mdd.sink:
+        out = mdd.out_tokens(node)
+        logits = torch.full_like(state.log_probs, -torch.inf)
+        logits[list(out)] = state.log_probs[list(out)]
+        tok = int(pyro.sample(f"token_{t}", dist.Categorical(logits=logits)))
+        node, t = out[tok], t + 1
+        if node != mdd.sink:
+            state = lm.extend([state], [tok])[0]
+
+
+def test_a_guide_with_misnamed_or_extra_sites_is_an_error_naming_them():
+    for run in (lambda: marginal(TEXT, LM, 1, guide=_misnamed_guide),
+                lambda: Importance(tokenization_model, _misnamed_guide, num_samples=4).run(LM, MDD_)):
+        with pytest.raises(ValueError, match="did not sample the model's site 'tok_0'.*'token_0'"):
+            run()
+
+    def extra_guide(lm, mdd, context="", num_particles=1):
+        lookahead_guide(lm, mdd, context, num_particles)
+        pyro.sample("temperature", dist.Normal(0.0, 1.0))
+
+    for run in (lambda: marginal(TEXT, LM, 1, guide=extra_guide),
+                lambda: Importance(tokenization_model, extra_guide, num_samples=2).run(LM, MDD_)):
+        with pytest.raises(ValueError, match="'temperature' that the tokenization model does not have"):
+            run()
+
+    def auxiliary_guide(lm, mdd, context="", num_particles=1):  # an auxiliary site is the guide's own (log q 0 here)
+        pyro.sample("temperature", dist.Delta(torch.tensor(2.0)), infer={"is_auxiliary": True})
+        return lookahead_guide(lm, mdd, context, num_particles)
+
+    assert marginal(TEXT, LM, 8, guide=auxiliary_guide, seed=0).log_marginal == \
+        pytest.approx(marginal(TEXT, LM, 8, guide=lookahead_guide, seed=0).log_marginal)
+
+
+def test_num_particles_through_stock_importance_is_a_clear_error():
+    """Pyro weighs one run by the product over the plate: it would estimate p(x)^8, silently."""
+    with pytest.raises(ValueError, match="num_particles=8 under stock Pyro inference.*p\\(x\\)\\^8"):
+        Importance(tokenization_model, lookahead_guide, num_samples=2).run(LM, MDD_, num_particles=8)
+    with pytest.raises(ValueError, match="num_particles=4"):
+        vectorized_importance_weights(tokenization_model, lookahead_guide, LM, MDD_, num_particles=4,
+                                      num_samples=10, max_plate_nesting=1)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_predictive_on_the_model_and_on_guides(parallel):
+    """Every run has the same sites (tok_t for t < len(text), masked past a particle's end): Predictive works."""
+    pyro.set_rng_seed(0)
+    prior = Predictive(tokenization_model, num_samples=6, parallel=parallel)(LM, MDD_)
+    assert {f"tok_{t}" for t in range(len(TEXT))} | {TOKENIZATION} <= set(prior)
+    assert prior[TOKENIZATION].shape == (6, 1, len(TEXT))
+    for path in unpad(prior[TOKENIZATION]):  # prior draws: on the MDD up to the last token, which ends or leaves it
+        node = MDD_.source
+        for tok in path[:-1]:
+            node = MDD_.out_tokens(node)[tok]
+        assert MDD_.out_tokens(node).get(path[-1]) in (None, MDD_.sink)
+    post = Predictive(tokenization_model, guide=lookahead_guide, num_samples=6, parallel=parallel)(LM, MDD_)
+    paths = unpad(post[TOKENIZATION])
+    assert len(paths) == 6 and all(MDD_.accepts(p) for p in paths)  # the guide's draws, scored by the model
+    guide_only = Predictive(lookahead_guide, num_samples=6, parallel=parallel)(LM, MDD_)
+    assert set(guide_only) == {f"tok_{t}" for t in range(len(TEXT))}
+
+
+def test_tokenization_posterior_accepts_any_guide():
+    tempered = mdd_guide(lambda walk, i, out: walk.edge_log_probs(i) / 2, "tempered")
+    post = tokenization_posterior(TEXT, LM, tempered, 2000, seed=0)
+    assert post.source == "tempered"
+    truth = dict(zip(EXACT.tokenizations, EXACT.posterior().tolist()))
+    assert sum(abs(truth[v] - p) for v, p in zip(post.tokenizations, post.probs.tolist())) < 0.15
 
 
 def test_importance_refuses_a_run_with_no_nonzero_weight():
@@ -159,20 +245,27 @@ def test_every_result_carries_se_ess_khat_and_a_short_repr():
 
 
 def test_warnings_fire_on_impossible_or_contradicted_estimates():
-    assert any("PSIS k-hat" in w for w in estimate_warnings(-1.0, khat=0.9))
+    assert estimate_warnings(-1.0, khat=0.9) == []  # k-hat is reported, not a warning (bench diagnostics)
     assert any("above 1" in w for w in estimate_warnings(0.41))
     assert any("below the canonical" in w
                for w in estimate_warnings(-20.0, known={"canonical tokenization's log-probability": -6.0}))
+    assert estimate_warnings(-6.5, certified_lower=-6.0) == []  # below a sure bound by less than a nat: printed, no warning
     assert any("outside the certified bracket" in w for w in estimate_warnings(-18.92, bracket=(-13.9, -13.868)))
     assert estimate_warnings(-5.0, khat=0.3, known={"canonical": -6.0}, bracket=(-5.5, -4.5)) == []
+    # far above every tokenization seen: extrapolated from a few 1/q; silenced by a bracket that bounds the error
+    assert [c for c, _ in estimate_checks(-2.0, certified_lower=-5.0)] == ["above-seen"]
+    assert estimate_checks(-2.0, certified_lower=-5.0, bracket=(-2.5, -1.8)) == []
+    assert estimate_checks(-2.0, statement=CERTIFIED, certified_lower=-5.0) == []
     r = marginal(TEXT, LM, 8, seed=0)
     checked = r.checked_against(r.log_marginal + 1, r.log_marginal + 2)
-    assert len(checked.warnings) == len(r.warnings) + 1
-    # the issue's trap: a proposal that avoids the LM's mass has a high ESS and is far off; the canonical check fires
+    assert any("outside the certified bracket" in w for w in checked.warnings)
+    assert checked.certified_lower == pytest.approx(r.log_marginal + 1) and checked.bracket is not None
+    # the issue's trap: a proposal that avoids the LM's mass has a high ESS and is far off; the lower bound check fires
     reversed_lookahead = mdd_guide(lambda walk, i, out: -3 * walk.edge_log_probs(i), "anti")
     bad = marginal(TEXT, LM, 256, guide=reversed_lookahead, seed=0)
     assert bad.ess > 200 and bad.log_marginal < EXACT.log_marginal - 3
-    assert any("below the canonical" in w for w in bad.warnings)
+    assert bad.log_marginal < bad.certified_lower - 3 <= EXACT.log_marginal
+    assert any("below the certified lower bound" in w for w in bad.warnings)
     # Pareto weights w = u^(-1.5) have tail shape k = 1.5: k-hat finds it
     u = torch.rand(2000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert psis_khat(-1.5 * u.log()) == pytest.approx(1.5, abs=0.3)
