@@ -309,9 +309,10 @@ def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch
     data = json.loads(capsys.readouterr().out)
     assert {"log_se", "khat", "ess", "warnings"} <= set(data) and isinstance(data["warnings"], list)
     assert data["lower"] <= data["log_marginal"] + 4 * data["log_se"]
+    assert data["statement"] == "uncalibrated" and data["lower"] <= data["certified_lower"] <= EXACT.log_marginal + 1e-9
     assert cli.main(["marginal", TEXT, "--samples", "64", "--proposal", "uniform"]) == 0
     out = capsys.readouterr().out
-    assert "±" in out and "k-hat" in out
+    assert "±" in out and "k-hat" in out and "certified lower bound:" in out and "not a bound" in out
     png = tmp_path / "post.png"
     assert cli.main(["distribution", TEXT, "--proposal", "lookahead", "--samples", "300", "--png", str(png),
                      "--json"]) == 0

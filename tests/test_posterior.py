@@ -1,0 +1,42 @@
+"""Posteriors over tokenizations (ppl_tok.posterior): against the exact posterior of a toy LM, with diagnostics."""
+
+import math
+
+import pytest
+
+from ppl_tok import BigramLM, Vocabulary
+from ppl_tok.diagnostics import CERTIFIED, UNCALIBRATED
+from ppl_tok.exact import exact_marginal
+from ppl_tok.importance import marginal
+from ppl_tok.posterior import TokenizationPosterior, tokenization_posterior
+from ppl_tok.proposals import mdd_guide
+
+VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb"])
+TEXT = "ababba"
+LM = BigramLM.random(VOCAB, seed=5, bos_id=0)
+EXACT = exact_marginal(TEXT, LM)
+
+
+def test_posteriors_carry_diagnostics_and_the_certified_mass_they_cover():
+    exact = tokenization_posterior(TEXT, LM, "exact")
+    assert exact.statement == CERTIFIED and exact.covered_log_mass == pytest.approx(EXACT.log_marginal)
+    good = tokenization_posterior(TEXT, LM, "lookahead", 2000, seed=0)
+    assert good.statement == UNCALIBRATED and good.ess > 100 and good.khat is not None and not good.warnings
+    listed = sum(math.exp(float(lp)) for v, lp in zip(EXACT.tokenizations, EXACT.log_probs) if v in good.tokenizations)
+    assert good.covered_log_mass == pytest.approx(math.log(listed), abs=1e-5)  # the listed ones' exact mass
+    assert good.covered_log_mass <= EXACT.log_marginal + 1e-6
+    # a proposal that avoids the LM's mass: far-off posterior probabilities, and the posterior says so
+    anti = mdd_guide(lambda walk, i, out: -3 * walk.edge_log_probs(i), "anti")
+    bad = tokenization_posterior(TEXT, LM, anti, 256, seed=0)
+    assert bad.warnings and any("below the certified lower bound" in w for w in bad.warnings)
+    assert bad.covered_log_mass < EXACT.log_marginal - 3  # the list is known to cover little of the mass
+    d = bad.to_dict(top=3)
+    assert d["warnings"] == list(bad.warnings) and d["statement"] == UNCALIBRATED and "covered_log_mass" in d
+    assert "warning" in repr(bad)
+
+
+def test_the_posterior_of_a_stratified_estimate_lists_the_enumerated_tokenizations():
+    strat = marginal(TEXT, LM, 16, guide="stratified", search_budget=4, seed=0)
+    post = TokenizationPosterior.from_importance(strat)
+    assert set(strat.exact_tokenizations) <= set(post.tokenizations)
+    assert post.covered_log_mass >= strat.exact_log_mass - 1e-9
