@@ -134,7 +134,7 @@ def checks_of(r: dict[str, Any]) -> list[str]:
         r["log_marginal"], statement=r["statement"], khat=r["khat"], ess=r["ess"], log_se=r["log_se"],
         num_nonzero=r["num_nonzero"] if r["statement"] == diagnostics.UNCALIBRATED else None,
         num_samples=r["num_samples"], certified_lower=r["certified_lower"],
-        bracket=None if r["bracket"] is None else tuple(r["bracket"]))]
+        bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc")]
 
 
 #: signals reported beside the warnings (not all of them warn): name -> (run -> flagged)
@@ -176,7 +176,8 @@ def analyze(rows: list[dict[str, Any]], num_samples: int | None = None) -> dict[
             "num_samples": num_samples, "warnings": warnings, "signals": signals, "by_method": by_method,
             "exact_or_certified_runs": len(exact_ok),
             "warned_on_exact_or_certified": sum(bool(codes[i]) for i in exact_ok), "missed": missed,
-            "rule": {"error_nats": diagnostics.ERROR_NATS}}
+            "rule": {"error_nats": diagnostics.ERROR_NATS, "se_limit": diagnostics.SE_LIMIT,
+                     "smc_se_limit": diagnostics.SMC_SE_LIMIT}}
 
 
 def _pct(x: float | None) -> str:

@@ -131,7 +131,7 @@ class MarginalResult:
         warnings = diagnostics.estimate_warnings(
             self.log_marginal, statement=self.statement, khat=self.khat, ess=self.ess, log_se=self.log_se,
             num_nonzero=nonzero if self.statement == diagnostics.UNCALIBRATED else None, num_samples=self.num_samples,
-            certified_lower=lower_bound, bracket=(lower, upper))
+            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc")
         return replace(self, warnings=tuple(warnings), certified_lower=lower_bound, bracket=(lower, upper))
 
     @property
@@ -164,8 +164,7 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
         guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
     total = len(as_pairs(args[1], args[2] if len(args) > 2 else "")[0]) * num_samples
     for name, node in guide_trace.nodes.items():
-        if (node["type"] == "sample" and not node["is_observed"] and not node["infer"].get("is_auxiliary")
-                and torch.as_tensor(node["value"]).numel() != total):
+        if node["type"] == "sample" and not node["is_observed"] and torch.as_tensor(node["value"]).numel() != total:
             raise ValueError(f"the guide drew {torch.as_tensor(node['value']).numel()} values at site {name!r} for "
                              f"{total} particles: a guide must sample every site once per particle "
                              "(does it ignore num_particles?)")
@@ -267,7 +266,7 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
     warnings = diagnostics.estimate_warnings(
         log_marginal, statement=statement, khat=khat, ess=ess, log_se=log_se,
         num_nonzero=nonzero if exact is None else None, num_samples=n, certified_lower=certified_lower,
-        bracket=bracket)
+        bracket=bracket, resampled=name == "smc")
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon,

@@ -141,7 +141,7 @@ def test_a_guide_with_misnamed_or_extra_sites_is_an_error_naming_them():
             run()
 
     def auxiliary_guide(lm, mdd, context="", num_particles=1):  # an auxiliary site is the guide's own (log q 0 here)
-        pyro.sample("temperature", dist.Delta(torch.tensor(2.0)), infer={"is_auxiliary": True})
+        pyro.sample("temperature", dist.Delta(torch.tensor(2.0)).expand([num_particles]), infer={"is_auxiliary": True})
         return lookahead_guide(lm, mdd, context, num_particles)
 
     assert marginal(TEXT, LM, 8, guide=auxiliary_guide, seed=0).log_marginal == \
