@@ -4,17 +4,12 @@ import math
 
 import pytest
 
-from ppl_tok import BigramLM, Vocabulary
 from ppl_tok.diagnostics import CERTIFIED, UNCALIBRATED
-from ppl_tok.exact import exact_marginal
 from ppl_tok.importance import marginal
 from ppl_tok.posterior import TokenizationPosterior, tokenization_posterior
 from ppl_tok.proposals import mdd_guide
+from toys import EXACT, LM, TEXT
 
-VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb"])
-TEXT = "ababba"
-LM = BigramLM.random(VOCAB, seed=5, bos_id=0)
-EXACT = exact_marginal(TEXT, LM)
 
 
 def test_posteriors_carry_diagnostics_and_the_certified_mass_they_cover():
@@ -35,8 +30,24 @@ def test_posteriors_carry_diagnostics_and_the_certified_mass_they_cover():
     assert "warning" in repr(bad)
 
 
-def test_the_posterior_of_a_stratified_estimate_lists_the_enumerated_tokenizations():
+def test_importance_posterior_converges_to_the_exact_one():
+    exact = tokenization_posterior(TEXT, LM, "exact")
+    truth = dict(zip(exact.tokenizations, exact.probs.tolist()))
+    assert exact.probs.sum().item() == pytest.approx(1.0)
+    for source in ("lookahead", "uniform", "stratified"):
+        est = tokenization_posterior(TEXT, LM, source, 2000, seed=0)
+        assert est.probs.sum().item() == pytest.approx(1.0)
+        l1 = sum(abs(truth[v] - p) for v, p in zip(est.tokenizations, est.probs.tolist()))
+        l1 += sum(p for v, p in truth.items() if v not in est.tokenizations)
+        assert l1 < 0.15, source
     strat = marginal(TEXT, LM, 16, guide="stratified", search_budget=4, seed=0)
     post = TokenizationPosterior.from_importance(strat)
     assert set(strat.exact_tokenizations) <= set(post.tokenizations)
-    assert post.covered_log_mass >= strat.exact_log_mass - 1e-9
+
+
+def test_tokenization_posterior_accepts_any_guide():
+    tempered = mdd_guide(lambda walk, i, out: walk.edge_log_probs(i) / 2, "tempered")
+    post = tokenization_posterior(TEXT, LM, tempered, 2000, seed=0)
+    assert post.source == "tempered"
+    truth = dict(zip(EXACT.tokenizations, EXACT.posterior().tolist()))
+    assert sum(abs(truth[v] - p) for v, p in zip(post.tokenizations, post.probs.tolist())) < 0.15
