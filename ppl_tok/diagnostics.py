@@ -33,9 +33,13 @@ from pyro.ops.stats import fit_generalized_pareto
 KHAT_LIMIT = 0.7
 #: the error (nats) the warnings are calibrated to catch ("off by more than 1 nat")
 ERROR_NATS = 1.0
-#: the ``"few-samples"`` warning: the standard error of ``log p_hat`` above this (importance sampling; SMC)
+#: ``"below-lower"``: the estimate this far below a certified lower bound (nats; then it is off by at least
+#: this much, certainly, and in the calibration benchmark by more than ``ERROR_NATS`` every time)
+BELOW_NATS = 0.9
+#: the ``"few-samples"`` warning: the standard error of ``log p_hat`` above this (importance sampling; SMC's
+#: Lee-Whiteley estimate does not warn: in the benchmark it flagged no bad run that the other checks missed)
 SE_LIMIT = 0.5
-SMC_SE_LIMIT = 0.9
+SMC_SE_LIMIT = math.inf
 #: numerical slack (nats) when comparing with certified bounds (the LM's float32 rows differ by ~1e-6 across batches)
 SLACK = 1e-3
 
@@ -132,18 +136,19 @@ def estimate_checks(log_marginal: float, *, statement: str = UNCALIBRATED, khat:
 
     Sure checks (facts about the estimate, whatever its kind): ``"no-mass"`` no
     sample with non-zero weight; ``"above-one"`` ``log p > 0``; ``"below-lower"``
-    the estimate more than :data:`ERROR_NATS` below ``certified_lower`` or a value
+    the estimate more than :data:`BELOW_NATS` below ``certified_lower`` or a value
     in ``known`` (log-probabilities of single tokenizations, or certified lower
     bounds: the marginal is at least each), so off by more than that;
-    ``"outside-bracket"`` outside the certified ``bracket``.
+    ``"outside-bracket"`` outside the certified ``bracket`` (unless the bracket is
+    narrow enough that the error is under :data:`ERROR_NATS` anyway).
 
     Statistical checks (a sampled estimate whose error no bracket already bounds
     by :data:`ERROR_NATS`): ``"above-seen"`` the estimate more than :data:`ERROR_NATS`
     above ``certified_lower``, i.e. more than ``e`` times the mass of every
     tokenization the run has seen, extrapolated from the ``1 / q`` of a few draws;
     ``"few-samples"`` a standard error above :data:`SE_LIMIT` (importance sampling:
-    the weights dominated by about four samples or fewer) or :data:`SMC_SE_LIMIT`
-    (``resampled``: SMC's Lee-Whiteley estimate). ``ppl-tok bench diagnostics``
+    the weights dominated by about four samples or fewer; :data:`SMC_SE_LIMIT` for
+    ``resampled`` SMC weights). ``ppl-tok bench diagnostics``
     measured these thresholds (docs/pyro.md); ESS and k-hat are reported and do
     not warn (k-hat > 0.7 flagged bad runs with ~60% precision and ~56% recall).
     """
@@ -158,15 +163,17 @@ def estimate_checks(log_marginal: float, *, statement: str = UNCALIBRATED, khat:
     if certified_lower is not None:
         lowers["certified lower bound"] = certified_lower
     for name, value in lowers.items():
-        if log_marginal < value - ERROR_NATS:
+        if log_marginal < value - BELOW_NATS:
             out.append(("below-lower", f"the estimate {log_marginal:.4f} is {value - log_marginal:.2f} nats below "
                                        f"the {name} ({value:.4f}), which the marginal can never be: it is off by "
                                        "at least that much (the proposal missed most of the mass)"))
     if bracket is not None:
         lower, upper = bracket
-        if not lower - SLACK <= log_marginal <= upper + SLACK:
+        outside = not lower - SLACK <= log_marginal <= upper + SLACK
+        if outside and max(abs(log_marginal - lower), abs(log_marginal - upper)) > ERROR_NATS:
             out.append(("outside-bracket", f"the estimate {log_marginal:.4f} lies outside the certified bracket "
-                                           f"[{lower:.4f}, {upper:.4f}]"))
+                                           f"[{lower:.4f}, {upper:.4f}], which does not bound its error by "
+                                           f"{ERROR_NATS:g} nat"))
     sampled = statement != CERTIFIED and num_nonzero != 0
     if (sampled and certified_lower is not None and certified_error(log_marginal, bracket) > ERROR_NATS
             and log_marginal > certified_lower + ERROR_NATS):

@@ -20,6 +20,7 @@ candidate signals, k-hat included, beside it) without calling the LM again.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import time
@@ -118,9 +119,12 @@ def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbook
 
 
 def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """The stored runs (one JSON object per line; a partial last line from an interrupted run is skipped)."""
+    """The stored runs (one JSON object per line, gzipped if the name ends ``.gz``; a partial last line from an
+    interrupted run is skipped)."""
+    path = Path(path)
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text("utf-8")
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:

@@ -43,6 +43,7 @@ def test_importance_posterior_converges_to_the_exact_one():
     strat = marginal(TEXT, LM, 16, guide="stratified", search_budget=4, seed=0)
     post = TokenizationPosterior.from_importance(strat)
     assert set(strat.exact_tokenizations) <= set(post.tokenizations)
+    assert post.covered_log_mass >= strat.exact_log_mass - 1e-9  # it lists every enumerated tokenization
 
 
 def test_tokenization_posterior_accepts_any_guide():

@@ -37,7 +37,7 @@ def test_smollm2_smc_and_stock_vectorized_agree_with_exact_or_warn(smollm2):
 
     On " cats" the look-ahead is myopic (its particles take " " first, and the canonical " cats" holds nearly all
     the mass): SMC's resampling cannot recover a token no particle drew, the estimate lands ~7 nats low, and the
-    result says so (below the canonical tokenization's log-probability).
+    result says so (below the certified lower bound, which holds the canonical tokenization's probability).
     """
     exact = exact_marginal(" Paris", smollm2).log_marginal
     smc = smc_marginal(" Paris", smollm2, 64, seed=0)
@@ -48,5 +48,5 @@ def test_smollm2_smc_and_stock_vectorized_agree_with_exact_or_warn(smollm2):
                                                 max_plate_nesting=1)
     assert close_in_se(log_w, exact)
     cats = smc_marginal(" cats", smollm2, 64, seed=0)
-    if cats.log_marginal < exact_marginal(" cats", smollm2).log_marginal - 4 * cats.log_se:
-        assert any("below the canonical" in w for w in cats.warnings)
+    if cats.log_marginal < exact_marginal(" cats", smollm2).log_marginal - 1:
+        assert cats.warnings
