@@ -33,6 +33,8 @@ from .lm.base import LanguageModel
 from .logspace import logsumexp
 
 SOURCES = ("exact", "lookahead", "uniform", "prior", "stratified")
+#: the overstatement of a posterior probability that warns (absolute; tinier ones are facts, not news)
+MATERIAL = 0.05
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,10 @@ class TokenizationPosterior:
     ``log sum_i p(tokenizations[i] | c)``, the listed tokenizations' exact joint
     mass: a certified lower bound on ``log p(x | c)`` (equal to it for the exact
     posterior), so ``exp(covered_log_mass - log_marginal)`` is the share of the
-    estimated marginal that the list is known to hold.
+    estimated marginal that the list is known to hold. One more warning is the
+    posterior's own: a probability more than ``e`` times (and 0.05 above) its
+    certified upper bound ``p(v | c) / L``, ``L`` the estimate's certified lower
+    bound on ``p(x | c)``.
     """
 
     text: str
@@ -111,10 +116,12 @@ class TokenizationPosterior:
         total = result.log_marginal
         probs = torch.tensor([math.exp(lm - total) if total > -math.inf else 0.0 for _, lm in pooled],
                              dtype=torch.float64)
-        return cls(text=result.text, source=result.proposal, tokenizations=[p for p, _ in pooled], probs=probs,
+        paths = [p for p, _ in pooled]
+        return cls(text=result.text, source=result.proposal, tokenizations=paths, probs=probs,
                    canonical=result.canonical, log_marginal=total, num_samples=result.num_samples, ess=result.ess,
                    khat=result.khat, statement=result.statement,
-                   covered_log_mass=logsumexp([exact_lp[p] for p, _ in pooled]), warnings=result.warnings)
+                   covered_log_mass=logsumexp([exact_lp[p] for p in paths]),
+                   warnings=result.warnings + _overstated(paths, probs, exact_lp, result.certified_lower))
 
 
 def tokenization_posterior(text: str, lm: LanguageModel, source: str | Callable = "exact", num_samples: int = 256, *,
@@ -128,3 +135,26 @@ def tokenization_posterior(text: str, lm: LanguageModel, source: str | Callable 
         return TokenizationPosterior.from_exact(exact_marginal(text, lm, context=context, max_paths=max_paths))
     return TokenizationPosterior.from_importance(marginal(text, lm, num_samples, guide=source, context=context,
                                                           seed=seed))
+
+
+def _overstated(paths: list[tuple[int, ...]], probs: torch.Tensor, log_p: dict[tuple[int, ...], float],
+                lower: float) -> tuple[str, ...]:
+    """A warning when a listed probability exceeds its certified upper bound by more than a factor ``e``
+    and by more than :data:`MATERIAL` (the worst such one).
+
+    ``p(v | x) = p(v | c) / p(x | c) <= p(v | c) / L`` for any certified lower bound ``L`` of
+    ``p(x | c)``: a probability above ``e`` times that bound is off by more than a nat, certainly.
+    """
+    if lower == -math.inf:
+        return ()
+    worst = None
+    for rank, (path, prob) in enumerate(zip(paths, probs.tolist()), 1):
+        bound = math.exp(min(log_p[path] - lower, 0.0))
+        if prob > math.e * bound and prob - bound > MATERIAL and (worst is None or prob - bound > worst[1] - worst[2]):
+            worst = (rank, prob, bound)
+    if worst is None:
+        return ()
+    rank, prob, bound = worst
+    return (f"the posterior probability {prob:.4g} of tokenization #{rank} is {prob / bound:.3g} times its certified "
+            f"upper bound {bound:.3g} (its exact p(v | c) over the certified lower bound of p(x | c)): the "
+            "self-normalised weights overstate it (use more samples, or the stratified proposal)",)
