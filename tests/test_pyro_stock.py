@@ -19,7 +19,7 @@ from ppl_tok import cli
 from ppl_tok.diagnostics import CERTIFIED, estimate_checks, estimate_warnings, psis_khat
 from ppl_tok.exact import exact_marginal
 from ppl_tok.importance import TokenizationImportance, marginal, marginals
-from ppl_tok.model import TOKENIZATION, tokenization_model, unpad
+from ppl_tok.model import TOKENIZATION, site, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, lookahead_guide, mdd_guide, uniform_guide
 from ppl_tok.smc import smc_marginal
 from toys import EXACT, LM, MDD_, TEXT, VOCAB, close_in_se
@@ -100,17 +100,23 @@ def test_empirical_marginal_takes_a_padded_tokenization_back():
     assert math.exp(float(empirical.log_prob(_padded(top)))) == pytest.approx(float(EXACT.posterior()[0]), abs=0.08)
 
 
-def _misnamed_guide(lm, mdd, context="", num_particles=1):
-    """The look-ahead with its sites named ``token_{t}``: the model's ``tok_{t}`` stay unsampled."""
-    state, node, t = lm.initial(context), mdd.source, 0
-    while node != mdd.sink:
-        out = mdd.out_tokens(node)
-        logits = torch.full_like(state.log_probs, -torch.inf)
-        logits[list(out)] = state.log_probs[list(out)]
-        tok = int(pyro.sample(f"token_{t}", dist.Categorical(logits=logits)))
-        node, t = out[tok], t + 1
-        if node != mdd.sink:
-            state = lm.extend([state], [tok])[0]
+def _one_particle_lookahead(name=site):
+    """The look-ahead for one particle, whatever ``num_particles`` asks for, its sites named ``name(t)``."""
+    def guide(lm, mdd, context="", num_particles=1):
+        state, node, t = lm.initial(context), mdd.source, 0
+        while node != mdd.sink:
+            out = mdd.out_tokens(node)
+            logits = torch.full_like(state.log_probs, -torch.inf)
+            logits[list(out)] = state.log_probs[list(out)]
+            tok = int(pyro.sample(name(t), dist.Categorical(logits=logits)))
+            node, t = out[tok], t + 1
+            if node != mdd.sink:
+                state = lm.extend([state], [tok])[0]
+
+    return guide
+
+
+_misnamed_guide = _one_particle_lookahead(lambda t: f"token_{t}")  # the model's tok_{t} stay unsampled
 
 
 def test_a_guide_with_misnamed_or_extra_sites_is_an_error_naming_them():
@@ -174,16 +180,7 @@ def test_importance_refuses_a_run_with_no_nonzero_weight():
 
 
 def test_a_guide_that_ignores_num_particles_is_an_error():
-    def lazy_guide(lm, mdd, context="", num_particles=1):  # one particle, whatever it is asked for
-        state, node, t = lm.initial(context), mdd.source, 0
-        while node != mdd.sink:
-            out = mdd.out_tokens(node)
-            logits = torch.full_like(state.log_probs, -torch.inf)
-            logits[list(out)] = state.log_probs[list(out)]
-            tok = int(pyro.sample(f"tok_{t}", dist.Categorical(logits=logits)))
-            node, t = out[tok], t + 1
-            if node != mdd.sink:
-                state = lm.extend([state], [tok])[0]
+    lazy_guide = _one_particle_lookahead()  # one particle, whatever it is asked for
 
     with pytest.raises(ValueError, match="ignore num_particles"):
         marginal(TEXT, LM, 64, guide=lazy_guide)
