@@ -15,10 +15,10 @@ paper's code divided by the number of non-canonical samples instead, which is
 biased.
 
 Every result carries how far it can be trusted (:mod:`ppl_tok.diagnostics`):
-its standard error on the log scale, ESS, PSIS k-hat and warnings (k-hat > 0.7,
-``log p > 0``, an estimate below the canonical tokenization's log-probability or
-a certified lower bound known in the same run, or outside a certified bracket;
-:meth:`MarginalResult.checked_against` adds a bracket computed afterwards).
+the kind of statement it makes, a certified lower bound (the summed probability
+of every tokenization the run knows exactly), its standard error on the log
+scale, ESS, PSIS k-hat, and the calibrated warnings;
+:meth:`MarginalResult.checked_against` adds a bracket computed afterwards.
 
 Proposals: ``"lookahead"`` (the paper's), ``"uniform"``, ``"prior"`` (the LM
 itself, rejecting what leaves the MDD), ``"stratified"`` (the certified search

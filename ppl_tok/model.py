@@ -39,9 +39,15 @@ the outer one is the product over the particles of one replica.
 
 The model returns, and records at the deterministic site ``"tokenization"``,
 each particle's tokens as a ``LongTensor`` of shape ``batch_shape + (width,)``
-padded with :data:`PAD` (``width`` = the longest string's byte length, which
-bounds the number of tokens of any particle), a value that Pyro's
-``EmpiricalMarginal`` stacks; :func:`unpad` turns it back into tuples.
+(``(width,)`` for a lone particle) padded with :data:`PAD` (``width`` = the
+longest string's byte length, which bounds the number of tokens of any
+particle), a value that Pyro's ``EmpiricalMarginal`` stacks and whose
+``log_prob`` takes one tokenization back; :func:`unpad` turns it into tuples.
+
+Sites: every run has the same ones, ``"tok_{t}"`` and ``"off_mdd_{t}"`` for
+``t < width`` (masked once a particle has finished), so that tools which stack
+traces (``pyro.infer.Predictive``) work. Under ``poutine.replay`` the model
+checks the guide's sites against its own (:func:`tokenization_model`).
 """
 
 from __future__ import annotations
