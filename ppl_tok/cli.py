@@ -315,7 +315,8 @@ def cmd_distribution(args: argparse.Namespace) -> None:
                 f"samples (self-normalised weights, ESS {estimate.ess:.1f}); log p(text) = "
                 f"{estimate.log_marginal:.4f} ± {estimate.log_se:.4f}")
         extra = {"num_samples": estimate.num_samples, "seed": args.seed, "ess": estimate.ess, "khat": estimate.khat,
-                 "log_se": estimate.log_se, "warnings": list(estimate.warnings)}
+                 "log_se": estimate.log_se, "statement": result.statement,
+                 "covered_log_mass": result.covered_log_mass, "warnings": list(result.warnings)}
     if args.png:
         from .plots import plot_distribution
 

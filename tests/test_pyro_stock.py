@@ -253,6 +253,7 @@ def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch
     data = json.loads(capsys.readouterr().out)
     assert png.stat().st_size > 0 and data["proposal"] == "lookahead" and data["count"] == EXACT.count
     assert sum(r["posterior"] for r in data["top"]) <= 1 + 1e-9 and "khat" in data
+    assert data["covered_log_mass"] <= EXACT.log_marginal + 1e-9 and data["statement"] == "uncalibrated"
     assert cli.main(["distribution", TEXT, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["distinct"] == EXACT.count and data["top"][0]["log_prob"] == pytest.approx(float(EXACT.log_probs[0]))
