@@ -21,6 +21,7 @@ from ppl_tok.exact import exact_marginal
 from ppl_tok.importance import TokenizationImportance, marginal, marginals
 from ppl_tok.model import TOKENIZATION, site, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, lookahead_guide, mdd_guide, uniform_guide
+from ppl_tok.search import marginal_bounds
 from ppl_tok.smc import smc_marginal
 from toys import EXACT, LM, MDD_, TEXT, VOCAB, close_in_se
 
@@ -221,6 +222,7 @@ def test_warnings_fire_on_impossible_or_contradicted_estimates():
     assert [c for c, _ in estimate_checks(-2.0, certified_lower=-5.0)] == ["above-seen"]
     assert estimate_checks(-2.0, certified_lower=-5.0, bracket=(-2.5, -1.8)) == []
     assert estimate_checks(-2.0, statement=CERTIFIED, certified_lower=-5.0) == []
+    assert EXACT.statement == CERTIFIED and marginal_bounds(TEXT, LM, budget=1).statement == CERTIFIED
     r = marginal(TEXT, LM, 8, seed=0)
     checked = r.checked_against(r.log_marginal + 1, r.log_marginal + 2)
     assert any("outside the certified bracket" in w for w in checked.warnings)
