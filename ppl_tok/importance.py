@@ -211,6 +211,28 @@ class TokenizationImportance(pyro.infer.Importance):
                                                   for w in self.log_weights)
 
 
+def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
+                       context: str | Sequence[int] = "") -> MarginalResult:
+    """A stock ``pyro.infer.Importance`` run on the tokenization model of ``text``, as a :class:`MarginalResult`.
+
+    Stock Pyro reports ``get_log_normalizer()`` and ``get_ESS()`` and nothing that
+    says the estimate is wrong; this reads each run's tokenization and model
+    log-probability from ``imp.exec_traces`` (``log q = log p - log w``) and adds
+    what :func:`marginal` reports: the certified lower bound, the statement, the
+    standard error, k-hat and the calibrated warnings. One particle per run (the
+    model refuses ``num_particles > 1`` under stock ``Importance``).
+    """
+    if not imp.exec_traces:
+        raise ValueError("the Importance object has no runs: call .run(lm, mdd) first")
+    log_w = torch.stack([torch.as_tensor(w).double().reshape(()) for w in imp.log_weights])
+    log_p = torch.stack([tr.log_prob_sum().double().reshape(()) for tr in imp.exec_traces])
+    samples = [v for tr in imp.exec_traces for v in unpad(tr.nodes["_RETURN"]["value"])]
+    canonical = tuple(lm.canonical(text))
+    name = getattr(imp.guide, "__name__", type(imp.guide).__name__)
+    return _result(text, name, log_p, log_p - log_w, samples, canonical, lm.log_prob(canonical, context), None,
+                   forwards=0, seconds=0.0)
+
+
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
     if isinstance(guide, str):
         table = {"lookahead": lookahead_guide, "uniform": uniform_guide, "prior": None}

@@ -18,7 +18,7 @@ from ppl_tok import FunctionLM, Vocabulary, compile_mdd
 from ppl_tok import cli
 from ppl_tok.diagnostics import CERTIFIED, estimate_checks, estimate_warnings, psis_khat
 from ppl_tok.exact import exact_marginal
-from ppl_tok.importance import TokenizationImportance, marginal, marginals
+from ppl_tok.importance import TokenizationImportance, checked_importance, marginal, marginals
 from ppl_tok.model import TOKENIZATION, site, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, lookahead_guide, mdd_guide, uniform_guide
 from ppl_tok.search import marginal_bounds
@@ -259,3 +259,17 @@ def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch
     assert cli.main(["distribution", TEXT, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["distinct"] == EXACT.count and data["top"][0]["log_prob"] == pytest.approx(float(EXACT.log_probs[0]))
+
+
+def test_a_stock_importance_run_gets_the_diagnostics_of_marginal():
+    """Stock Importance says nothing when it is far off; checked_importance reads its traces and says so."""
+    pyro.set_rng_seed(0)
+    good = Importance(tokenization_model, lookahead_guide, num_samples=300).run(LM, MDD_)
+    r = checked_importance(good, TEXT, LM)
+    assert r.log_marginal == pytest.approx(float(good.get_log_normalizer()), abs=1e-6)  # Pyro sums in float32
+    assert r.ess == pytest.approx(float(good.get_ESS()), rel=1e-6) and not r.warnings
+    assert r.certified_lower <= EXACT.log_marginal + 1e-9 and abs(r.log_marginal - EXACT.log_marginal) < 4 * r.log_se
+    anti = mdd_guide(lambda walk, i, out: -3 * walk.edge_log_probs(i), "anti")
+    pyro.set_rng_seed(0)
+    bad = checked_importance(Importance(tokenization_model, anti, num_samples=300).run(LM, MDD_), TEXT, LM)
+    assert bad.log_marginal < EXACT.log_marginal - 1 and bad.warnings and bad.proposal == "anti"
