@@ -135,7 +135,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
 def checks_of(r: dict[str, Any]) -> list[str]:
     """The warning codes the current rule gives a stored run."""
     return [code for code, _ in diagnostics.estimate_checks(
-        r["log_marginal"], statement=r["statement"], khat=r["khat"], ess=r["ess"], log_se=r["log_se"],
+        r["log_marginal"], statement=r["statement"], ess=r["ess"], log_se=r["log_se"],
         num_nonzero=r["num_nonzero"] if r["statement"] == diagnostics.UNCALIBRATED else None,
         num_samples=r["num_samples"], certified_lower=r["certified_lower"],
         bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc")]

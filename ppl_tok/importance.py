@@ -129,7 +129,7 @@ class MarginalResult:
         lower_bound = max(self.certified_lower, lower)
         nonzero = int(torch.isfinite(self.log_weights).sum())
         warnings = diagnostics.estimate_warnings(
-            self.log_marginal, statement=self.statement, khat=self.khat, ess=self.ess, log_se=self.log_se,
+            self.log_marginal, statement=self.statement, ess=self.ess, log_se=self.log_se,
             num_nonzero=nonzero if self.statement == diagnostics.UNCALIBRATED else None, num_samples=self.num_samples,
             certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc")
         return replace(self, warnings=tuple(warnings), certified_lower=lower_bound, bracket=(lower, upper))
@@ -286,7 +286,7 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
     nonzero = int(torch.isfinite(log_w).sum())
     ess = diagnostics.ess(log_w)
     warnings = diagnostics.estimate_warnings(
-        log_marginal, statement=statement, khat=khat, ess=ess, log_se=log_se,
+        log_marginal, statement=statement, ess=ess, log_se=log_se,
         num_nonzero=nonzero if exact is None else None, num_samples=n, certified_lower=certified_lower,
         bracket=bracket, resampled=name == "smc")
     return MarginalResult(

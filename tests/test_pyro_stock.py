@@ -211,13 +211,13 @@ def test_every_result_carries_se_ess_khat_and_a_short_repr():
 
 
 def test_warnings_fire_on_impossible_or_contradicted_estimates():
-    assert estimate_warnings(-1.0, khat=0.9) == []  # k-hat is reported, not a warning (bench diagnostics)
+    assert estimate_warnings(-1.0, ess=200.0, log_se=0.05) == []  # k-hat is reported, not a warning
     assert any("above 1" in w for w in estimate_warnings(0.41))
     assert any("below the canonical" in w
                for w in estimate_warnings(-20.0, known={"canonical tokenization's log-probability": -6.0}))
     assert estimate_warnings(-6.5, certified_lower=-6.0) == []  # below a sure bound by less than a nat: printed, no warning
     assert any("outside the certified bracket" in w for w in estimate_warnings(-18.92, bracket=(-13.9, -13.868)))
-    assert estimate_warnings(-5.0, khat=0.3, known={"canonical": -6.0}, bracket=(-5.5, -4.5)) == []
+    assert estimate_warnings(-5.0, known={"canonical": -6.0}, bracket=(-5.5, -4.5)) == []
     # far above every tokenization seen: extrapolated from a few 1/q; silenced by a bracket that bounds the error
     assert [c for c, _ in estimate_checks(-2.0, certified_lower=-5.0)] == ["above-seen"]
     assert estimate_checks(-2.0, certified_lower=-5.0, bracket=(-2.5, -1.8)) == []
