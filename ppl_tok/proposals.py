@@ -56,9 +56,10 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
             for t in range(walk.width):  # the model's sites, every one (finished particles masked)
                 active = walk.active.clone()
                 if not bool(active.any()):  # every particle finished: a masked placeholder site
-                    zeros = torch.zeros(len(walk), 1)
+                    zeros = torch.zeros(len(walk), 1)  # (uniforms given: no random draw)
                     with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
-                        pyro.sample(site(t), OverCandidates(zeros.long(), zeros.double(), None, walk.batch_shape))
+                        pyro.sample(site(t), OverCandidates(zeros.long(), zeros.double(), zeros.flatten(),
+                                                            walk.batch_shape))
                     continue
                 candidates, logits = [], []
                 for i in range(len(walk)):
