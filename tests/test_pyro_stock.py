@@ -11,7 +11,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import EmpiricalMarginal, Importance, Predictive
+from pyro.infer import EmpiricalMarginal, Importance, Predictive, WeighedPredictive
 from pyro.infer.importance import psis_diagnostic, vectorized_importance_weights
 
 from ppl_tok import FunctionLM, Vocabulary, compile_mdd
@@ -169,6 +169,11 @@ def test_predictive_on_the_model_and_on_guides(parallel):
     assert len(paths) == 6 and all(MDD_.accepts(p) for p in paths)  # the guide's draws, scored by the model
     guide_only = Predictive(lookahead_guide, num_samples=6, parallel=parallel)(LM, MDD_)
     assert set(guide_only) == {f"tok_{t}" for t in range(len(TEXT))}
+    if not parallel:  # WeighedPredictive: the guide's draws with their weights p / q, whose mean is p(x)
+        pyro.set_rng_seed(0)
+        weighed = WeighedPredictive(tokenization_model, guide=lookahead_guide, num_samples=300,
+                                    return_sites=[TOKENIZATION])(LM, MDD_, model_guide=tokenization_model)
+        assert close_in_se(torch.as_tensor(weighed.log_weights).double(), EXACT.log_marginal)
 
 
 def test_importance_refuses_a_run_with_no_nonzero_weight():
