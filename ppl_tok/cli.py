@@ -146,8 +146,8 @@ def _prepare(args: argparse.Namespace) -> None:
             raise ValueError("bench mdd compiles with the vocabularies of --models, not --model")
         if args.what != "mdd" and args.models is not None:
             raise ValueError(f"bench {args.what} runs one --model, not --models")
-        if args.what != "marginal" and args.quick:
-            raise ValueError("--quick applies to bench marginal only")
+        if args.what not in ("marginal", "diagnostics") and args.quick:
+            raise ValueError("--quick applies to bench marginal and bench diagnostics only")
 
 
 def _load_lm(args: argparse.Namespace) -> Any:
@@ -253,7 +253,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         "canonical": _tokens(lm.vocab, result.canonical), "ess": result.ess,
         "canonical_estimate": result.canonical_estimate, "noncanonical_estimate": result.noncanonical_estimate,
         "acceptance_rate": result.acceptance_rate, "forwards": result.forwards, "seconds": result.seconds,
-        "warnings": list(result.warnings),
+        "warnings": list(result.warnings), "statement": result.statement, "certified_lower": result.certified_lower,
     }
     khat = "n/a" if result.khat is None else f"{result.khat:.2f}"
     lines = [
@@ -265,6 +265,10 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         f"   (ESS {result.ess:.1f}, k-hat {khat}, {result.forwards} LM forwards, {result.seconds:.1f} s)",
         f"  canonical part:          {result.canonical_estimate:.4f}",
         f"  non-canonical part:      {result.noncanonical_estimate:.4f}",
+        f"statement:                 {result.statement}" + STATEMENT_NOTES.get(result.statement, ""),
+        f"certified lower bound:     {result.certified_lower:.4f}   (every tokenization this run knows exactly)"
+        + (f"; the estimate is {result.certified_lower - result.log_marginal:.4f} below it"
+           if result.log_marginal < result.certified_lower else ""),
     ]
     if result.proposal == "prior":
         lines.append(f"  acceptance rate:         {result.acceptance_rate:.3f}")
@@ -276,11 +280,17 @@ def cmd_marginal(args: argparse.Namespace) -> None:
                   f"most likely:               {_names(lm.vocab, exact.most_likely)} ({float(exact.log_probs[0]):.4f})"]
     if bounds is not None:
         b = bounds
-        payload.update(lower=b.lower, upper=b.upper, bounds_closed=b.closed, bounds_forwards=b.forwards)
+        payload.update(lower=b.lower, upper=b.upper, bounds_closed=b.closed, bounds_forwards=b.forwards,
+                       certified_lower=result.certified_lower)
         lines.append(f"certified bracket:         [{b.lower:.4f}, {b.upper:.4f}]   "
                      f"({'closed' if b.closed else 'open'} at {args.bounds:g} nats, {b.forwards} forwards)")
     lines += [f"WARNING: {w}" for w in result.warnings]
     _emit(args, payload, lines)
+
+
+#: what the ``±`` of each kind of estimate means (docs/pyro.md)
+STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, not a bound)",
+                   "unbiased, sampled part": " (the enumerated part exact; the ± is the sampled part's)"}
 
 
 def cmd_distribution(args: argparse.Namespace) -> None:
@@ -305,7 +315,8 @@ def cmd_distribution(args: argparse.Namespace) -> None:
                 f"samples (self-normalised weights, ESS {estimate.ess:.1f}); log p(text) = "
                 f"{estimate.log_marginal:.4f} ± {estimate.log_se:.4f}")
         extra = {"num_samples": estimate.num_samples, "seed": args.seed, "ess": estimate.ess, "khat": estimate.khat,
-                 "log_se": estimate.log_se, "warnings": list(estimate.warnings)}
+                 "log_se": estimate.log_se, "statement": result.statement,
+                 "covered_log_mass": result.covered_log_mass, "warnings": list(result.warnings)}
     if args.png:
         from .plots import plot_distribution
 
@@ -416,6 +427,17 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "estimators":
         result = bench.bench_estimators(args.model or DEFAULT_MODEL, num_samples=args.samples, **lm_options)
         _emit(args, result, bench.format_estimators(result))
+    elif args.what == "diagnostics":
+        from . import diagnostics_bench as diag
+
+        if args.rescore:  # the stored runs only, with the current warning rule: no LM
+            result = {**diag.analyze(diag.load_records(args.records), num_samples=args.samples), "records": args.records}
+        else:
+            data = args.data if args.data.endswith(".jsonl") else str(Path(args.data) / "openbookqa" / "dev.jsonl")
+            sizes = diag.QUICK if args.quick else {"strings": args.strings, "seeds": args.seeds,
+                                                   "num_samples": args.samples}
+            result = diag.run(args.model or DEFAULT_MODEL, data=data, records=args.records, **sizes, **lm_options)
+        _emit(args, result, diag.format_report(result))
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
@@ -523,12 +545,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators"], help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics"],
+                   help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
     p.add_argument("--questions", type=POSITIVE, default=20, help="engine: OpenBookQA questions (default 20)")
-    p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer; estimators: particles (default 64)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer; estimators, diagnostics: particles (default 64)")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="engine: questions per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="engine: particles on one sentence (default 256)")
     p.add_argument("--models", nargs="+", help="mdd: the vocabularies (default smollm2-135m gemma3-270m)")
@@ -536,7 +559,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="mdd: texts compiled by the naive compiler")
     p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="marginal: numbers of samples")
     p.add_argument("--baseline-samples", type=POSITIVE, default=64, help="marginal: N of the sequential baseline")
-    p.add_argument("--quick", action="store_true", help="marginal: one small run of each part (a smoke test)")
+    p.add_argument("--quick", action="store_true", help="marginal, diagnostics: one small run of each part (a smoke test)")
+    p.add_argument("--strings", type=POSITIVE, default=30, help="diagnostics: strings with exact truth (default 30)")
+    p.add_argument("--seeds", type=POSITIVE, default=5, help="diagnostics: seeds per string and method (default 5)")
+    p.add_argument("--records", default="diagnostics-runs.jsonl",
+                   help="diagnostics: the per-run JSON lines, appended and resumed (default diagnostics-runs.jsonl)")
+    p.add_argument("--rescore", action="store_true",
+                   help="diagnostics: score the stored --records with the current warning rule, without the LM")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)

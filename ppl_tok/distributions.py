@@ -77,9 +77,9 @@ class NextToken(_Particles):
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise NotImplementedError("NextToken draws one token per particle")
-        u = self._uniforms()
         out = torch.zeros(len(self.states), dtype=torch.long)
-        if self.live:
+        if self.live:  # no draw at all once every particle has finished (the model's masked tail sites)
+            u = self._uniforms()
             out[self.live] = self.lm.sample_tokens([self.states[i] for i in self.live], u[self.live])
         return self._shaped(out)
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from .diagnostics import CERTIFIED
 from .lm.base import LanguageModel
 from .mdd import MDD, compile_mdd
 from .search import PrefixSearch
@@ -59,6 +60,11 @@ class ExactMarginal:
         return self.tokenizations[0]
 
     @property
+    def statement(self) -> str:
+        """``"certified"``: every tokenization summed (:data:`ppl_tok.diagnostics.STATEMENTS`)."""
+        return CERTIFIED
+
+    @property
     def canonical_share(self) -> float:
         """p(canonical | x): the canonical tokenization's share of the marginal.
 
@@ -78,7 +84,8 @@ class ExactMarginal:
         return {"text": self.text, "log_marginal": self.log_marginal, "count": self.count,
                 "canonical": list(self.canonical), "canonical_log_prob": self.canonical_log_prob,
                 "canonical_share": self.canonical_share, "most_likely": list(self.most_likely),
-                "most_likely_log_prob": float(self.log_probs[0]), "forwards": self.forwards}
+                "most_likely_log_prob": float(self.log_probs[0]), "forwards": self.forwards,
+                "statement": self.statement}
 
     def posterior(self) -> torch.Tensor:
         """p(v | x) for every tokenization, in the order of ``tokenizations`` (all zeros if p(x) = 0)."""

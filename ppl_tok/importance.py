@@ -15,10 +15,10 @@ paper's code divided by the number of non-canonical samples instead, which is
 biased.
 
 Every result carries how far it can be trusted (:mod:`ppl_tok.diagnostics`):
-its standard error on the log scale, ESS, PSIS k-hat and warnings (k-hat > 0.7,
-``log p > 0``, an estimate below the canonical tokenization's log-probability or
-a certified lower bound known in the same run, or outside a certified bracket;
-:meth:`MarginalResult.checked_against` adds a bracket computed afterwards).
+the kind of statement it makes, a certified lower bound (the summed probability
+of every tokenization the run knows exactly), its standard error on the log
+scale, ESS, PSIS k-hat, and the calibrated warnings;
+:meth:`MarginalResult.checked_against` adds a bracket computed afterwards.
 
 Proposals: ``"lookahead"`` (the paper's), ``"uniform"``, ``"prior"`` (the LM
 itself, rejecting what leaves the MDD), ``"stratified"`` (the certified search
@@ -42,7 +42,7 @@ from . import diagnostics
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
-from .model import as_pairs, particle_seeds, tokenization_model, unpad
+from .model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
 from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
 from .search import Bounds, marginal_bounds
 
@@ -64,6 +64,15 @@ class MarginalResult:
     ``log_marginal`` (delta method; the exact part has none), ``ess`` Kong's
     effective sample size, ``khat`` the PSIS k-hat (``None``: too few samples to
     fit), ``warnings`` the reasons not to trust the estimate.
+
+    What kind of statement it makes (``statement``, :data:`ppl_tok.diagnostics.STATEMENTS`):
+    ``"certified"`` (the search summed everything, or closed its bracket),
+    ``"unbiased, sampled part"`` (stratified: the enumerated part exact, ``bracket``
+    its certified ``(lower, upper)``), or ``"uncalibrated"`` (IS, SMC: ``log_se`` is no
+    error bar). ``certified_lower`` is a lower bound on ``log p(x | c)`` that holds
+    whatever the samples: the log of the summed probabilities of every distinct
+    tokenization whose probability the run knows exactly (the canonical one, every
+    tokenization drawn, the enumerated ones), free to compute.
     """
 
     text: str
@@ -87,12 +96,16 @@ class MarginalResult:
     khat: float | None = None
     warnings: tuple[str, ...] = ()
     exact_tokenizations: dict[tuple[int, ...], float] = field(default_factory=dict)
+    statement: str = diagnostics.UNCALIBRATED
+    certified_lower: float = -math.inf
+    bracket: tuple[float, float] | None = None
 
     def __repr__(self) -> str:
         khat = "n/a" if self.khat is None else f"{self.khat:.2f}"
         flag = f", {len(self.warnings)} warning(s)" if self.warnings else ""
         return (f"MarginalResult({self.text!r}, {self.proposal}, N={self.num_samples}: log p = {self.log_marginal:.4f}"
-                f" ± {self.log_se:.4f}, ESS {self.ess:.1f}, k-hat {khat}{flag})")
+                f" ± {self.log_se:.4f} ({self.statement}; >= {self.certified_lower:.4f} certified), ESS {self.ess:.1f}, "
+                f"k-hat {khat}{flag})")
 
     def to_dict(self) -> dict[str, Any]:
         """The summary numbers (no per-sample tensors), JSON-ready apart from infinities."""
@@ -103,12 +116,23 @@ class MarginalResult:
             "canonical_log_prob": self.canonical_log_prob, "canonical_estimate": self.canonical_estimate,
             "noncanonical_estimate": self.noncanonical_estimate, "exact_log_mass": self.exact_log_mass,
             "acceptance_rate": self.acceptance_rate, "forwards": self.forwards, "seconds": self.seconds,
+            "statement": self.statement, "certified_lower": self.certified_lower,
+            "bracket": None if self.bracket is None else list(self.bracket),
         }
 
     def checked_against(self, lower: float, upper: float) -> MarginalResult:
-        """This result with a warning if it lies outside the certified bracket ``[lower, upper]``."""
-        extra = diagnostics.estimate_warnings(self.log_marginal, bracket=(lower, upper))
-        return replace(self, warnings=self.warnings + tuple(w for w in extra if w not in self.warnings))
+        """This result with the certified bracket ``[lower, upper]`` computed afterwards: its lower end raises
+        :attr:`certified_lower`, and the warnings are recomputed with it (outside the bracket, or a bracket
+        that already bounds the error by 1 nat and so silences the statistical warning)."""
+        if self.bracket is not None:
+            lower, upper = max(lower, self.bracket[0]), min(upper, self.bracket[1])
+        lower_bound = max(self.certified_lower, lower)
+        nonzero = int(torch.isfinite(self.log_weights).sum())
+        warnings = diagnostics.estimate_warnings(
+            self.log_marginal, statement=self.statement, ess=self.ess, log_se=self.log_se,
+            num_nonzero=nonzero if self.statement == diagnostics.UNCALIBRATED else None, num_samples=self.num_samples,
+            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc")
+        return replace(self, warnings=tuple(warnings), certified_lower=lower_bound, bracket=(lower, upper))
 
     @property
     def acceptance_rate(self) -> float:
@@ -136,14 +160,17 @@ def model_and_guide_log_probs(model: Callable, guide: Callable | None, *args,
     """
     if guide is None:
         guide = poutine.block(model, hide_fn=lambda msg: msg["type"] == "sample" and msg["is_observed"])
-    guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
+    with per_particle_weights():
+        guide_trace = poutine.trace(guide).get_trace(*args, num_particles=num_samples)
     total = len(as_pairs(args[1], args[2] if len(args) > 2 else "")[0]) * num_samples
     for name, node in guide_trace.nodes.items():
         if node["type"] == "sample" and not node["is_observed"] and torch.as_tensor(node["value"]).numel() != total:
             raise ValueError(f"the guide drew {torch.as_tensor(node['value']).numel()} values at site {name!r} for "
                              f"{total} particles: a guide must sample every site once per particle "
                              "(does it ignore num_particles?)")
-    model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, num_particles=num_samples)
+    with per_particle_weights():
+        model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args,
+                                                                                        num_particles=num_samples)
     samples = unpad(model_trace.nodes["_RETURN"]["value"])
     guide_trace.compute_log_prob()
     model_trace.compute_log_prob()
@@ -182,6 +209,28 @@ class TokenizationImportance(pyro.infer.Importance):
     def _all_zero(self) -> bool:
         return bool(self.log_weights) and not any(bool(torch.isfinite(torch.as_tensor(w)).any())
                                                   for w in self.log_weights)
+
+
+def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
+                       context: str | Sequence[int] = "") -> MarginalResult:
+    """A stock ``pyro.infer.Importance`` run on the tokenization model of ``text``, as a :class:`MarginalResult`.
+
+    Stock Pyro reports ``get_log_normalizer()`` and ``get_ESS()`` and nothing that
+    says the estimate is wrong; this reads each run's tokenization and model
+    log-probability from ``imp.exec_traces`` (``log q = log p - log w``) and adds
+    what :func:`marginal` reports: the certified lower bound, the statement, the
+    standard error, k-hat and the calibrated warnings. One particle per run (the
+    model refuses ``num_particles > 1`` under stock ``Importance``).
+    """
+    if not imp.exec_traces:
+        raise ValueError("the Importance object has no runs: call .run(lm, mdd) first")
+    log_w = torch.stack([torch.as_tensor(w).double().reshape(()) for w in imp.log_weights])
+    log_p = torch.stack([tr.log_prob_sum().double().reshape(()) for tr in imp.exec_traces])
+    samples = [v for tr in imp.exec_traces for v in unpad(tr.nodes["_RETURN"]["value"])]
+    canonical = tuple(lm.canonical(text))
+    name = getattr(imp.guide, "__name__", type(imp.guide).__name__)
+    return _result(text, name, log_p, log_p - log_w, samples, canonical, lm.log_prob(canonical, context), None,
+                   forwards=0, seconds=0.0)
 
 
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
@@ -224,19 +273,29 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
     elif exact is not None:  # nothing sampled: the exact part is the estimate
         log_se = 0.0 if exact.closed else math.inf
     khat = diagnostics.psis_khat(log_w)
-    known = {"canonical tokenization's log-probability": canonical_lp}
+    drawn = {canonical: canonical_lp}  # every tokenization whose probability this run knows exactly
+    drawn.update((v, lp) for v, lp, w in zip(samples, log_p.tolist(), log_w.tolist()) if w > -math.inf)
     if exact is not None:
-        known["certified lower bound"] = exact.lower
+        drawn.update(exact.tokenizations)
+    certified_lower = logsumexp(list(drawn.values()))
+    if exact is None:
+        statement, bracket = diagnostics.UNCALIBRATED, None
+    else:
+        bracket = (exact.lower, exact.upper)
+        statement = diagnostics.CERTIFIED if exact.closed or sampled == -math.inf else diagnostics.PARTLY_SAMPLED
     nonzero = int(torch.isfinite(log_w).sum())
+    ess = diagnostics.ess(log_w)
     warnings = diagnostics.estimate_warnings(
-        log_marginal, khat=khat, num_nonzero=nonzero if exact is None else None, num_samples=n, known=known,
-        bracket=None if exact is None else (exact.lower, exact.upper))
+        log_marginal, statement=statement, ess=ess, log_se=log_se,
+        num_nonzero=nonzero if exact is None else None, num_samples=n, certified_lower=certified_lower,
+        bracket=bracket, resampled=name == "smc")
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon,
-        ess=diagnostics.ess(log_w), canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
+        ess=ess, canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
         exact_log_mass=exact_mass, num_samples=n, forwards=forwards, seconds=seconds, log_se=log_se, khat=khat,
         warnings=tuple(warnings), exact_tokenizations=dict(exact.tokenizations) if exact is not None else {},
+        statement=statement, certified_lower=certified_lower, bracket=bracket,
     )
 
 

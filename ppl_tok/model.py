@@ -39,9 +39,15 @@ the outer one is the product over the particles of one replica.
 
 The model returns, and records at the deterministic site ``"tokenization"``,
 each particle's tokens as a ``LongTensor`` of shape ``batch_shape + (width,)``
-padded with :data:`PAD` (``width`` = the longest string's byte length, which
-bounds the number of tokens of any particle), a value that Pyro's
-``EmpiricalMarginal`` stacks; :func:`unpad` turns it back into tuples.
+(``(width,)`` for a lone particle) padded with :data:`PAD` (``width`` = the
+longest string's byte length, which bounds the number of tokens of any
+particle), a value that Pyro's ``EmpiricalMarginal`` stacks and whose
+``log_prob`` takes one tokenization back; :func:`unpad` turns it into tuples.
+
+Sites: every run has the same ones, ``"tok_{t}"`` and ``"off_mdd_{t}"`` for
+``t < width`` (masked once a particle has finished), so that tools which stack
+traces (``pyro.infer.Predictive``) work. Under ``poutine.replay`` the model
+checks the guide's sites against its own (:func:`tokenization_model`).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from collections.abc import Iterator, Sequence
 
 import pyro
 import torch
+from pyro.poutine.util import site_is_subsample
 
 from .distributions import NextToken
 from .lm.base import LanguageModel, LMState
@@ -193,11 +200,12 @@ class ParticleWalk:
         return max(max(m.sink - m.source for m in self.mdds), 1)
 
     def padded_tokens(self) -> torch.Tensor:
-        """Every particle's tokens, ``batch_shape + (width,)``, padded with :data:`PAD`."""
+        """Every particle's tokens, ``batch_shape + (width,)``, padded with :data:`PAD`; a lone particle's
+        (``batch_shape == (1,)``) have shape ``(width,)``, the value ``EmpiricalMarginal.log_prob`` takes."""
         out = torch.full((len(self), self.width), PAD, dtype=torch.long)
         for i, toks in enumerate(self.tokens):
             out[i, :len(toks)] = torch.tensor(toks, dtype=torch.long)
-        return out.reshape(self.batch_shape + (self.width,))
+        return out.reshape(-1) if self.batch_shape == (1,) else out.reshape(self.batch_shape + (self.width,))
 
     def uniforms(self) -> torch.Tensor:
         """One uniform per particle for this step (per-pair generators under :func:`particle_seeds`).
@@ -244,17 +252,81 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
 
     Returns each particle's tokens, padded (:func:`unpad` gives tuples), also
     recorded at the site ``"tokenization"``; a particle whose sequence leaves
-    the MDD has weight zero.
+    the MDD has weight zero. The sites are the same in every run (see the module
+    docstring): ``"tok_{t}"`` and ``"off_mdd_{t}"`` for ``t < width``.
+
+    Run against a guide (``poutine.replay``: stock ``Importance``, ``SVI``,
+    ``vectorized_importance_weights``), a guide that leaves a site unsampled
+    where a particle is still walking, or samples a site the model does not
+    have, is an error naming the sites; so is ``num_particles > 1`` outside
+    :func:`per_particle_weights` (Pyro's weight of one run is the product over the
+    plate, an estimate of ``p(x)^num_particles``).
     """
     walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
-    with pyro.plate(PLATE, walk.batch_shape[-1], dim=-1):
-        t = 0
-        while walk.any_active():
+    replayed = _replayed_trace()
+    if replayed is not None and num_particles > 1 and not _PER_PARTICLE.get():
+        raise ValueError(f"num_particles={num_particles} under stock Pyro inference (Importance.run, SVI, "
+                         "vectorized_importance_weights): Pyro weighs a run by the product over the plate "
+                         f"{PLATE!r}, which estimates p(x)^{num_particles}, not p(x). Use "
+                         f"Importance(..., num_samples={num_particles}) with num_particles=1, or "
+                         f"ppl_tok.importance.marginal(text, lm, {num_particles}, guide=...) (one batched run)")
+    particles = pyro.plate(PLATE, walk.batch_shape[-1], dim=-1)
+    with particles:
+        for t in range(walk.width):
             active = walk.active.clone().reshape(walk.batch_shape)
+            if replayed is not None and bool(active.any()) and site(t) not in replayed.nodes:
+                raise ValueError(_unsampled_message(site(t), int(active.sum()), replayed, walk.width))
             with pyro.poutine.mask(mask=active):
                 tok = pyro.sample(site(t), NextToken(walk))
             off = walk.advance(tok)
-            if off.any():
-                pyro.factor(f"off_mdd_{t}", torch.where(off, -math.inf, 0.0).double().reshape(walk.batch_shape))
-            t += 1
-        return pyro.deterministic(TOKENIZATION, walk.padded_tokens(), event_dim=1)
+            pyro.factor(f"off_mdd_{t}", torch.where(off, -math.inf, 0.0).double().reshape(walk.batch_shape))
+    if replayed is not None:
+        extra = _unknown_sites(replayed, walk.width)
+        if extra:
+            raise ValueError(f"the guide sampled site(s) {', '.join(map(repr, extra))} that the tokenization model "
+                             f"does not have (its sites are 'tok_0' ... 'tok_{walk.width - 1}', ppl_tok.model.site(t)): "
+                             "rename them, or mark auxiliary ones infer={'is_auxiliary': True}")
+    tokens = walk.padded_tokens()
+    if tokens.dim() == 1:  # one particle: its tokenization alone, outside the plate
+        return pyro.deterministic(TOKENIZATION, tokens, event_dim=1)
+    with particles:
+        return pyro.deterministic(TOKENIZATION, tokens, event_dim=1)
+
+
+_PER_PARTICLE: contextvars.ContextVar[bool] = contextvars.ContextVar("ppl_tok_per_particle", default=False)
+
+
+@contextlib.contextmanager
+def per_particle_weights() -> Iterator[None]:
+    """Within this block the caller reads each particle's weight separately (as
+    :func:`ppl_tok.importance.marginal` does), so the model runs ``num_particles > 1`` under replay."""
+    token = _PER_PARTICLE.set(True)
+    try:
+        yield
+    finally:
+        _PER_PARTICLE.reset(token)
+
+
+def _replayed_trace() -> pyro.poutine.Trace | None:
+    """The guide trace the current call replays (the innermost ``poutine.replay``), if any."""
+    for frame in reversed(pyro.poutine.runtime._PYRO_STACK):
+        if isinstance(frame, pyro.poutine.replay_messenger.ReplayMessenger) and frame.trace is not None:
+            return frame.trace
+    return None
+
+
+def _unknown_sites(trace: pyro.poutine.Trace, width: int) -> list[str]:
+    """The latent, non-auxiliary sample sites of a guide trace that the model does not have."""
+    known = {site(t) for t in range(width)}
+    return [name for name, node in trace.nodes.items()
+            if node["type"] == "sample" and not node["is_observed"] and name not in known
+            and not node["infer"].get("is_auxiliary") and not site_is_subsample(node)]
+
+
+def _unsampled_message(name: str, walking: int, trace: pyro.poutine.Trace, width: int) -> str:
+    extra = _unknown_sites(trace, width)
+    also = f"; it sampled {', '.join(map(repr, extra[:5]))}{' ...' if len(extra) > 5 else ''}, which the model " \
+           "does not have" if extra else ""
+    return (f"the guide did not sample the model's site {name!r}, where {walking} particle(s) are still walking "
+            f"down the MDD{also}: a guide must sample 'tok_{{t}}' (ppl_tok.model.site(t)) for every token of "
+            "every particle, or the model's prior fills the site silently")

@@ -53,9 +53,14 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
               num_particles: int = 1) -> torch.Tensor:
         walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
         with pyro.plate(PLATE, walk.batch_shape[-1], dim=-1):
-            t = 0
-            while walk.any_active():
+            for t in range(walk.width):  # the model's sites, every one (finished particles masked)
                 active = walk.active.clone()
+                if not bool(active.any()):  # every particle finished: a masked placeholder site
+                    zeros = torch.zeros(len(walk), 1)  # (uniforms given: no random draw)
+                    with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
+                        pyro.sample(site(t), OverCandidates(zeros.long(), zeros.double(), zeros.flatten(),
+                                                            walk.batch_shape))
+                    continue
                 candidates, logits = [], []
                 for i in range(len(walk)):
                     out = walk.out_tokens(i) if active[i] else {}
@@ -69,7 +74,6 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
                 with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
                     tok = pyro.sample(site(t), proposal_t)
                 walk.advance(tok)
-                t += 1
         return walk.padded_tokens()
 
     guide.__name__ = guide.__qualname__ = name or getattr(proposal, "__name__", "mdd_guide")

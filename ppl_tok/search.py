@@ -32,6 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from .diagnostics import CERTIFIED
 from .lm.base import LanguageModel, LMState
 from .lm.toy import BigramLM
 from .logspace import logsumexp
@@ -162,6 +163,11 @@ class Bounds:
         return self.upper - self.lower
 
     @property
+    def statement(self) -> str:
+        """``"certified"``: the bounds hold, closed or not (:data:`ppl_tok.diagnostics.STATEMENTS`)."""
+        return CERTIFIED
+
+    @property
     def estimate(self) -> float:
         """The midpoint of the bracket in log space."""
         return (self.lower + self.upper) / 2
@@ -175,6 +181,7 @@ class Bounds:
         """The bracket's numbers (not the summed tokenizations), JSON-ready apart from infinities."""
         return {"text": self.text, "lower": self.lower, "upper": self.upper, "width": self.width,
                 "estimate": self.estimate, "closed": self.closed, "tokenizations": len(self.tokenizations),
+                "statement": self.statement,
                 "forwards": self.forwards, "seconds": self.seconds}
 
 

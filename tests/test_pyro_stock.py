@@ -11,36 +11,25 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.infer import EmpiricalMarginal, Importance
+from pyro.infer import EmpiricalMarginal, Importance, Predictive, WeighedPredictive
 from pyro.infer.importance import psis_diagnostic, vectorized_importance_weights
 
-from ppl_tok import BigramLM, FunctionLM, Vocabulary, compile_mdd
+from ppl_tok import FunctionLM, Vocabulary, compile_mdd
 from ppl_tok import cli
-from ppl_tok.diagnostics import estimate_warnings, log_standard_error, psis_khat
-from ppl_tok.distributions import OverCandidates
+from ppl_tok.diagnostics import CERTIFIED, estimate_checks, estimate_warnings, psis_khat
 from ppl_tok.exact import exact_marginal
-from ppl_tok.importance import TokenizationImportance, marginal, marginals
-from ppl_tok.model import TOKENIZATION, tokenization_model, unpad
-from ppl_tok.posterior import TokenizationPosterior, tokenization_posterior
+from ppl_tok.importance import TokenizationImportance, checked_importance, marginal, marginals
+from ppl_tok.model import TOKENIZATION, site, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, lookahead_guide, mdd_guide, uniform_guide
-from ppl_tok.smc import smc_marginal, smc_marginals
+from ppl_tok.search import marginal_bounds
+from ppl_tok.smc import smc_marginal
+from toys import EXACT, LM, MDD_, TEXT, VOCAB, close_in_se
 
-VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb"])
-TEXT = "ababba"
-LM = BigramLM.random(VOCAB, seed=5, bos_id=0)
-MDD_ = compile_mdd(TEXT, VOCAB)
-EXACT = exact_marginal(TEXT, LM)
 P = math.exp(EXACT.log_marginal)
 
 # the issue's example: an MDD out-edge of probability zero ("a" then "b" has p = 0), finite marginal log 0.5
 ZV = Vocabulary.from_tokens([None, "a", "b", "ab", "z"])
 ZERO_EDGE_LM = FunctionLM(ZV, lambda p: {1: .5, 3: .5} if len(p) == 1 else {4: 1.0}, bos_id=0)
-
-
-def close_in_se(log_w: torch.Tensor, truth: float, k: float = 4.0) -> bool:
-    """The IS estimate from ``log_w`` is within ``k`` delta-method standard errors of ``truth`` (log scale)."""
-    est = float(torch.logsumexp(log_w, 0)) - math.log(log_w.numel())
-    return abs(est - truth) < k * log_standard_error(log_w) + 1e-9
 
 
 STRATIFIED = StratifiedGuide(MDD_, [EXACT.tokenizations[0], EXACT.tokenizations[1]])
@@ -91,11 +80,100 @@ def test_stock_importance_with_the_prior_and_empirical_marginal_over_tokenizatio
     pyro.set_rng_seed(0)
     imp = Importance(tokenization_model, lookahead_guide, num_samples=300).run(LM, MDD_)
     for empirical in (EmpiricalMarginal(imp), EmpiricalMarginal(imp, sites=TOKENIZATION)):
-        support = empirical.enumerate_support()  # [distinct, 1, width]: one particle, padded tokens
-        assert support.shape[1:] == (1, len(TEXT))
+        support = empirical.enumerate_support()  # [distinct, width]: one particle's padded tokens
+        assert support.shape[1:] == (len(TEXT),)
         probs = {unpad(v)[0]: math.exp(float(empirical.log_prob(v))) for v in support}
         top = EXACT.tokenizations[0]
         assert probs[top] == pytest.approx(float(EXACT.posterior()[0]), abs=0.08)
+
+
+def _padded(path: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor(list(path) + [-1] * (len(TEXT) - len(path)))
+
+
+def test_empirical_marginal_takes_a_padded_tokenization_back():
+    """The issue's trap: values had event shape (1, L), so log_prob of a tokenization of shape (L,) raised."""
+    pyro.set_rng_seed(0)
+    imp = Importance(tokenization_model, lookahead_guide, num_samples=400).run(LM, MDD_)
+    empirical = EmpiricalMarginal(imp, sites=TOKENIZATION)
+    assert empirical.event_shape == (len(TEXT),)
+    top = EXACT.tokenizations[0]
+    assert math.exp(float(empirical.log_prob(_padded(top)))) == pytest.approx(float(EXACT.posterior()[0]), abs=0.08)
+
+
+def _one_particle_lookahead(name=site):
+    """The look-ahead for one particle, whatever ``num_particles`` asks for, its sites named ``name(t)``."""
+    def guide(lm, mdd, context="", num_particles=1):
+        state, node, t = lm.initial(context), mdd.source, 0
+        while node != mdd.sink:
+            out = mdd.out_tokens(node)
+            logits = torch.full_like(state.log_probs, -torch.inf)
+            logits[list(out)] = state.log_probs[list(out)]
+            tok = int(pyro.sample(name(t), dist.Categorical(logits=logits)))
+            node, t = out[tok], t + 1
+            if node != mdd.sink:
+                state = lm.extend([state], [tok])[0]
+
+    return guide
+
+
+_misnamed_guide = _one_particle_lookahead(lambda t: f"token_{t}")  # the model's tok_{t} stay unsampled
+
+
+def test_a_guide_with_misnamed_or_extra_sites_is_an_error_naming_them():
+    for run in (lambda: marginal(TEXT, LM, 1, guide=_misnamed_guide),
+                lambda: Importance(tokenization_model, _misnamed_guide, num_samples=4).run(LM, MDD_)):
+        with pytest.raises(ValueError, match="did not sample the model's site 'tok_0'.*'token_0'"):
+            run()
+
+    def extra_guide(lm, mdd, context="", num_particles=1):
+        lookahead_guide(lm, mdd, context, num_particles)
+        pyro.sample("temperature", dist.Normal(0.0, 1.0))
+
+    for run in (lambda: marginal(TEXT, LM, 1, guide=extra_guide),
+                lambda: Importance(tokenization_model, extra_guide, num_samples=2).run(LM, MDD_)):
+        with pytest.raises(ValueError, match="'temperature' that the tokenization model does not have"):
+            run()
+
+    def auxiliary_guide(lm, mdd, context="", num_particles=1):  # an auxiliary site is the guide's own (log q 0 here)
+        pyro.sample("temperature", dist.Delta(torch.tensor(2.0)).expand([num_particles]), infer={"is_auxiliary": True})
+        return lookahead_guide(lm, mdd, context, num_particles)
+
+    assert marginal(TEXT, LM, 8, guide=auxiliary_guide, seed=0).log_marginal == \
+        pytest.approx(marginal(TEXT, LM, 8, guide=lookahead_guide, seed=0).log_marginal)
+
+
+def test_num_particles_through_stock_importance_is_a_clear_error():
+    """Pyro weighs one run by the product over the plate: it would estimate p(x)^8, silently."""
+    with pytest.raises(ValueError, match="num_particles=8 under stock Pyro inference.*p\\(x\\)\\^8"):
+        Importance(tokenization_model, lookahead_guide, num_samples=2).run(LM, MDD_, num_particles=8)
+    with pytest.raises(ValueError, match="num_particles=4"):
+        vectorized_importance_weights(tokenization_model, lookahead_guide, LM, MDD_, num_particles=4,
+                                      num_samples=10, max_plate_nesting=1)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_predictive_on_the_model_and_on_guides(parallel):
+    """Every run has the same sites (tok_t for t < len(text), masked past a particle's end): Predictive works."""
+    pyro.set_rng_seed(0)
+    prior = Predictive(tokenization_model, num_samples=6, parallel=parallel)(LM, MDD_)
+    assert {f"tok_{t}" for t in range(len(TEXT))} | {TOKENIZATION} <= set(prior)
+    assert prior[TOKENIZATION].shape == (6, 1, len(TEXT))
+    for path in unpad(prior[TOKENIZATION]):  # prior draws: on the MDD up to the last token, which ends or leaves it
+        node = MDD_.source
+        for tok in path[:-1]:
+            node = MDD_.out_tokens(node)[tok]
+        assert MDD_.out_tokens(node).get(path[-1]) in (None, MDD_.sink)
+    post = Predictive(tokenization_model, guide=lookahead_guide, num_samples=6, parallel=parallel)(LM, MDD_)
+    paths = unpad(post[TOKENIZATION])
+    assert len(paths) == 6 and all(MDD_.accepts(p) for p in paths)  # the guide's draws, scored by the model
+    guide_only = Predictive(lookahead_guide, num_samples=6, parallel=parallel)(LM, MDD_)
+    assert set(guide_only) == {f"tok_{t}" for t in range(len(TEXT))}
+    if not parallel:  # WeighedPredictive: the guide's draws with their weights p / q, whose mean is p(x)
+        pyro.set_rng_seed(0)
+        weighed = WeighedPredictive(tokenization_model, guide=lookahead_guide, num_samples=300,
+                                    return_sites=[TOKENIZATION])(LM, MDD_, model_guide=tokenization_model)
+        assert close_in_se(torch.as_tensor(weighed.log_weights).double(), EXACT.log_marginal)
 
 
 def test_importance_refuses_a_run_with_no_nonzero_weight():
@@ -107,29 +185,8 @@ def test_importance_refuses_a_run_with_no_nonzero_weight():
     assert r.log_marginal == -math.inf and any("no sample" in w for w in r.warnings)
 
 
-def test_distributions_follow_pyro_shapes():
-    d = OverCandidates.from_lists([[1, 2], [3]], [torch.zeros(2), torch.zeros(1)], batch_shape=(2,))
-    e = d.expand((1, 2))
-    assert e.batch_shape == (1, 2) and e.sample().shape == (1, 2) and e.log_prob(e.sample()).shape == (1, 2)
-    with pytest.raises(ValueError, match="cannot expand"):
-        d.expand((4, 2))
-    with pytest.raises(ValueError, match="does not hold"):
-        OverCandidates.from_lists([[1]], [torch.zeros(1)], batch_shape=(3,))
-    with pytest.raises(ValueError, match="dim=-1"), pyro.plate("outer", 4, dim=-1):
-        tokenization_model(LM, MDD_)
-
-
 def test_a_guide_that_ignores_num_particles_is_an_error():
-    def lazy_guide(lm, mdd, context="", num_particles=1):  # one particle, whatever it is asked for
-        state, node, t = lm.initial(context), mdd.source, 0
-        while node != mdd.sink:
-            out = mdd.out_tokens(node)
-            logits = torch.full_like(state.log_probs, -torch.inf)
-            logits[list(out)] = state.log_probs[list(out)]
-            tok = int(pyro.sample(f"tok_{t}", dist.Categorical(logits=logits)))
-            node, t = out[tok], t + 1
-            if node != mdd.sink:
-                state = lm.extend([state], [tok])[0]
+    lazy_guide = _one_particle_lookahead()  # one particle, whatever it is asked for
 
     with pytest.raises(ValueError, match="ignore num_particles"):
         marginal(TEXT, LM, 64, guide=lazy_guide)
@@ -159,55 +216,32 @@ def test_every_result_carries_se_ess_khat_and_a_short_repr():
 
 
 def test_warnings_fire_on_impossible_or_contradicted_estimates():
-    assert any("PSIS k-hat" in w for w in estimate_warnings(-1.0, khat=0.9))
+    assert estimate_warnings(-1.0, ess=200.0, log_se=0.05) == []  # k-hat is reported, not a warning
     assert any("above 1" in w for w in estimate_warnings(0.41))
     assert any("below the canonical" in w
                for w in estimate_warnings(-20.0, known={"canonical tokenization's log-probability": -6.0}))
+    assert estimate_warnings(-6.5, certified_lower=-6.0) == []  # below a sure bound by less than a nat: printed, no warning
     assert any("outside the certified bracket" in w for w in estimate_warnings(-18.92, bracket=(-13.9, -13.868)))
-    assert estimate_warnings(-5.0, khat=0.3, known={"canonical": -6.0}, bracket=(-5.5, -4.5)) == []
+    assert estimate_warnings(-5.0, known={"canonical": -6.0}, bracket=(-5.5, -4.5)) == []
+    # far above every tokenization seen: extrapolated from a few 1/q; silenced by a bracket that bounds the error
+    assert [c for c, _ in estimate_checks(-2.0, certified_lower=-5.0)] == ["above-seen"]
+    assert estimate_checks(-2.0, certified_lower=-5.0, bracket=(-2.5, -1.8)) == []
+    assert estimate_checks(-2.0, statement=CERTIFIED, certified_lower=-5.0) == []
+    assert EXACT.statement == CERTIFIED and marginal_bounds(TEXT, LM, budget=1).statement == CERTIFIED
     r = marginal(TEXT, LM, 8, seed=0)
     checked = r.checked_against(r.log_marginal + 1, r.log_marginal + 2)
-    assert len(checked.warnings) == len(r.warnings) + 1
-    # the issue's trap: a proposal that avoids the LM's mass has a high ESS and is far off; the canonical check fires
+    assert any("outside the certified bracket" in w for w in checked.warnings)
+    assert checked.certified_lower == pytest.approx(r.log_marginal + 1) and checked.bracket is not None
+    # the issue's trap: a proposal that avoids the LM's mass has a high ESS and is far off; the lower bound check fires
     reversed_lookahead = mdd_guide(lambda walk, i, out: -3 * walk.edge_log_probs(i), "anti")
     bad = marginal(TEXT, LM, 256, guide=reversed_lookahead, seed=0)
     assert bad.ess > 200 and bad.log_marginal < EXACT.log_marginal - 3
-    assert any("below the canonical" in w for w in bad.warnings)
+    assert bad.log_marginal < bad.certified_lower - 3 <= EXACT.log_marginal
+    assert any("below the certified lower bound" in w for w in bad.warnings)
     # Pareto weights w = u^(-1.5) have tail shape k = 1.5: k-hat finds it
     u = torch.rand(2000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert psis_khat(-1.5 * u.log()) == pytest.approx(1.5, abs=0.3)
     assert psis_khat(torch.zeros(64)) == -math.inf and psis_khat(torch.randn(8)) is None
-
-
-def test_importance_posterior_converges_to_the_exact_one():
-    exact = tokenization_posterior(TEXT, LM, "exact")
-    truth = dict(zip(exact.tokenizations, exact.probs.tolist()))
-    assert exact.probs.sum().item() == pytest.approx(1.0)
-    for source in ("lookahead", "uniform", "stratified"):
-        est = tokenization_posterior(TEXT, LM, source, 2000, seed=0)
-        assert est.probs.sum().item() == pytest.approx(1.0)
-        l1 = sum(abs(truth[v] - p) for v, p in zip(est.tokenizations, est.probs.tolist()))
-        l1 += sum(p for v, p in truth.items() if v not in est.tokenizations)
-        assert l1 < 0.15, source
-    strat = marginal(TEXT, LM, 16, guide="stratified", search_budget=4, seed=0)
-    post = TokenizationPosterior.from_importance(strat)
-    assert set(strat.exact_tokenizations) <= set(post.tokenizations)
-
-
-def test_smc_is_unbiased_and_batched_equals_one_at_a_time():
-    text = "ababbaab"
-    p = math.exp(exact_marginal(text, LM).log_marginal)
-    for threshold in (0.5, 1.0):
-        z = torch.tensor([math.exp(smc_marginal(text, LM, 8, seed=s, ess_threshold=threshold).log_marginal)
-                          for s in range(120)], dtype=torch.float64)
-        assert abs(float(z.mean()) - p) < 4 * float(z.std()) / math.sqrt(len(z))
-    batch = smc_marginals([text, TEXT], LM, 8, seeds=[3, 4])
-    alone = [smc_marginal(text, LM, 8, seed=3), smc_marginal(TEXT, LM, 8, seed=4)]
-    assert [b.log_marginal for b in batch] == pytest.approx([a.log_marginal for a in alone])
-    r = smc_marginal(text, LM, 64, seed=0)
-    assert r.proposal == "smc" and 0 < r.log_se < math.inf and all(compile_mdd(text, VOCAB).accepts(s)
-                                                                    for s in r.samples)
-    assert r.log_marginal == pytest.approx(float(torch.logsumexp(r.log_weights, 0)) - math.log(64))
 
 
 def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch, tmp_path):
@@ -216,36 +250,31 @@ def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch
     data = json.loads(capsys.readouterr().out)
     assert {"log_se", "khat", "ess", "warnings"} <= set(data) and isinstance(data["warnings"], list)
     assert data["lower"] <= data["log_marginal"] + 4 * data["log_se"]
+    assert data["statement"] == "uncalibrated" and data["lower"] <= data["certified_lower"] <= EXACT.log_marginal + 1e-9
     assert cli.main(["marginal", TEXT, "--samples", "64", "--proposal", "uniform"]) == 0
     out = capsys.readouterr().out
-    assert "±" in out and "k-hat" in out
+    assert "±" in out and "k-hat" in out and "certified lower bound:" in out and "not a bound" in out
     png = tmp_path / "post.png"
     assert cli.main(["distribution", TEXT, "--proposal", "lookahead", "--samples", "300", "--png", str(png),
                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert png.stat().st_size > 0 and data["proposal"] == "lookahead" and data["count"] == EXACT.count
     assert sum(r["posterior"] for r in data["top"]) <= 1 + 1e-9 and "khat" in data
+    assert data["covered_log_mass"] <= EXACT.log_marginal + 1e-9 and data["statement"] == "uncalibrated"
     assert cli.main(["distribution", TEXT, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["distinct"] == EXACT.count and data["top"][0]["log_prob"] == pytest.approx(float(EXACT.log_probs[0]))
 
 
-@pytest.mark.slow
-def test_smollm2_smc_and_stock_vectorized_agree_with_exact_or_warn(smollm2):
-    """SmolLM2: SMC and stock vectorized IS agree with the exact marginal of " Paris" within 4 standard errors.
-
-    On " cats" the look-ahead is myopic (its particles take " " first, and the canonical " cats" holds nearly all
-    the mass): SMC's resampling cannot recover a token no particle drew, the estimate lands ~7 nats low, and the
-    result says so (below the canonical tokenization's log-probability).
-    """
-    exact = exact_marginal(" Paris", smollm2).log_marginal
-    smc = smc_marginal(" Paris", smollm2, 64, seed=0)
-    assert abs(smc.log_marginal - exact) < 4 * smc.log_se and smc.log_marginal <= 1e-9
+def test_a_stock_importance_run_gets_the_diagnostics_of_marginal():
+    """Stock Importance says nothing when it is far off; checked_importance reads its traces and says so."""
     pyro.set_rng_seed(0)
-    log_w, _, _ = vectorized_importance_weights(tokenization_model, lookahead_guide, smollm2,
-                                                compile_mdd(" Paris", smollm2.vocab), num_samples=64,
-                                                max_plate_nesting=1)
-    assert close_in_se(log_w, exact)
-    cats = smc_marginal(" cats", smollm2, 64, seed=0)
-    if cats.log_marginal < exact_marginal(" cats", smollm2).log_marginal - 4 * cats.log_se:
-        assert any("below the canonical" in w for w in cats.warnings)
+    good = Importance(tokenization_model, lookahead_guide, num_samples=300).run(LM, MDD_)
+    r = checked_importance(good, TEXT, LM)
+    assert r.log_marginal == pytest.approx(float(good.get_log_normalizer()), abs=1e-6)  # Pyro sums in float32
+    assert r.ess == pytest.approx(float(good.get_ESS()), rel=1e-6) and not r.warnings
+    assert r.certified_lower <= EXACT.log_marginal + 1e-9 and abs(r.log_marginal - EXACT.log_marginal) < 4 * r.log_se
+    anti = mdd_guide(lambda walk, i, out: -3 * walk.edge_log_probs(i), "anti")
+    pyro.set_rng_seed(0)
+    bad = checked_importance(Importance(tokenization_model, anti, num_samples=300).run(LM, MDD_), TEXT, LM)
+    assert bad.log_marginal < EXACT.log_marginal - 1 and bad.warnings and bad.proposal == "anti"
