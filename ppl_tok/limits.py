@@ -55,7 +55,7 @@ class Limits:
     particles: int = 1 << 22
     pairs: int = 100_000
     text_bytes: int = 1 << 20
-    lm_bytes: int = 1 << 15
+    lm_bytes: int = 1 << 14
     dimacs_variables: int = 1_000
 
     def __post_init__(self) -> None:

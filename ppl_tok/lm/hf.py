@@ -25,7 +25,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from ..vocabulary import Vocabulary
-from .base import EngineConfig, LanguageModel, LMState
+from .base import EngineConfig, LanguageModel, LMState, release_free_memory
 from .kvpool import GatherPlan, KVNode, KVPool, padded_index
 
 
@@ -162,7 +162,8 @@ class HFLanguageModel(LanguageModel):
 
     def clear_cache(self) -> None:
         super().clear_cache()
-        self.pool.trim()
+        if self.pool.trim():  # the blocks are freed only now: hand their pages back to the OS too
+            release_free_memory()
 
     # ------------------------------------------------- attention: the KV pool
     def _pool_forward(self, parents: list[KVNode | None], chunks: list[list[int]], last_only: bool
@@ -194,8 +195,11 @@ class HFLanguageModel(LanguageModel):
             "position_ids": positions.to(self.device), "past_key_values": cache, "use_cache": True,
         }
         last = lengths.new_tensor([len(c) - 1 for c in chunks])
-        if last_only and self._keep_arg and steps == 1:
-            kwargs[self._keep_arg] = 1
+        if last_only and self._keep_arg:
+            # logits at the chunks' last positions only: [B, T, V] for a long context would be gigabytes
+            keep = torch.unique(last)  # sorted
+            kwargs[self._keep_arg] = 1 if keep.tolist() == [steps - 1] else keep.to(self.device)
+            last = torch.searchsorted(keep, last)  # each row's column among the kept positions
         logits = self.model(**kwargs).logits
         if last_only:
             logits = logits[torch.arange(len(chunks)), last.to(logits.device) if logits.shape[1] > 1 else 0]
