@@ -48,6 +48,8 @@ class Limits:
     :param pairs: ``(context, text)`` pairs of one call (a QA batch: questions times answers).
     :param text_bytes: UTF-8 bytes of one text (its MDD; a vocabulary-only command such as ``count``).
     :param lm_bytes: UTF-8 bytes of context plus text scored by an LM (one forward over the context).
+    :param batch_bytes: UTF-8 bytes of all contexts plus texts of one call: every pair's context is held
+        in the KV cache for the whole call (about 46 kB per token on SmolLM2, 0.5 MB on a 7B model).
     :param dimacs_variables: variables of a DIMACS formula given to ``ppl-tok sat``.
     """
 
@@ -56,6 +58,7 @@ class Limits:
     pairs: int = 100_000
     text_bytes: int = 1 << 20
     lm_bytes: int = 1 << 14
+    batch_bytes: int = 1 << 17
     dimacs_variables: int = 1_000
 
     def __post_init__(self) -> None:
@@ -187,8 +190,11 @@ def check_workload(texts: Sequence[str], contexts: Sequence[str | Sequence[int]]
     lim.check("samples", num_samples, "the number of samples per text")
     lim.check("pairs", len(texts), "the number of (context, text) pairs")
     lim.check("particles", len(texts) * num_samples, "the number of particles (pairs x samples)")
+    total = 0
     for i, (t, c) in enumerate(zip(texts, contexts)):
         text_bytes = len(t.encode("utf-8", "surrogatepass"))
         lim.check("text_bytes", text_bytes, f"text {i}'s length in bytes")
         context_bytes = len(c.encode("utf-8", "surrogatepass")) if isinstance(c, str) else 4 * len(c)
         lim.check("lm_bytes", text_bytes + context_bytes, f"pair {i}'s context plus text in bytes")
+        total += text_bytes + context_bytes
+    lim.check("batch_bytes", total, "the contexts plus texts of all pairs, in bytes")

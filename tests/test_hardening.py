@@ -67,6 +67,7 @@ def toy_model(monkeypatch):
     (lambda lm: marginal(" a", lm, 2, context=None), TypeError, "context must be a str or a sequence of token ids"),
     (lambda lm: marginal(" a", lm, 10**12), LimitError, "limit samples=1,048,576"),
     (lambda lm: marginals([" a"] * 5000, lm, 1000), LimitError, "limit particles="),
+    (lambda lm: marginals([" a"] * 1200, lm, 4, contexts=["ab " * 40] * 1200), LimitError, "limit batch_bytes="),
 ])
 def test_api_arguments_are_checked_and_named(call, error, message):
     with pytest.raises(error) as info:
@@ -349,3 +350,23 @@ def test_clear_cache_returns_the_resident_memory_to_the_post_load_level():
     base, peak, after = map(float, done.stdout.split())
     assert peak > base + 200  # the run did hold memory
     assert after <= 1.10 * base, (base, peak, after)
+
+
+def test_unreachable_ray_address_fails_fast_and_clearly():
+    import socket
+    import time
+
+    from ppl_tok.qa.distributed import check_address
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(ValueError, match="no Ray cluster answers there"):
+            check_address(address)
+    assert time.monotonic() - start < 10
+    with pytest.raises(ValueError, match="expected auto, HOST:PORT or ray://HOST:PORT"):
+        check_address("nowhere")
+    check_address("auto")
+    check_address(None)

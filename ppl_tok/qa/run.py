@@ -148,13 +148,14 @@ def check_study(study: Study, settings: dict[str, Any], batch_questions: int) ->
 
     Every answer's context plus continuation must fit ``lm_bytes``; a batch
     (``batch_questions`` questions, all their answers, ``samples`` particles each)
-    must fit ``pairs`` and ``particles``.
+    must fit ``pairs``, ``particles`` and ``batch_bytes`` (counted for the largest question).
     """
     lim = limits()
-    widest = 0
+    widest = largest = 0
     for split, questions in study.splits.items():
         for q in questions:
             widest = max(widest, len(q.choices))
+            largest = max(largest, sum(len(q.context.encode()) + len(continuation(c).encode()) for c in q.choices))
             try:
                 check_workload([continuation(c) for c in q.choices], [q.context] * len(q.choices), settings["samples"])
             except LimitError as err:
@@ -162,6 +163,8 @@ def check_study(study: Study, settings: dict[str, Any], batch_questions: int) ->
     pairs = min(batch_questions, sum(len(qs) for qs in study.splits.values())) * widest
     lim.check("pairs", pairs, f"--batch-questions {batch_questions} times {widest} answers")
     lim.check("particles", pairs * settings["samples"], f"a batch's particles ({pairs} answers x {settings['samples']})")
+    lim.check("batch_bytes", min(batch_questions, sum(len(qs) for qs in study.splits.values())) * largest,
+              f"--batch-questions {batch_questions} times the largest question's contexts plus answers in bytes")
 
 
 @contextlib.contextmanager
