@@ -154,8 +154,16 @@ def _prepare(args: argparse.Namespace) -> None:
     if getattr(args, "text", None) is not None and hasattr(args, "context"):  # scored by an LM
         limits().check("lm_bytes", len(args.text.encode("utf-8")) + len(args.context.encode("utf-8")),
                        "--context plus the text in bytes")
-    if args.command != "bench" and isinstance(getattr(args, "samples", None), int):
-        limits().check("samples", args.samples, "--samples")
+    if args.command != "bench":
+        lim = limits()
+        if isinstance(getattr(args, "samples", None), int):
+            lim.check("samples", args.samples, "--samples")
+        if isinstance(getattr(args, "max_paths", None), int):
+            lim.check("paths", args.max_paths, "--max-paths")
+        if isinstance(getattr(args, "budget", None), int):
+            lim.check("search_forwards", args.budget, "--budget")
+        if isinstance(getattr(args, "max_tokens", None), int):
+            lim.check("generated_tokens", args.samples * args.max_tokens, "--samples times --max-tokens")
     if args.command == "mdd":
         if not (args.dot or args.png):
             raise ValueError("give --dot FILE (or --dot - for standard output) and/or --png FILE")

@@ -51,6 +51,9 @@ class Limits:
     :param batch_bytes: UTF-8 bytes of all contexts plus texts of one call: every pair's context is held
         in the KV cache for the whole call (about 46 kB per token on SmolLM2, 0.5 MB on a 7B model).
     :param dimacs_variables: variables of a DIMACS formula given to ``ppl-tok sat``.
+    :param paths: tokenizations enumerated exactly (``--max-paths``), each kept with its log-probability.
+    :param search_forwards: LM forwards of one certified search (``--budget``): its frontier grows with them.
+    :param generated_tokens: tokens generated in all (``canonicity``: samples times ``--max-tokens``).
     """
 
     samples: int = 1 << 20
@@ -60,6 +63,9 @@ class Limits:
     lm_bytes: int = 1 << 14
     batch_bytes: int = 1 << 17
     dimacs_variables: int = 1_000
+    paths: int = 1 << 23
+    search_forwards: int = 1_000_000
+    generated_tokens: int = 1 << 15
 
     def __post_init__(self) -> None:
         for f in fields(self):

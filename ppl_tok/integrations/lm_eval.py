@@ -192,6 +192,7 @@ class PPLTokLM(LM):
             self.batch = min(self.batch, _int_arg("max_batch_size", max_batch_size, 1))
         self.tolerance = _float_arg("tolerance", tolerance, 0.0, math.inf, open_low=True)
         self.budget = _int_arg("budget", budget, 1)
+        limits().check("search_forwards", self.budget, "budget")
         if dtype is not None and dtype not in DTYPES:
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
