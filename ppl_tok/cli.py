@@ -115,13 +115,17 @@ def _check_utf8(what: str, value: str) -> str:
 
 
 def _read_text(path: str) -> str:
+    """The UTF-8 text of a file or of standard input, read no further than the ``text_bytes`` limit allows."""
+    most = limits().text_bytes
     if path == STDIN:
-        data, where = sys.stdin.buffer.read(), "standard input"
+        data, where = sys.stdin.buffer.read(most + 1), "standard input"
     else:
         try:
-            data, where = Path(path).read_bytes(), path
+            with open(path, "rb") as f:
+                data, where = f.read(most + 1), path
         except OSError as err:
             raise ValueError(f"--file: cannot read {path}: {err.strerror or err}") from err
+    limits().check("text_bytes", len(data), f"{where}'s length in bytes (at least)" if len(data) > most else "")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -151,11 +155,11 @@ def _prepare(args: argparse.Namespace) -> None:
         _resolve_text(args)
     if getattr(args, "context", None):
         _check_utf8("--context", args.context)
+    lim = limits()
     if getattr(args, "text", None) is not None and hasattr(args, "context"):  # scored by an LM
-        limits().check("lm_bytes", len(args.text.encode("utf-8")) + len(args.context.encode("utf-8")),
-                       "--context plus the text in bytes")
+        lim.check("lm_bytes", len(args.text.encode("utf-8")) + len(args.context.encode("utf-8")),
+                  "--context plus the text in bytes")
     if args.command != "bench":
-        lim = limits()
         if isinstance(getattr(args, "samples", None), int):
             lim.check("samples", args.samples, "--samples")
         if isinstance(getattr(args, "max_paths", None), int):

@@ -123,6 +123,14 @@ def test_cli_limits_and_paths_before_any_work(capsys, no_model, argv, message):
     one_line_error(*run(capsys, *argv), message)
 
 
+def test_a_text_file_is_read_no_further_than_the_limit(capsys, tmp_path, no_model, monkeypatch):
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a" * 5000)
+    monkeypatch.setenv("PPL_TOK_MAX_TEXT_BYTES", "1000")
+    one_line_error(*run(capsys, "count", "--file", str(big)), "big.txt's length in bytes (at least) is 1,001",
+                   "PPL_TOK_MAX_TEXT_BYTES")
+
+
 def test_sat_refuses_more_variables_than_the_limit(capsys, tmp_path):
     f = tmp_path / "f.cnf"
     f.write_text("p cnf 30000 1\n1 2 3 0\n")
