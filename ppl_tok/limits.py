@@ -9,8 +9,8 @@ one bound for each; every entry point (the ``ppl-tok`` commands, ``qa run``,
 :func:`~ppl_tok.importance.marginals`, the lm-eval model) checks its input
 against them **before** it allocates anything, and a request beyond a limit
 is a :class:`LimitError` that names the limit, the value asked for and how to
-raise it. Within the defaults a run stays below about 4 GiB of memory on top
-of the model's weights.
+raise it. The defaults are sized for a few GiB on top of a small model's
+weights (SmolLM2); docs/limits.md gives the measured peaks.
 
 Raising a limit: set the environment variable ``PPL_TOK_MAX_<NAME>`` (e.g.
 ``PPL_TOK_MAX_SAMPLES=4000000``), or in Python
