@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import ppl_tok.cli as cli
@@ -82,6 +82,7 @@ def command_lines(draw):
 def test_cli_ends_with_json_or_one_line(capsys, argv):
     code = cli.main(argv)
     out, err = capsys.readouterr()
+    event(f"exit {code}")
     assert code in (0, 2), (argv, err)
     assert "Traceback" not in err and "internal error" not in err, (argv, err)
     if code == 2:
@@ -112,3 +113,28 @@ def test_api_returns_results_or_raises_a_named_error(texts, num_samples, seeds):
     assert len(results) == len(texts)
     for r in results:
         assert not math.isnan(r.log_marginal) and r.log_marginal <= 1e-9 and r.num_samples == num_samples
+
+
+DIMACS_LINE = st.one_of(
+    st.builds(lambda v, c: f"p cnf {v} {c}", st.integers(-2, 40), st.integers(-2, 6)),
+    st.builds(lambda lits: " ".join(map(str, lits)) + " 0", st.lists(st.integers(-45, 45), max_size=5)),
+    st.sampled_from(["c a comment", "", "%", "p cnf", "p cnf 99999999999999999999 1", "1 2 x 0", "\x00"]),
+    st.text(max_size=10),
+)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(DIMACS_LINE, max_size=6), problem=st.sampled_from(["mlt", "msp"]))
+def test_sat_on_any_file_ends_with_json_or_one_line(capsys, tmp_path_factory, lines, problem):
+    f = tmp_path_factory.mktemp("cnf") / "f.cnf"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    code = cli.main(["sat", str(f), "--problem", problem, "--time-budget", "0.5", "--json"])
+    out, err = capsys.readouterr()
+    event(f"exit {code}")
+    assert code in (0, 2) and "Traceback" not in err and "internal error" not in err, (lines, err)
+    if code == 2:
+        assert out == "" and err.count("\n") == 1, (lines, err)
+    else:
+        data = strict_json(out)
+        assert problem == "mlt" or data["model_count"].isdigit()
