@@ -352,8 +352,8 @@ rng = random.Random(0)
 word = lambda: "".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6)))
 marginals([" ab"], lm, 2); lm.clear_cache(); gc.collect()
 base = rss()
-results = marginals([" " + word() for _ in range(400)], lm, 4, contexts=[" ".join(word() for _ in range(8))
-                                                                         for _ in range(400)])
+results = marginals([" " + word() for _ in range(250)], lm, 4, contexts=[" ".join(word() for _ in range(8))
+                                                                         for _ in range(250)])
 peak = rss()
 del results
 lm.clear_cache()
@@ -363,12 +363,12 @@ print(base, peak, rss())
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the RSS from /proc")
 def test_clear_cache_returns_the_resident_memory_to_the_post_load_level():
-    """400 pairs at N = 4 on a random 4-layer Llama: the KV pool grows by ~400 MB; clear_cache gives it back."""
+    """250 pairs at N = 4 on a random 4-layer Llama: the KV pool grows by ~280 MB; clear_cache gives it back."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", RSS_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     base, peak, after = map(float, done.stdout.split())
-    assert peak > base + 200  # the run did hold memory
+    assert peak > base + 150  # the run did hold memory
     assert after <= 1.10 * base, (base, peak, after)
 
 
