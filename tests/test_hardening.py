@@ -390,3 +390,4 @@ def test_unreachable_ray_address_fails_fast_and_clearly():
         check_address("nowhere")
     check_address("auto")
     check_address(None)
+

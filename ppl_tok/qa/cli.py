@@ -50,8 +50,12 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    import os
+
     from .report import REPORT_JSON, REPORT_MD, write_report
 
+    if args.dir.is_dir() and not os.access(args.dir, os.W_OK):  # before the bootstrap, not after it
+        raise ValueError(f"{args.dir} is not writable: report.md, report.json and the plots are written there")
     report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples, limit=args.limit,
                           complete=args.complete)
     if args.json:
