@@ -1,10 +1,12 @@
-"""Argument types of the command line: integers in a range and positive numbers, with errors argparse prints."""
+"""Argument types of the command line: integers in a range, positive numbers and output paths, with errors argparse prints."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -38,3 +40,40 @@ positive.__name__ = "number"
 
 #: A count (>= 1) and a seed (a 32-bit unsigned integer).
 POSITIVE, SEED = integer(1), integer(0, 2**32 - 1)
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file to write, in a folder that exists (``-`` passes: a file of that name, or stdout).
+
+    Checked when the arguments are parsed, so a typo in an output path never costs the run before it.
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file name, got ''")
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    parent = path.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {parent} is not writable")
+    return text
+
+
+output_file.__name__ = "file"
+
+
+def output_folder(text: str) -> Path:
+    """An argparse type: a folder to create or add to (not ``''``, not an existing file)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a folder, got '' (use . for the current folder)")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {text}: {existing} is a file")
+    return path
+
+
+output_folder.__name__ = "folder"

@@ -298,13 +298,15 @@ def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, se
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     words = sentence.split(" ")
+    from .cli import count_fields
+
     rows = []
     for k in tqdm(range(1, len(words) + 1), desc="growing the sentence", leave=False):
         text = " " + " ".join(words[:k])
         lm.clear_cache()
         mdd = compile_mdd(text, lm.vocab)
         r = most_likely(text, lm, time_budget=time_budget, mdd=mdd)
-        rows.append({"words": k, "chars": len(text), "count": mdd.count(), "seconds": r.seconds,
+        rows.append({"words": k, "chars": len(text), **count_fields(mdd.count()), "seconds": r.seconds,
                      "expanded": r.expanded, "forwards": r.forwards, "recompute_forwards": r.recompute_forwards,
                      "optimal": r.optimal, "canonical_is_best": r.tokens == r.canonical,
                      "best_log_prob": r.log_prob, "canonical_log_prob": r.canonical_log_prob})
@@ -334,7 +336,7 @@ def format_most_likely(r: dict[str, Any]) -> list[str]:
              f"{'words':>5} {'chars':>5} {'tokenizations':>14} {'secs':>7} {'expanded':>8} {'forwards':>8} "
              f"{'paper-style':>11} {'optimal':>7} {'canonical best':>14}"]
     for x in r["rows"]:
-        lines.append(f"{x['words']:>5} {x['chars']:>5} {x['count']:>14.3g} {x['seconds']:>7.2f} {x['expanded']:>8} "
+        lines.append(f"{x['words']:>5} {x['chars']:>5} {float(x['count']):>14.3g} {x['seconds']:>7.2f} {x['expanded']:>8} "
                      f"{x['forwards']:>8} {x['recompute_forwards']:>11} {str(x['optimal']):>7} "
                      f"{str(x['canonical_is_best']):>14}")
     return lines

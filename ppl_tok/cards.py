@@ -352,9 +352,16 @@ def _from_pretrained(loader: Any, where: str, what: str, **kwargs: Any) -> Any:
                     "hub, or pass a local model folder"
                 ) from err
     try:
+        from huggingface_hub.errors import StrictDataclassError as InvalidConfig  # a config.json value out of range
+    except ImportError:  # pragma: no cover - older huggingface_hub
+        InvalidConfig = ValueError  # noqa: N806
+    try:
         return loader.from_pretrained(where, **kwargs)
     except (OSError, ValueError) as err:
         raise ModelNotFoundError(f"cannot load {what} from {where!r}: {err}") from err
+    except InvalidConfig as err:
+        raise ValueError(f"cannot load {what} from {where!r}: its config.json is invalid: "
+                         f"{' '.join(str(err).split())}") from err
 
 
 def _load_tokenizer(name_or_path: str) -> tuple[Any, ModelCard | None]:

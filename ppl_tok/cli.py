@@ -14,7 +14,15 @@ newline is part of the text).
 Output: ``--json`` prints one JSON object (RFC 8259). Numbers that are not
 finite are written as the strings ``"-Infinity"``, ``"Infinity"`` and ``"NaN"``
 (``float()`` in Python and ``Number()`` in JavaScript read them back); counts
-are exact integers of any size.
+of tokenizations (and ``sat``'s model count) are exact decimal strings of any
+size, with ``log10_count`` (a float) beside them: JSON readers lose integers
+past 2^53, and Python's refuses more than 4300 digits. A closed standard
+output (``| head``) ends the command normally.
+
+Limits: the sizes of samples, texts and contexts are bounded so that memory
+stays bounded (:mod:`ppl_tok.limits`, docs/limits.md); a request beyond a
+limit is refused before any work, naming the ``PPL_TOK_MAX_*`` variable that
+raises it.
 
 Errors: every argument is checked before any work; a bad input exits with
 status 2 and one line on stderr; Ctrl-C exits with status 130 and one line,
@@ -29,12 +37,14 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import POSITIVE, SEED, integer, positive
+from .arguments import POSITIVE, SEED, integer, output_file, positive
 from .cards import DEFAULT_MODEL, DTYPES, load_lm, load_vocabulary
+from .limits import limits
 from .mdd import compile_mdd
 
 STDIN = "-"
@@ -77,6 +87,11 @@ def unlimited_int_digits() -> Iterator[None]:
         sys.set_int_max_str_digits(old)
 
 
+def count_fields(count: int, name: str = "count") -> dict[str, Any]:
+    """A count as JSON every reader takes: ``{name: "<decimal digits>", "log10_" + name: float}``."""
+    return {name: str(count), f"log10_{name}": math.log10(count) if count > 0 else -math.inf}
+
+
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
     if args.json:
         print(to_json(payload))
@@ -101,13 +116,17 @@ def _check_utf8(what: str, value: str) -> str:
 
 
 def _read_text(path: str) -> str:
+    """The UTF-8 text of a file or of standard input, read no further than the ``text_bytes`` limit allows."""
+    most = limits().text_bytes
     if path == STDIN:
-        data, where = sys.stdin.buffer.read(), "standard input"
+        data, where = sys.stdin.buffer.read(most + 1), "standard input"
     else:
         try:
-            data, where = Path(path).read_bytes(), path
+            with open(path, "rb") as f:
+                data, where = f.read(most + 1), path
         except OSError as err:
             raise ValueError(f"--file: cannot read {path}: {err.strerror or err}") from err
+    limits().check("text_bytes", len(data), f"{where}'s length in bytes (at least)" if len(data) > most else "")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -128,6 +147,7 @@ def _resolve_text(args: argparse.Namespace) -> None:
         _check_utf8("TEXT", args.text)
     if not args.text:
         raise ValueError("the text is empty: the empty string has no tokenization")
+    limits().check("text_bytes", len(args.text.encode("utf-8")), "the text's length in bytes")
 
 
 def _prepare(args: argparse.Namespace) -> None:
@@ -136,6 +156,19 @@ def _prepare(args: argparse.Namespace) -> None:
         _resolve_text(args)
     if getattr(args, "context", None):
         _check_utf8("--context", args.context)
+    lim = limits()
+    if getattr(args, "text", None) is not None and hasattr(args, "context"):  # scored by an LM
+        lim.check("lm_bytes", len(args.text.encode("utf-8")) + len(args.context.encode("utf-8")),
+                  "--context plus the text in bytes")
+    if args.command != "bench":
+        if isinstance(getattr(args, "samples", None), int):
+            lim.check("samples", args.samples, "--samples")
+        if isinstance(getattr(args, "max_paths", None), int):
+            lim.check("paths", args.max_paths, "--max-paths")
+        if isinstance(getattr(args, "budget", None), int):
+            lim.check("search_forwards", args.budget, "--budget")
+        if isinstance(getattr(args, "max_tokens", None), int):
+            lim.check("generated_tokens", args.samples * args.max_tokens, "--samples times --max-tokens")
     if args.command == "mdd":
         if not (args.dot or args.png):
             raise ValueError("give --dot FILE (or --dot - for standard output) and/or --png FILE")
@@ -188,14 +221,14 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
     vocab = _vocab(args)
     mdd = compile_mdd(args.text, vocab)
     canon = mdd.canonical()
-    _emit(args, {"text": args.text, "canonical": _tokens(vocab, canon), "count": mdd.count()},
+    _emit(args, {"text": args.text, "canonical": _tokens(vocab, canon), **count_fields(mdd.count())},
           [f"canonical: {' '.join(f'{vocab.token_name(t)}({t})' for t in canon)}",
            f"tokenizations: {mdd.count()}"])
 
 
 def cmd_count(args: argparse.Namespace) -> None:
     mdd = compile_mdd(args.text, _vocab(args))
-    _emit(args, {"text": args.text, "count": mdd.count()}, [str(mdd.count())])
+    _emit(args, {"text": args.text, **count_fields(mdd.count())}, [str(mdd.count())])
 
 
 def cmd_mdd(args: argparse.Namespace) -> None:
@@ -213,7 +246,7 @@ def cmd_mdd(args: argparse.Namespace) -> None:
         print("\n".join(lines), file=sys.stderr)
         return
     _emit(args, {"text": args.text, "nodes": mdd.number_of_nodes(), "edges": mdd.number_of_edges(),
-                 "count": mdd.count(), "dot": args.dot, "png": args.png}, lines)
+                 **count_fields(mdd.count()), "dot": args.dot, "png": args.png}, lines)
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -246,7 +279,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
                                  mdd=mdd)
         result = result.checked_against(bounds.lower, bounds.upper)
     payload: dict[str, Any] = {
-        "text": args.text, "context": args.context, "model": lm.name, "count": mdd.count(),
+        "text": args.text, "context": args.context, "model": lm.name, **count_fields(mdd.count()),
         "proposal": result.proposal, "num_samples": result.num_samples, "seed": args.seed,
         "log_marginal": result.log_marginal, "log_se": result.log_se, "khat": result.khat,
         "canonical_log_prob": result.canonical_log_prob,
@@ -326,7 +359,7 @@ def cmd_distribution(args: argparse.Namespace) -> None:
     if exact is not None:
         for row, lp in zip(rows, exact.log_probs.tolist()):
             row["log_prob"] = lp
-    _emit(args, {"text": args.text, "proposal": args.proposal, "count": mdd.count(), "distinct": result.count,
+    _emit(args, {"text": args.text, "proposal": args.proposal, **count_fields(mdd.count()), "distinct": result.count,
                  "log_marginal": result.log_marginal, "canonical_share": result.canonical_share, **extra,
                  "top": rows, "png": args.png},
           [head] + [f"{r['posterior']:.6f}  {'*' if r['canonical'] else ' '} {_names(lm.vocab, v)}"
@@ -369,14 +402,21 @@ def cmd_most_likely(args: argparse.Namespace) -> None:
 
 
 def cmd_sat(args: argparse.Namespace) -> None:
-    from .exact import exact_marginal
+    from .exact import TimeBudgetExceeded, exact_marginal
     from .sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
     from .search import most_likely
 
+    start = time.perf_counter()
     cnf = CNF.read(args.file)
+    limits().check("dimacs_variables", cnf.num_vars, f"{args.file}'s number of variables")
+
+    def left() -> float | None:
+        """What is left of --time-budget: it covers building the reduction too."""
+        return None if args.time_budget is None else max(1e-3, args.time_budget - (time.perf_counter() - start))
+
     if args.problem == "mlt":
         red = mlt_reduction(cnf)
-        r = most_likely(red.text, red.lm, time_budget=args.time_budget)
+        r = most_likely(red.text, red.lm, time_budget=left())
         witness = r.log_prob > red.log_threshold
         satisfiable = True if witness else (False if r.optimal else None)  # None: undecided in the budget
         assignment = read_assignment(cnf, r.tokens) if witness else None
@@ -392,10 +432,15 @@ def cmd_sat(args: argparse.Namespace) -> None:
             lines.append("assignment: " + " ".join(f"{j + 1}={int(v)}" for j, v in enumerate(assignment)))
     else:
         red = msp_reduction(cnf)
-        exact = exact_marginal(red.text, red.lm, max_paths=args.max_paths, time_budget=args.time_budget)
+        budget = left()
+        try:
+            exact = exact_marginal(red.text, red.lm, max_paths=args.max_paths, time_budget=budget)
+        except TimeBudgetExceeded as err:  # say the user's budget, which also paid for the reduction
+            raise TimeBudgetExceeded(str(err).replace(f"within {budget:g} s", f"within {args.time_budget:g} s "
+                                                      "(--time-budget, building the reduction included)")) from None
         count = model_count(exact.log_marginal, red)
         payload = {"problem": "msp", "string": red.text, "unit": red.threshold, "log_marginal": exact.log_marginal,
-                   "model_count": count, "satisfiable": count > 0}
+                   **count_fields(count, "model_count"), "satisfiable": count > 0}
         lines = [f"string: {red.text}", f"log p(string) = {exact.log_marginal:.6f}",
                  f"model count: {count}   (p / (0.45^n 0.9^n) = {math.exp(exact.log_marginal - red.log_threshold):.6f})"]
     _emit(args, payload, lines)
@@ -492,8 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_count)
     p = add("mdd", "export the MDD of all tokenizations (DOT text, PNG drawing)", "vocab")
     text_args(p, context=False)
-    p.add_argument("--dot", metavar="FILE", help="write Graphviz DOT here (- for standard output)")
-    p.add_argument("--png", metavar="FILE", help="draw a PNG here (small MDDs)")
+    p.add_argument("--dot", type=output_file, metavar="FILE", help="write Graphviz DOT here (- for standard output)")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="draw a PNG here (small MDDs)")
     p.set_defaults(func=cmd_mdd)
     p = add("score", "log-probability of the canonical tokenization", "lm")
     text_args(p)
@@ -518,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact enumeration (default), or the self-normalised weights of this importance proposal")
     p.add_argument("--samples", type=POSITIVE, default=256, help="importance samples (default 256)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the importance samples (default 0)")
-    p.add_argument("--png", metavar="FILE", help="plot the distribution here")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="plot the distribution here")
     p.add_argument("--top", type=POSITIVE, default=20, help="how many tokenizations to list and plot (default 20)")
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
                    help="refuse --proposal exact above this many tokenizations (default 100000)")
@@ -527,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=POSITIVE, default=32, help="generations sampled from the LM (default 32)")
     p.add_argument("--max-tokens", type=POSITIVE, default=32, help="tokens per generation (default 32)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
-    p.add_argument("--png", metavar="FILE", help="plot the curve here")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="plot the curve here")
     p.set_defaults(func=cmd_canonicity)
     p = add("most-likely", "the most likely tokenization by branch and bound", "lm")
     text_args(p)
@@ -567,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rescore", action="store_true",
                    help="diagnostics: score the stored --records with the current warning rule, without the LM")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
-    p.add_argument("--png", help="most-likely: plot the curve here")
+    p.add_argument("--png", type=output_file, help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa
 
@@ -577,6 +622,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split("\n")) or type(err).__name__
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's final flush into a closed pipe says nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. captured by a test)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -590,13 +645,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             _prepare(args)
             args.func(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+        except BrokenPipeError:  # `ppl-tok ... | head`: the reader has all it wants, a normal end
+            _silence_stdout()
+            return 0
         except KeyboardInterrupt:
             sys.stdout.flush()
             print(f"{prog}: interrupted", file=sys.stderr)
             return 130
         except (ValueError, LookupError, OSError, MemoryError) as err:
             sys.stdout.flush()
-            print(f"{prog}: error: {_one_line(err) if not isinstance(err, MemoryError) else 'out of memory'}",
+            print(f"{prog}: error: {_one_line(err) if str(err) else 'out of memory'}",
                   file=sys.stderr)
             return 2
         except Exception as err:  # a bug: one line, the traceback with PPL_TOK_DEBUG=1

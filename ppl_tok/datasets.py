@@ -53,7 +53,7 @@ def _open(path: Path) -> Iterator[tuple[int, dict]]:
         with opener(path, "rb") as f:
             for n, raw in enumerate(f, 1):
                 try:
-                    line = raw.decode("utf-8")
+                    line = raw.decode("utf-8-sig" if n == 1 else "utf-8")  # a byte order mark is accepted
                 except UnicodeDecodeError as err:
                     raise DatasetError(f"{path}:{n}: not UTF-8 text ({err.reason} at byte {err.start} of the "
                                        "line); re-encode the file as UTF-8") from err
@@ -65,12 +65,23 @@ def _open(path: Path) -> Iterator[tuple[int, dict]]:
                     raise DatasetError(f"{path}:{n}: not valid JSON ({err})") from err
                 if not isinstance(row, dict):
                     raise DatasetError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+                _check_unicode(row, path, n)
                 rows += 1
                 yield n, row
     except (OSError, EOFError) as err:
         raise DatasetError(f"cannot read {path}: {err}") from err
     if not rows:
         raise DatasetError(f"{path}: no rows (the file is empty or holds only blank lines)")
+
+
+def _check_unicode(row: dict, path: Path, n: int) -> None:
+    """A :class:`DatasetError` if a string of ``row`` holds a lone surrogate (a ``\\ud800`` escape is not text)."""
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(err.object[err.start])
+        raise DatasetError(f"{path}:{n}: a string holds the lone surrogate U+{code:04X} (an escape such as "
+                           f"\\u{code:04x} that is half of a pair), which is not text; fix the line") from None
 
 
 def _field(row: dict, key: str, path: Path, n: int, kind: type = str):

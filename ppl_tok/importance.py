@@ -38,7 +38,7 @@ import pyro
 import torch
 from pyro import poutine
 
-from . import diagnostics
+from . import diagnostics, limits
 from .lm.base import LanguageModel
 from .logspace import logsumexp
 from .mdd import MDD, compile_mdd
@@ -309,11 +309,13 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
     :param seed: seeds the particles' randomness (same seed, same answer; ``None``: Pyro's global RNG).
     :param search_budget: LM forwards for the exact part of ``"stratified"``.
     """
+    text, context = limits.check_text("text", text), limits.check_context("context", context)
+    num_samples = limits.check_count("num_samples", num_samples)
+    seed = None if seed is None else limits.check_seed("seed", seed)
+    limits.check_workload([text], [context], num_samples)
     if guide != "stratified":
         return _marginals([text], lm, num_samples, [context], guide, None if seed is None else [seed],
                           None if mdd is None else [mdd])[0]
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     start, forwards0 = time.perf_counter(), lm.stats.forwards
     mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
     canonical = tuple(lm.canonical(text))
@@ -348,11 +350,13 @@ def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
     runs (:func:`particle_groups`; a text too long for its N particles at once,
     in seeded chunks). A pair's samples do not depend on the other pairs in the call.
     """
-    texts = list(texts)
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
-    seeds = list(range(len(texts))) if seeds is None else list(seeds)
+    texts = limits.check_texts("texts", texts)
+    contexts = [""] * len(texts) if contexts is None else limits.check_contexts("contexts", contexts)
+    seeds = list(range(len(texts))) if seeds is None else limits.check_seeds(seeds)
+    num_samples = limits.check_count("num_samples", num_samples)
     if not len(contexts) == len(seeds) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")
+    limits.check_workload(texts, contexts, num_samples)
     if guide == "stratified":
         return [marginal(t, lm, num_samples, guide=guide, context=c, seed=s) for t, c, s in zip(texts, contexts, seeds)]
     return _marginals(texts, lm, num_samples, contexts, guide, seeds, None if mdds is None else list(mdds))

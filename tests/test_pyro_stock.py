@@ -258,7 +258,7 @@ def test_cli_prints_uncertainty_and_the_importance_posterior(capsys, monkeypatch
     assert cli.main(["distribution", TEXT, "--proposal", "lookahead", "--samples", "300", "--png", str(png),
                      "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert png.stat().st_size > 0 and data["proposal"] == "lookahead" and data["count"] == EXACT.count
+    assert png.stat().st_size > 0 and data["proposal"] == "lookahead" and data["count"] == str(EXACT.count)
     assert sum(r["posterior"] for r in data["top"]) <= 1 + 1e-9 and "khat" in data
     assert data["covered_log_mass"] <= EXACT.log_marginal + 1e-9 and data["statement"] == "uncalibrated"
     assert cli.main(["distribution", TEXT, "--json"]) == 0

@@ -71,7 +71,9 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ..cards import DEFAULT_MODEL
+from ..arguments import POSITIVE, SEED, output_folder
+from ..cards import DEFAULT_MODEL, DTYPES
+from ..limits import MAX_SEED, limits
 from ..logspace import logsumexp
 from ..qa.data import SHUFFLE_SEED
 from ..qa.run import pair_seed
@@ -114,13 +116,38 @@ def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str 
     return Pair(context, cont, pair_seed(seed, split, qid, choice), (request.task_name, request.doc_id), choice)
 
 
+class ModelArgumentError(ValueError):
+    """A bad ``--model_args`` value (``ppl-tok-lm-eval`` prints it as one line and exits with status 2)."""
+
+
+def _int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """A model argument that must be an integer in ``low..high`` (lm-eval passes ``2.5`` as a float, ``x`` as a str)."""
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelArgumentError(f"{name}={value!r}: expected an integer")
+    if value < low or (high is not None and value > high):
+        raise ModelArgumentError(f"{name}={value}: expected an integer "
+                                 f"{f'>= {low}' if high is None else f'in {low}..{high}'}")
+    return value
+
+
+def _float_arg(name: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
+    """A model argument that must be a finite number in ``[low, high]`` (``(low, high]`` if ``open_low``)."""
+    try:
+        x = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (math.isfinite(x) and (x > low if open_low else x >= low) and x <= high):
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+        raise ModelArgumentError(f"{name}={value!r}: expected a finite number in {interval}")
+    return x
+
+
 def _as_batch(batch_size: Any) -> int:
     if batch_size in (None, "auto") or str(batch_size).startswith("auto"):
         return DEFAULT_BATCH
-    size = int(batch_size)
-    if size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return size
+    return _int_arg("batch_size", batch_size, 1)
 
 
 def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iterator[list[int]]:
@@ -153,21 +180,29 @@ class PPLTokLM(LM):
                  tolerance: float = 1e-3, budget: int = 2000, lm: Any = None) -> None:
         super().__init__()
         if scoring not in SCORINGS:
-            raise ValueError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
-        if int(num_samples) < 1:
-            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-        if not 0.0 <= float(alpha) <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        self.scoring, self.num_samples, self.alpha = scoring, int(num_samples), float(alpha)
-        self.seed, self.split, self.id_field = int(seed), str(split), str(id_field)
+            raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
+        self.scoring = scoring
+        self.num_samples = _int_arg("num_samples", num_samples, 1)
+        limits().check("samples", self.num_samples, "num_samples")
+        self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
+        self.seed = _int_arg("seed", seed, 0, MAX_SEED)
+        self.split, self.id_field = str(split), str(id_field)
         self.batch = _as_batch(batch_size)
         if max_batch_size is not None:
-            self.batch = min(self.batch, int(max_batch_size))
-        self.tolerance, self.budget = float(tolerance), int(budget)
+            self.batch = min(self.batch, _int_arg("max_batch_size", max_batch_size, 1))
+        self.tolerance = _float_arg("tolerance", tolerance, 0.0, math.inf, open_low=True)
+        self.budget = _int_arg("budget", budget, 1)
+        limits().check("search_forwards", self.budget, "budget")
+        if dtype is not None and dtype not in DTYPES:
+            raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
+        bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         if lm is None:
             from ..cards import load_lm
 
-            lm = load_lm(str(model), device=device, dtype=dtype, bos_id=None if bos_id is None else int(bos_id))
+            try:
+                lm = load_lm(str(model), device=None if device is None else str(device), dtype=dtype, bos_id=bos_id)
+            except (ValueError, LookupError, OSError) as err:
+                raise ModelArgumentError(f"model={model!r}: {err}") from err
         self.lm = lm
         self.model_name = str(getattr(lm, "name", model))
 
@@ -187,6 +222,13 @@ class PPLTokLM(LM):
         lm-eval's CLI passes ``device="cuda:0"`` when ``--device`` is not given;
         on a machine without CUDA that default is dropped (the model stays on the CPU).
         """
+        import inspect
+
+        known = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        unknown = sorted(set(arg_dict) - known)
+        if unknown:
+            raise ModelArgumentError(f"unknown model argument {unknown[0]!r}: expected some of "
+                                     f"{', '.join(sorted(known - {'lm'}))}")
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in arg_dict}
         device = extra.get("device")
         if device is not None and str(device).startswith("cuda"):
@@ -343,9 +385,9 @@ def _write_tasks_main(argv: list[str]) -> None:
     p.add_argument("--dataset", required=True, help="hellaswag, socialiqa, openbookqa or a JSON Lines file")
     p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
-    p.add_argument("--limit", type=int, help="at most this many questions per split")
-    p.add_argument("--shuffle-seed", type=int, default=SHUFFLE_SEED)
-    p.add_argument("--out", type=Path, required=True, help="folder for the tasks (then --include_path OUT)")
+    p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
+    p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED)
+    p.add_argument("--out", type=output_folder, required=True, help="folder for the tasks (then --include_path OUT)")
     a = p.parse_args(argv)
     names = write_tasks(a.dataset, a.out, data_dir=a.data_dir, tune=a.tune, limit=a.limit,
                         shuffle_seed=a.shuffle_seed)
@@ -380,13 +422,24 @@ def cli(argv: list[str] | None = None) -> None:
     ``ppl-tok-lm-eval write-tasks ...`` writes tasks over local data (:func:`write_tasks`).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["write-tasks"]:
-        _write_tasks_main(argv[1:])
-        return
-    from lm_eval.__main__ import cli_evaluate
+    prog = "ppl-tok-lm-eval"
+    try:
+        if argv[:1] == ["write-tasks"]:
+            prog += " write-tasks"
+            _write_tasks_main(argv[1:])
+            return
+        from lm_eval.__main__ import cli_evaluate
 
-    sys.argv = ["lm_eval", *argv]
-    cli_evaluate()
+        sys.argv = ["lm_eval", *argv]
+        cli_evaluate()
+    except ModelArgumentError as err:
+        print(f"{prog}: error: --model_args: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(2)
+    except (ValueError, LookupError, OSError) as err:
+        if argv[:1] != ["write-tasks"]:
+            raise  # lm-eval's own errors: its own messages
+        print(f"{prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -63,6 +63,12 @@ def release_free_memory() -> None:
 _LIBC: Any = None
 
 
+#: Upper bounds of :class:`EngineConfig`'s byte budgets: beyond any one machine's memory, so a larger value
+#: is a typo that would otherwise fail at first use with an allocator error naming no setting.
+MAX_ENGINE_BYTES = 1 << 40
+MAX_KV_BLOCK_BYTES = 1 << 36
+
+
 @dataclass
 class EngineConfig:
     """Memory and batching limits of an LM's engine (validated).
@@ -111,14 +117,16 @@ class EngineConfig:
         return cls(**{**derived, **overrides})
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kv_block_bytes, int) or self.kv_block_bytes < 1:
-            raise ValueError(f"kv_block_bytes must be a positive number of bytes, got {self.kv_block_bytes!r}")
-        if not isinstance(self.particle_bytes, int) or self.particle_bytes < 1:
-            raise ValueError(f"particle_bytes must be a positive number of bytes, got {self.particle_bytes!r}")
+        if not isinstance(self.kv_block_bytes, int) or not 1 <= self.kv_block_bytes <= MAX_KV_BLOCK_BYTES:
+            raise ValueError(f"kv_block_bytes must be a number of bytes in 1..{MAX_KV_BLOCK_BYTES} (64 GiB), "
+                             f"got {self.kv_block_bytes!r}")
+        if not isinstance(self.particle_bytes, int) or not 1 <= self.particle_bytes <= MAX_ENGINE_BYTES:
+            raise ValueError(f"particle_bytes must be a number of bytes in 1..{MAX_ENGINE_BYTES} (1 TiB), "
+                             f"got {self.particle_bytes!r}")
         for name in ("cache_bytes", "row_bytes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative number of bytes, got {value!r}")
+            if not isinstance(value, int) or not 0 <= value <= MAX_ENGINE_BYTES:
+                raise ValueError(f"{name} must be a number of bytes in 0..{MAX_ENGINE_BYTES} (1 TiB), got {value!r}")
         if not isinstance(self.max_batch, int) or self.max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {self.max_batch!r}")
 

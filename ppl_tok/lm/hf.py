@@ -25,7 +25,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from ..vocabulary import Vocabulary
-from .base import EngineConfig, LanguageModel, LMState
+from .base import EngineConfig, LanguageModel, LMState, release_free_memory
 from .device import to_device, to_device_all, to_host
 from .kvpool import GatherPlan, KVNode, KVPool, padded_index
 
@@ -211,7 +211,8 @@ class HFLanguageModel(LanguageModel):
 
     def clear_cache(self) -> None:
         super().clear_cache()
-        self.pool.trim()
+        if self.pool.trim():  # the blocks are freed only now: hand their pages back to the OS too
+            release_free_memory()
 
     # ------------------------------------------------- attention: the KV pool
     def _pool_forward(self, parents: list[KVNode | None], chunks: list[list[int]], last_only: bool
@@ -242,8 +243,16 @@ class HFLanguageModel(LanguageModel):
         slots = self.pool.allocate(new) if self.pool.block_slots else None  # known once the first forward stored
         store = None if slots is None else self.pool.host_plan(slots.unsqueeze(0))
         real = None if new == batch * steps else new_mask.reshape(-1).nonzero().squeeze(1)  # ragged chunks
-        last = torch.tensor([len(c) - 1 for c in chunks]) if last_only and steps > 1 else None
-        extra = [t for t in (real, last) if t is not None]
+        last = keep = None
+        if last_only and steps > 1:
+            last = torch.tensor([len(c) - 1 for c in chunks])
+            if self._keep_arg:
+                # logits at the chunks' last positions only: [B, T, V] for a long context would be gigabytes
+                keep = torch.unique(last)  # sorted
+                last = torch.searchsorted(keep, last)  # each row's column among the kept positions
+                if keep.tolist() == [steps - 1]:
+                    keep = None  # the model's own "last position" (logits_to_keep=1)
+        extra = [t for t in (real, last, keep) if t is not None]
         plans = [p for p in (gather, store) if p is not None]
         moved = to_device_all(host + [t for p in plans for t in p.tensors()] + extra, self.device)
         ids_d, positions_d, mask_d = moved[:3]
@@ -255,14 +264,16 @@ class HFLanguageModel(LanguageModel):
             store = store.with_tensors(moved[at: at + len(store.tensors())])
             at += len(store.tensors())
         real_d = moved[at] if real is not None else None
-        last_d = moved[-1] if last is not None else None
+        at += real is not None
+        last_d = moved[at] if last is not None else None
+        keep_d = moved[-1] if keep is not None else None
         cache = DynamicCache()
         layer_cls = _pool_layer_class()
         cache.layers = [layer_cls(self.pool, li, gather, store, real_d) for li in range(self._layers)]
         kwargs: dict[str, Any] = {"input_ids": ids_d, "attention_mask": mask_d, "position_ids": positions_d,
                                   "past_key_values": cache, "use_cache": True}
-        if last_only and self._keep_arg and steps == 1:
-            kwargs[self._keep_arg] = 1
+        if last_only and self._keep_arg:
+            kwargs[self._keep_arg] = 1 if keep is None else keep_d
         try:
             logits = self.model(**kwargs).logits
         except BaseException:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..arguments import POSITIVE, SEED, positive
+from ..arguments import POSITIVE, SEED, output_folder, positive
 from ..cards import DEFAULT_MODEL, DTYPES
 from .data import DATASETS, SHUFFLE_SEED
 from .run import OPTIONAL_SCORES
@@ -31,7 +31,7 @@ def _default_device(ray: bool) -> str:
 def cmd_run(args: argparse.Namespace) -> None:
     from ..cards import load_lm
     from .data import load_study
-    from .run import run_study, study_settings
+    from .run import check_study, removed_if_nothing_stored, run_study, study_settings
 
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     settings = study_settings(study, model=args.model, samples=args.samples, seed=args.seed, scores=args.scores,
@@ -39,17 +39,20 @@ def cmd_run(args: argparse.Namespace) -> None:
                               device=args.device or _default_device(args.ray is not None),
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
                               most_likely_time=args.time_budget)
-    if args.ray is not None:
-        from .distributed import LMLoader, run_study_ray
+    check_study(study, settings, args.batch_questions)
+    if args.ray is None and args.workers is not None:
+        raise ValueError("--workers needs --ray")
+    with removed_if_nothing_stored(args.out):
+        if args.ray is not None:
+            from .distributed import LMLoader, run_study_ray
 
-        store = run_study_ray(study, LMLoader(args.model, args.device, args.dtype), args.out, settings,
-                              workers=args.workers, address=args.ray or None, batch_questions=args.batch_questions,
+            store = run_study_ray(study, LMLoader(args.model, args.device, args.dtype), args.out, settings,
+                                  workers=args.workers, address=args.ray or None,
+                                  batch_questions=args.batch_questions, progress=not args.json)
+        else:
+            lm = load_lm(args.model, device=args.device, dtype=args.dtype)
+            store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions,
                               progress=not args.json)
-    else:
-        if args.workers is not None:
-            raise ValueError("--workers needs --ray")
-        lm = load_lm(args.model, device=args.device, dtype=args.dtype)
-        store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions, progress=not args.json)
     summary = {"out": str(args.out), "records": len(store.records), "splits": study.sizes(),
                "scores": store.settings["scores"]}
     print(json.dumps(summary) if args.json else
@@ -57,8 +60,12 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    import os
+
     from .report import REPORT_JSON, REPORT_MD, write_report
 
+    if args.dir.is_dir() and not os.access(args.dir, os.W_OK):  # before the bootstrap, not after it
+        raise ValueError(f"{args.dir} is not writable: report.md, report.json and the plots are written there")
     report = write_report(args.dir, runs=args.runs, seed=args.seed, resamples=args.resamples, limit=args.limit,
                           complete=args.complete)
     if args.json:
@@ -95,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--scores", type=_scores, default=[],
                    help=f"optional scores, comma-separated: {','.join(OPTIONAL_SCORES)}")
-    p.add_argument("--out", type=Path, required=True, help="the run folder (created, or resumed)")
+    p.add_argument("--out", type=output_folder, required=True, help="the run folder (created, or resumed)")
     p.add_argument("--seed", type=SEED, default=0, help="run seed: each answer's particles get a seed derived from it")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,
                    help=f"seed of the SocialIQA/HellaSwag tune/test shuffle (default {SHUFFLE_SEED})")

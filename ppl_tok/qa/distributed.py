@@ -88,8 +88,28 @@ class QAWorker:
         return records, time.perf_counter() - t0
 
 
+def check_address(address: str | None, timeout: float = 3.0) -> None:
+    """A clear error, within ``timeout`` seconds, if ``address`` (``host:port`` or ``ray://host:port``) answers no
+    connection; ``None`` and ``auto`` pass (Ray finds the cluster itself). Ray alone retries for about 25 s and
+    prints a screen of warnings before it gives up."""
+    import socket
+
+    if not address or address == "auto":
+        return
+    where = address.removeprefix("ray://")
+    host, sep, port = where.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--ray {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ValueError(f"--ray {address}: no Ray cluster answers there ({err.strerror or err}); start one with "
+                         "`ray start --head` or check the address") from None
+
+
 def connect(address: str | None = None, **init_kwargs: Any) -> Any:
     """Ray, initialised: an existing session is kept; else ``ray.init(address)`` (``None``: a local Ray)."""
+    check_address(address)
     ray = import_ray()
     if not ray.is_initialized():
         ray.init(address=address or None, **init_kwargs)

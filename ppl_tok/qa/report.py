@@ -18,8 +18,17 @@ import numpy as np
 
 from . import classify as C
 from .paper import TUNED_MARGINAL, TUNED_MIXTURE
-from .run import OPTIONAL_SCORES
-from .store import SCORES_FILE, SETTINGS_FILE, encode_logs, read_records, read_settings, read_timing, records_digest
+from .run import OPTIONAL_SCORES, check_settings
+from .store import (
+    SCORES_FILE,
+    SETTINGS_FILE,
+    StoreError,
+    encode_logs,
+    read_records,
+    read_settings,
+    read_timing,
+    records_digest,
+)
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -50,6 +59,17 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
 def _available(name: str, t: C.SplitScores) -> bool:
     """Whether the split holds the scores the classifier needs (the optional kinds are named as their classifier)."""
     return name not in OPTIONAL_SCORES or name in t.optional
+
+
+def _check_labels(records: list[dict[str, Any]], path: Path) -> None:
+    """Every record of a question gives it the same id, label and number of answers (else one was edited)."""
+    first: dict[tuple[str, int], tuple[str, int, int, str]] = {}
+    for r in records:
+        seen = first.setdefault((r["split"], r["index"]), (r["id"], r["label"], len(r["choices"]), r["kind"]))
+        if seen[:3] != (r["id"], r["label"], len(r["choices"])):
+            raise StoreError(f"{path}: the {r['kind']!r} and {seen[3]!r} records of {r['split']} question "
+                             f"{r['index']} disagree (id, label, answers: {(r['id'], r['label'], len(r['choices']))} "
+                             f"against {seen[:3]}); the file was edited or damaged")
 
 
 def scored_prefix(records: list[dict[str, Any]], splits: dict[str, int]) -> int:
@@ -84,8 +104,9 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     :param resamples: paired bootstrap resamples.
     """
     folder = Path(folder)
-    settings = read_settings(folder)
-    records = list(read_records(folder / SCORES_FILE))
+    settings = check_settings(read_settings(folder), str(folder / SETTINGS_FILE))
+    records = list(read_records(folder / SCORES_FILE, samples=settings["samples"]))
+    _check_labels(records, folder / SCORES_FILE)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     if complete and limit is not None:

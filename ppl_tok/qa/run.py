@@ -28,26 +28,39 @@ to the store before the next one starts.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..datasets import Question
 from ..importance import marginal, marginals
+from ..limits import LimitError, check_workload, limits
 from ..lm.base import LanguageModel
 from ..search import marginal_bounds_many, most_likely
 from .data import Study
-from .store import ScoreStore, encode_log, encode_logs
+from .store import (
+    FIRST_SCORES_VERSION,
+    LOCK_FILE,
+    RECORD_KINDS,
+    SCORES_FILE,
+    SETTINGS_FILE,
+    TIMING_FILE,
+    ScoreStore,
+    StoreError,
+    encode_log,
+    encode_logs,
+)
 
 KINDS = ("is",)
 #: The version of what a run stores for given settings. Bump it with any change that alters the stored
 #: numbers or records (sampling, seeds, the engine's numerics, the record format): a folder written under
 #: another scores version is then refused instead of mixing the two. A ppl-tok release alone does not.
 SCORES_VERSION = 1
-OPTIONAL_SCORES = ("exact", "stratified", "most-likely")
+OPTIONAL_SCORES = tuple(k for k in RECORD_KINDS if k not in KINDS)  # exact, stratified, most-likely
 
 
 class QAError(ValueError):
@@ -111,6 +124,83 @@ def study_settings(study: Study, *, model: str, samples: int, seed: int, scores:
         # half-precision models score with an fp32 LM head (load_lm): not comparable with folders from before it
         **({"lm_head": "float32"} if dtype in ("bfloat16", "float16") else {}),
     }
+
+
+def check_settings(settings: Any, where: str) -> dict[str, Any]:
+    """``settings`` (a ``run.json``) if this release can read it, else a :class:`StoreError` naming ``where``.
+
+    A folder of a later ``scores_version`` is refused (its records may mean something else); the
+    settings the report relies on must have their types (``samples: "four"`` is damage, not a setting).
+    """
+    def bad(what: str) -> StoreError:
+        return StoreError(f"{where}: {what}")
+
+    if not isinstance(settings, dict):
+        raise bad("expected a JSON object")
+    version = settings.get("scores_version", FIRST_SCORES_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise bad(f"scores_version {version!r} is not a version number")
+    if version > SCORES_VERSION:
+        raise bad(f"written with scores version {version}, newer than this ppl-tok's {SCORES_VERSION} "
+                  f"(ppl-tok {settings.get('ppl_tok_version', '?')} wrote it): use that release or a later one")
+    checks = {
+        "dataset": lambda v: isinstance(v, str), "model": lambda v: isinstance(v, str),
+        "samples": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "splits": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(n, int)
+                                                        and not isinstance(n, bool) and n >= 0 for k, n in v.items()),
+        "scores": lambda v: isinstance(v, list) and all(k in OPTIONAL_SCORES for k in v),
+    }
+    for name, check in checks.items():
+        if name not in settings:
+            raise bad(f"the setting {name!r} is missing")
+        if not check(settings[name]):
+            raise bad(f"the setting {name!r} is {settings[name]!r}, not a valid value; the file is damaged")
+    return settings
+
+
+def check_study(study: Study, settings: dict[str, Any], batch_questions: int) -> None:
+    """The :mod:`ppl_tok.limits` of a run, checked before any model loads.
+
+    Every answer's context plus continuation must fit ``lm_bytes``; a batch
+    (``batch_questions`` questions, all their answers, ``samples`` particles each)
+    must fit ``pairs``, ``particles`` and ``batch_bytes`` (counted for the largest question).
+    """
+    lim = limits()
+    widest = largest = 0
+    for split, questions in study.splits.items():
+        for q in questions:
+            widest = max(widest, len(q.choices))
+            largest = max(largest, sum(len(q.context.encode()) + len(continuation(c).encode()) for c in q.choices))
+            try:
+                check_workload([continuation(c) for c in q.choices], [q.context] * len(q.choices), settings["samples"])
+            except LimitError as err:
+                raise LimitError(f"{split} question {q.id!r}: {err}") from None
+    pairs = min(batch_questions, sum(len(qs) for qs in study.splits.values())) * widest
+    lim.check("pairs", pairs, f"--batch-questions {batch_questions} times {widest} answers")
+    lim.check("particles", pairs * settings["samples"], f"a batch's particles ({pairs} answers x {settings['samples']})")
+    lim.check("batch_bytes", min(batch_questions, sum(len(qs) for qs in study.splits.values())) * largest,
+              f"--batch-questions {batch_questions} times the largest question's contexts plus answers in bytes")
+
+
+@contextlib.contextmanager
+def removed_if_nothing_stored(out: str | Path) -> Iterator[None]:
+    """Within this block, a run that fails before it stores a record removes the folder it created.
+
+    A failure after the first batch keeps the folder: the run resumes from it.
+    """
+    out = Path(out)
+    created = not out.exists()
+    try:
+        yield
+    except BaseException:
+        scores = out / SCORES_FILE
+        if created and out.is_dir() and (not scores.exists() or scores.stat().st_size == 0):
+            for name in (SETTINGS_FILE, SETTINGS_FILE + ".tmp", SCORES_FILE, TIMING_FILE, LOCK_FILE):
+                (out / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not empty: something else was put there
+                out.rmdir()
+        raise
 
 
 def _is_record(split: str, index: int, q: Question, canon: list[tuple[int, ...]], results: list,

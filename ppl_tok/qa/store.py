@@ -78,6 +78,69 @@ def decode_logs(xs: Iterable[float | None]) -> list[float]:
     return [decode_log(x) for x in xs]
 
 
+def _is_nat(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _is_log(v: Any) -> bool:
+    """A stored log-probability: ``null`` (``-inf``) or a finite number (NaN, ``1e999`` are damage)."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
+def _list_of(check: Any) -> Any:
+    return lambda v: isinstance(v, list) and all(check(x) for x in v)
+
+
+#: Per answer, the fields of each record kind and their checks (:func:`validate_record`).
+CHOICE_FIELDS: dict[str, dict[str, Any]] = {
+    "is": {"bytes": _is_nat, "seed": _is_nat, "canonical": _list_of(_is_nat), "canonical_log_prob": _is_log,
+           "log_p": _list_of(_is_log), "log_q": _list_of(_is_log), "is_canonical": _list_of(lambda b: b in (0, 1)),
+           "samples": _list_of(_list_of(_is_nat))},
+    "exact": {"lower": _is_log, "upper": _is_log, "closed": lambda b: isinstance(b, bool), "forwards": _is_nat},
+    "stratified": {"log_marginal": _is_log},
+    "most-likely": {"log_prob": _is_log, "tokens": _list_of(_is_nat), "optimal": lambda b: isinstance(b, bool)},
+}
+RECORD_KINDS = tuple(CHOICE_FIELDS)
+
+
+def validate_record(record: Any, where: str, samples: int | None = None) -> dict[str, Any]:
+    """``record`` if it is a well-formed score record, else a :class:`StoreError` starting with ``where``.
+
+    Checked: a known ``kind``; ``split``, ``index``, ``id``; ``label`` indexing ``choices``; every
+    answer's fields of its kind (log-probabilities finite or ``null``); in an ``"is"`` record,
+    ``samples`` (if given, the run's N) entries in each per-sample list.
+    """
+    def bad(what: str) -> StoreError:
+        return StoreError(f"{where}: {what}; the line is damaged (restore it, or delete the line and resume "
+                          "the run to compute it again)")
+
+    if not isinstance(record, dict):
+        raise bad(f"expected a JSON object, got {type(record).__name__}")
+    kind = record.get("kind")
+    if kind not in CHOICE_FIELDS:
+        raise bad(f"unknown record kind {kind!r} (expected one of {', '.join(RECORD_KINDS)})")
+    for name, check in (("split", lambda v: isinstance(v, str)), ("index", _is_nat),
+                        ("id", lambda v: isinstance(v, str)), ("label", _is_nat),
+                        ("choices", lambda v: isinstance(v, list) and v and all(isinstance(c, dict) for c in v))):
+        if not check(record.get(name)):
+            raise bad(f"field {name!r} is {record.get(name)!r}")
+    if record["label"] >= len(record["choices"]):
+        raise bad(f"label {record['label']} does not index {len(record['choices'])} answers")
+    for j, choice in enumerate(record["choices"]):
+        for name, check in CHOICE_FIELDS[kind].items():
+            if name not in choice:
+                raise bad(f"answer {j} has no field {name!r}")
+            if not check(choice[name]):
+                raise bad(f"answer {j}: field {name!r} holds {str(choice[name])[:60]}, not a valid value")
+        if kind == "is":
+            lengths = {len(choice[k]) for k in ("log_p", "log_q", "is_canonical", "samples")}
+            if len(lengths) != 1 or (samples is not None and lengths != {samples}):
+                raise bad(f"answer {j}: log_p, log_q, is_canonical and samples hold "
+                          f"{sorted(len(choice[k]) for k in ('log_p', 'log_q', 'is_canonical', 'samples'))} entries"
+                          + (f", not the run's {samples} samples" if samples is not None else ""))
+    return record
+
+
 def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
     """The identity of a record: ``(kind, split, index)``."""
     return record["kind"], record["split"], record["index"]
@@ -189,7 +252,7 @@ class ScoreStore:
         else:
             _write_atomic(settings_path, json.dumps(settings, indent=2, allow_nan=False) + "\n")
         repair(folder / SCORES_FILE)
-        return cls(folder, settings, list(read_records(folder / SCORES_FILE)), lock)
+        return cls(folder, settings, list(read_records(folder / SCORES_FILE, samples=settings.get("samples"))), lock)
 
     def has(self, kind: str, split: str, index: int) -> bool:
         return (kind, split, index) in self._done
@@ -251,8 +314,10 @@ def repair(path: Path) -> int:
     return len(data) - keep
 
 
-def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_records(path: str | Path, samples: int | None = None) -> Iterator[dict[str, Any]]:
     """The complete records of a ``scores.jsonl``; a malformed or repeated line is an error naming it.
+
+    Each record is checked by :func:`validate_record` (``samples``: the run's N, if known).
 
     A partial last line (no newline) is not a record yet: a batch a running writer has not
     finished writing, or one torn by a kill (which :meth:`ScoreStore.open` cuts off). It is left
@@ -268,9 +333,9 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
                 return
             try:
                 record = json.loads(line)
-                key = record_key(record)
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
+            except json.JSONDecodeError as err:
                 raise StoreError(f"{path}:{n}: not a score record ({err})") from err
+            key = record_key(validate_record(record, f"{path}:{n}", samples))
             if key in seen:
                 raise StoreError(f"{path}:{n}: record {key} repeats line {seen[key]}")
             seen[key] = n
