@@ -352,7 +352,7 @@ rng = random.Random(0)
 word = lambda: "".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6)))
 marginals([" ab"], lm, 2); lm.clear_cache(); gc.collect()
 base = rss()
-results = marginals([" " + word() for _ in range(250)], lm, 4, contexts=[" ".join(word() for _ in range(8))
+results = marginals([" " + word() for _ in range(250)], lm, 4, contexts=[" ".join(word() for _ in range(24))
                                                                          for _ in range(250)])
 peak = rss()
 del results
@@ -363,7 +363,7 @@ print(base, peak, rss())
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the RSS from /proc")
 def test_clear_cache_returns_the_resident_memory_to_the_post_load_level():
-    """250 pairs at N = 4 on a random 4-layer Llama: the KV pool grows by ~280 MB; clear_cache gives it back."""
+    """250 pairs of 24-word contexts at N = 4 on a random 4-layer Llama: the KV pool grows by ~280 MB; clear_cache gives it back."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", RSS_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
