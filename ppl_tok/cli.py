@@ -541,8 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa
+    from .strings.cli import register as register_strings
 
     register_qa(sub)
+    register_strings(add, text_args)
     return parser
 
 

@@ -35,8 +35,8 @@ def brute_prefix(lm, x: bytes, context=()) -> float:
     for i in range(len(x)):
         cover = [t for t, s in enumerate(lm.vocab.surfaces) if s is not None and s.startswith(x[i:])]
         for v in tokenizations(x[:i], lm.vocab):
-            row = lm.state(lm.prefix_ids(context) + v).log_probs
-            terms += [lm.log_prob(v, context) + float(row[t]) for t in cover]
+            row, head = lm.state(lm.prefix_ids(context) + v).log_probs.tolist(), lm.log_prob(v, context)
+            terms += [head + row[t] for t in cover]
     return logsumexp(terms)
 
 

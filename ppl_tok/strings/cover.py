@@ -24,8 +24,8 @@ import torch
 
 from ..vocabulary import Vocabulary
 
-#: columns of a group table: 256 next bytes, then the tokens equal to the run's prefix, then the special tokens
-EQUAL, END, GROUPS = 256, 257, 258
+#: columns of a group table: 256 next bytes, then the tokens equal to the run's prefix
+EQUAL, GROUPS = 256, 257
 
 
 def _successor(prefix: bytes) -> bytes | None:
@@ -95,7 +95,7 @@ def group_log_masses(values: list[torch.Tensor], segs: list[torch.Tensor]) -> to
     """``out[q, g] = log sum exp(values[q][k] for k with segs[q][k] == g)``: ``[Q, GROUPS]`` float64 on the host.
 
     A segmented log-sum-exp on the values' device (max per group, then the sum
-    of shifted exponentials): one copy of ``Q x 258`` numbers to the host.
+    of shifted exponentials): one copy of ``Q x 257`` numbers to the host.
     """
     if not values:
         return torch.empty(0, GROUPS, dtype=torch.float64)

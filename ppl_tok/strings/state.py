@@ -43,7 +43,10 @@ from ..lm.base import LanguageModel
 from ..logspace import logsumexp
 from ..vocabulary import Vocabulary
 from .beam import ByteBeam, Hypothesis, StringSearchConfig
-from .cover import END, EQUAL, CoverIndex, group_log_masses
+from .cover import EQUAL, CoverIndex, group_log_masses
+
+#: the index of the end of the string in a next-byte vector (0-255 are the bytes)
+END_OF_STRING = 256
 
 _INDEXES: WeakKeyDictionary[Vocabulary, CoverIndex] = WeakKeyDictionary()
 
@@ -111,17 +114,17 @@ class NextBytes:
         if not self.has_end:
             raise EndUnavailableError("the LM's vocabulary has no EOS or other special token: "
                                       "the probability that the string ends is unavailable")
-        return float(self.log_probs[END - 1])
+        return float(self.log_probs[END_OF_STRING])
 
     def top(self, k: int = 5) -> list[tuple[bytes | None, float]]:
         """The ``k`` most probable next bytes (``None``: the end of the string) with their log-probs."""
         values, idx = self.log_probs.topk(min(k, len(self.log_probs)))
-        return [(None if i == 256 else bytes([i]), v) for i, v in zip(idx.tolist(), values.tolist())]
+        return [(None if i == END_OF_STRING else bytes([i]), v) for i, v in zip(idx.tolist(), values.tolist())]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the finite entries only, keyed by byte value (``"end"`` for the end)."""
         def keyed(t: torch.Tensor) -> dict[str, float]:
-            return {("end" if i == 256 else str(i)): v for i, v in enumerate(t.tolist()) if v > -math.inf}
+            return {("end" if i == END_OF_STRING else str(i)): v for i, v in enumerate(t.tolist()) if v > -math.inf}
         return {"log_probs": keyed(self.log_probs), "lower": keyed(self.lower), "upper": keyed(self.upper),
                 "prefix": {"lower": self.prefix.lower, "upper": self.prefix.upper}, "has_end": self.has_end}
 
@@ -251,7 +254,7 @@ class StringState:
                 values.append(c.vals)
                 segs.append(seg)
                 heads.append(i == n)
-        table = group_log_masses(values, segs)  # [Q, 258]
+        table = group_log_masses(values, segs)  # [Q, 257]
         lp = torch.tensor([c.hyp.log_prob for c in covers], dtype=torch.float64)
         ends = torch.tensor([c.end if h else -math.inf for c, h in zip(covers, heads)], dtype=torch.float64)
         per = torch.cat([table[:, :256], ends.unsqueeze(1)], 1) + lp.unsqueeze(1)  # [Q, 257]
