@@ -419,6 +419,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
+    elif args.what == "strings":
+        from .strings import bench as strings_bench
+
+        result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
+                                             **lm_options)
+        _emit(args, result, strings_bench.format_strings(result))
 
 
 # -------------------------------------------------------------- arguments
@@ -523,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators"], help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "strings"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
@@ -539,6 +545,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="marginal: one small run of each part (a smoke test)")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
+    p.add_argument("--long-bytes", type=integer(0), default=2000,
+                   help="strings: bytes of the long running text (0: none; default 2000)")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa
     from .strings.cli import register as register_strings

@@ -21,9 +21,10 @@ def cmd_conditional(args: argparse.Namespace) -> None:
     from .conditional import string_conditional
 
     _check_utf8("--prompt", args.prompt)
+    config = _config(args)
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm)
-    result = string_conditional(lm, args.prompt, args.text, args.context, _config(args))
+    result = string_conditional(lm, args.prompt, args.text, args.context, config)
     context = args.context + args.prompt
     canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
     payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
@@ -40,14 +41,16 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> None:
     from ..cli import _check_utf8, _emit, _load_lm
-    from .generate import generate
+    from .generate import check_sampling, generate
 
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
         _check_utf8("--stop", s)
+    check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
+    config = _config(args)
     lm = _load_lm(args)
     result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
-                      greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=_config(args),
+                      greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
                       progress=None if not args.json else False)
     payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
                "top_p": args.top_p, "seed": args.seed, **result.to_dict()}

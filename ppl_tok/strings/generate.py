@@ -70,6 +70,20 @@ def nucleus(log_probs: torch.Tensor, temperature: float = 1.0, top_p: float = 1.
     return logits - torch.logsumexp(logits, 0)
 
 
+def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: Sequence[str]) -> list[bytes]:
+    """Validate the sampling arguments of :func:`generate`; the stop strings as bytes."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    stops = [s.encode("utf-8") for s in stop]
+    if any(not s for s in stops):
+        raise ValueError("a stop string must not be empty")
+    return stops
+
+
 def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
              top_p: float = 1.0, greedy: bool = False, seed: int = 0, stop: Sequence[str] = (),
              context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
@@ -81,15 +95,7 @@ def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_b
     :param stop: strings that end the generation (excluded from the result).
     :param progress: show a progress bar (``None``: on a terminal).
     """
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
-        raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
-    if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    stops = [s.encode("utf-8") for s in stop]
-    if any(not s for s in stops):
-        raise ValueError("a stop string must not be empty")
+    stops = check_sampling(max_bytes, temperature, top_p, stop)
     start = time.perf_counter()
     if isinstance(lm, LanguageModel):
         state: StringState | Ensemble = StringState(lm, context, config).extend(prompt)
