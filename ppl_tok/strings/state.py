@@ -191,8 +191,9 @@ class StringState:
         for i in sorted(self.window):
             prefix = bytes(self.data[i:m])
             a, b = self.index.run(prefix)
-            if a == b:
-                del self.window[i]  # no token starting at i agrees with the text any more
+            if a == b:  # no token starting at i agrees with the text any more: forget the offset's states
+                for c in self.window.pop(i):
+                    c.hyp.state = None
                 continue
             e = self.index.equal(prefix, a, b)
             for c in self.window[i]:
