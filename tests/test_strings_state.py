@@ -137,3 +137,28 @@ def test_smollm2_prefix_and_conditional_match_enumeration(smollm2):
     nb = initial(smollm2, prompt, config=StringSearchConfig(beam=4)).next_byte_log_probs()
     assert float(nb.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-9)
     assert nb.top(1)[0][0] == b"r"  # " wo" -> " world", " work", " word", ...
+
+
+@pytest.mark.slow
+def test_gemma_prefix_counts_byte_pieces_everywhere():
+    """Gemma's byte-fallback pieces are tokens like any other for the LM over strings (docs/strings.md)."""
+    import dataclasses
+
+    from ppl_tok import load_lm
+
+    gemma = load_lm("gemma3-270m")
+    everywhere = dataclasses.replace(gemma.vocab, fallback="always")
+    assert len(tokenizations(b" wo", everywhere)) > len(tokenizations(b" wo", gemma.vocab))
+    terms = []
+    x = b" wo"
+    for i in range(len(x)):
+        cover = [t for t, s in enumerate(gemma.vocab.surfaces) if s is not None and s.startswith(x[i:])]
+        for v in tokenizations(x[:i], everywhere):
+            row, head = gemma.state(gemma.prefix_ids() + v).log_probs.tolist(), gemma.log_prob(v)
+            terms += [head + row[t] for t in cover]
+    exact = logsumexp(terms)
+    state = initial(gemma, x, config=StringSearchConfig(beam=1000, prune=math.inf))
+    assert state.prefix_log_prob().lower == pytest.approx(exact, abs=1e-5)
+    nb = state.next_byte_log_probs()
+    assert float(torch.logsumexp(nb.unnormalised, 0)) == pytest.approx(exact, abs=1e-5)
+    assert nb.has_end and float(nb.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-9)
