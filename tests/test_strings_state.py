@@ -162,3 +162,18 @@ def test_gemma_prefix_counts_byte_pieces_everywhere():
     nb = state.next_byte_log_probs()
     assert float(torch.logsumexp(nb.unnormalised, 0)) == pytest.approx(exact, abs=1e-5)
     assert nb.has_end and float(nb.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_at_synchronisation_points_the_conditional_is_the_marginal_given_the_prompt_tokens(seed):
+    """If the prompt x has one tokenization v and no token spans the end of x or of xy ("c" is only ever a
+    token by itself), every covering of xy is v then a tokenization of y: log p(y | x) = log p(y | v)."""
+    from ppl_tok.exact import exact_marginal
+
+    vocab = Vocabulary.from_tokens([None, "a", "b", "ab", "c", "ba", "bab"])
+    lm = history_lm(seed, vocab)
+    prompt, text = "ac", "abbac"
+    (v,) = tokenizations(prompt.encode(), vocab)  # one tokenization: a, c
+    cond = string_conditional(lm, prompt, text, config=WIDE)
+    marginal = exact_marginal(text, lm, context=v).log_marginal
+    assert cond.estimate == pytest.approx(marginal, abs=1e-9) and cond.width == pytest.approx(0.0, abs=1e-9)
