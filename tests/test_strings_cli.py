@@ -27,13 +27,15 @@ def test_generate_greedy_and_stop(capsys, smollm2):
                        "--stop", ".", "--json")
     data = json.loads(out)
     assert code == 0 and data["text"] == " Paris" and data["stopped"] == "stop"
-    code, out, _ = run(capsys, "generate", "--prompt", "Once", "--max-bytes", "4", "--seed", "3")
-    assert code == 0 and out.startswith("Once") and "bytes (max-bytes)" in out
+    for mode in ("tokens", "bytes"):
+        code, out, _ = run(capsys, "generate", "--prompt", "Once", "--max-bytes", "4", "--seed", "3", "--mode", mode)
+        assert code == 0 and out.startswith("Once") and f"bytes (max-bytes, {mode} mode)" in out
 
 
 def test_bad_arguments_exit_2_with_one_line(capsys):
     for argv, message in [(["generate", "--top-p", "1.5"], "top_p must be in (0, 1]"),
                           (["generate", "--max-bytes", "0"], "expected an integer >= 1"),
+                          (["generate", "--mode", "tokens", "--greedy"], "mode 'tokens'"),
                           (["conditional", "aris"], "--prompt"),
                           (["conditional", "--prompt", "a", "b", "--beam", "0"], "expected an integer >= 1")]:
         code, _, err = run(capsys, *argv)

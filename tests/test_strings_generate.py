@@ -40,18 +40,28 @@ def test_greedy_takes_the_most_probable_byte_each_time():
     assert len(result.log_probs) == len(result.data)
 
 
-def test_sampling_follows_the_next_byte_distribution():
+@pytest.mark.parametrize("mode", ["bytes", "tokens"])
+def test_sampling_follows_the_string_distribution(mode):
+    """Two bytes (or the end) after a prompt cut inside tokens: frequencies against the chain of next-byte
+    probabilities; "tokens" draws a covering of the prompt and then samples tokens, "bytes" byte by byte."""
     lm = history_lm(2, end=-0.5)
-    dist = initial(lm, "a", config=WIDE).next_byte_log_probs().log_probs.exp()
-    counts = torch.zeros(257)
-    n = 3000
+    exact = {}
+    first = initial(lm, "ab", config=WIDE).next_byte_log_probs().log_probs.exp()
+    exact[b""] = float(first[256])
+    for b in (97, 98):
+        second = initial(lm, "ab" + chr(b), config=WIDE).next_byte_log_probs().log_probs.exp()
+        exact[bytes([b])] = float(first[b] * second[256])
+        for c in (97, 98):
+            exact[bytes([b, c])] = float(first[b] * second[c])
+    assert sum(exact.values()) == pytest.approx(1.0, abs=1e-9)
+    n = 2000
+    counts = dict.fromkeys(exact, 0)
     for seed in range(n):
-        r = generate(lm, "a", 1, seed=seed, config=WIDE)
-        counts[256 if r.stopped == "end" else r.data[0]] += 1
-    for b in (97, 98, 256):  # within 4 standard errors (fixed seeds: deterministic)
-        se = math.sqrt(float(dist[b] * (1 - dist[b])) / n)
-        assert abs(counts[b] / n - float(dist[b])) < 4 * se
-    assert counts.sum() == n and counts[:97].sum() == 0
+        r = generate(lm, "ab", 2, seed=seed, config=WIDE, mode=mode)
+        assert r.mode == mode and r.stopped == ("max-bytes" if len(r.data) == 2 else "end")
+        counts[r.data] += 1
+    for key, p in exact.items():  # within 4 standard errors (fixed seeds: deterministic)
+        assert abs(counts[key] / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (key, counts[key] / n, p)
 
 
 def test_same_seed_same_text_and_stop_strings_end_the_run():
@@ -81,7 +91,8 @@ def test_nucleus_keeps_the_smallest_set_holding_top_p():
 def test_bad_arguments_are_clear_errors():
     lm = history_lm(1)
     for kw, match in [(dict(max_bytes=0), "max_bytes"), (dict(temperature=0.0), "temperature"),
-                      (dict(top_p=1.5), "top_p"), (dict(stop=[""]), "stop")]:
+                      (dict(top_p=1.5), "top_p"), (dict(stop=[""]), "stop"), (dict(mode="fast"), "mode"),
+                      (dict(mode="tokens", greedy=True), "mode 'tokens'")]:
         with pytest.raises(ValueError, match=match):
             generate(lm, "a", **{"max_bytes": 3, **kw})
     with pytest.raises(ValueError, match="kind"):

@@ -100,10 +100,11 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
         state = lm.extend([state], [t])[0]
     token_rate = made / (time.perf_counter() - start)
     generation = {"token_bytes_per_s": token_rate, "tokens": tokens, "bytes": made}
-    for k in sorted({beam, 2}):
-        g, gfwd, gsecs = _run(lm, lambda k=k: generate(lm, HELLASWAG[:40], generate_bytes, seed=0,
-                                                       config=StringSearchConfig(beam=k), progress=False))
-        generation[f"beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
+    for mode, k in [("tokens", beam), ("bytes", beam), ("bytes", 2)]:
+        g, gfwd, gsecs = _run(lm, lambda k=k, mode=mode: generate(lm, HELLASWAG[:40], generate_bytes, seed=0,
+                                                                  config=StringSearchConfig(beam=k), progress=False,
+                                                                  mode=mode))
+        generation[f"{mode}, beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
                                    "ratio": (len(g.data) / gsecs) / token_rate}
     flat = [row["forwards_per_byte"] for row in rows]
     return {"model": model, "beam": beam, "rows": rows,
@@ -129,7 +130,7 @@ def format_strings(r: dict[str, Any]) -> list[str]:
               f"{'yes' if e['contained'] else 'NO'}",
               f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
     lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
-              f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in g.items() if k.startswith("beam")]
+              f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in g.items() if "beam" in k]
     return lines
 
 

@@ -41,22 +41,24 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> None:
     from ..cli import _check_utf8, _emit, _load_lm
-    from .generate import check_sampling, generate
+    from .generate import check_sampling, generate, sampling_mode
 
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
         _check_utf8("--stop", s)
     check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
+    sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
     config = _config(args)
     lm = _load_lm(args)
     result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
                       greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
-                      progress=None if not args.json else False)
+                      progress=None if not args.json else False, mode=args.mode)
     payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
                "top_p": args.top_p, "seed": args.seed, **result.to_dict()}
     rate = len(result.data) / result.seconds if result.seconds > 0 else float("nan")
+    log_p = f"log p = {sum(result.log_probs):.4f}, " if result.mode == "bytes" else ""
     lines = [args.prompt + result.text,
-             f"-- {len(result.data)} bytes ({result.stopped}), log p = {sum(result.log_probs):.4f}, "
+             f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
              f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
     _emit(args, payload, lines)
 
@@ -88,6 +90,9 @@ def register(add: Callable[[str, str, str], argparse.ArgumentParser],
     p.add_argument("--greedy", action="store_true", help="take the most probable byte each time")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
+    p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
+                   help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
+                        "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     search_args(p)
     p.set_defaults(func=cmd_generate)
 

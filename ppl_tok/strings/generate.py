@@ -36,6 +36,8 @@ class Generation:
         (untempered) estimate of the next-byte distribution.
     :param stopped: ``"end"`` (the LM ended the string), ``"stop"`` (a stop string) or ``"max-bytes"``.
     :param forwards: token positions run through the LM (the prompt's included).
+    :param mode: ``"bytes"`` (byte by byte) or ``"tokens"`` (a covering of the prompt, then
+        plain token sampling: ``log_probs`` is then empty).
     """
 
     prompt: str
@@ -44,6 +46,7 @@ class Generation:
     stopped: str
     forwards: int
     seconds: float
+    mode: str = "bytes"
 
     @property
     def text(self) -> str:
@@ -51,8 +54,8 @@ class Generation:
         return self.data.decode("utf-8", errors="replace")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "text": self.text, "bytes": len(self.data), "log_prob": sum(self.log_probs),
-                "stopped": self.stopped, "forwards": self.forwards, "seconds": self.seconds,
+        return {"prompt": self.prompt, "text": self.text, "bytes": len(self.data), "mode": self.mode,
+                "log_prob": sum(self.log_probs) if self.mode == "bytes" else None, "stopped": self.stopped, "forwards": self.forwards, "seconds": self.seconds,
                 "bytes_per_second": len(self.data) / self.seconds if self.seconds > 0 else None}
 
 
@@ -84,18 +87,69 @@ def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: Seque
     return stops
 
 
+MODES = ("auto", "bytes", "tokens")
+
+
+def sampling_mode(mode: str, temperature: float, top_p: float, greedy: bool, ensemble: bool = False) -> str:
+    """``"bytes"`` or ``"tokens"`` for :func:`generate`'s ``mode`` (validated)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    plain = temperature == 1.0 and top_p == 1.0 and not greedy and not ensemble
+    if mode == "tokens" and not plain:
+        raise ValueError("mode 'tokens' samples the LM as it is: no temperature, top-p, greedy or ensemble "
+                         "(use mode 'bytes')")
+    return ("tokens" if plain else "bytes") if mode == "auto" else mode
+
+
+def _first_stop(data: bytes | bytearray, stops: list[bytes]) -> int:
+    """The offset of the earliest stop string in ``data`` (-1: none)."""
+    hits = [data.find(s) for s in stops]
+    return min((h for h in hits if h >= 0), default=-1)
+
+
+def _sample_tokens(state: StringState, max_bytes: int, stops: list[bytes], rng: torch.Generator,
+                   bar: tqdm) -> tuple[bytes, str, int]:
+    """A covering of the prompt (:meth:`StringState.sample_covering`), then the LM's own tokens."""
+    lm = state.lm
+    hyp, token, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
+    out, lm_state, forwards = bytearray(), hyp.state, 0
+    if token is not None:
+        out += lm.vocab[token][len(state.data) - offset:]
+        lm_state, forwards = lm.extend([lm_state], [token])[0], 1
+    while True:
+        cut = _first_stop(out[:max_bytes], stops)
+        if cut >= 0:
+            return bytes(out[:cut]), "stop", forwards
+        if len(out) >= max_bytes:
+            return bytes(out[:max_bytes]), "max-bytes", forwards
+        t = int(lm.sample_tokens([lm_state], torch.rand(1, generator=rng, dtype=torch.float64))[0])
+        surface = lm.vocab[t]
+        if surface is None:
+            return bytes(out), "end", forwards
+        out += surface
+        bar.update(min(len(out), max_bytes) - bar.n)
+        lm_state, forwards = lm.extend([lm_state], [t])[0], forwards + 1
+
+
 def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
              top_p: float = 1.0, greedy: bool = False, seed: int = 0, stop: Sequence[str] = (),
              context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
-             progress: bool | None = None) -> Generation:
+             progress: bool | None = None, mode: str = "auto") -> Generation:
     """Sample (or, with ``greedy``, decode) up to ``max_bytes`` bytes after ``prompt`` from the LM over strings.
 
     ``lm`` may also be a :class:`StringState` or an :class:`~ppl_tok.strings.ensemble.Ensemble`
     (walked in place, ``prompt`` appended to what it was fed).
     :param stop: strings that end the generation (excluded from the result).
     :param progress: show a progress bar (``None``: on a terminal).
+    :param mode: ``"bytes"``: each byte from :meth:`StringState.next_byte_log_probs` (one batched
+        forward per byte); ``"tokens"``: draw a covering of the prompt with its probability, then
+        sample tokens from the LM as usual. Both sample the same distribution over continuations
+        (the covering decomposition; exact when the beam prunes nothing), and the second runs
+        one forward per token. Temperature, top-p and greedy act on bytes, so they need
+        ``"bytes"``; ``"auto"`` takes ``"tokens"`` whenever it applies.
     """
     stops = check_sampling(max_bytes, temperature, top_p, stop)
+    mode = sampling_mode(mode, temperature, top_p, greedy, isinstance(lm, Ensemble))
     start = time.perf_counter()
     if isinstance(lm, LanguageModel):
         state: StringState | Ensemble = StringState(lm, context, config).extend(prompt)
@@ -108,6 +162,10 @@ def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_b
     candidates = [list(range(END_OF_STRING + 1))]
     with tqdm(total=max_bytes, desc="generating", unit="B", disable=(not progress) if progress is not None else None,
               leave=False) as bar:
+        if mode == "tokens":
+            data, stopped, forwards = _sample_tokens(state, max_bytes, stops, rng, bar)
+            return Generation(prompt=prompt, data=data, log_probs=[], stopped=stopped,
+                              forwards=state.forwards + forwards, seconds=time.perf_counter() - start, mode=mode)
         for _ in range(max_bytes):
             dist = state.next_byte_log_probs()
             dist = dist if isinstance(dist, torch.Tensor) else dist.log_probs

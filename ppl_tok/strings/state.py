@@ -244,6 +244,30 @@ class StringState:
         pruned = self.pruned_log_mass()
         return PrefixProbability(found, min(0.0, logsumexp([found, pruned])))
 
+    def sample_covering(self, uniforms: torch.Tensor) -> tuple[Hypothesis, int | None, int]:
+        """Draw ``(h, t, i)``: a covering of the bytes fed so far, with probability ``p(h) p(t | h) / P^(x)``.
+
+        ``h`` is a kept prefix ending at offset ``i < |x|`` and ``t`` a token whose surface
+        starts with ``x[i:]`` (drawn by inverse CDF at ``uniforms[0]`` and ``uniforms[1]``).
+        Every token sequence whose text starts with ``x`` is one covering followed by
+        what the LM writes after it, so continuing with plain token sampling from
+        ``h`` then ``t`` samples the LM over strings after ``x``. With nothing fed,
+        ``(root, None, 0)``.
+        """
+        from ..distributions import OverCandidates
+
+        if not self.data:
+            (root,) = [c.hyp for c in self.window[0]]
+            return root, None, 0
+        covers = [(i, c) for i, cs in self.window.items() if i < len(self.data) for c in cs]
+        masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for _, c in covers]).cpu()
+        masses = masses + torch.tensor([c.hyp.log_prob for _, c in covers], dtype=torch.float64)
+        k = int(OverCandidates.from_lists([list(range(len(covers)))], [masses], uniforms=uniforms[:1]).sample())
+        i, c = covers[k]
+        ids = self.index.ids[c.a: c.a + len(c.vals)].tolist()
+        t = int(OverCandidates.from_lists([ids], [c.vals.double().cpu()], uniforms=uniforms[1:2]).sample())
+        return c.hyp, t, i
+
     def next_byte_log_probs(self) -> NextBytes:
         """``p(b | x)`` for every byte ``b`` and the end of the string, with certified bounds."""
         n = len(self.data)
