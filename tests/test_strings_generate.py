@@ -128,3 +128,13 @@ def test_the_mixture_is_bayesian_across_tokenizers():
     assert float(w.sum()) == pytest.approx(1.0) and float(w[1]) != pytest.approx(0.7)
     product = Ensemble.of([a, b], "ab", "product", config=WIDE).next_byte_log_probs()
     assert float(product.exp().sum()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_an_ensemble_generates_byte_by_byte():
+    a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
+    ens = Ensemble.of([a, b], "ab", config=WIDE)
+    expected = ens.next_byte_log_probs().argmax().item()
+    out = generate(ens, "", 3, greedy=True)
+    assert out.mode == "bytes" and (out.data[:1] == bytes([expected]) or (expected == 256 and out.stopped == "end"))
+    with pytest.raises(ValueError, match="mode 'tokens'"):
+        generate(Ensemble.of([a, b], "a", config=WIDE), "", 2, mode="tokens")
