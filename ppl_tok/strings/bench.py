@@ -48,6 +48,38 @@ def running_text(data: str | Path, n_bytes: int) -> str:
     return "".join(out).encode()[:n_bytes].decode("utf-8", errors="ignore")
 
 
+def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int = 12) -> list[tuple[str, str]]:
+    """``n`` (prompt, continuation) pairs cut inside a word of OpenBookQA test questions (seeded).
+
+    The cut falls between two letters; the continuation is the next ``continuation`` characters.
+    """
+    import random
+
+    from ..datasets import load_questions
+
+    path = Path(data)
+    path = path / "openbookqa" / "test.jsonl" if path.is_dir() else path
+    rng = random.Random(seed)
+    out = []
+    for q in load_questions(path):
+        text = q.context
+        cuts = [i for i in range(1, len(text) - continuation) if text[i - 1].isalpha() and text[i].isalpha()]
+        if cuts:
+            i = rng.choice(cuts)
+            out.append((text[:i], text[i:i + continuation]))
+        if len(out) == n:
+            break
+    return out
+
+
+def _bootstrap_mean(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean and a 95% percentile bootstrap interval."""
+    x = torch.tensor(values, dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    means = x[torch.randint(len(x), (resamples, len(x)), generator=g)].mean(1)
+    return float(x.mean()), float(means.quantile(0.025)), float(means.quantile(0.975))
+
+
 def _run(lm, fn) -> tuple[Any, int, float]:
     lm.clear_cache()
     lm.stats.reset()
@@ -57,7 +89,7 @@ def _run(lm, fn) -> tuple[Any, int, float]:
 
 
 def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = "../shared/data",
-                  long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200,
+                  long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost)."""
     from ..cards import load_lm
@@ -106,11 +138,25 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
                                                                   mode=mode))
         generation[f"{mode}, beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
                                    "ratio": (len(g.data) / gsecs) / token_rate}
+    boundary = None
+    if prompts:
+        from .conditional import string_conditional
+
+        pairs, gains, floors = mid_word_prompts(Path(data), prompts), [], []
+        for prompt, cont in tqdm(pairs, desc="mid-word prompts", leave=False):
+            r = string_conditional(lm, prompt, cont, config=narrow)
+            canonical = lm.canonical_log_prob(cont, prompt)
+            gains.append(r.estimate - canonical)
+            floors.append(r.lower - canonical)
+        mean, lo, hi = _bootstrap_mean(gains)
+        boundary = {"prompts": len(pairs), "mean_gain": mean, "ci95": [lo, hi],
+                    "median_gain": float(torch.tensor(gains).median()), "mean_certified_gain": sum(floors) / len(floors),
+                    "share_gain_positive": sum(g > 0 for g in gains) / len(gains)}
     flat = [row["forwards_per_byte"] for row in rows]
     return {"model": model, "beam": beam, "rows": rows,
             "exact": {"text": EXACT_STRING, "exact": exact.log_marginal, "lower": check.lower, "upper": check.upper,
                       "contained": check.lower <= exact.log_marginal + 1e-6 <= check.upper + 2e-6},
-            "generation": generation,
+            "generation": generation, "prompt_boundary": boundary,
             "forwards_per_byte_spread": max(flat) / min(flat)}
 
 
@@ -129,6 +175,11 @@ def format_strings(r: dict[str, Any]) -> list[str]:
               f"exact {e['text']!r}: {e['exact']:.4f} in [{e['lower']:.4f}, {e['upper']:.4f}]: "
               f"{'yes' if e['contained'] else 'NO'}",
               f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
+    if r.get("prompt_boundary"):
+        b = r["prompt_boundary"]
+        lines.append(f"{b['prompts']} mid-word prompts: string-level minus canonical-token log p(continuation): mean "
+                     f"{b['mean_gain']:.3f} nats (95% CI {b['ci95'][0]:.3f} to {b['ci95'][1]:.3f}), median "
+                     f"{b['median_gain']:.3f}; with the certified lower bound {b['mean_certified_gain']:.3f}")
     lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
               f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in g.items() if "beam" in k]
     return lines
