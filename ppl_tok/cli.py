@@ -486,6 +486,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
+    elif args.what == "strings":
+        from .strings import bench as strings_bench
+
+        result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
+                                             **lm_options)
+        _emit(args, result, strings_bench.format_strings(result))
 
 
 # -------------------------------------------------------------- arguments
@@ -590,8 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics"],
-                   help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators",
+                                     "diagnostics", "strings"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
@@ -613,10 +619,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="diagnostics: score the stored --records with the current warning rule, without the LM")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", type=output_file, help="most-likely: plot the curve here")
+    p.add_argument("--long-bytes", type=integer(0), default=2000,
+                   help="strings: bytes of the long running text (0: none; default 2000)")
     p.set_defaults(func=cmd_bench)
     from .qa.cli import register as register_qa
+    from .strings.cli import register as register_strings
 
     register_qa(sub)
+    register_strings(add, text_args)
     return parser
 
 
