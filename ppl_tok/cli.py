@@ -157,9 +157,10 @@ def _prepare(args: argparse.Namespace) -> None:
     if getattr(args, "context", None):
         _check_utf8("--context", args.context)
     lim = limits()
-    if getattr(args, "text", None) is not None and hasattr(args, "context"):  # scored by an LM
-        lim.check("lm_bytes", len(args.text.encode("utf-8")) + len(args.context.encode("utf-8")),
-                  "--context plus the text in bytes")
+    scored = [getattr(args, k, None) for k in ("context", "prompt", "text")]  # what an LM reads
+    if hasattr(args, "context") and (scored[1] is not None or scored[2] is not None):
+        lim.check("lm_bytes", sum(len(s.encode("utf-8", "surrogatepass")) for s in scored if s),
+                  "--context plus the prompt and the text in bytes")
     if args.command != "bench":
         if isinstance(getattr(args, "samples", None), int):
             lim.check("samples", args.samples, "--samples")

@@ -112,6 +112,8 @@ def test_counts_are_decimal_strings_with_log10(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["marginal", " a", "--samples", str(10**12)], "--samples is 1,000,000,000,000, more than the limit samples="),
     (["score", " a", "--context", "word " * 8000], "more than the limit lm_bytes="),
+    (["conditional", " a", "--prompt", "word " * 8000], "more than the limit lm_bytes="),
+    (["generate", "--prompt", "word " * 8000, "--max-bytes", "4"], "more than the limit lm_bytes="),
     (["distribution", " a", "--png", "nodir/x.png"], "the folder nodir does not exist"),
     (["marginal", " a", "--exact", "--max-paths", str(10**30)], "more than the limit paths="),
     (["marginal", " a", "--bounds", "1e-3", "--budget", str(10**12)], "--budget is 1,000,000,000,000"),
