@@ -1,0 +1,165 @@
+"""The byte-synchronous beam: the search engine of the LM over strings.
+
+A tokenization of a string ``x`` (or of a prefix of the output that covers
+``x``) is a path of tokens through the byte offsets ``0..|x|``. The best-first
+bracket of :mod:`ppl_tok.search` ranks *all* open prefixes by probability, so
+it prefers short prefixes and widens across the first bytes of a long string.
+Here prefixes are compared only with prefixes that end at the **same byte
+offset** (as genlm-bytes' beam does): the engine sweeps the offsets left to
+right, and at the smallest open offset ``i`` it
+
+1. ranks the hypotheses (token prefixes spelling exactly ``x[:i]``) by their
+   prefix probability ``p(v_1..v_k | c)``;
+2. keeps the ``beam`` most probable ones within ``prune`` nats of the best,
+   plus the hypothesis on the canonical path (so the canonical tokenization is
+   always completed and the mass found is never below it);
+3. runs the kept hypotheses' last tokens through the LM in **one** batched
+   :meth:`~ppl_tok.lm.base.LanguageModel.extend`, gathering on the device the
+   log-probs of the tokens that may follow at ``i`` (the MDD's out-edges).
+
+Each dropped hypothesis ``h`` adds its prefix probability to the pruned mass:
+all completions of a prefix together weigh at most the prefix, so
+
+    found  <=  p(x | c)  <=  found + sum over pruned h of p(h)
+
+is a certified bracket, for any beam, threshold and budget. A byte offset that
+no vocabulary token spans is a synchronisation point: every tokenization has a
+boundary there, and the sweep compares all surviving paths at once. At most
+``beam + 1`` hypotheses are run per offset, so the cost per byte does not grow
+with the string's length.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..lm.base import LanguageModel, LMState
+
+
+@dataclass(frozen=True)
+class StringSearchConfig:
+    """The accuracy/speed controls of the byte-synchronous beam (validated).
+
+    :param beam: the most hypotheses (token prefixes ending at the same byte
+        offset) kept per offset, besides the canonical one; each costs one
+        token forward. Larger is tighter and slower.
+    :param prune: nats; a hypothesis more than this below the best one at its
+        offset is dropped (``math.inf``: rank only). Its probability goes to
+        the upper bound, so the bracket stays certified.
+    :param budget: token forwards per search (``None``: no limit). Past it the
+        beam narrows to the best hypothesis and the canonical one, so the search
+        still reaches the end of the string and the bracket still holds.
+    """
+
+    beam: int = 8
+    prune: float = 12.0
+    budget: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
+            raise ValueError(f"beam must be a positive number of hypotheses per byte offset, got {self.beam!r}")
+        if isinstance(self.prune, bool) or not isinstance(self.prune, (int, float)) or not self.prune > 0:
+            raise ValueError(f"prune must be a positive number of nats (math.inf: no threshold), got {self.prune!r}")
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
+                                        or self.budget < 1):
+            raise ValueError(f"budget must be a positive number of token forwards or None, got {self.budget!r}")
+
+
+class Hypothesis:
+    """A token prefix spelling the string's bytes up to its offset, with its log prefix probability.
+
+    ``state`` is the LM state after the prefix once it has been run (``None``
+    while pending: then ``parent`` and ``token`` say how to run it).
+    """
+
+    __slots__ = ("log_prob", "state", "parent", "token", "canonical", "back")
+
+    def __init__(self, log_prob: float, *, state: LMState | None = None, parent: LMState | None = None,
+                 token: int = -1, canonical: bool = False, back: Hypothesis | None = None):
+        self.log_prob = log_prob
+        self.state = state
+        self.parent = parent
+        self.token = token
+        self.canonical = canonical
+        self.back = back
+
+    def tokens(self) -> tuple[int, ...]:
+        """The token ids of the prefix (the context excluded)."""
+        out = []
+        h: Hypothesis | None = self
+        while h is not None and h.token >= 0:
+            out.append(h.token)
+            h = h.back
+        return tuple(reversed(out))
+
+    def child(self, token: int, log_prob: float, canonical: bool) -> Hypothesis:
+        return Hypothesis(log_prob, parent=self.state, token=token, canonical=canonical, back=self)
+
+
+class ByteBeam:
+    """Hypotheses grouped by the byte offset where they end, swept left to right.
+
+    :param lm: the LM.
+    :param root: the LM state after BOS and the context (offset 0).
+    :param config: the beam's controls.
+    :param canonical: the canonical tokens' start offsets: ``{offset: token}``
+        (a hypothesis is canonical when all its tokens are).
+    """
+
+    def __init__(self, lm: LanguageModel, root: LMState, config: StringSearchConfig,
+                 canonical: dict[int, int] | None = None):
+        self.lm, self.config = lm, config
+        self.canonical_at = canonical or {}
+        self.open: dict[int, list[Hypothesis]] = {0: [Hypothesis(0.0, state=root, canonical=True)]}
+        self.pruned: list[float] = []
+        self.forwards = 0  # token positions this beam asked the LM to run (cache hits included)
+        self.kept = 0
+
+    def push(self, offset: int, hyp: Hypothesis) -> None:
+        """Add a hypothesis ending at ``offset`` (zero-probability ones carry no mass and are dropped)."""
+        if hyp.log_prob > -math.inf:
+            self.open.setdefault(offset, []).append(hyp)
+
+    def branch(self, parent: Hypothesis, offset: int, token: int, log_prob: float) -> Hypothesis:
+        """The child of ``parent`` (ending at ``offset``) by ``token`` of next-token log-prob ``log_prob``."""
+        return parent.child(token, parent.log_prob + log_prob,
+                            parent.canonical and self.canonical_at.get(offset) == token)
+
+    def _select(self, hyps: list[Hypothesis]) -> tuple[list[Hypothesis], list[Hypothesis]]:
+        hyps = sorted(hyps, key=lambda h: -h.log_prob)
+        spent = self.config.budget is not None and self.forwards >= self.config.budget
+        width = 1 if spent else self.config.beam
+        floor = hyps[0].log_prob - self.config.prune
+        keep, drop = [], []
+        for rank, h in enumerate(hyps):
+            (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
+        return keep, drop
+
+    def settle(self, offset: int, want: Sequence[int]) -> list[Hypothesis]:
+        """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
+
+        One batched forward for all of them; the log-probs of ``want`` (the tokens
+        that may follow at ``offset``) are gathered on the device with it and are
+        then read from each state's ``known``.
+        """
+        hyps = self.open.pop(offset, [])
+        if not hyps:
+            return []
+        keep, drop = self._select(hyps)
+        self.pruned.extend(h.log_prob for h in drop)
+        pending = [h for h in keep if h.state is None]
+        if pending:
+            want = list(want)
+            states = self.lm.extend([h.parent for h in pending], [h.token for h in pending], [want] * len(pending))
+            for h, s in zip(pending, states):
+                h.state = s
+                h.parent = None  # the parent state is no longer needed: let the caches forget it
+            self.forwards += len(pending)
+        self.kept += len(keep)
+        return keep
+
+    def pending_mass(self) -> list[float]:
+        """Log-probs of the hypotheses not yet settled (they bound everything below them)."""
+        return [h.log_prob for hs in self.open.values() for h in hs]

@@ -1,0 +1,127 @@
+"""``p(x | c)`` summed over every tokenization of ``x``, by the byte-synchronous beam, with a certified bracket.
+
+    p(x | c) = sum over tokenizations v of x of  prod_t p(v_t | c, v_<t)
+
+(Geh et al., 2024, Problem 2: no EOS; the probability that the LM's next
+tokens spell exactly ``x``.) The sweep of :mod:`ppl_tok.strings.beam` runs
+over the nodes of the MDD (:func:`ppl_tok.mdd.compile_mdd`) in byte order;
+a hypothesis at node ``i`` branches into the MDD's out-edges of ``i``, and a
+branch that reaches the sink is a complete tokenization. Then
+
+* ``lower`` = log of the mass of the complete tokenizations found (certified);
+* ``upper`` = log of found + the mass of every pruned prefix (certified);
+* ``estimate`` = ``lower``: the beam's sum, as genlm-bytes reports it (the
+  pruned mass is a bound on what is missing, not an estimate of it);
+* ``canonical`` = log p of the canonical tokenization, which the beam always
+  keeps, so ``canonical <= lower``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..lm.base import LanguageModel
+from ..logspace import logsumexp
+from ..mdd import MDD, compile_mdd
+from .beam import ByteBeam, StringSearchConfig
+
+
+@dataclass(frozen=True)
+class StringMarginal:
+    """A certified bracket ``lower <= log p(text | context) <= upper`` from the byte-synchronous beam.
+
+    :param estimate: the point value (the mass found: ``lower``).
+    :param canonical: log p of the canonical tokenization (``<= lower``).
+    :param best: the most probable tokenization found, and ``best_log_prob`` its log p.
+    :param found: the number of complete tokenizations summed.
+    :param forwards: token positions the search ran through the LM (cache hits included).
+    :param n_bytes: the length of the text in UTF-8 bytes.
+    """
+
+    text: str
+    lower: float
+    upper: float
+    estimate: float
+    canonical: float
+    best: tuple[int, ...]
+    best_log_prob: float
+    found: int
+    forwards: int
+    n_bytes: int
+    seconds: float
+
+    @property
+    def width(self) -> float:
+        """``upper - lower`` in nats (0 when nothing was pruned)."""
+        return self.upper - self.lower
+
+    @property
+    def forwards_per_byte(self) -> float:
+        return self.forwards / self.n_bytes
+
+    def __repr__(self) -> str:
+        return (f"StringMarginal({self.text!r}: {self.lower:.4f} <= log p <= {self.upper:.4f}, canonical "
+                f"{self.canonical:.4f}, {self.found} tokenizations summed, {self.forwards} forwards)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The numbers, JSON-ready apart from infinities."""
+        return {"text": self.text, "lower": self.lower, "upper": self.upper, "estimate": self.estimate,
+                "width": self.width, "canonical": self.canonical, "best": list(self.best),
+                "best_log_prob": self.best_log_prob, "found": self.found, "forwards": self.forwards,
+                "n_bytes": self.n_bytes, "seconds": self.seconds}
+
+
+def canonical_offsets(tokens: Sequence[int], lm: LanguageModel) -> dict[int, int]:
+    """``{start offset: token}`` of a tokenization (how the beam recognises the canonical path)."""
+    out, at = {}, 0
+    for t in tokens:
+        out[at] = int(t)
+        at += len(lm.vocab[t])
+    return out
+
+
+def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] = "",
+                    config: StringSearchConfig | None = None, *, mdd: MDD | None = None) -> StringMarginal:
+    """Bracket ``log p(text | context)`` over all tokenizations of ``text`` with the byte-synchronous beam.
+
+    :param context: a string (canonically tokenized) or token ids, after BOS.
+    :param config: beam width, pruning threshold, budget (:class:`StringSearchConfig`).
+    :param mdd: the text's MDD, if already compiled.
+    """
+    config = config or StringSearchConfig()
+    start = time.perf_counter()
+    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+    canonical = mdd.canonical()
+    beam = ByteBeam(lm, lm.initial(context), config, canonical_offsets(canonical, lm))
+    found: dict[tuple[int, ...], float] = {}
+    canonical_lp = -math.inf
+    for i in sorted(mdd.nodes):
+        if i == mdd.sink:
+            break
+        out = mdd.out_tokens(i)
+        hyps = beam.settle(i, out)
+        if not hyps:
+            continue
+        tokens = list(out)
+        rows = lm.token_log_probs([h.state for h in hyps], [tokens] * len(hyps))
+        for h, row in zip(hyps, rows):
+            for t, lp in zip(tokens, row.tolist()):
+                child = beam.branch(h, i, t, lp)
+                if out[t] == mdd.sink:
+                    if child.log_prob > -math.inf or child.canonical:
+                        path = child.tokens()
+                        found[path] = child.log_prob
+                        if child.canonical:
+                            canonical_lp = child.log_prob
+                else:
+                    beam.push(out[t], child)
+    lower = logsumexp(found.values())
+    upper = max(lower, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
+    best = max(found, key=found.__getitem__) if found else canonical
+    return StringMarginal(text=text, lower=lower, upper=upper, estimate=lower, canonical=canonical_lp, best=best,
+                          best_log_prob=found.get(best, -math.inf), found=len(found), forwards=beam.forwards,
+                          n_bytes=len(mdd.text), seconds=time.perf_counter() - start)

@@ -1,0 +1,93 @@
+"""The LM over strings: the byte-synchronous beam's certified bracket against exact enumeration."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok import BigramLM, FunctionLM, NoTokenizationError, Vocabulary
+from ppl_tok.exact import exact_marginal
+from ppl_tok.strings import StringSearchConfig, string_marginal
+
+PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]
+VOCAB = Vocabulary.from_tokens(PIECES)
+WIDE = StringSearchConfig(beam=10_000, prune=math.inf)
+
+
+def _history_lm(seed: int) -> FunctionLM:
+    """A non-Markov toy LM: the next token depends on the whole prefix."""
+    return FunctionLM(VOCAB, lambda p: [0.0] + [float((7 * len(p) + 3 * sum(p) + t * seed) % 5) for t in range(8)],
+                      bos_id=0, log=True)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4),
+       st.sampled_from([0.5, 2.0, math.inf]), st.sampled_from([None, 1, 5]), st.sampled_from(["", "b", "ab"]),
+       st.booleans())
+def test_bracket_contains_the_exact_value_and_canonical_is_a_floor(seed, text, beam, prune, budget, context, markov):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
+    exact = exact_marginal(text, lm, context=context)
+    result = string_marginal(lm, text, context, StringSearchConfig(beam=beam, prune=prune, budget=budget))
+    assert result.lower <= exact.log_marginal + 1e-9 <= result.upper + 2e-9
+    assert result.lower <= result.estimate <= result.upper
+    assert result.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-12)
+    assert result.canonical <= result.lower + 1e-12
+    assert result.n_bytes == len(text.encode())
+    # cost per byte is flat: at most beam + 1 forwards per byte offset (the +1: the canonical hypothesis)
+    assert result.forwards <= (beam + 1) * result.n_bytes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.sampled_from(["", "a", "bab"]))
+def test_a_wide_beam_is_exact(seed, text, context):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0)
+    exact = exact_marginal(text, lm, context=context)
+    result = string_marginal(lm, text, context, WIDE)
+    assert result.lower == pytest.approx(exact.log_marginal, abs=1e-9)
+    assert result.upper == pytest.approx(exact.log_marginal, abs=1e-9)
+    assert result.found == exact.count
+    assert result.best_log_prob == pytest.approx(float(exact.log_probs[0]), abs=1e-12)
+
+
+def test_a_narrow_beam_is_cheaper_than_enumeration_and_still_certified():
+    lm = _history_lm(3)
+    text = "abababbabbabab"
+    exact = exact_marginal(text, lm)
+    narrow = string_marginal(lm, text, config=StringSearchConfig(beam=2, prune=math.inf))
+    assert narrow.forwards < exact.forwards
+    assert narrow.lower <= exact.log_marginal <= narrow.upper
+    assert narrow.width > 0  # something was pruned, and it is accounted for
+
+
+def test_zero_probability_tokens_carry_no_mass():
+    lm = FunctionLM(VOCAB, lambda p: {1: 0.5, 2: 0.5}, bos_id=0)  # only single characters
+    result = string_marginal(lm, "abba", config=StringSearchConfig(beam=1))
+    assert result.lower == pytest.approx(4 * math.log(0.5), abs=1e-12)
+    assert result.upper == pytest.approx(result.lower, abs=1e-12)  # the pruned prefixes all had probability zero
+
+
+def test_config_is_validated():
+    for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
+                dict(budget=0), dict(budget=2.5)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            StringSearchConfig(**bad)
+
+
+def test_bad_text_is_a_clear_error():
+    lm = BigramLM.random(VOCAB, seed=0, bos_id=0)
+    with pytest.raises(ValueError, match="empty string"):
+        string_marginal(lm, "")
+    with pytest.raises(NoTokenizationError, match="no token covers 'c'"):
+        string_marginal(lm, "abc")
+
+
+def test_smollm2_bracket_contains_the_exact_marginal(smollm2):
+    exact = exact_marginal(" tongueless", smollm2)  # -24.683 over 597 tokenizations (tests/test_exact.py)
+    for beam in (1, 4):
+        result = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=beam))
+        assert result.lower <= exact.log_marginal + 1e-6 <= result.upper + 2e-6
+        assert result.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-6)
+        assert result.canonical <= result.lower
+    wide = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=1000, prune=math.inf))
+    assert wide.lower == pytest.approx(exact.log_marginal, abs=1e-6)
