@@ -540,9 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.set_defaults(func=cmd_bench)
+    from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa
 
     register_qa(sub)
+    register_perplexity(sub)
     return parser
 
 
