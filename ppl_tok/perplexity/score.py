@@ -17,8 +17,11 @@
 Long documents run in string windows for the two marginal scorings
 (:func:`~ppl_tok.perplexity.windows.text_windows`): the document's figures are
 sums over windows, floors and ceilings included (sums of bounds are bounds).
-``forwards`` counts the token positions each document's scoring ran through
-the LM (``lm.stats``; a prefix found in the cache costs none).
+``forwards`` counts the token positions each document's scoring runs through
+the LM, cache hits included (so that a document's record does not depend on
+what was scored before it): for canonical scoring, the positions of its
+windows; for ``marginal``, the beam's count (:class:`ppl_tok.strings.StringMarginal`);
+for ``canonical+rest``, the particles' (``lm.stats``, from an empty cache).
 """
 
 from __future__ import annotations
@@ -157,21 +160,22 @@ def canonical_scores(lm: LanguageModel, docs: Sequence[Document], window: int | 
             prefixes.append((lm.bos_id,) if w.bos else tuple(toks[w.context: w.start]))
             targets.append(toks[w.start: w.end])
             owner.append(i)
-    start, before = time.perf_counter(), lm.stats.forwards
+    start = time.perf_counter()
     lps = lm.log_probs_after(prefixes, targets)
-    seconds, forwards = time.perf_counter() - start, lm.stats.forwards - before
+    seconds = time.perf_counter() - start
     total_tokens = max(1, sum(len(t) for t in tokens))
     totals = [0.0] * len(docs)
     counts = [0] * len(docs)
-    for i, lp in zip(owner, lps):
+    positions = [0] * len(docs)
+    for i, lp, prefix, target in zip(owner, lps, prefixes, targets):
         totals[i] += lp
         counts[i] += 1
+        positions[i] += len(prefix) + len(target) - 1
     out = []
-    for d, toks, total, n_windows in zip(docs, tokens, totals, counts):
-        share = len(toks) / total_tokens  # the batch's forwards and time, split by tokens
+    for d, toks, total, n_windows, n_pos in zip(docs, tokens, totals, counts, positions):
         out.append(DocumentScore(d.index, count_bytes(d.text), count_words(d.text), len(toks), n_windows,
-                                 log_likelihood=total, canonical=total, forwards=round(forwards * share),
-                                 canonical_forwards=round(forwards * share), seconds=seconds * share))
+                                 log_likelihood=total, canonical=total, forwards=n_pos, canonical_forwards=n_pos,
+                                 seconds=seconds * len(toks) / total_tokens))
     return out
 
 
@@ -179,9 +183,10 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
     toks = lm.canonical(doc.text)
     pieces = text_windows(lm.vocab, toks, window)
     # the canonical slice of each window, under the window's own conditioning (BOS + preceding tokens)
-    before = lm.stats.forwards
-    canon = lm.log_probs_after([(lm.bos_id,) + p.context for p in pieces], [p.tokens for p in pieces])
-    return toks, pieces, canon, lm.stats.forwards - before
+    prefixes = [(lm.bos_id,) + p.context for p in pieces]
+    canon = lm.log_probs_after(prefixes, [p.tokens for p in pieces])
+    positions = sum(len(a) + len(p.tokens) - 1 for a, p in zip(prefixes, pieces))
+    return toks, pieces, canon, positions
 
 
 def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
@@ -217,6 +222,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     _require_bos(lm)
     start = time.perf_counter()
     toks, pieces, canon, canon_forwards = _windowed(lm, doc, window_length(lm, config))
+    lm.clear_cache()  # the particles' forwards, counted from an empty cache, do not depend on earlier documents
     before = lm.stats.forwards
     seeds = [pair_seed(config.seed, "perplexity", str(doc.index), k) for k in range(len(pieces))]
     results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
