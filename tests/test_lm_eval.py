@@ -271,28 +271,33 @@ def test_marginal_through_the_cli_equals_qa_run(obqa, tmp_path, capsys):
 
 
 WIKI_PAGES = [
-    " = Valkyria Chronicles III = \n\n Senjō no Valkyria 3 : Unrecorded Chronicles is a tactical role @-@ playing "
-    "video game developed by Sega and Media.Vision for the PlayStation Portable . Released in January 2011 in Japan , "
-    "it is the third game in the Valkyria series . \n",
-    "The sun is the source of energy for physical cycles on Earth. Plants need sunlight, water and carbon dioxide "
-    "to make food; in 1772, Joseph Priestley found that a sprig of mint restored air that a candle had spent.",
+    " = Valkyria Chronicles III = \n\n Senjō no Valkyria 3 @-@ game . \n",
+    "Plants need sunlight, water and carbon dioxide; in 1772 mint restored air.",
     "Short one.",
 ]
 
 
 @pytest.mark.slow
 def test_rolling_canonical_equals_lm_evals_hf_model(tmp_path):
-    """Perplexity task, rolling windows of 24 positions: ppl-tok canonical = lm-eval's hf per document (1e-4 nats)."""
-    from ppl_tok.cards import _convert, list_cards
+    """Perplexity task, rolling windows of 6 positions: ppl-tok canonical = lm-eval's hf per document (1e-4 nats).
+
+    Both run SmolLM2 in float64. In float32 the two are each ~1e-4 from the float64 value and differ by up to
+    2e-4 nats per page (measured: hf's float32 full forward and float64 differ by 1.7e-4 on "Short one."; the
+    engine's chunked forwards round differently), so a float32 comparison at 1e-4 would test rounding, not the
+    definition.
+    """
+    from ppl_tok.cards import _convert, list_cards, load_lm
 
     folder = _convert(list_cards()["smollm2-135m"], "model")
     tasks = _rolling_task(tmp_path, WIKI_PAGES)
-    hf = _evaluate(["wiki_local"], tasks, "hf", f"pretrained={folder},prefix_token_id=0,max_length=24,"
-                   "dtype=float32,device=cpu")
-    ours = _evaluate(["wiki_local"], tasks, MODEL_NAME, "model=smollm2-135m,scoring=canonical,max_length=24,device=cpu")
+    hf = _evaluate(["wiki_local"], tasks, "hf", f"pretrained={folder},prefix_token_id=0,max_length=6,"
+                   "dtype=float64,device=cpu")
+    lm = load_lm("smollm2-135m", device="cpu")
+    lm.model.double()
+    ours = _evaluate(["wiki_local"], tasks, MODEL_NAME, {"lm": lm, "scoring": "canonical", "max_length": 6})
     a, b = _per_document(hf, "wiki_local"), _per_document(ours, "wiki_local")
     assert len(a) == 3 and all(x < 0 for x in a)
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
     for metric in ("word_perplexity", "byte_perplexity", "bits_per_byte"):
         x, y = hf["results"]["wiki_local"][f"{metric},none"], ours["results"]["wiki_local"][f"{metric},none"]
-        assert y == pytest.approx(x, rel=1e-5), metric
+        assert y == pytest.approx(x, rel=1e-6), metric
