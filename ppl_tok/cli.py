@@ -419,6 +419,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
+    elif args.what == "perplexity":
+        from .perplexity.bench import bench_perplexity, format_perplexity
+
+        result = bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data, documents=args.documents,
+                                  min_bytes=args.min_bytes, max_bytes=args.max_bytes, beam=args.beam, **lm_options)
+        _emit(args, result, format_perplexity(result))
 
 
 # -------------------------------------------------------------- arguments
@@ -523,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators"], help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "perplexity"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
@@ -539,6 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="marginal: one small run of each part (a smoke test)")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
+    p.add_argument("--documents", type=POSITIVE, default=50, help="perplexity: documents (default 50)")
+    p.add_argument("--min-bytes", type=POSITIVE, default=300, help="perplexity: shortest document (default 300)")
+    p.add_argument("--max-bytes", type=POSITIVE, default=2000, help="perplexity: longest document (default 2000)")
+    p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
     p.set_defaults(func=cmd_bench)
     from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa

@@ -297,3 +297,12 @@ def test_cli_json_from_stdin_equals_the_canonical_log_prob(smollm2):
     assert out["canonical"]["log_likelihood"] == pytest.approx(ll, abs=1e-4)
     assert out["bits_per_byte"] == pytest.approx(-ll / (math.log(2) * len(text.encode())), abs=1e-6)
     assert out["per_document"][0]["words"] == count_words(text)
+
+
+def test_bench_documents_span_the_lengths_asked():
+    from conftest import SHARED
+    from ppl_tok.perplexity.bench import bench_documents
+
+    docs = bench_documents(SHARED / "data", 5, 300, 2000)
+    assert [len(d.encode()) for d in docs][::4] == [300, 2000]
+    assert all(300 - 3 <= len(d.encode()) <= 2000 for d in docs)  # a cut inside a character drops its bytes
