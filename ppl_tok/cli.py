@@ -423,7 +423,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         from .perplexity.bench import bench_perplexity, format_perplexity
 
         result = bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data, documents=args.documents,
-                                  min_bytes=args.min_bytes, max_bytes=args.max_bytes, beam=args.beam, **lm_options)
+                                  min_bytes=args.lengths[0], max_bytes=args.lengths[1], beam=args.beam, **lm_options)
         _emit(args, result, format_perplexity(result))
 
 
@@ -546,8 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", help="most-likely: plot the curve here")
     p.add_argument("--documents", type=POSITIVE, default=50, help="perplexity: documents (default 50)")
-    p.add_argument("--min-bytes", type=POSITIVE, default=300, help="perplexity: shortest document (default 300)")
-    p.add_argument("--max-bytes", type=POSITIVE, default=2000, help="perplexity: longest document (default 2000)")
+    p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
+                   help="perplexity: document lengths in bytes, spread evenly (default 300 2000)")
     p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
     p.set_defaults(func=cmd_bench)
     from .perplexity.cli import register as register_perplexity
