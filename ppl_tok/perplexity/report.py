@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,3 +90,79 @@ def document_row(s: DocumentScore) -> dict[str, Any]:
     if s.upper is not None:
         row["upper"] = s.upper
     return row
+
+
+def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]]:
+    """The settings and document scores of a run folder, read without its lock (a run may be appending)."""
+    from .store import PerplexityStore
+
+    folder = Path(folder)
+    settings = PerplexityStore.read_settings(folder)
+    records = PerplexityStore.read_records(folder / PerplexityStore.records_file)
+    return settings, sorted((DocumentScore.from_record(r) for r in records), key=lambda s: s.index)
+
+
+def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None
+                 ) -> dict[str, Any]:
+    """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
+
+    ``png``: plot the per-document gain (bits per byte) against the document's length.
+    """
+    settings, scores = read_scores(folder)
+    out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
+    out["settings"] = settings
+    if settings["scoring"] == "canonical":
+        return out
+    gains = np.array([(s.log_likelihood - s.canonical) / (LN2 * s.n_bytes) for s in scores])
+    nats = np.array([s.log_likelihood - s.canonical for s in scores])
+    lengths = np.array([s.n_bytes for s in scores])
+    out["per_document_gain_bits_per_byte"] = {q: float(np.quantile(gains, v)) for q, v in
+                                              (("min", 0), ("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1))}
+    out["per_document_gain_nats"] = {q: float(np.quantile(nats, v)) for q, v in
+                                     (("median", 0.5), ("p90", 0.9), ("max", 1))}
+    out["share_of_gain_in_top_1_percent"] = float(np.sort(nats)[::-1][: max(1, len(nats) // 100)].sum() / nats.sum()) \
+        if nats.sum() > 0 else 0.0
+    edges = np.quantile(lengths, [0, 1 / 3, 2 / 3, 1])
+    by_length = []
+    for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        mask = (lengths >= lo) & ((lengths <= hi) if k == 2 else (lengths < hi))
+        if mask.any():
+            by_length.append({"bytes": f"{int(lo)}-{int(hi)}", "documents": int(mask.sum()),
+                              "gain_bits_per_byte": float(nats[mask].sum() / (LN2 * lengths[mask].sum())),
+                              "median_gain_nats": float(np.median(nats[mask]))})
+    out["gain_by_length"] = by_length
+    if png is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.scatter(lengths, np.maximum(gains, 1e-7), s=8)
+        ax.set_yscale("log")
+        ax.set_xlabel("document length (bytes)")
+        ax.set_ylabel("marginal gain over canonical (bits/byte, certified)")
+        ax.set_title(f"{settings['model']}: {len(scores)} documents, {settings['scoring']}")
+        fig.tight_layout()
+        fig.savefig(png, dpi=120)
+        plt.close(fig)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
+    """``python -m ppl_tok.perplexity.report DIR [--png FILE]``: the study figures of a run folder, as JSON."""
+    import argparse
+    import json
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m ppl_tok.perplexity.report", description=main.__doc__)
+    p.add_argument("dir", type=Path)
+    p.add_argument("--png")
+    p.add_argument("--resamples", type=int, default=10_000)
+    a = p.parse_args(argv)
+    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png), sys.stdout, indent=1, allow_nan=False)
+    print()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

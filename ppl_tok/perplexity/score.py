@@ -209,26 +209,39 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
 
 
 def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
-    """The byte-synchronous beam's certified bracket of the document's marginal, window by window."""
+    """The byte-synchronous beam's certified bracket of the document's marginal, window by window.
+
+    A one-window document's canonical figure is the beam's own (its canonical path,
+    computed with the same forwards as the mass found, so that the gain is not
+    float32 rounding); windowed documents use the canonical slices (:func:`_windowed`).
+    """
     from ..strings import string_marginal
 
     _require_bos(lm)
     start = time.perf_counter()
-    toks, pieces, canon, canon_forwards = _windowed(lm, doc, window_length(lm, config))
+    window = window_length(lm, config)
+    toks = lm.canonical(doc.text)
+    pieces = text_windows(lm.vocab, toks, window)
+    if len(pieces) > 1:
+        toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
     search = config.search_config()
     lower = upper = estimate = 0.0
-    forwards = 0
-    found = 0
-    for p, c in zip(pieces, canon):
+    canonical: list[float] = []
+    forwards = found = 0
+    for k, p in enumerate(pieces):
         r = string_marginal(lm, p.text, p.context, search)
-        lo = max(r.lower, c)  # the canonical slice is one tokenization of the window: a floor too
+        c = r.canonical if len(pieces) == 1 else canon[k]
+        lo = max(r.lower, c)  # the canonical tokens are one tokenization of the window: a floor too
         lower += lo
         upper += max(r.upper, lo)
         estimate += max(r.estimate, lo)
+        canonical.append(c)
         forwards += r.forwards
         found += r.found
+    if len(pieces) == 1:
+        canon_forwards = len(toks)  # BOS and the canonical tokens but the last: the beam ran them
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
-                         log_likelihood=estimate, canonical=math.fsum(canon), lower=lower, upper=upper,
+                         log_likelihood=estimate, canonical=math.fsum(canonical), lower=lower, upper=upper,
                          forwards=forwards, canonical_forwards=canon_forwards,
                          seconds=time.perf_counter() - start, extra={"found": found})
 
