@@ -425,6 +425,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data, documents=args.documents,
                                   min_bytes=args.lengths[0], max_bytes=args.lengths[1], beam=args.beam, **lm_options)
         _emit(args, result, format_perplexity(result))
+    elif args.what == "strings":
+        from .strings import bench as strings_bench
+
+        result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
+                                             **lm_options)
+        _emit(args, result, strings_bench.format_strings(result))
 
 
 # -------------------------------------------------------------- arguments
@@ -529,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
-    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "perplexity"], help="what to benchmark")
+    p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators", "strings",
+                                    "perplexity"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
@@ -549,12 +556,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
                    help="perplexity: document lengths in bytes, spread evenly (default 300 2000)")
     p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
+    p.add_argument("--long-bytes", type=integer(0), default=2000,
+                   help="strings: bytes of the long running text (0: none; default 2000)")
     p.set_defaults(func=cmd_bench)
     from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa
+    from .strings.cli import register as register_strings
 
     register_qa(sub)
     register_perplexity(sub)
+    register_strings(add, text_args)
     return parser
 
 

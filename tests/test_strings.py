@@ -91,3 +91,14 @@ def test_smollm2_bracket_contains_the_exact_marginal(smollm2):
         assert result.canonical <= result.lower
     wide = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=1000, prune=math.inf))
     assert wide.lower == pytest.approx(exact.log_marginal, abs=1e-6)
+
+
+def test_the_benchmark_texts():
+    from conftest import SHARED
+    from ppl_tok.strings.bench import SHORT, running_text
+
+    assert [len(t.encode()) for t in SHORT] == [58, 101]
+    text = running_text(SHARED / "data", 500)
+    assert 496 <= len(text.encode()) <= 500 and text.startswith(" ")
+    with pytest.raises(ValueError, match="no hellaswag"):
+        running_text(SHARED, 100)

@@ -1,9 +1,18 @@
 """The LM over strings: probabilities summed over tokenizations, by a byte-synchronous beam.
 
-See ``docs/strings.md``. :func:`string_marginal` brackets ``log p(x | c)``.
+See ``docs/strings.md``.
+
+* :func:`string_marginal`: a certified bracket on ``log p(x | c)`` (the text exactly, no EOS);
+* :class:`StringState` / :func:`initial`: prefix probabilities ``P(x | c)`` and next-byte
+  distributions, incrementally;
+* :func:`string_conditional`: ``log p(y | x)`` for a prompt string ``x``, with a certified interval.
 """
 
 from .beam import ByteBeam, StringSearchConfig
+from .conditional import StringConditional, string_conditional
 from .marginal import StringMarginal, string_marginal
+from .state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
 
-__all__ = ["ByteBeam", "StringMarginal", "StringSearchConfig", "string_marginal"]
+__all__ = ["ByteBeam", "DeadEndError", "EndUnavailableError", "NextBytes", "PrefixProbability",
+           "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",
+           "string_conditional", "string_marginal"]

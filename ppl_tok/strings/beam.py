@@ -137,7 +137,7 @@ class ByteBeam:
             (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
         return keep, drop
 
-    def settle(self, offset: int, want: Sequence[int]) -> list[Hypothesis]:
+    def settle(self, offset: int, want: Sequence[int] | None = None) -> list[Hypothesis]:
         """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
 
         One batched forward for all of them; the log-probs of ``want`` (the tokens
@@ -151,8 +151,8 @@ class ByteBeam:
         self.pruned.extend(h.log_prob for h in drop)
         pending = [h for h in keep if h.state is None]
         if pending:
-            want = list(want)
-            states = self.lm.extend([h.parent for h in pending], [h.token for h in pending], [want] * len(pending))
+            wants = None if want is None else [list(want)] * len(pending)
+            states = self.lm.extend([h.parent for h in pending], [h.token for h in pending], wants)
             for h, s in zip(pending, states):
                 h.state = s
                 h.parent = None  # the parent state is no longer needed: let the caches forget it

@@ -119,6 +119,7 @@ def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] =
                             canonical_lp = child.log_prob
                 else:
                     beam.push(out[t], child)
+            h.state = None  # its children hold it until they run; the path keeps only the small Hypothesis chain
     lower = logsumexp(found.values())
     upper = max(lower, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
     best = max(found, key=found.__getitem__) if found else canonical

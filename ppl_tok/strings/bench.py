@@ -1,0 +1,137 @@
+"""``ppl-tok bench strings``: the byte-synchronous beam's cost per byte and accuracy, in one process.
+
+* **Length**: :func:`~ppl_tok.strings.string_marginal` on the HellaSwag sentence
+  of issue 25 (its first 58 and 101 bytes) and on a longer running text built
+  from HellaSwag contexts: token forwards and seconds per byte (flat in the
+  length means the beam works), the bracket, the canonical floor, and the gap
+  of the mass found to a run with a 10x wider beam.
+* **Against best-first**: the bracket of :func:`ppl_tok.search.marginal_bounds`
+  given the same number of forwards as the beam used, on the same strings.
+* **Exact**: on a short string, the beam's bracket against exact enumeration.
+* **Generation**: bytes/s of string-level sampling against plain token sampling
+  of the same model (ratio, same process).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from .beam import StringSearchConfig
+from .marginal import string_marginal
+
+#: The sentence on which the best-first bracket does not scale (issue 25), at two lengths.
+HELLASWAG = (" The male athlete is standing by the two poles, raised his arms up, then jumped on the poles with his "
+             "arms, while under him, a man pull out a red beam.")
+SHORT = (" The male athlete is standing by the two poles, raised his", HELLASWAG[:101])
+EXACT_STRING = " tongueless"  # 597 tokenizations on SmolLM2
+
+
+def running_text(data: str | Path, n_bytes: int) -> str:
+    """HellaSwag contexts joined by spaces, cut to at most ``n_bytes`` UTF-8 bytes (at a character boundary)."""
+    from ..datasets import load_questions
+
+    path = Path(data)
+    files = sorted(path.glob("hellaswag/hellaswag_val.jsonl*")) if path.is_dir() else [path]
+    if not files:
+        raise ValueError(f"{data}: no hellaswag/hellaswag_val.jsonl[.gz] here (give --data a data folder)")
+    out, size = [], 0
+    for q in load_questions(files[0]):
+        out.append(" " + q.context)
+        size += len(out[-1].encode())
+        if size >= n_bytes:
+            break
+    return "".join(out).encode()[:n_bytes].decode("utf-8", errors="ignore")
+
+
+def _run(lm, fn) -> tuple[Any, int, float]:
+    lm.clear_cache()
+    lm.stats.reset()
+    start = time.perf_counter()
+    result = fn()
+    return result, lm.stats.forwards, time.perf_counter() - start
+
+
+def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = "../shared/data",
+                  long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 48,
+                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost)."""
+    from ..cards import load_lm
+    from ..exact import exact_marginal
+    from ..search import marginal_bounds
+    from .generate import generate
+
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    texts = list(SHORT)
+    if long_bytes:
+        texts.append(running_text(data, long_bytes))
+    narrow = StringSearchConfig(beam=beam)
+    wide = StringSearchConfig(beam=10 * beam, prune=2 * narrow.prune)  # 10x the prefixes, twice the threshold
+    rows = []
+    for text in tqdm(texts, desc="bench strings", leave=False):
+        r, fwd, secs = _run(lm, lambda: string_marginal(lm, text, config=narrow))
+        row = {"bytes": r.n_bytes, "lower": r.lower, "upper": r.upper, "canonical": r.canonical,
+               "gain_over_canonical": r.lower - r.canonical, "forwards": fwd, "forwards_per_byte": fwd / r.n_bytes,
+               "seconds": secs, "ms_per_byte": 1000 * secs / r.n_bytes}
+        if r.n_bytes <= 128 or wide_long:
+            w, wfwd, wsecs = _run(lm, lambda: string_marginal(lm, text, config=wide))
+            row.update(wide_lower=w.lower, wide_upper=w.upper, gap_to_wide=w.lower - r.lower, wide_forwards=wfwd,
+                       wide_seconds=wsecs)
+        if r.n_bytes <= 128:
+            b, bfwd, bsecs = _run(lm, lambda: marginal_bounds(text, lm, tolerance=1e-3, budget=fwd, batch=beam))
+            row.update(best_first_lower=b.lower, best_first_upper=b.upper, best_first_forwards=bfwd,
+                       best_first_seconds=bsecs)
+        rows.append(row)
+    exact, _, _ = _run(lm, lambda: exact_marginal(EXACT_STRING, lm))
+    check, _, _ = _run(lm, lambda: string_marginal(lm, EXACT_STRING, config=narrow))
+    # generation: string-level sampling against token sampling, bytes per second in this process
+    lm.clear_cache()
+    state, made, tokens = lm.initial(HELLASWAG[:40]), 0, 0
+    gen = torch.Generator().manual_seed(0)
+    start = time.perf_counter()
+    while made < generate_bytes:
+        t = int(lm.sample_tokens([state], torch.rand(1, generator=gen, dtype=torch.float64))[0])
+        made += len(lm.vocab[t] or b"")
+        tokens += 1
+        state = lm.extend([state], [t])[0]
+    token_rate = made / (time.perf_counter() - start)
+    generation = {"token_bytes_per_s": token_rate, "tokens": tokens, "bytes": made}
+    for mode, k in [("tokens", beam), ("bytes", beam), ("bytes", 2)]:
+        g, gfwd, gsecs = _run(lm, lambda k=k, mode=mode: generate(lm, HELLASWAG[:40], generate_bytes, seed=0,
+                                                                  config=StringSearchConfig(beam=k), progress=False,
+                                                                  mode=mode))
+        generation[f"{mode}, beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
+                                   "ratio": (len(g.data) / gsecs) / token_rate}
+    flat = [row["forwards_per_byte"] for row in rows]
+    return {"model": model, "beam": beam, "rows": rows,
+            "exact": {"text": EXACT_STRING, "exact": exact.log_marginal, "lower": check.lower, "upper": check.upper,
+                      "contained": check.lower <= exact.log_marginal + 1e-6 <= check.upper + 2e-6},
+            "generation": generation,
+            "forwards_per_byte_spread": max(flat) / min(flat)}
+
+
+def format_strings(r: dict[str, Any]) -> list[str]:
+    lines = [f"byte-synchronous beam, {r['model']}, beam {r['beam']} (10x: beam {10 * r['beam']}, twice the threshold)",
+             f"{'bytes':>6} {'lower':>10} {'upper':>9} {'canonical':>10} {'fwd/B':>6} {'ms/B':>7} "
+             f"{'gap to 10x':>10} {'best-first at equal fwd':>26}"]
+    for row in r["rows"]:
+        gap = f"{row['gap_to_wide']:.4f}" if "gap_to_wide" in row else "-"
+        bf = (f"[{row['best_first_lower']:.2f}, {row['best_first_upper']:.2f}]" if "best_first_lower" in row
+              else "-")
+        lines.append(f"{row['bytes']:>6} {row['lower']:>10.4f} {row['upper']:>9.3f} {row['canonical']:>10.4f} "
+                     f"{row['forwards_per_byte']:>6.2f} {row['ms_per_byte']:>7.1f} {gap:>10} {bf:>26}")
+    e, g = r["exact"], r["generation"]
+    lines += [f"forwards per byte: max/min over lengths = {r['forwards_per_byte_spread']:.2f}",
+              f"exact {e['text']!r}: {e['exact']:.4f} in [{e['lower']:.4f}, {e['upper']:.4f}]: "
+              f"{'yes' if e['contained'] else 'NO'}",
+              f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
+    lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
+              f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in g.items() if "beam" in k]
+    return lines
+
+
+__all__ = ["bench_strings", "format_strings", "running_text"]

@@ -1,0 +1,94 @@
+"""``log p(y | x)`` over strings: a continuation's probability after a prompt string, free of the prompt boundary.
+
+    p(y | x, c) = P(x y | c) / P(x | c)
+
+with ``P`` the prefix probability of :mod:`ppl_tok.strings.state` (summed over
+every covering of the prompt and of prompt plus continuation; Vieira et al.,
+ICML 2025). A prompt that ends inside a token ("The capital of France is P")
+is no problem: the coverings of ``x`` include the tokens that run past it.
+One walk of the beam along ``x`` then ``y`` gives both prefix brackets, so the
+quotient has a certified interval:
+
+    log P^(xy) - log P^+(x)  <=  log p(y | x)  <=  min(0, log P^+(xy) - log P^(x)),
+
+where ``P^`` is the mass found and ``P^+`` adds the pruned mass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..lm.base import LanguageModel
+from .beam import StringSearchConfig
+from .state import PrefixProbability, StringState
+
+
+@dataclass(frozen=True)
+class StringConditional:
+    """A certified interval ``lower <= log p(text | prompt, context) <= upper`` and the estimate.
+
+    :param estimate: ``log P^(prompt text) - log P^(prompt)`` (the beam's masses).
+    :param prompt_prefix: the bracket on ``log P(prompt | context)``.
+    :param joint_prefix: the bracket on ``log P(prompt text | context)``.
+    :param forwards: token positions run through the LM.
+    """
+
+    prompt: str
+    text: str
+    lower: float
+    upper: float
+    estimate: float
+    prompt_prefix: PrefixProbability
+    joint_prefix: PrefixProbability
+    forwards: int
+    n_bytes: int
+    seconds: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+    def __repr__(self) -> str:
+        return (f"StringConditional({self.text!r} | {self.prompt!r}: {self.lower:.4f} <= log p <= {self.upper:.4f}, "
+                f"estimate {self.estimate:.4f}, {self.forwards} forwards)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The numbers, JSON-ready apart from infinities."""
+        return {"prompt": self.prompt, "text": self.text, "lower": self.lower, "upper": self.upper,
+                "estimate": self.estimate, "width": self.width,
+                "prompt_prefix": {"lower": self.prompt_prefix.lower, "upper": self.prompt_prefix.upper},
+                "joint_prefix": {"lower": self.joint_prefix.lower, "upper": self.joint_prefix.upper},
+                "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds}
+
+
+def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float, float, float]:
+    """``(lower, estimate, upper)`` of ``log P(xy) - log P(x)`` from the two brackets."""
+    if prompt.lower == -math.inf:
+        raise ValueError("the prompt has probability zero under the beam: the conditional is undefined")
+    lower = joint.lower - prompt.upper
+    estimate = joint.estimate - prompt.estimate
+    upper = min(0.0, joint.upper - prompt.lower)
+    return lower, min(max(estimate, lower), upper), upper
+
+
+def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str | Sequence[int] = "",
+                       config: StringSearchConfig | None = None) -> StringConditional:
+    """``log p(text | prompt)`` over strings, with a certified interval.
+
+    :param prompt: the prompt string (any cut: mid-word, trailing space); ``""`` is
+        the unconditional case, ``log P(text | context)`` as a prefix.
+    :param context: token ids or a canonically tokenized string before the prompt (after BOS).
+    """
+    start = time.perf_counter()
+    state = StringState(lm, context, config).extend(prompt)
+    before = state.prefix_log_prob()
+    state.extend(text)
+    joint = state.prefix_log_prob()
+    lower, estimate, upper = quotient(joint, before)
+    return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
+                             prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
+                             n_bytes=len(state.data), seconds=time.perf_counter() - start)

@@ -1,0 +1,191 @@
+"""Generation from the LM over strings, byte by byte, from a prompt string.
+
+Each step draws the next byte (or the end of the string) from the beam's
+next-byte distribution :meth:`~ppl_tok.strings.state.StringState.next_byte_log_probs`,
+tempered and truncated to its top-p nucleus, by inverse CDF at a seeded uniform
+(:class:`ppl_tok.distributions.OverCandidates`, the one inverse-CDF sampler of
+ppl-tok), then extends the state by it. The prompt is summed over all its
+tokenizations, so a prompt that ends inside a token ("https://www.goo") is
+continued as the LM would continue the string, not the canonical tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from ..distributions import OverCandidates
+from ..lm.base import LanguageModel
+from .beam import StringSearchConfig
+from .ensemble import Ensemble
+from .state import END_OF_STRING, StringState
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generated continuation.
+
+    :param data: the bytes drawn (a stop string, if one ended the run, excluded).
+    :param log_probs: ``log p(b | prompt, bytes before)`` of each byte drawn, under the
+        (untempered) estimate of the next-byte distribution.
+    :param stopped: ``"end"`` (the LM ended the string), ``"stop"`` (a stop string) or ``"max-bytes"``.
+    :param forwards: token positions run through the LM (the prompt's included).
+    :param mode: ``"bytes"`` (byte by byte) or ``"tokens"`` (a covering of the prompt, then
+        plain token sampling: ``log_probs`` is then empty).
+    """
+
+    prompt: str
+    data: bytes
+    log_probs: list[float]
+    stopped: str
+    forwards: int
+    seconds: float
+    mode: str = "bytes"
+
+    @property
+    def text(self) -> str:
+        """The bytes drawn as text (invalid UTF-8, e.g. a character cut by ``max_bytes``, as U+FFFD)."""
+        return self.data.decode("utf-8", errors="replace")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "text": self.text, "bytes": len(self.data), "mode": self.mode,
+                "log_prob": sum(self.log_probs) if self.mode == "bytes" else None, "stopped": self.stopped, "forwards": self.forwards, "seconds": self.seconds,
+                "bytes_per_second": len(self.data) / self.seconds if self.seconds > 0 else None}
+
+
+def nucleus(log_probs: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+    """``log_probs`` tempered (divided by ``temperature``), cut to the smallest set holding ``top_p`` of the mass,
+    renormalised."""
+    logits = log_probs / temperature
+    logits = logits - torch.logsumexp(logits, 0)
+    if top_p < 1.0:
+        order = torch.argsort(logits, descending=True)
+        mass = logits[order].exp().cumsum(0)
+        drop = order[(mass - logits[order].exp()) >= top_p]  # entries after the nucleus is full
+        logits = logits.clone()
+        logits[drop] = -math.inf
+    return logits - torch.logsumexp(logits, 0)
+
+
+def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: Sequence[str]) -> list[bytes]:
+    """Validate the sampling arguments of :func:`generate`; the stop strings as bytes."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    stops = [s.encode("utf-8") for s in stop]
+    if any(not s for s in stops):
+        raise ValueError("a stop string must not be empty")
+    return stops
+
+
+MODES = ("auto", "bytes", "tokens")
+
+
+def sampling_mode(mode: str, temperature: float, top_p: float, greedy: bool, ensemble: bool = False) -> str:
+    """``"bytes"`` or ``"tokens"`` for :func:`generate`'s ``mode`` (validated)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    plain = temperature == 1.0 and top_p == 1.0 and not greedy and not ensemble
+    if mode == "tokens" and not plain:
+        raise ValueError("mode 'tokens' samples the LM as it is: no temperature, top-p, greedy or ensemble "
+                         "(use mode 'bytes')")
+    return ("tokens" if plain else "bytes") if mode == "auto" else mode
+
+
+def _first_stop(data: bytes | bytearray, stops: list[bytes]) -> int:
+    """The offset of the earliest stop string in ``data`` (-1: none)."""
+    hits = [data.find(s) for s in stops]
+    return min((h for h in hits if h >= 0), default=-1)
+
+
+def _sample_tokens(state: StringState, max_bytes: int, stops: list[bytes], rng: torch.Generator,
+                   bar: tqdm) -> tuple[bytes, str, int]:
+    """A covering of the prompt (:meth:`StringState.sample_covering`), then the LM's own tokens."""
+    lm = state.lm
+    hyp, token, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
+    out, lm_state, forwards = bytearray(), hyp.state, 0
+    if token is not None:
+        out += lm.vocab[token][len(state.data) - offset:]
+        lm_state, forwards = lm.extend([lm_state], [token])[0], 1
+    while True:
+        cut = _first_stop(out[:max_bytes], stops)
+        if cut >= 0:
+            return bytes(out[:cut]), "stop", forwards
+        if len(out) >= max_bytes:
+            return bytes(out[:max_bytes]), "max-bytes", forwards
+        t = int(lm.sample_tokens([lm_state], torch.rand(1, generator=rng, dtype=torch.float64))[0])
+        surface = lm.vocab[t]
+        if surface is None:
+            return bytes(out), "end", forwards
+        out += surface
+        bar.update(min(len(out), max_bytes) - bar.n)
+        lm_state, forwards = lm.extend([lm_state], [t])[0], forwards + 1
+
+
+def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
+             top_p: float = 1.0, greedy: bool = False, seed: int = 0, stop: Sequence[str] = (),
+             context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
+             progress: bool | None = None, mode: str = "auto") -> Generation:
+    """Sample (or, with ``greedy``, decode) up to ``max_bytes`` bytes after ``prompt`` from the LM over strings.
+
+    ``lm`` may also be a :class:`StringState` or an :class:`~ppl_tok.strings.ensemble.Ensemble`
+    (walked in place, ``prompt`` appended to what it was fed).
+    :param stop: strings that end the generation (excluded from the result).
+    :param progress: show a progress bar (``None``: on a terminal).
+    :param mode: ``"bytes"``: each byte from :meth:`StringState.next_byte_log_probs` (one batched
+        forward per byte); ``"tokens"``: draw a covering of the prompt with its probability, then
+        sample tokens from the LM as usual. Both sample the same distribution over continuations
+        (the covering decomposition; exact when the beam prunes nothing), and the second runs
+        one forward per token. Temperature, top-p and greedy act on bytes, so they need
+        ``"bytes"``; ``"auto"`` takes ``"tokens"`` whenever it applies.
+    """
+    stops = check_sampling(max_bytes, temperature, top_p, stop)
+    mode = sampling_mode(mode, temperature, top_p, greedy, isinstance(lm, Ensemble))
+    start = time.perf_counter()
+    if isinstance(lm, LanguageModel):
+        state: StringState | Ensemble = StringState(lm, context, config).extend(prompt)
+    else:
+        if config is not None or context:
+            raise ValueError("config and context belong to a new state: give them when building the state")
+        state = lm.extend(prompt)
+    rng = torch.Generator().manual_seed(seed)
+    out, lps, stopped = bytearray(), [], "max-bytes"
+    candidates = [list(range(END_OF_STRING + 1))]
+    with tqdm(total=max_bytes, desc="generating", unit="B", disable=(not progress) if progress is not None else None,
+              leave=False) as bar:
+        if mode == "tokens":
+            data, stopped, forwards = _sample_tokens(state, max_bytes, stops, rng, bar)
+            return Generation(prompt=prompt, data=data, log_probs=[], stopped=stopped,
+                              forwards=state.forwards + forwards, seconds=time.perf_counter() - start, mode=mode)
+        for _ in range(max_bytes):
+            dist = state.next_byte_log_probs()
+            dist = dist if isinstance(dist, torch.Tensor) else dist.log_probs
+            if greedy:
+                b = int(torch.argmax(dist))
+            else:
+                u = torch.rand(1, generator=rng, dtype=torch.float64)
+                b = int(OverCandidates.from_lists(candidates, [nucleus(dist, temperature, top_p)], uniforms=u).sample())
+            if b == END_OF_STRING:
+                stopped = "end"
+                break
+            out.append(b)
+            lps.append(float(dist[b]))
+            bar.update(1)
+            hit = next((s for s in stops if out.endswith(s)), None)
+            if hit is not None:
+                del out[len(out) - len(hit):]
+                del lps[len(lps) - len(hit):]
+                stopped = "stop"
+                break
+            state.extend(b)
+    return Generation(prompt=prompt, data=bytes(out), log_probs=lps, stopped=stopped, forwards=state.forwards,
+                      seconds=time.perf_counter() - start)

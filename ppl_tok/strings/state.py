@@ -1,0 +1,312 @@
+"""The LM over strings: prefix probabilities and next-byte distributions, incrementally.
+
+For a prompt ``x`` (bytes) and context ``c``, the **prefix probability**
+
+    P(x | c) = P(the LM's output starts with x)
+             = sum over boundaries i < |x| and token prefixes h spelling x[:i]
+                 of  p(h | c) * sum over tokens t whose surface starts with x[i:] of p(t | c, h)
+
+sums over the *covering* of ``x``: token sequences whose last token starts
+before the end of ``x`` and may run past it (Vieira et al., ICML 2025). The
+string is what the LM writes before its first token without a surface (EOS or
+another special token), so every next token either writes a byte or ends the
+string, and with ``P(x b)`` the prefix probability of ``x`` followed by byte
+``b`` and ``P(x, end)`` the probability that the output is exactly ``x``:
+
+    sum over b of P(x b)  +  P(x, end)  =  P(x),     p(b | x) = P(x b) / P(x).
+
+:class:`StringState` keeps the byte-synchronous beam (:mod:`ppl_tok.strings.beam`)
+of the token prefixes ending at each offset of ``x``. A kept prefix ending at
+``i`` is run through the LM once; its next-token row is permuted into byte
+order once (:mod:`ppl_tok.strings.cover`) and then only sliced: as ``x``
+grows, the tokens starting at ``i`` that still agree with ``x[i:]`` are a
+shrinking contiguous run, and the offset leaves the window when the run is
+empty. Extending ``x`` by a byte costs one batched forward of the prefixes
+that end at the new offset (at most ``beam`` of them), whatever the length of
+``x``. Every pruned prefix's probability ``p(h)`` bounds all its continuations,
+so with ``Pi`` the pruned mass and ``P^`` the mass the beam found,
+
+    P^(x) <= P(x) <= P^(x) + Pi,    P^(x b) / (P^(x) + Pi) <= p(b | x) <= (P^(x b) + Pi) / P^(x).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import torch
+
+from ..lm.base import LanguageModel
+from ..logspace import logsumexp
+from ..vocabulary import Vocabulary
+from .beam import ByteBeam, Hypothesis, StringSearchConfig
+from .cover import EQUAL, CoverIndex, group_log_masses
+
+#: the index of the end of the string in a next-byte vector (0-255 are the bytes)
+END_OF_STRING = 256
+
+_INDEXES: WeakKeyDictionary[Vocabulary, CoverIndex] = WeakKeyDictionary()
+
+
+def cover_index(vocab: Vocabulary) -> CoverIndex:
+    """The vocabulary's :class:`CoverIndex` (built once per vocabulary)."""
+    index = _INDEXES.get(vocab)
+    if index is None:
+        index = _INDEXES[vocab] = CoverIndex(vocab)
+    return index
+
+
+class EndUnavailableError(ValueError):
+    """The LM has no token without a surface: the probability that the string ends is not defined."""
+
+
+class DeadEndError(ValueError):
+    """No kept token prefix can spell the next byte."""
+
+
+@dataclass(frozen=True)
+class PrefixProbability:
+    """A certified bracket on ``log P(x | c)``, the log-probability that the output starts with ``x``.
+
+    ``estimate`` is the mass found (``lower``).
+    """
+
+    lower: float
+    upper: float
+
+    @property
+    def estimate(self) -> float:
+        return self.lower
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+@dataclass(frozen=True)
+class NextBytes:
+    """The next-byte distribution after ``x``: entries 0-255 are bytes, entry 256 the end of the string.
+
+    :param log_probs: the estimate: the beam's masses ``P^(x b)``, ``P^(x, end)``
+        normalised to sum to one.
+    :param lower: certified lower bounds on ``log p(b | x)``.
+    :param upper: certified upper bounds on ``log p(b | x)`` (at most 0).
+    :param prefix: the bracket on ``log P(x | c)``.
+    :param unnormalised: ``log P^(x b)`` and ``log P^(x, end)``: with nothing pruned
+        their log-sum-exp is ``log P^(x)``.
+    :param has_end: whether the LM can end a string (``False``: entry 256 is ``-inf``
+        and :attr:`end` raises).
+    """
+
+    log_probs: torch.Tensor
+    lower: torch.Tensor
+    upper: torch.Tensor
+    prefix: PrefixProbability
+    unnormalised: torch.Tensor
+    has_end: bool
+
+    @property
+    def end(self) -> float:
+        """``log p(end | x)``: the estimate that the string stops here."""
+        if not self.has_end:
+            raise EndUnavailableError("the LM's vocabulary has no EOS or other special token: "
+                                      "the probability that the string ends is unavailable")
+        return float(self.log_probs[END_OF_STRING])
+
+    def top(self, k: int = 5) -> list[tuple[bytes | None, float]]:
+        """The ``k`` most probable next bytes (``None``: the end of the string) with their log-probs."""
+        values, idx = self.log_probs.topk(min(k, len(self.log_probs)))
+        return [(None if i == END_OF_STRING else bytes([i]), v) for i, v in zip(idx.tolist(), values.tolist())]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the finite entries only, keyed by byte value (``"end"`` for the end)."""
+        def keyed(t: torch.Tensor) -> dict[str, float]:
+            return {("end" if i == END_OF_STRING else str(i)): v for i, v in enumerate(t.tolist()) if v > -math.inf}
+        return {"log_probs": keyed(self.log_probs), "lower": keyed(self.lower), "upper": keyed(self.upper),
+                "prefix": {"lower": self.prefix.lower, "upper": self.prefix.upper}, "has_end": self.has_end}
+
+
+class _Cover:
+    """A kept prefix ending at ``offset``, and its next-token log-probs on the run ``[a, a + len(vals))``."""
+
+    __slots__ = ("hyp", "a", "vals", "end")
+
+    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor, end: float):
+        self.hyp, self.a, self.vals, self.end = hyp, a, vals, end
+
+
+class StringState:
+    """The LM over strings after the bytes fed so far (mutable: :meth:`extend` advances it in place).
+
+    :param lm: the LM.
+    :param context: a string (canonically tokenized) or token ids, after BOS, that the
+        string continues (``""``: the string starts right after BOS).
+    :param config: the beam's controls (:class:`StringSearchConfig`).
+    """
+
+    def __init__(self, lm: LanguageModel, context: str | Sequence[int] = "",
+                 config: StringSearchConfig | None = None):
+        self.lm = lm
+        self.config = config or StringSearchConfig()
+        self.index = cover_index(lm.vocab)
+        self.data = bytearray()
+        self.beam = ByteBeam(lm, lm.initial(context), self.config)
+        self.window: dict[int, list[_Cover]] = {}
+        self._settle(0)
+
+    # ---------------------------------------------------------------- walking
+    def _settle(self, offset: int) -> None:
+        """Prune and run the prefixes ending at ``offset``; their rows, in byte order, join the window."""
+        hyps = self.beam.settle(offset)
+        if not hyps:
+            return
+        rows = torch.stack([h.state.log_probs for h in hyps])
+        ids, special = self.index.on(rows.device)
+        ordered = rows[:, ids]
+        if self.index.has_end:
+            ends = torch.logsumexp(rows[:, special].double(), -1).cpu().tolist()
+        else:
+            ends = [-math.inf] * len(hyps)
+        self.window[offset] = [_Cover(h, 0, ordered[k], e) for k, (h, e) in enumerate(zip(hyps, ends))]
+
+    def extend(self, data: bytes | int | str) -> StringState:
+        """Append bytes (an int is one byte, a str its UTF-8) and advance the beam; returns ``self``."""
+        if isinstance(data, int):
+            if not 0 <= data < 256:
+                raise ValueError(f"a byte is an integer in 0..255, got {data}")
+            data = bytes([data])
+        elif isinstance(data, str):
+            data = data.encode("utf-8")
+        for b in bytes(data):
+            self._extend_byte(b)
+        return self
+
+    def _extend_byte(self, byte: int) -> None:
+        self.data.append(byte)
+        m = len(self.data)
+        heads: list[tuple[_Cover, int, torch.Tensor, torch.Tensor]] = []
+        for i in sorted(self.window):
+            prefix = bytes(self.data[i:m])
+            a, b = self.index.run(prefix)
+            if a == b:  # no token starting at i agrees with the text any more: forget the offset's states
+                for c in self.window.pop(i):
+                    c.hyp.state = None
+                continue
+            e = self.index.equal(prefix, a, b)
+            for c in self.window[i]:
+                c.vals = c.vals[a - c.a: b - c.a]
+                c.a = a
+                if e > a:  # tokens spelling exactly data[i:m]: prefixes ending at m
+                    heads.append((c, i, self.index.ids[a:e], c.vals[: e - a]))
+        if heads:
+            lps = torch.cat([v.double() for _, _, _, v in heads]).cpu().tolist()
+            at = 0
+            for c, i, toks, _ in heads:
+                for t in toks.tolist():
+                    self.beam.push(m, self.beam.branch(c.hyp, i, t, lps[at]))
+                    at += 1
+        self._settle(m)
+        if not self.window:
+            shown = bytes(self.data).decode("utf-8", errors="backslashreplace")
+            if self.beam.pruned:
+                raise DeadEndError(f"after {shown!r}: no kept token prefix can spell byte 0x{byte:02X} at offset "
+                                   f"{m - 1} (the beam pruned the ones that might: raise beam or prune)")
+            raise DeadEndError(f"{shown!r} has no covering token sequence under {self.lm.vocab.name}: "
+                               f"no token spells byte 0x{byte:02X} at offset {m - 1}")
+
+    # ------------------------------------------------------------- questions
+    @property
+    def forwards(self) -> int:
+        """Token positions the beam ran through the LM (cache hits included)."""
+        return self.beam.forwards
+
+    def pruned_log_mass(self) -> float:
+        """``log Pi``: the total probability of the pruned prefixes (``-inf``: nothing pruned)."""
+        return logsumexp(self.beam.pruned)
+
+    def _covers_before(self) -> list[_Cover]:
+        n = len(self.data)
+        return [c for i, cs in self.window.items() if i < n for c in cs]
+
+    def prefix_log_prob(self) -> PrefixProbability:
+        """The bracket on ``log P(x | c)`` for the bytes ``x`` fed so far."""
+        covers = self._covers_before()
+        if not self.data:
+            found = 0.0
+        elif covers:
+            masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for c in covers]).cpu().tolist()
+            found = logsumexp(c.hyp.log_prob + m for c, m in zip(covers, masses))
+        else:
+            found = -math.inf
+        pruned = self.pruned_log_mass()
+        return PrefixProbability(found, min(0.0, logsumexp([found, pruned])))
+
+    def sample_covering(self, uniforms: torch.Tensor) -> tuple[Hypothesis, int | None, int]:
+        """Draw ``(h, t, i)``: a covering of the bytes fed so far, with probability ``p(h) p(t | h) / P^(x)``.
+
+        ``h`` is a kept prefix ending at offset ``i < |x|`` and ``t`` a token whose surface
+        starts with ``x[i:]`` (drawn by inverse CDF at ``uniforms[0]`` and ``uniforms[1]``).
+        Every token sequence whose text starts with ``x`` is one covering followed by
+        what the LM writes after it, so continuing with plain token sampling from
+        ``h`` then ``t`` samples the LM over strings after ``x``. With nothing fed,
+        ``(root, None, 0)``.
+        """
+        from ..distributions import OverCandidates
+
+        if not self.data:
+            (root,) = [c.hyp for c in self.window[0]]
+            return root, None, 0
+        covers = [(i, c) for i, cs in self.window.items() if i < len(self.data) for c in cs]
+        masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for _, c in covers]).cpu()
+        masses = masses + torch.tensor([c.hyp.log_prob for _, c in covers], dtype=torch.float64)
+        k = int(OverCandidates.from_lists([list(range(len(covers)))], [masses], uniforms=uniforms[:1]).sample())
+        i, c = covers[k]
+        ids = self.index.ids[c.a: c.a + len(c.vals)].tolist()
+        t = int(OverCandidates.from_lists([ids], [c.vals.double().cpu()], uniforms=uniforms[1:2]).sample())
+        return c.hyp, t, i
+
+    def next_byte_log_probs(self) -> NextBytes:
+        """``p(b | x)`` for every byte ``b`` and the end of the string, with certified bounds."""
+        n = len(self.data)
+        covers, values, segs, heads = [], [], [], []
+        for i, cs in self.window.items():
+            a, b, seg = self.index.groups(bytes(self.data[i:n]))
+            for c in cs:
+                covers.append(c)
+                values.append(c.vals)
+                segs.append(seg)
+                heads.append(i == n)
+        table = group_log_masses(values, segs)  # [Q, 257]
+        lp = torch.tensor([c.hyp.log_prob for c in covers], dtype=torch.float64)
+        ends = torch.tensor([c.end if h else -math.inf for c, h in zip(covers, heads)], dtype=torch.float64)
+        per = torch.cat([table[:, :256], ends.unsqueeze(1)], 1) + lp.unsqueeze(1)  # [Q, 257]
+        unnormalised = torch.logsumexp(per, 0)
+        before = torch.tensor([not h for h in heads])
+        if n == 0:
+            found = 0.0
+        elif before.any():
+            found = float(torch.logsumexp(torch.logsumexp(table[before][:, : EQUAL + 1], 1) + lp[before], 0))
+        else:
+            found = -math.inf
+        pruned = self.pruned_log_mass()
+        total = torch.logsumexp(unnormalised, 0)
+        if total == -math.inf:
+            raise DeadEndError(f"after {bytes(self.data)!r} the beam holds no mass: no next byte has probability")
+        upper_prefix = min(0.0, logsumexp([found, pruned]))
+        lower = unnormalised - upper_prefix
+        if found == -math.inf:
+            upper = torch.zeros_like(unnormalised)
+        else:
+            upper = (torch.logaddexp(unnormalised, torch.tensor(pruned, dtype=torch.float64)) - found).clamp(max=0.0)
+        return NextBytes(log_probs=unnormalised - total, lower=lower, upper=upper,
+                         prefix=PrefixProbability(found, upper_prefix), unnormalised=unnormalised,
+                         has_end=self.index.has_end)
+
+
+def initial(lm: LanguageModel, prompt: str | bytes = "", context: str | Sequence[int] = "",
+            config: StringSearchConfig | None = None) -> StringState:
+    """The LM over strings after ``prompt`` (summed over all its tokenizations), after BOS and ``context``."""
+    return StringState(lm, context, config).extend(prompt)

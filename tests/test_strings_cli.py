@@ -1,0 +1,42 @@
+"""``ppl-tok conditional`` and ``ppl-tok generate`` on the bundled SmolLM2."""
+
+import json
+
+from ppl_tok.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_conditional_fixes_the_prompt_boundary(capsys, smollm2):
+    code, out, _ = run(capsys, "conditional", "--prompt", "The capital of France is P", "aris", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["lower"] <= data["estimate"] <= data["upper"] <= 0.0
+    assert data["estimate"] > -0.1  # "P" then "aris": near certain over strings ...
+    assert data["canonical_tokens"] < -10  # ... and very unlikely after the canonical token "P"
+    code, out, _ = run(capsys, "conditional", "--prompt", " wo", "rld", "--beam", "2")
+    assert code == 0 and "certified in [" in out
+
+
+def test_generate_greedy_and_stop(capsys, smollm2):
+    code, out, _ = run(capsys, "generate", "--prompt", "The capital of France is", "--max-bytes", "12", "--greedy",
+                       "--stop", ".", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["text"] == " Paris" and data["stopped"] == "stop"
+    for mode in ("tokens", "bytes"):
+        code, out, _ = run(capsys, "generate", "--prompt", "Once", "--max-bytes", "4", "--seed", "3", "--mode", mode)
+        assert code == 0 and out.startswith("Once") and f"bytes (max-bytes, {mode} mode)" in out
+
+
+def test_bad_arguments_exit_2_with_one_line(capsys):
+    for argv, message in [(["generate", "--top-p", "1.5"], "top_p must be in (0, 1]"),
+                          (["generate", "--max-bytes", "0"], "expected an integer >= 1"),
+                          (["generate", "--mode", "tokens", "--greedy"], "mode 'tokens'"),
+                          (["conditional", "aris"], "--prompt"),
+                          (["conditional", "--prompt", "a", "b", "--beam", "0"], "expected an integer >= 1")]:
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -1,0 +1,140 @@
+"""Generation from the LM over strings, and ensembles across tokenizers."""
+
+import math
+
+import pytest
+import torch
+
+from ppl_tok import FunctionLM, Vocabulary
+from ppl_tok.strings import StringSearchConfig, initial
+from ppl_tok.strings.ensemble import Ensemble
+from ppl_tok.strings.generate import generate, nucleus
+
+VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"])
+OTHER = Vocabulary.from_tokens(["b", None, "a", "aa", "bba", "ab"])  # another tokenizer of the same strings
+WIDE = StringSearchConfig(beam=10_000, prune=math.inf)
+
+
+def history_lm(seed: int, vocab: Vocabulary = VOCAB, bos_id: int | None = 0, end: float = -2.0) -> FunctionLM:
+    def fn(p):
+        row = [float((7 * len(p) + 3 * sum(p) + t * seed) % 5) - 2.0 for t in range(len(vocab))]
+        for t in vocab.special_ids:
+            row[t] = end
+        return row
+    return FunctionLM(vocab, fn, bos_id=bos_id, log=True)
+
+
+def test_greedy_takes_the_most_probable_byte_each_time():
+    lm = history_lm(3)
+    result = generate(lm, "ab", 5, greedy=True, config=WIDE)
+    state = initial(lm, "ab", config=WIDE)
+    expected = bytearray()
+    for _ in range(len(result.data) + (result.stopped == "end")):
+        dist = state.next_byte_log_probs().log_probs
+        b = int(torch.argmax(dist))
+        if b == 256:
+            break
+        expected.append(b)
+        state.extend(b)
+    assert result.data == bytes(expected)
+    assert len(result.log_probs) == len(result.data)
+
+
+@pytest.mark.parametrize("mode", ["bytes", "tokens"])
+def test_sampling_follows_the_string_distribution(mode):
+    """Two bytes (or the end) after a prompt cut inside tokens: frequencies against the chain of next-byte
+    probabilities; "tokens" draws a covering of the prompt and then samples tokens, "bytes" byte by byte."""
+    lm = history_lm(2, end=-0.5)
+    exact = {}
+    first = initial(lm, "ab", config=WIDE).next_byte_log_probs().log_probs.exp()
+    exact[b""] = float(first[256])
+    for b in (97, 98):
+        second = initial(lm, "ab" + chr(b), config=WIDE).next_byte_log_probs().log_probs.exp()
+        exact[bytes([b])] = float(first[b] * second[256])
+        for c in (97, 98):
+            exact[bytes([b, c])] = float(first[b] * second[c])
+    assert sum(exact.values()) == pytest.approx(1.0, abs=1e-9)
+    n = 2000
+    counts = dict.fromkeys(exact, 0)
+    for seed in range(n):
+        r = generate(lm, "ab", 2, seed=seed, config=WIDE, mode=mode)
+        assert r.mode == mode and r.stopped == ("max-bytes" if len(r.data) == 2 else "end")
+        counts[r.data] += 1
+    for key, p in exact.items():  # within 4 standard errors (fixed seeds: deterministic)
+        assert abs(counts[key] / n - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (key, counts[key] / n, p)
+
+
+def test_same_seed_same_text_and_stop_strings_end_the_run():
+    lm = history_lm(4, end=-8.0)
+    one = generate(lm, "", 12, seed=5, config=WIDE)
+    two = generate(lm, "", 12, seed=5, config=WIDE)
+    assert one.data == two.data and one.log_probs == two.log_probs
+    assert one.stopped == "max-bytes" and len(one.data) == 12
+    stop = one.data[3:5].decode()
+    cut = generate(lm, "", 12, seed=5, stop=[stop], config=WIDE)
+    assert cut.stopped == "stop" and cut.data == one.data[: one.data.find(stop.encode())]
+
+
+def test_the_end_of_the_string_stops_generation():
+    lm = history_lm(1, end=3.0)  # the special token dominates
+    result = generate(lm, "ab", 50, greedy=True, config=WIDE)
+    assert result.stopped == "end" and len(result.data) < 50
+
+
+def test_nucleus_keeps_the_smallest_set_holding_top_p():
+    lp = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64).log()
+    kept = nucleus(lp, 1.0, 0.7).exp()
+    assert kept.tolist() == pytest.approx([0.5 / 0.8, 0.3 / 0.8, 0.0, 0.0])
+    assert nucleus(lp, 2.0).exp().sum().item() == pytest.approx(1.0)
+
+
+def test_bad_arguments_are_clear_errors():
+    lm = history_lm(1)
+    for kw, match in [(dict(max_bytes=0), "max_bytes"), (dict(temperature=0.0), "temperature"),
+                      (dict(top_p=1.5), "top_p"), (dict(stop=[""]), "stop"), (dict(mode="fast"), "mode"),
+                      (dict(mode="tokens", greedy=True), "mode 'tokens'")]:
+        with pytest.raises(ValueError, match=match):
+            generate(lm, "a", **{"max_bytes": 3, **kw})
+    with pytest.raises(ValueError, match="kind"):
+        Ensemble([initial(lm)], kind="average")
+    with pytest.raises(ValueError, match="same bytes"):
+        Ensemble([initial(lm, "a"), initial(lm, "b")])
+
+
+@pytest.mark.parametrize("kind,weights", [("mixture", None), ("mixture", [0.2, 0.8]), ("product", [0.5, 0.5])])
+def test_an_ensemble_of_a_model_with_itself_is_the_model(kind, weights):
+    lm = history_lm(3)
+    ens = Ensemble.of([lm, lm], "ab", kind, weights, config=WIDE)
+    alone = initial(lm, "ab", config=WIDE)
+    for b in b"bab":
+        assert torch.allclose(ens.next_byte_log_probs(), alone.next_byte_log_probs().log_probs, atol=1e-12)
+        ens.extend(b)
+        alone.extend(b)
+
+
+def test_the_mixture_is_bayesian_across_tokenizers():
+    """The product of the mixture's next-byte probabilities is the prior-weighted sum of prefix probabilities."""
+    a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
+    prior = [0.3, 0.7]
+    ens = Ensemble.of([a, b], "", "mixture", prior, config=WIDE)
+    total = 0.0
+    text = b"abbab"
+    for byte in text:
+        total += float(ens.next_byte_log_probs()[byte])
+        ens.extend(byte)
+    prefixes = [initial(lm, text, config=WIDE).prefix_log_prob().estimate for lm in (a, b)]
+    assert total == pytest.approx(math.log(sum(p * math.exp(q) for p, q in zip(prior, prefixes))), abs=1e-9)
+    w = ens.member_weights()
+    assert float(w.sum()) == pytest.approx(1.0) and float(w[1]) != pytest.approx(0.7)
+    product = Ensemble.of([a, b], "ab", "product", config=WIDE).next_byte_log_probs()
+    assert float(product.exp().sum()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_an_ensemble_generates_byte_by_byte():
+    a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
+    ens = Ensemble.of([a, b], "ab", config=WIDE)
+    expected = ens.next_byte_log_probs().argmax().item()
+    out = generate(ens, "", 3, greedy=True)
+    assert out.mode == "bytes" and (out.data[:1] == bytes([expected]) or (expected == 256 and out.stopped == "end"))
+    with pytest.raises(ValueError, match="mode 'tokens'"):
+        generate(Ensemble.of([a, b], "a", config=WIDE), "", 2, mode="tokens")
