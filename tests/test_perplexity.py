@@ -285,3 +285,19 @@ def test_bench_documents_span_the_lengths_asked():
     docs = bench_documents(SHARED / "data", 5, 300, 2000)
     assert [len(d.encode()) for d in docs][::4] == [300, 2000]
     assert all(300 - 3 <= len(d.encode()) <= 2000 for d in docs)  # a cut inside a character drops its bytes
+
+
+def test_differing_spans_and_their_kinds():
+    from ppl_tok.perplexity.report import span_kind
+    from ppl_tok.perplexity.score import differing_spans
+
+    lm = toy_lm()
+    v = lm.vocab
+    ids = {v.token_name(i): i for i in range(1, len(v))}
+    canonical = [ids["abc"], ids[" ab"], ids["c"]]  # "abc abc"
+    other = [ids["a"], ids["b"], ids["c"], ids[" ab"], ids["c"]]
+    assert differing_spans(v, other, canonical) == [(0, 3)]
+    assert differing_spans(v, canonical, canonical) == []
+    text = "Abc 12, naïve  x".encode()
+    assert [span_kind(text, a, b) for a, b in [(0, 3), (4, 6), (6, 7), (8, 14), (14, 16), (3, 4), (16, 17)]] == \
+        ["first word", "digits", "punctuation", "non-ASCII", "whitespace", "whitespace", "word"]

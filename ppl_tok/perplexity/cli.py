@@ -55,6 +55,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
                            budget=args.budget, num_samples=args.samples, seed=args.seed)
     lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
+                            field=args.field, split=args.split,
                             progress=not args.json and sys.stderr.isatty() or args.progress)
     summary = corpus_summary(scores, args.scoring)
     rows = [document_row(s) for s in scores]

@@ -102,6 +102,55 @@ def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]
     return settings, sorted((DocumentScore.from_record(r) for r in records), key=lambda s: s.index)
 
 
+SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "word")
+
+
+def span_kind(text: bytes, start: int, end: int) -> str:
+    """The kind of a span of ``text``: the first of SPAN_KINDS that applies.
+
+    non-ASCII (a byte >= 0x80), digits, whitespace (a run of two or more whitespace
+    bytes, or whitespace alone), punctuation, the document's first word (the span
+    starts at byte 0, right after BOS), else a word piece.
+    """
+    piece = text[start:end]
+    if any(b >= 0x80 for b in piece):
+        return "non-ASCII"
+    if any(chr(b).isdigit() for b in piece):
+        return "digits"
+    if b"  " in piece or b"\n\n" in piece or not piece.strip():
+        return "whitespace"
+    if any(not chr(b).isalnum() and not chr(b).isspace() for b in piece):
+        return "punctuation"
+    return "first word" if start == 0 else "word"
+
+
+def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
+    """Where the best non-canonical tokenization departs from the canonical one, by kind of span.
+
+    For each document with ``best_spans`` (records of ``marginal`` runs): its best
+    tokenization's gain over canonical (nats) is split equally over the spans where
+    the two differ, and summed by :func:`span_kind`. A proxy for where the
+    off-canonical mass sits: it counts the single best alternative, not all of them.
+    """
+    gain = dict.fromkeys(SPAN_KINDS, 0.0)
+    docs = dict.fromkeys(SPAN_KINDS, 0)
+    counted = 0
+    for s in scores:
+        spans = s.extra.get("best_spans")
+        if spans is None or s.index not in texts:
+            continue
+        counted += 1
+        data = texts[s.index].encode("utf-8")
+        kinds = [span_kind(data, a, b) for a, b in spans]
+        for k in set(kinds):
+            docs[k] += 1
+        for k in kinds:
+            gain[k] += s.extra.get("best_gain", 0.0) / len(kinds)
+    total = sum(gain.values())
+    return {"documents": counted, "documents_with_kind": docs,
+            "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
+
+
 def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None
                  ) -> dict[str, Any]:
     """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
@@ -131,6 +180,14 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
                               "gain_bits_per_byte": float(nats[mask].sum() / (LN2 * lengths[mask].sum())),
                               "median_gain_nats": float(np.median(nats[mask]))})
     out["gain_by_length"] = by_length
+    source = Path(settings.get("source", ""))
+    if source.is_file() and any("best_spans" in s.extra for s in scores):
+        from .corpus import read_corpus
+
+        # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
+        field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
+        corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
+        out["span_kinds"] = span_shares(scores, {d.index: d.text for d in corpus.documents})
     if png is not None:
         import matplotlib
 

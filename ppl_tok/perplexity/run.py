@@ -21,7 +21,8 @@ from .score import DocumentScore, ScoringConfig, score_documents
 from .store import RECORDS_VERSION, PerplexityStore
 
 
-def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel) -> dict[str, Any]:
+def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
+                 split: str = "none") -> dict[str, Any]:
     """The ``run.json`` of a run: everything its records depend on."""
     from .. import __version__
     from .score import window_length
@@ -29,14 +30,16 @@ def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: Language
     return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),
             "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),
             "window": window_length(lm, config), "records_version": RECORDS_VERSION,
-            "ppl_tok_version": __version__}
+            "ppl_tok_version": __version__, "field": field, "split": split}
 
 
 def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, out: str | Path | None = None,
                    model: str | None = None, batch_docs: int = 8, progress: bool = True,
-                   limit_seconds: float | None = None) -> list[DocumentScore]:
+                   limit_seconds: float | None = None, field: str | None = None, split: str = "none"
+                   ) -> list[DocumentScore]:
     """The scores of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
 
+    ``field``, ``split``: how the corpus was read (recorded for the reader of the folder).
     ``limit_seconds``: stop starting new batches after this long (the stored part is kept;
     the returned list then holds the documents scored so far).
     """
@@ -48,7 +51,8 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     store = None
     scores: dict[int, DocumentScore] = {}
     if out is not None:
-        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm))
+        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field,
+                                                          split=split))
         scores = {r["index"]: DocumentScore.from_record(r) for r in store.records}
     todo = [d for d in corpus.documents if d.index not in scores]
     start = time.perf_counter()

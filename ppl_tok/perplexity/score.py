@@ -228,9 +228,15 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     lower = upper = estimate = 0.0
     canonical: list[float] = []
     forwards = found = 0
+    spans: list[list[int]] = []
+    best_gain = 0.0
+    offset = 0
     for k, p in enumerate(pieces):
         r = string_marginal(lm, p.text, p.context, search)
         c = r.canonical if len(pieces) == 1 else canon[k]
+        spans += [[offset + a, offset + b] for a, b in differing_spans(lm.vocab, r.best, lm.canonical(p.text))]
+        best_gain += max(0.0, r.best_log_prob - c)
+        offset += len(p.text.encode("utf-8"))
         lo = max(r.lower, c)  # the canonical tokens are one tokenization of the window: a floor too
         lower += lo
         upper += max(r.upper, lo)
@@ -243,7 +249,23 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
                          log_likelihood=estimate, canonical=math.fsum(canonical), lower=lower, upper=upper,
                          forwards=forwards, canonical_forwards=canon_forwards,
-                         seconds=time.perf_counter() - start, extra={"found": found})
+                         seconds=time.perf_counter() - start,
+                         extra={"found": found, "best_spans": spans, "best_gain": best_gain})
+
+
+def differing_spans(vocab: Any, tokens: Sequence[int], canonical: Sequence[int]) -> list[tuple[int, int]]:
+    """The byte ranges where two tokenizations of one text differ (between boundaries they share)."""
+    def cuts(ids: Sequence[int]) -> list[int]:
+        out, at = [0], 0
+        for t in ids:
+            at += len(vocab[t])
+            out.append(at)
+        return out
+
+    a, b = cuts(tokens), cuts(canonical)
+    shared = sorted(set(a) & set(b))
+    own = set(a) ^ set(b)
+    return [(lo, hi) for lo, hi in zip(shared, shared[1:]) if any(lo < x < hi for x in own)]
 
 
 def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:

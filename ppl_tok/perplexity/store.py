@@ -27,7 +27,7 @@ class PerplexityStore(JsonlStore):
     """The records of one perplexity run folder."""
 
     records_file = "documents.jsonl"
-    informational = ("ppl_tok_version", "source", "documents", "bytes")
+    informational = ("ppl_tok_version", "source", "documents", "bytes", "field", "split")
     what = "perplexity run folder"
     record_name = "document record"
 
