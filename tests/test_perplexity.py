@@ -301,3 +301,17 @@ def test_differing_spans_and_their_kinds():
     text = "Abc 12, naïve  x".encode()
     assert [span_kind(text, a, b) for a, b in [(0, 3), (4, 6), (6, 7), (8, 14), (14, 16), (3, 4), (16, 17)]] == \
         ["first word", "digits", "punctuation", "non-ASCII", "whitespace", "whitespace", "word"]
+
+
+def test_study_report_of_a_run_folder(tmp_path):
+    from ppl_tok.perplexity.report import study_report
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
+    corpus = read_corpus(path, field="text")
+    run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", field="text", progress=False)
+    report = study_report(tmp_path / "run", resamples=100, png=tmp_path / "gain.png")
+    assert report["documents"] == len(DOCS) and (tmp_path / "gain.png").stat().st_size > 0
+    kinds = report["span_kinds"]
+    assert kinds["documents"] == len(DOCS)
+    assert sum(kinds["gain_share"].values()) == pytest.approx(1.0) or kinds["documents_departing"] == 0

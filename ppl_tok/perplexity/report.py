@@ -147,7 +147,8 @@ def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[
         for k in kinds:
             gain[k] += s.extra.get("best_gain", 0.0) / len(kinds)
     total = sum(gain.values())
-    return {"documents": counted, "documents_with_kind": docs,
+    departing = sum(1 for s in scores if s.extra.get("best_spans"))
+    return {"documents": counted, "documents_departing": departing, "documents_with_kind": docs,
             "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
 
 
