@@ -315,3 +315,20 @@ def test_study_report_of_a_run_folder(tmp_path):
     kinds = report["span_kinds"]
     assert kinds["documents"] == len(DOCS)
     assert sum(kinds["gain_share"].values()) == pytest.approx(1.0) or kinds["documents_departing"] == 0
+
+
+def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypatch):
+    import ppl_tok.cards
+    from ppl_tok.cli import main
+
+    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: toy_lm())
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(DOCS) + "\n")
+    assert main(["perplexity", str(path), "--split", "lines", "--scoring", "marginal", "--json",
+                 "--out", str(tmp_path / "run")]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert out["documents"] == len(DOCS) and len(out["per_document"]) == len(DOCS)
+    assert out["certified"]["bits_per_byte_ceiling"] == pytest.approx(out["bits_per_byte"])
+    assert out["canonical"]["bits_per_byte"] >= out["bits_per_byte"]
+    assert out["gain_bits_per_byte"]["low"] <= out["gain_bits_per_byte"]["value"]
+    assert (tmp_path / "run" / "documents.jsonl").read_text().count("\n") == len(DOCS)
