@@ -487,6 +487,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "memory":
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
+    elif args.what == "perplexity":
+        from .perplexity.bench import bench_perplexity, format_perplexity
+
+        result = bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data, documents=args.documents,
+                                  min_bytes=args.lengths[0], max_bytes=args.lengths[1], beam=args.beam, **lm_options)
+        _emit(args, result, format_perplexity(result))
     elif args.what == "strings":
         from .strings import bench as strings_bench
 
@@ -598,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sat)
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
     p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators",
-                                     "diagnostics", "strings"], help="what to benchmark")
+                                     "diagnostics", "strings", "perplexity"], help="what to benchmark")
     p.add_argument("--data", default="../shared/data",
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
                         "JSONL file (default ../shared/data)")
@@ -620,13 +626,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="diagnostics: score the stored --records with the current warning rule, without the LM")
     p.add_argument("--time-budget", type=positive, default=60.0, help="most-likely: seconds per prefix")
     p.add_argument("--png", type=output_file, help="most-likely: plot the curve here")
+    p.add_argument("--documents", type=POSITIVE, default=50, help="perplexity: documents (default 50)")
+    p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
+                   help="perplexity: document lengths in bytes, spread evenly (default 300 2000)")
+    p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.set_defaults(func=cmd_bench)
+    from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa
     from .strings.cli import register as register_strings
 
     register_qa(sub)
+    register_perplexity(sub)
     register_strings(add, text_args)
     return parser
 

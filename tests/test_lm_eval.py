@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -135,8 +136,9 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
 
 def test_unsupported_request_types_and_arguments_are_clear():
     lm = PPLTokLM(lm=toy_lm())
-    with pytest.raises(NotImplementedError, match="loglikelihood_rolling .*not supported"):
-        lm.loglikelihood_rolling([])
+    assert lm.loglikelihood_rolling([]) == []
+    with pytest.raises(NotImplementedError, match=r"loglikelihood_rolling .*scoring=canonical\|marginal\|canonical\+rest"):
+        PPLTokLM(lm=toy_lm(), scoring="mixture").loglikelihood_rolling([])
     with pytest.raises(NotImplementedError, match="generate_until .*not supported"):
         lm.generate_until([])
     with pytest.raises(ValueError, match=r"canonical\|marginal\|mixture\|canonical\+rest\|exact\|stratified"):
@@ -152,6 +154,64 @@ def test_trailing_space_and_batches():
     pairs = [Pair("c", " a", 0, ("t", i // 3), i % 3) for i in range(9)]
     assert list(chunks(pairs, 4)) == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
     assert list(chunks(pairs, 4, whole_groups=True)) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+# ------------------------------------------------------------------ perplexity tasks (loglikelihood_rolling)
+ROLLING_YAML = """\
+task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {path}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{{{page}}}}"
+metric_list:
+  - metric: word_perplexity
+  - metric: byte_perplexity
+  - metric: bits_per_byte
+metadata:
+  version: 1.0
+"""
+
+
+def _rolling_task(tmp_path: Path, pages: list[str], task: str = "wiki_local") -> Path:
+    """A wikitext-style task (``loglikelihood_rolling`` over the field ``page``) over a local JSON Lines file."""
+    folder = tmp_path / "rolling-tasks"
+    folder.mkdir(exist_ok=True)
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps({"page": p}) + "\n" for p in pages))
+    (folder / f"{task}.yaml").write_text(ROLLING_YAML.format(task=task, path=data))
+    return folder
+
+
+def _per_document(results: dict, task: str) -> list[float]:
+    samples = sorted(results["samples"][task], key=lambda s: s["doc_id"])
+    return [float(s["resps"][0][0]) for s in samples]
+
+
+TOY_PAGES = [" ab cd ef gh", "abc de fgh ab cd ba", " a b c abc de", "hgfe dcba ab ef gh cd ab"]
+
+
+def test_rolling_scorings_through_simple_evaluate(tmp_path):
+    """Perplexity tasks run for canonical, marginal and canonical+rest; the figures are lm-eval's aggregates."""
+    from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
+    from ppl_tok.perplexity.metrics import figures
+
+    folder = _rolling_task(tmp_path, TOY_PAGES)
+    docs = corpus_from_texts(TOY_PAGES).documents
+    for scoring in ("canonical", "marginal", "canonical+rest"):
+        res = _evaluate(["wiki_local"], folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "max_length": 4,
+                                                             "num_samples": 8})
+        got = _per_document(res, "wiki_local")
+        want = [s.log_likelihood for s in score_documents(toy_lm(), docs, ScoringConfig(scoring, window=4,
+                                                                                        num_samples=8))]
+        assert got == pytest.approx(want, abs=1e-9), scoring
+        f = figures(got, [len(p.encode()) for p in TOY_PAGES], [len(re.split(r"\s+", p)) for p in TOY_PAGES])
+        r = res["results"]["wiki_local"]
+        for metric in ("word_perplexity", "byte_perplexity", "bits_per_byte"):
+            assert r[f"{metric},none"] == pytest.approx(f[metric], rel=1e-9), (scoring, metric)
 
 
 # ------------------------------------------------------------------ SmolLM2 (slow)
@@ -208,3 +268,36 @@ def test_marginal_through_the_cli_equals_qa_run(obqa, tmp_path, capsys):
         got = [float(r[0][0]) for r in rows[0]["resps"]]  # the samples log writes them as strings
         # same particles (same seeds); float32 sums in differently shaped batches differ by ~1e-5 nats
         assert got == pytest.approx(classify.marginal_scores(t).reshape(-1).tolist(), abs=1e-4)
+
+
+WIKI_PAGES = [
+    " = Valkyria Chronicles III = \n\n Senjō no Valkyria 3 @-@ game . \n",
+    "Plants need sunlight, water and carbon dioxide; in 1772 mint restored air.",
+    "Short one.",
+]
+
+
+@pytest.mark.slow
+def test_rolling_canonical_equals_lm_evals_hf_model(tmp_path):
+    """Perplexity task, rolling windows of 6 positions: ppl-tok canonical = lm-eval's hf per document (1e-4 nats).
+
+    Both run SmolLM2 in float64. In float32 the two are each ~1e-4 from the float64 value and differ by up to
+    2e-4 nats per page (measured: hf's float32 full forward and float64 differ by 1.7e-4 on "Short one."; the
+    engine's chunked forwards round differently), so a float32 comparison at 1e-4 would test rounding, not the
+    definition.
+    """
+    from ppl_tok.cards import _convert, list_cards, load_lm
+
+    folder = _convert(list_cards()["smollm2-135m"], "model")
+    tasks = _rolling_task(tmp_path, WIKI_PAGES)
+    hf = _evaluate(["wiki_local"], tasks, "hf", f"pretrained={folder},prefix_token_id=0,max_length=6,"
+                   "dtype=float64,device=cpu")
+    lm = load_lm("smollm2-135m", device="cpu")
+    lm.model.double()
+    ours = _evaluate(["wiki_local"], tasks, MODEL_NAME, {"lm": lm, "scoring": "canonical", "max_length": 6})
+    a, b = _per_document(hf, "wiki_local"), _per_document(ours, "wiki_local")
+    assert len(a) == 3 and all(x < 0 for x in a)
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+    for metric in ("word_perplexity", "byte_perplexity", "bits_per_byte"):
+        x, y = hf["results"]["wiki_local"][f"{metric},none"], ours["results"]["wiki_local"][f"{metric},none"]
+        assert y == pytest.approx(x, rel=1e-6), metric

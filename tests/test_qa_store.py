@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import ppl_tok.qa.run as qa_run
 from ppl_tok.qa import SettingsMismatchError, load_study, run_study, study_settings
 from ppl_tok.qa.store import SCORES_FILE, ScoreStore, StoreError, decode_log, encode_log, read_records, records_digest
 from qa_toy import toy_lm, write_questions
+from sigkill import kill_while_appending, line_count
 
 TESTS = Path(__file__).resolve().parent
 
@@ -178,13 +178,6 @@ run_study(study, toy_lm(), {out!r}, settings, batch_questions=2, progress=False)
 """
 
 
-def _lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
 def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     study = _study(tmp_path, n=20)
     settings = _settings(study, samples=16, scores=["exact"])
@@ -194,20 +187,9 @@ def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(tests=str(TESTS), test=str(tmp_path / "test.jsonl"),
                                    tune=str(tmp_path / "tune.jsonl"), out=str(out)))
-    kills = 0
-    for delay in (0.0, 0.017):  # kill right after progress is seen, or a little later (mid-write)
-        start = _lines(out / SCORES_FILE)
-        proc = subprocess.Popen([sys.executable, str(script)], env=os.environ.copy())
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and _lines(out / SCORES_FILE) < start + 3 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(delay)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait()
+    kills = kill_while_appending(script, out / SCORES_FILE)
     assert kills >= 2, "the child finished before it could be killed"
-    assert 0 < _lines(out / SCORES_FILE) < reference.count(b"\n")
+    assert 0 < line_count(out / SCORES_FILE) < reference.count(b"\n")
     subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
     # The same records, byte for byte. A kill between two lines of one batch's write regroups the later
     # batches, and a batch writes its importance records before its exact ones, so the line order may differ.

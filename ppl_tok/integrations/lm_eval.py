@@ -41,6 +41,10 @@ Model arguments (``--model_args key=value,...``):
   same pair, so both give the same per-request numbers (the tasks written by
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
+* ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
+  scorings ``canonical``, ``marginal``, ``canonical+rest``; :mod:`ppl_tok.perplexity`):
+  the window in positions (default: the model's context length, as ``hf``), and
+  the byte-synchronous beam of ``marginal``.
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
@@ -48,7 +52,9 @@ encodes ``context + continuation`` and splits), the context and the
 continuation are tokenized separately, as everywhere in ppl-tok; with
 byte-level BPE models (SmolLM2, GPT-2, Llama 3) the two agree whenever the
 continuation starts with a space. ``is_greedy`` is always ``False`` (only
-``acc``/``acc_norm`` of multiple-choice tasks are meaningful).
+``acc``/``acc_norm`` of multiple-choice tasks are meaningful). Perplexity
+tasks use lm-eval's rolling windows over the canonical tokens, conditioned on
+BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ from ..qa.run import pair_seed
 
 MODEL_NAME = "ppl-tok"
 SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
+#: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
+ROLLING_SCORINGS = ("canonical", "marginal", "canonical+rest")
 DEFAULT_BATCH = 32
 TASK_PREFIX = "ppltok_"
 
@@ -177,7 +185,8 @@ class PPLTokLM(LM):
                  alpha: float = 0.5, seed: int = 0, split: str = "test", id_field: str = "id",
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
-                 tolerance: float = 1e-3, budget: int = 2000, lm: Any = None) -> None:
+                 tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int = 8,
+                 prune: float = 12.0, lm: Any = None) -> None:
         super().__init__()
         if scoring not in SCORINGS:
             raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
@@ -196,6 +205,9 @@ class PPLTokLM(LM):
         if dtype is not None and dtype not in DTYPES:
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
+        self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
+        self.beam = _int_arg("beam", beam, 1)
+        self.prune = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
         if lm is None:
             from ..cards import load_lm
 
@@ -244,14 +256,41 @@ class PPLTokLM(LM):
         return [(s, False) for s in self.score_pairs(pairs, progress=not disable_tqdm)]
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
-        raise NotImplementedError(
-            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice or "
-            "loglikelihood) only; loglikelihood_rolling (perplexity tasks) is not supported: use lm-eval's hf model")
+        """The log-likelihood of each document (perplexity tasks), by :mod:`ppl_tok.perplexity`.
+
+        ``canonical``: lm-eval's rolling windows over the canonical tokens (what
+        its ``hf`` model computes); ``marginal``: the byte-synchronous beam's sum
+        over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
+        the importance estimate of ``loglikelihood`` does not scale to whole
+        documents); ``canonical+rest``: the canonical term plus the importance
+        estimate of the rest. An empty document scores 0, as with ``hf``.
+        """
+        from tqdm.auto import tqdm
+
+        from ..perplexity import ScoringConfig, corpus_from_texts, score_documents
+
+        if self.scoring not in ROLLING_SCORINGS:
+            raise NotImplementedError(
+                f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(ROLLING_SCORINGS)}, "
+                f"not {self.scoring!r}")
+        texts = [str(r.args[0]) for r in requests]
+        config = ScoringConfig(scoring=self.scoring, window=self.max_length, beam=self.beam, prune=self.prune,
+                               num_samples=self.num_samples, seed=self.seed)
+        out = [0.0] * len(texts)
+        todo = [i for i, t in enumerate(texts) if t]
+        with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.scoring}", unit="doc", disable=disable_tqdm) as bar:
+            for lo in range(0, len(todo), self.batch):
+                idx = todo[lo: lo + self.batch]
+                corpus = corpus_from_texts([texts[i] for i in idx], source="lm-eval request")
+                for i, score in zip(idx, score_documents(self.lm, corpus.documents, config)):
+                    out[i] = score.log_likelihood
+                bar.update(len(idx))
+        return out
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
         raise NotImplementedError(
-            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice or "
-            "loglikelihood) only; generate_until (generation tasks) is not supported: use lm-eval's hf model")
+            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice, "
+            "loglikelihood or loglikelihood_rolling) only; generate_until (generation tasks) is not supported: use lm-eval's hf model")
 
     def get_model_info(self) -> dict[str, Any]:
         """Recorded in lm-eval's results ``config``."""

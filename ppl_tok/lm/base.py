@@ -454,7 +454,17 @@ class LanguageModel(ABC):
         """:meth:`log_prob` of many token sequences, each after its own context, batched step by step."""
         if len(texts_tokens) != len(contexts):
             raise ValueError(f"{len(texts_tokens)} token sequences but {len(contexts)} contexts")
-        states = self.states([self.prefix_ids(c) for c in contexts])
+        return self.log_probs_after([self.prefix_ids(c) for c in contexts], texts_tokens)
+
+    def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
+        """``log p(texts_tokens[i] | prefixes[i])`` for whole prefixes, taken as given (no BOS added).
+
+        The prefixes are run once (one batched prefill, or the cache); the token
+        sequences then advance together, one batched extension per position.
+        """
+        if len(texts_tokens) != len(prefixes):
+            raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
+        states = self.states([tuple(int(t) for t in p) for p in prefixes])
         seqs = [list(map(int, t)) for t in texts_tokens]
         totals = [0.0] * len(seqs)
         for step in range(max((len(s) for s in seqs), default=0)):

@@ -204,7 +204,8 @@ class HFLanguageModel(LanguageModel):
         self.pool = KVPool(self.device, block_bytes=self.config.kv_block_bytes)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(logits.float(), dim=-1)
+        """Next-token log-probs in float32 (float64 for a float64 model: exact comparisons in tests)."""
+        return torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)
 
     def position_bytes(self) -> int:
         return self.pool.slot_bytes if self.pooled and self.pool.slot_bytes else super().position_bytes()
@@ -336,15 +337,14 @@ class HFLanguageModel(LanguageModel):
         return self._log_softmax(logits)
 
     @torch.inference_mode()
-    def log_probs_many(self, texts_tokens: Sequence[Sequence[int]],
-                       contexts: Sequence[str | Sequence[int]]) -> list[float]:
-        """One forward per batch: every sequence's tokens run on top of its (cached) context state."""
+    def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
+        """One forward per batch: every sequence's tokens run on top of its (cached) prefix state."""
         if not self.pooled:
-            return super().log_probs_many(texts_tokens, contexts)
-        if len(texts_tokens) != len(contexts):
-            raise ValueError(f"{len(texts_tokens)} token sequences but {len(contexts)} contexts")
+            return super().log_probs_after(prefixes, texts_tokens)
+        if len(texts_tokens) != len(prefixes):
+            raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
         seqs = [[int(t) for t in s] for s in texts_tokens]
-        roots = self.states([self.prefix_ids(c) for c in contexts])
+        roots = self.states([tuple(int(t) for t in p) for p in prefixes])
         first = self.token_log_probs(roots, [s[:1] for s in seqs])
         totals = [float(f.sum()) for f in first]
         rest = [i for i, s in enumerate(seqs) if len(s) > 1]

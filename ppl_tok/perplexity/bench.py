@@ -1,0 +1,118 @@
+"""``ppl-tok bench perplexity``: the cost of marginal scoring against canonical scoring, in one process.
+
+Documents of ``min_bytes``..``max_bytes`` bytes (lengths spread evenly over the
+range) are running text built from ``../shared/data``: consecutive HellaSwag
+validation contexts with their gold endings, and consecutive OpenBookQA test
+question stems, joined by spaces, alternately. Each document is scored
+
+* canonically (:func:`ppl_tok.perplexity.score.canonical_scores`: its canonical
+  tokens, one chunked forward), and
+* by the marginal (:func:`ppl_tok.strings.string_marginal`, the byte-synchronous
+  beam, ``beam``/``prune``),
+
+each from an empty prefix cache, on the same model in the same process. Per
+document: token-forwards per byte and bytes/s of each, their ratios, the gain of
+the marginal over canonical (bits per byte), and the certified bracket's width in
+bits per byte (``upper - lower``; the beam's estimate *is* its floor, so the
+floor-to-estimate gap is zero by construction and the width is what says how
+far the floor may be from the marginal). Cost per byte against length: the
+documents in three length bins.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from ..datasets import read_hellaswag, read_openbookqa
+from .corpus import Document
+
+LN2 = math.log(2)
+
+
+def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes: int) -> list[str]:
+    """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring)."""
+    if not 1 <= min_bytes <= max_bytes:
+        raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
+    data = Path(data_dir)
+    swag = [q.context + " " + q.choices[q.label] for q in read_hellaswag(data / "hellaswag" / "hellaswag_val.jsonl.gz")]
+    obqa = [q.context for q in read_openbookqa(data / "openbookqa" / "test.jsonl")]
+    sources, at = [swag, obqa], [0, 0]
+    out = []
+    for k in range(count):
+        target = min_bytes + (max_bytes - min_bytes) * k // max(1, count - 1)
+        s = k % 2
+        parts: list[str] = []
+        while len(" ".join(parts).encode()) < target:
+            parts.append(sources[s][at[s] % len(sources[s])])
+            at[s] += 1
+        text = " ".join(parts).encode()[:max(target, min_bytes)].decode("utf-8", "ignore")
+        out.append(text)
+    return out
+
+
+def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
+                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = 8, prune: float = 12.0,
+                     device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """Marginal against canonical scoring on ``documents`` documents (see the module docstring)."""
+    from ..cards import load_lm
+    from ..strings import StringSearchConfig, string_marginal
+    from .score import canonical_scores
+
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    rows = []
+    for i, text in enumerate(bench_documents(data_dir, documents, min_bytes, max_bytes)):
+        n = len(text.encode())
+        lm.clear_cache()
+        t0 = time.perf_counter()
+        (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
+        t_canon = time.perf_counter() - t0
+        lm.clear_cache()
+        t0 = time.perf_counter()
+        r = string_marginal(lm, text, "", config)
+        t_marg = time.perf_counter() - t0
+        rows.append({"bytes": n, "tokens": canon.n_tokens,
+                     "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
+                     "forwards_ratio": r.forwards / max(1, canon.forwards),
+                     "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
+                     "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
+                     "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n)})
+    bins = []
+    edges = [min_bytes, min_bytes + (max_bytes - min_bytes) // 3, min_bytes + 2 * (max_bytes - min_bytes) // 3,
+             max_bytes + 1]
+    for lo, hi in zip(edges, edges[1:]):
+        members = [r for r in rows if lo <= r["bytes"] < hi]
+        if members:
+            total = sum(r["bytes"] for r in members)
+            bins.append({"bytes": f"{lo}-{hi - 1}", "documents": len(members),
+                         "marginal_forwards_per_byte": sum(r["marginal_forwards_per_byte"] * r["bytes"]
+                                                           for r in members) / total})
+    total = sum(r["bytes"] for r in rows)
+    return {"model": model, "documents": len(rows), "beam": beam, "prune": prune, "rows": rows, "by_length": bins,
+            "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
+            / sum(r["canonical_forwards_per_byte"] * r["bytes"] for r in rows),
+            "canonical_bytes_per_s": total / sum(r["bytes"] / r["canonical_bytes_per_s"] for r in rows),
+            "marginal_bytes_per_s": total / sum(r["bytes"] / r["marginal_bytes_per_s"] for r in rows),
+            "gain_bits_per_byte": sum(r["gain_bits_per_byte"] * r["bytes"] for r in rows) / total,
+            "median_bracket_width_bits_per_byte": sorted(r["bracket_width_bits_per_byte"] for r in rows)[len(rows) // 2]}
+
+
+def format_perplexity(result: dict[str, Any]) -> list[str]:
+    lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}) against canonical scoring, "
+             f"{result['model']}, {result['documents']} documents",
+             f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "
+             f"{'gain bpb':>9} {'width bpb':>9}"]
+    for r in result["rows"]:
+        lines.append(f"{r['bytes']:>6} {r['canonical_forwards_per_byte']:>11.3f} {r['marginal_forwards_per_byte']:>10.3f} "
+                     f"{r['forwards_ratio']:>5.1f}x {r['canonical_bytes_per_s']:>9.0f} {r['marginal_bytes_per_s']:>8.1f} "
+                     f"{r['gain_bits_per_byte']:>9.5f} {r['bracket_width_bits_per_byte']:>9.3f}")
+    lines.append("marginal forwards per byte by length: " + ", ".join(
+        f"{b['bytes']} B: {b['marginal_forwards_per_byte']:.2f} ({b['documents']} docs)" for b in result["by_length"]))
+    lines.append(f"in all: {result['forwards_ratio']:.1f}x canonical's token-forwards; {result['canonical_bytes_per_s']:.0f} "
+                 f"B/s canonical, {result['marginal_bytes_per_s']:.1f} B/s marginal; gain "
+                 f"{result['gain_bits_per_byte']:.5f} bits/byte; median bracket width "
+                 f"{result['median_bracket_width_bits_per_byte']:.3f} bits/byte")
+    return lines

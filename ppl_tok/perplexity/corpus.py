@@ -1,0 +1,203 @@
+"""A corpus to score: documents read from a text file, standard input, or JSON Lines.
+
+* **Text** (the default): the whole input is one document (``split="none"``),
+  or one document per line (``"lines"``: the line without its newline), or per
+  paragraph (``"paragraphs"``: runs of lines separated by blank lines, inner
+  newlines kept).
+* **JSON Lines** (``field=NAME``): one JSON object per line, the document is the
+  string ``object[NAME]``; blank lines are skipped.
+
+A document is taken literally (no stripping): its bytes are what is scored.
+Every problem is a :class:`CorpusError` naming the file and line and the fix:
+a file that is not UTF-8 or holds NUL bytes (a binary file), a line that is
+not JSON or not an object, a missing or non-string field, an empty document,
+bytes no token of the vocabulary covers (:func:`check_coverage`). Nothing is
+skipped silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STDIN = "-"
+SPLITS = ("none", "lines", "paragraphs")
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be scored as given."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: its text and where it came from (``source:line``, the first line it spans)."""
+
+    index: int
+    text: str
+    source: str
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+    @property
+    def n_bytes(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The documents of one input and the SHA-256 of its bytes (recorded by the store)."""
+
+    source: str
+    documents: tuple[Document, ...]
+    sha256: str
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(d.n_bytes for d in self.documents)
+
+
+def _read_bytes(path: str) -> tuple[bytes, str]:
+    if path == STDIN:
+        return sys.stdin.buffer.read(), "<stdin>"
+    try:
+        return Path(path).read_bytes(), path
+    except OSError as err:
+        raise CorpusError(f"cannot read {path}: {err.strerror or err}") from err
+
+
+def _decode(data: bytes, source: str) -> str:
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise CorpusError(f"{source}:{line}: a NUL byte at offset {nul}: this looks like a binary file, "
+                          "not text; give a UTF-8 text or JSON Lines file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise CorpusError(f"{source}:{line}: not UTF-8 text ({err.reason} at byte offset {err.start}); "
+                          "re-encode the file as UTF-8") from None
+
+
+def _text_documents(text: str, source: str, split: str) -> list[Document]:
+    if split == "none":
+        if not text:
+            raise CorpusError(f"{source}:1: the document is empty (an empty file)")
+        return [Document(0, text, source, 1)]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    docs: list[Document] = []
+    if split == "lines":
+        for n, line in enumerate(lines, 1):
+            if not line:
+                raise CorpusError(f"{source}:{n}: an empty document (an empty line); remove it, or use "
+                                  "--split paragraphs to separate documents by blank lines")
+            docs.append(Document(len(docs), line, source, n))
+    else:
+        start, block = 0, []
+        for n, line in enumerate(lines + [""], 1):
+            if line.strip():
+                if not block:
+                    start = n
+                block.append(line)
+            elif block:
+                docs.append(Document(len(docs), "\n".join(block), source, start))
+                block = []
+    if not docs:
+        raise CorpusError(f"{source}: no documents (the input is empty or holds only blank lines)")
+    return docs
+
+
+def _jsonl_documents(text: str, source: str, field: str) -> list[Document]:
+    docs: list[Document] = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorpusError(f"{source}:{n}: not valid JSON ({err.msg} at column {err.colno}); each line must "
+                              f"be one JSON object (or drop --field to read plain text)") from None
+        if not isinstance(row, dict):
+            raise CorpusError(f"{source}:{n}: expected a JSON object with the field {field!r}, "
+                              f"got {type(row).__name__}")
+        if field not in row:
+            have = ", ".join(map(repr, list(row)[:8])) or "none"
+            raise CorpusError(f"{source}:{n}: missing field {field!r} (fields: {have}); choose it with --field")
+        value = row[field]
+        if not isinstance(value, str):
+            raise CorpusError(f"{source}:{n}: field {field!r} should be a string, got {type(value).__name__}")
+        if not value:
+            raise CorpusError(f"{source}:{n}: field {field!r} is empty: an empty document has no "
+                              "perplexity; remove the line")
+        docs.append(Document(len(docs), value, source, n))
+    if not docs:
+        raise CorpusError(f"{source}: no documents (the input is empty or holds only blank lines)")
+    return docs
+
+
+def read_corpus(path: str | Path, *, field: str | None = None, split: str = "none") -> Corpus:
+    """The documents of ``path`` (``"-"``: standard input): JSON Lines with ``field``, else text by ``split``."""
+    if split not in SPLITS:
+        raise CorpusError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if field is not None and split != "none":
+        raise CorpusError("--split applies to text input; JSON Lines has one document per line")
+    data, source = _read_bytes(str(path))
+    text = _decode(data, source)
+    docs = _text_documents(text, source, split) if field is None else _jsonl_documents(text, source, field)
+    return Corpus(source, tuple(docs), hashlib.sha256(data).hexdigest())
+
+
+def corpus_from_texts(texts: Sequence[str], source: str = "<texts>") -> Corpus:
+    """A corpus of the given strings (Python callers); empty strings are errors."""
+    docs = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t:
+            raise CorpusError(f"{source}:{i + 1}: document {i} is {'empty' if t == '' else repr(type(t).__name__)}: "
+                              "every document must be a non-empty string")
+        docs.append(Document(i, t, source, i + 1))
+    digest = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()
+    return Corpus(source, tuple(docs), digest)
+
+
+def _stuck_at(data: bytes, trie) -> int | None:
+    """The first byte offset no tokenization gets past (``None`` if the whole of ``data`` has one)."""
+    reach = bytearray(len(data) + 1)
+    reach[0] = 1
+    furthest = 0
+    for i in range(len(data)):
+        if not reach[i]:
+            if i > furthest:
+                return furthest
+            continue
+        for end, _ in trie.matches(data, i):
+            reach[end] = 1
+            furthest = max(furthest, end)
+    return None if reach[len(data)] else furthest
+
+
+def check_coverage(corpus: Corpus, vocab) -> None:
+    """Every document has a tokenization under ``vocab`` (else a :class:`CorpusError` naming the byte)."""
+    for doc in corpus.documents:
+        try:
+            vocab.encode(doc.text)
+        except ValueError as err:
+            data = doc.text.encode("utf-8")
+            at = _stuck_at(data, vocab.trie(True))
+            if at is not None:
+                line = doc.line + data.count(b"\n", 0, at)
+                raise CorpusError(f"{doc.source}:{line}: no token of {vocab.name} covers the byte "
+                                  f"{data[at]:#04x} (document {doc.index}, byte offset {at}); this model cannot "
+                                  "score the text: remove the character or use another model") from None
+            raise CorpusError(f"{doc.where}: document {doc.index} has no canonical tokenization ({err})") from None

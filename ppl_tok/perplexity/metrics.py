@@ -1,0 +1,76 @@
+"""Perplexity figures from log-likelihoods, as lm-eval defines them.
+
+For documents ``d`` with log-likelihood ``ll_d`` (nats), ``B_d`` UTF-8 bytes and
+``W_d`` words, the corpus figures are ratios of sums (lm-eval's
+``weighted_perplexity`` and ``bits_per_byte`` aggregations)::
+
+    bits_per_byte   = -sum(ll_d) / (ln 2 * sum(B_d))
+    byte_perplexity = exp(-sum(ll_d) / sum(B_d))       = 2 ** bits_per_byte
+    word_perplexity = exp(-sum(ll_d) / sum(W_d))
+
+and a document's figures are the same with one term. Words are counted as
+lm-eval counts them (``Task.count_words``): ``len(re.split(r"\\s+", text))``,
+the pieces between runs of whitespace, *including* the empty pieces before
+leading and after trailing whitespace (``" a b\\n"`` has 4). That is what
+makes ``word_perplexity`` comparable with lm-eval's.
+
+A log-likelihood that is a lower bound (a certified floor) gives an *upper*
+bound on bits per byte and on both perplexities, since all three decrease in
+``ll``; an upper bound on ``ll`` gives lower bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+_WHITESPACE = re.compile(r"\s+")
+LN2 = math.log(2)
+
+
+def count_words(text: str) -> int:
+    """lm-eval's word count: ``len(re.split(r"\\s+", text))``."""
+    return len(_WHITESPACE.split(text))
+
+
+def count_bytes(text: str) -> int:
+    """The UTF-8 bytes of ``text``."""
+    return len(text.encode("utf-8"))
+
+
+def _ratio(log_likelihoods: Sequence[float], units: Sequence[int]) -> float:
+    total = sum(units)
+    if total <= 0:
+        raise ValueError("no bytes or words to divide by")
+    return -math.fsum(log_likelihoods) / total
+
+
+def bits_per_byte(log_likelihoods: Sequence[float], n_bytes: Sequence[int]) -> float:
+    """``-sum(ll) / (ln 2 * sum(bytes))`` (``inf`` if some ``ll`` is ``-inf``)."""
+    return _ratio(log_likelihoods, n_bytes) / LN2
+
+
+def byte_perplexity(log_likelihoods: Sequence[float], n_bytes: Sequence[int]) -> float:
+    """``exp(-sum(ll) / sum(bytes))``."""
+    return _exp(_ratio(log_likelihoods, n_bytes))
+
+
+def word_perplexity(log_likelihoods: Sequence[float], n_words: Sequence[int]) -> float:
+    """``exp(-sum(ll) / sum(words))``."""
+    return _exp(_ratio(log_likelihoods, n_words))
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def figures(log_likelihoods: Sequence[float], n_bytes: Sequence[int], n_words: Sequence[int]) -> dict[str, float]:
+    """The three figures of one document or a corpus, and the summed log-likelihood."""
+    return {"log_likelihood": math.fsum(log_likelihoods),
+            "bits_per_byte": bits_per_byte(log_likelihoods, n_bytes),
+            "byte_perplexity": byte_perplexity(log_likelihoods, n_bytes),
+            "word_perplexity": word_perplexity(log_likelihoods, n_words)}

@@ -1,0 +1,226 @@
+"""Corpus figures from document scores: perplexities, certified bounds, the marginal's gain, bootstrap intervals.
+
+For documents with canonical log-likelihoods ``c_d``, the scoring's estimates
+``e_d``, certified floors ``l_d <= log p(x_d)`` and ``B_d`` bytes:
+
+* ``bits_per_byte`` (and the two perplexities) of the estimate, and of the
+  canonical tokens (:mod:`ppl_tok.perplexity.metrics`);
+* ``bits_per_byte_ceiling = -sum(l_d) / (ln 2 sum(B_d))``: certified, the
+  marginal's bits per byte are at most this (and at least
+  ``bits_per_byte_floor`` from the upper bounds, where every one is finite);
+* ``gain = sum(e_d - c_d) / (ln 2 sum(B_d))``: bits per byte the marginal saves
+  over canonical scoring; ``certified_gain`` uses ``l_d`` for ``e_d``: the
+  marginal saves at least this (a certified statement);
+* a bootstrap interval of the gain over documents (resampled with replacement,
+  ratio of sums recomputed; ``resamples``, ``seed``, 95 %).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .metrics import LN2, figures
+from .score import DocumentScore
+
+
+def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 10_000,
+                    seed: int = 0, level: float = 0.95) -> dict[str, float]:
+    """``sum(num) / sum(den)`` with a bootstrap interval over the items (resampled with replacement)."""
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if num.shape != den.shape or num.ndim != 1 or len(num) == 0:
+        raise ValueError("the bootstrap needs two equal-length, non-empty lists")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(num), size=(resamples, len(num)))
+    ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail])
+    return {"value": float(num.sum() / den.sum()), "low": float(low), "high": float(high)}
+
+
+def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: int = 2_000,
+                   seed: int = 0) -> dict[str, Any]:
+    """The corpus figures of ``scores`` (see the module docstring)."""
+    if not scores:
+        raise ValueError("no documents scored yet")
+    nb = [s.n_bytes for s in scores]
+    nw = [s.n_words for s in scores]
+    out: dict[str, Any] = {"scoring": scoring, "documents": len(scores), "bytes": sum(nb), "words": sum(nw),
+                           "tokens": sum(s.n_tokens for s in scores),
+                           "canonical": figures([s.canonical for s in scores], nb, nw),
+                           "forwards_per_byte": sum(s.forwards for s in scores) / sum(nb),
+                           "canonical_forwards_per_byte": sum(s.canonical_forwards for s in scores) / sum(nb)}
+    if scoring == "canonical":
+        out.update(figures([s.log_likelihood for s in scores], nb, nw))
+        return out
+    out.update(figures([s.log_likelihood for s in scores], nb, nw))
+    lowers = [s.lower for s in scores]
+    ceiling = figures(lowers, nb, nw)
+    out["certified"] = {"bits_per_byte_ceiling": ceiling["bits_per_byte"],
+                        "byte_perplexity_ceiling": ceiling["byte_perplexity"],
+                        "word_perplexity_ceiling": ceiling["word_perplexity"],
+                        "log_likelihood_floor": ceiling["log_likelihood"]}
+    uppers = [s.upper for s in scores]
+    if all(u is not None and math.isfinite(u) for u in uppers):
+        out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
+    den = [b * LN2 for b in nb]
+    out["gain_bits_per_byte"] = bootstrap_ratio([s.log_likelihood - s.canonical for s in scores], den,
+                                                resamples=resamples, seed=seed)
+    out["certified_gain_bits_per_byte"] = bootstrap_ratio([lo - s.canonical for lo, s in zip(lowers, scores)], den,
+                                                          resamples=resamples, seed=seed)
+    out["floor_to_estimate_gap_bits_per_byte"] = (math.fsum(s.log_likelihood for s in scores)
+                                                  - math.fsum(lowers)) / (LN2 * sum(nb))
+    return out
+
+
+def document_row(s: DocumentScore) -> dict[str, Any]:
+    """One document's figures (JSON-ready apart from infinities)."""
+    row: dict[str, Any] = {"index": s.index, "bytes": s.n_bytes, "words": s.n_words, "tokens": s.n_tokens,
+                           "windows": s.windows, "log_likelihood": s.log_likelihood,
+                           "bits_per_byte": -s.log_likelihood / (LN2 * s.n_bytes),
+                           "canonical_bits_per_byte": -s.canonical / (LN2 * s.n_bytes),
+                           "forwards": s.forwards}
+    if s.lower is not None:
+        row["bits_per_byte_ceiling"] = -s.lower / (LN2 * s.n_bytes)
+        row["lower"] = s.lower
+    if s.upper is not None:
+        row["upper"] = s.upper
+    return row
+
+
+def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]]:
+    """The settings and document scores of a run folder, read without its lock (a run may be appending)."""
+    from .store import PerplexityStore
+
+    folder = Path(folder)
+    settings = PerplexityStore.read_settings(folder)
+    records = PerplexityStore.read_records(folder / PerplexityStore.records_file)
+    return settings, sorted((DocumentScore.from_record(r) for r in records), key=lambda s: s.index)
+
+
+SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "word")
+
+
+def span_kind(text: bytes, start: int, end: int) -> str:
+    """The kind of a span of ``text``: the first of SPAN_KINDS that applies.
+
+    non-ASCII (a byte >= 0x80), digits, whitespace (a run of two or more whitespace
+    bytes, or whitespace alone), punctuation, the document's first word (the span
+    starts at byte 0, right after BOS), else a word piece.
+    """
+    piece = text[start:end]
+    if any(b >= 0x80 for b in piece):
+        return "non-ASCII"
+    if any(chr(b).isdigit() for b in piece):
+        return "digits"
+    if b"  " in piece or b"\n\n" in piece or not piece.strip():
+        return "whitespace"
+    if any(not chr(b).isalnum() and not chr(b).isspace() for b in piece):
+        return "punctuation"
+    return "first word" if start == 0 else "word"
+
+
+def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
+    """Where the best non-canonical tokenization departs from the canonical one, by kind of span.
+
+    For each document with ``best_spans`` (records of ``marginal`` runs): its best
+    tokenization's gain over canonical (nats) is split equally over the spans where
+    the two differ, and summed by :func:`span_kind`. A proxy for where the
+    off-canonical mass sits: it counts the single best alternative, not all of them.
+    """
+    gain = dict.fromkeys(SPAN_KINDS, 0.0)
+    docs = dict.fromkeys(SPAN_KINDS, 0)
+    counted = 0
+    for s in scores:
+        spans = s.extra.get("best_spans")
+        if spans is None or s.index not in texts:
+            continue
+        counted += 1
+        data = texts[s.index].encode("utf-8")
+        kinds = [span_kind(data, a, b) for a, b in spans]
+        for k in set(kinds):
+            docs[k] += 1
+        for k in kinds:
+            gain[k] += s.extra.get("best_gain", 0.0) / len(kinds)
+    total = sum(gain.values())
+    departing = sum(1 for s in scores if s.extra.get("best_spans"))
+    return {"documents": counted, "documents_departing": departing, "documents_with_kind": docs,
+            "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
+
+
+def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None
+                 ) -> dict[str, Any]:
+    """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
+
+    ``png``: plot the per-document gain (bits per byte) against the document's length.
+    """
+    settings, scores = read_scores(folder)
+    out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
+    out["settings"] = settings
+    if settings["scoring"] == "canonical":
+        return out
+    gains = np.array([(s.log_likelihood - s.canonical) / (LN2 * s.n_bytes) for s in scores])
+    nats = np.array([s.log_likelihood - s.canonical for s in scores])
+    lengths = np.array([s.n_bytes for s in scores])
+    out["per_document_gain_bits_per_byte"] = {q: float(np.quantile(gains, v)) for q, v in
+                                              (("min", 0), ("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1))}
+    out["per_document_gain_nats"] = {q: float(np.quantile(nats, v)) for q, v in
+                                     (("median", 0.5), ("p90", 0.9), ("max", 1))}
+    out["share_of_gain_in_top_1_percent"] = float(np.sort(nats)[::-1][: max(1, len(nats) // 100)].sum() / nats.sum()) \
+        if nats.sum() > 0 else 0.0
+    edges = np.quantile(lengths, [0, 1 / 3, 2 / 3, 1])
+    by_length = []
+    for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        mask = (lengths >= lo) & ((lengths <= hi) if k == 2 else (lengths < hi))
+        if mask.any():
+            by_length.append({"bytes": f"{int(lo)}-{int(hi)}", "documents": int(mask.sum()),
+                              "gain_bits_per_byte": float(nats[mask].sum() / (LN2 * lengths[mask].sum())),
+                              "median_gain_nats": float(np.median(nats[mask]))})
+    out["gain_by_length"] = by_length
+    source = Path(settings.get("source", ""))
+    if source.is_file() and any("best_spans" in s.extra for s in scores):
+        from .corpus import read_corpus
+
+        # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
+        field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
+        corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
+        out["span_kinds"] = span_shares(scores, {d.index: d.text for d in corpus.documents})
+    if png is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.scatter(lengths, np.maximum(gains, 1e-7), s=8)
+        ax.set_yscale("log")
+        ax.set_xlabel("document length (bytes)")
+        ax.set_ylabel("marginal gain over canonical (bits/byte, certified)")
+        ax.set_title(f"{settings['model']}: {len(scores)} documents, {settings['scoring']}")
+        fig.tight_layout()
+        fig.savefig(png, dpi=120)
+        plt.close(fig)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
+    """``python -m ppl_tok.perplexity.report DIR [--png FILE]``: the study figures of a run folder, as JSON."""
+    import argparse
+    import json
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m ppl_tok.perplexity.report", description=main.__doc__)
+    p.add_argument("dir", type=Path)
+    p.add_argument("--png")
+    p.add_argument("--resamples", type=int, default=10_000)
+    a = p.parse_args(argv)
+    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png), sys.stdout, indent=1, allow_nan=False)
+    print()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,77 @@
+"""Score a corpus, document batch by document batch, into a resumable store (or in memory).
+
+Documents whose record is stored are skipped; the rest are scored in batches
+of ``batch_docs`` and each batch's records are appended (durably) before the
+next batch starts, so a kill loses at most the batch in progress. A document's
+figures do not depend on the batch it was scored in (canonical scoring batches
+positions, not sums; the marginal scorings run one document at a time), so a
+resumed run stores what an uninterrupted one does. The progress bar counts
+bytes (bytes/s).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..lm.base import LanguageModel
+from .corpus import Corpus, check_coverage
+from .score import DocumentScore, ScoringConfig, score_documents
+from .store import RECORDS_VERSION, PerplexityStore
+
+
+def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
+                 split: str = "none") -> dict[str, Any]:
+    """The ``run.json`` of a run: everything its records depend on."""
+    from .. import __version__
+    from .score import window_length
+
+    return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),
+            "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),
+            "window": window_length(lm, config), "records_version": RECORDS_VERSION,
+            "ppl_tok_version": __version__, "field": field, "split": split}
+
+
+def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, out: str | Path | None = None,
+                   model: str | None = None, batch_docs: int = 8, progress: bool = True,
+                   limit_seconds: float | None = None, field: str | None = None, split: str = "none"
+                   ) -> list[DocumentScore]:
+    """The scores of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
+
+    ``field``, ``split``: how the corpus was read (recorded for the reader of the folder).
+    ``limit_seconds``: stop starting new batches after this long (the stored part is kept;
+    the returned list then holds the documents scored so far).
+    """
+    from tqdm.auto import tqdm
+
+    if batch_docs < 1:
+        raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
+    check_coverage(corpus, lm.vocab)
+    store = None
+    scores: dict[int, DocumentScore] = {}
+    if out is not None:
+        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field,
+                                                          split=split))
+        scores = {r["index"]: DocumentScore.from_record(r) for r in store.records}
+    todo = [d for d in corpus.documents if d.index not in scores]
+    start = time.perf_counter()
+    try:
+        with tqdm(total=corpus.n_bytes, initial=corpus.n_bytes - sum(d.n_bytes for d in todo), unit="B",
+                  unit_scale=True, desc=f"perplexity ({config.scoring})", disable=not progress) as bar:
+            for lo in range(0, len(todo), batch_docs):
+                if limit_seconds is not None and time.perf_counter() - start > limit_seconds:
+                    break
+                batch = todo[lo: lo + batch_docs]
+                t0 = time.perf_counter()
+                done = score_documents(lm, batch, config)
+                if store is not None:
+                    store.append([s.to_record() for s in done],
+                                 timing={"documents": len(batch), "bytes": sum(d.n_bytes for d in batch),
+                                         "seconds": time.perf_counter() - t0})
+                scores.update((s.index, s) for s in done)
+                bar.update(sum(d.n_bytes for d in batch))
+    finally:
+        if store is not None:
+            store.close()
+    return [scores[i] for i in sorted(scores)]

@@ -1,0 +1,301 @@
+"""The log-likelihood of a document under each scoring, with its certified floor where there is one.
+
+* ``canonical``: ``log p(t_1 .. t_n | BOS)`` of the document's canonical tokens,
+  in lm-eval's rolling windows (:func:`~ppl_tok.perplexity.windows.rolling_windows`);
+  exactly what lm-eval's ``loglikelihood_rolling`` computes.
+* ``marginal``: ``log p(x | BOS)`` summed over every tokenization of the text
+  ``x``, by the byte-synchronous beam of :func:`ppl_tok.strings.string_marginal`
+  (one search engine for ppl-tok). It returns a certified bracket
+  ``lower <= log p(x) <= upper``; the figure reported is its estimate (the mass
+  found, = ``lower``), and the bits per byte computed from ``lower`` is a
+  certified *ceiling* on the marginal's bits per byte (``upper`` gives a floor).
+* ``canonical+rest``: ``log(p(v*) + m)``, the canonical probability exact plus
+  the unbiased importance-sampling estimate ``m`` of the non-canonical mass
+  (:func:`ppl_tok.importance.marginals`, ``num_samples`` look-ahead particles,
+  seeded per document and window); its certified floor is the canonical term.
+
+Long documents run in string windows for the two marginal scorings
+(:func:`~ppl_tok.perplexity.windows.text_windows`): the document's figures are
+sums over windows, floors and ceilings included (sums of bounds are bounds).
+``forwards`` counts the token positions each document's scoring runs through
+the LM, cache hits included (so that a document's record does not depend on
+what was scored before it): for canonical scoring, the positions of its
+windows; for ``marginal``, the beam's count (:class:`ppl_tok.strings.StringMarginal`);
+for ``canonical+rest``, the particles' (``lm.stats``, from an empty cache).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..lm.base import LanguageModel
+from ..logspace import logsumexp
+from .corpus import Document
+from .metrics import count_bytes, count_words
+from .windows import rolling_windows, text_windows
+
+SCORINGS = ("canonical", "marginal", "canonical+rest")
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """What a perplexity run computes (validated).
+
+    :param scoring: ``canonical``, ``marginal`` or ``canonical+rest``.
+    :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
+    :param beam, prune, budget: the byte-synchronous beam of ``marginal`` (:class:`ppl_tok.strings.StringSearchConfig`).
+    :param num_samples: importance particles of ``canonical+rest``.
+    :param seed: the seed the particles of (document, window) derive from.
+    """
+
+    scoring: str = "canonical"
+    window: int | None = None
+    beam: int = 8
+    prune: float = 12.0
+    budget: int | None = None
+    num_samples: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {self.scoring!r}")
+        if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
+            raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
+        if not isinstance(self.num_samples, int) or self.num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
+        self.search_config()  # validates beam, prune, budget
+
+    def search_config(self) -> Any:
+        from ..strings import StringSearchConfig
+
+        return StringSearchConfig(beam=self.beam, prune=self.prune, budget=self.budget)
+
+    def settings(self) -> dict[str, Any]:
+        """What the stored figures depend on (the store's settings)."""
+        out: dict[str, Any] = {"scoring": self.scoring, "window": self.window}
+        if self.scoring == "marginal":
+            out.update(beam=self.beam, prune=self.prune, budget=self.budget)
+        if self.scoring == "canonical+rest":
+            out.update(num_samples=self.num_samples, seed=self.seed)
+        return out
+
+
+@dataclass
+class DocumentScore:
+    """One document's figures (log-likelihoods in nats).
+
+    ``log_likelihood`` is the scoring's figure; ``canonical`` the canonical
+    tokens' log-likelihood under the same windows; ``lower``/``upper`` the
+    certified bracket of the marginal (``None`` for ``canonical``, and
+    ``upper`` is ``None`` for ``canonical+rest``).
+    """
+
+    index: int
+    n_bytes: int
+    n_words: int
+    n_tokens: int
+    windows: int
+    log_likelihood: float
+    canonical: float
+    lower: float | None = None
+    upper: float | None = None
+    forwards: int = 0
+    canonical_forwards: int = 0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        from ..jsonl_store import encode_log
+
+        rec: dict[str, Any] = {"index": self.index, "n_bytes": self.n_bytes, "n_words": self.n_words,
+                               "n_tokens": self.n_tokens, "windows": self.windows,
+                               "log_likelihood": encode_log(self.log_likelihood),
+                               "canonical": encode_log(self.canonical)}
+        if self.lower is not None:
+            rec["lower"] = encode_log(self.lower)
+        if self.upper is not None:
+            rec["upper"] = encode_log(self.upper)
+        rec.update(forwards=self.forwards, canonical_forwards=self.canonical_forwards, **self.extra)
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> DocumentScore:
+        from ..jsonl_store import decode_log
+
+        known = {"index", "n_bytes", "n_words", "n_tokens", "windows", "log_likelihood", "canonical", "lower",
+                 "upper", "forwards", "canonical_forwards"}
+        return cls(index=rec["index"], n_bytes=rec["n_bytes"], n_words=rec["n_words"], n_tokens=rec["n_tokens"],
+                   windows=rec["windows"], log_likelihood=decode_log(rec["log_likelihood"]),
+                   canonical=decode_log(rec["canonical"]),
+                   lower=decode_log(rec["lower"]) if "lower" in rec else None,
+                   upper=decode_log(rec["upper"]) if "upper" in rec else None,
+                   forwards=rec.get("forwards", 0), canonical_forwards=rec.get("canonical_forwards", 0),
+                   extra={k: v for k, v in rec.items() if k not in known})
+
+
+def _require_bos(lm: LanguageModel) -> None:
+    if lm.bos_id is None:
+        raise ValueError(f"{lm.name} has no BOS token: perplexity conditions the first token on BOS; "
+                         "give one with --bos-id")
+
+
+def window_length(lm: LanguageModel, config: ScoringConfig) -> int | None:
+    """The window: ``config.window``, else the model's context length (``None``: unbounded)."""
+    from .windows import model_window
+
+    return config.window if config.window is not None else model_window(lm)
+
+
+def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets: list) -> list[float]:
+    """:meth:`~ppl_tok.lm.base.LanguageModel.log_probs_after`, run one prefix length at a time.
+
+    A batch of prefixes of different lengths is padded on the left; under
+    float32 SDPA a short row padded to a long one moves by ~2e-4 nats
+    (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's
+    1e-4 agreement. Rows of one prefix length advance in lockstep and are never
+    padded, so each group's numbers are those of the row run alone.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, p in enumerate(prefixes):
+        groups.setdefault(len(p), []).append(i)
+    out = [0.0] * len(prefixes)
+    for members in groups.values():
+        for i, lp in zip(members, lm.log_probs_after([prefixes[i] for i in members], [targets[i] for i in members])):
+            out[i] = lp
+    return out
+
+
+def canonical_scores(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[DocumentScore]:
+    """The canonical log-likelihoods of ``docs`` in lm-eval's rolling windows, all windows of all documents batched."""
+    _require_bos(lm)
+    tokens = [lm.canonical(d.text) for d in docs]
+    prefixes, targets, owner = [], [], []
+    for i, toks in enumerate(tokens):
+        for w in rolling_windows(len(toks), window):
+            prefixes.append((lm.bos_id,) if w.bos else tuple(toks[w.context: w.start]))
+            targets.append(toks[w.start: w.end])
+            owner.append(i)
+    start = time.perf_counter()
+    lps = _log_probs_after(lm, prefixes, targets)
+    seconds = time.perf_counter() - start
+    total_tokens = max(1, sum(len(t) for t in tokens))
+    totals = [0.0] * len(docs)
+    counts = [0] * len(docs)
+    positions = [0] * len(docs)
+    for i, lp, prefix, target in zip(owner, lps, prefixes, targets):
+        totals[i] += lp
+        counts[i] += 1
+        positions[i] += len(prefix) + len(target) - 1
+    out = []
+    for d, toks, total, n_windows, n_pos in zip(docs, tokens, totals, counts, positions):
+        out.append(DocumentScore(d.index, count_bytes(d.text), count_words(d.text), len(toks), n_windows,
+                                 log_likelihood=total, canonical=total, forwards=n_pos, canonical_forwards=n_pos,
+                                 seconds=seconds * len(toks) / total_tokens))
+    return out
+
+
+def _windowed(lm: LanguageModel, doc: Document, window: int | None):
+    toks = lm.canonical(doc.text)
+    pieces = text_windows(lm.vocab, toks, window)
+    # the canonical slice of each window, under the window's own conditioning (BOS + preceding tokens)
+    prefixes = [(lm.bos_id,) + p.context for p in pieces]
+    canon = _log_probs_after(lm, prefixes, [p.tokens for p in pieces])
+    positions = sum(len(a) + len(p.tokens) - 1 for a, p in zip(prefixes, pieces))
+    return toks, pieces, canon, positions
+
+
+def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
+    """The byte-synchronous beam's certified bracket of the document's marginal, window by window.
+
+    A one-window document's canonical figure is the beam's own (its canonical path,
+    computed with the same forwards as the mass found, so that the gain is not
+    float32 rounding); windowed documents use the canonical slices (:func:`_windowed`).
+    """
+    from ..strings import string_marginal
+
+    _require_bos(lm)
+    start = time.perf_counter()
+    window = window_length(lm, config)
+    toks = lm.canonical(doc.text)
+    pieces = text_windows(lm.vocab, toks, window)
+    if len(pieces) > 1:
+        toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
+    search = config.search_config()
+    lower = upper = estimate = 0.0
+    canonical: list[float] = []
+    forwards = found = 0
+    spans: list[list[int]] = []
+    best_gain = 0.0
+    offset = 0
+    for k, p in enumerate(pieces):
+        r = string_marginal(lm, p.text, p.context, search)
+        c = r.canonical if len(pieces) == 1 else canon[k]
+        spans += [[offset + a, offset + b] for a, b in differing_spans(lm.vocab, r.best, lm.canonical(p.text))]
+        best_gain += max(0.0, r.best_log_prob - c)
+        offset += len(p.text.encode("utf-8"))
+        lo = max(r.lower, c)  # the canonical tokens are one tokenization of the window: a floor too
+        lower += lo
+        upper += max(r.upper, lo)
+        estimate += max(r.estimate, lo)
+        canonical.append(c)
+        forwards += r.forwards
+        found += r.found
+    if len(pieces) == 1:
+        canon_forwards = len(toks)  # BOS and the canonical tokens but the last: the beam ran them
+    return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
+                         log_likelihood=estimate, canonical=math.fsum(canonical), lower=lower, upper=upper,
+                         forwards=forwards, canonical_forwards=canon_forwards,
+                         seconds=time.perf_counter() - start,
+                         extra={"found": found, "best_spans": spans, "best_gain": best_gain})
+
+
+def differing_spans(vocab: Any, tokens: Sequence[int], canonical: Sequence[int]) -> list[tuple[int, int]]:
+    """The byte ranges where two tokenizations of one text differ (between boundaries they share)."""
+    def cuts(ids: Sequence[int]) -> list[int]:
+        out, at = [0], 0
+        for t in ids:
+            at += len(vocab[t])
+            out.append(at)
+        return out
+
+    a, b = cuts(tokens), cuts(canonical)
+    shared = sorted(set(a) & set(b))
+    own = set(a) ^ set(b)
+    return [(lo, hi) for lo, hi in zip(shared, shared[1:]) if any(lo < x < hi for x in own)]
+
+
+def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
+    """``log(p(v*) + m)`` per window (``m``: importance estimate of the non-canonical mass), summed."""
+    from ..importance import marginals
+    from ..qa.run import pair_seed
+
+    _require_bos(lm)
+    start = time.perf_counter()
+    toks, pieces, canon, canon_forwards = _windowed(lm, doc, window_length(lm, config))
+    lm.clear_cache()  # the particles' forwards, counted from an empty cache, do not depend on earlier documents
+    before = lm.stats.forwards
+    seeds = [pair_seed(config.seed, "perplexity", str(doc.index), k) for k in range(len(pieces))]
+    results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
+                        seeds=seeds)
+    total, floor = 0.0, 0.0
+    for p, c, r in zip(pieces, canon, results):
+        # the importance run's canonical is the canonical tokenization of the window's text; the floor
+        # is the better of it and the canonical slice (both are tokenizations of the window)
+        total += logsumexp([r.canonical_log_prob, r.noncanonical_estimate])
+        floor += max(c, r.canonical_log_prob)
+    return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
+                         log_likelihood=total, canonical=math.fsum(canon), lower=floor,
+                         forwards=lm.stats.forwards - before, canonical_forwards=canon_forwards,
+                         seconds=time.perf_counter() - start)
+
+
+def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+    """The scores of ``docs`` under ``config.scoring`` (canonical: batched; the others: one document at a time)."""
+    if config.scoring == "canonical":
+        return canonical_scores(lm, docs, window_length(lm, config))
+    fn = marginal_score if config.scoring == "marginal" else canonical_plus_rest_score
+    return [fn(lm, d, config) for d in docs]

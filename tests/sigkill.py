@@ -1,0 +1,39 @@
+"""Kill a child process (SIGKILL) while it appends to a store: the shared harness of the stores' crash tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def line_count(path: Path) -> int:
+    """Complete lines in ``path`` (0 if it does not exist yet)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def kill_while_appending(script: Path, records: Path, delays: tuple[float, ...] = (0.0, 0.017),
+                         progress: int = 3) -> int:
+    """Run ``script`` once per delay and SIGKILL it ``delay`` seconds after it appended ``progress`` lines.
+
+    A zero delay kills right after progress is seen, a small one often mid-write. Returns the kills made.
+    """
+    kills = 0
+    for delay in delays:
+        start = line_count(records)
+        proc = subprocess.Popen([sys.executable, str(script)], env=os.environ.copy())
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and line_count(records) < start + progress and time.monotonic() < deadline:
+            time.sleep(0.003)
+        time.sleep(delay)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait()
+    return kills
