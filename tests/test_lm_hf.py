@@ -1,0 +1,49 @@
+"""The transformers adapter (``ppl_tok/lm/hf.py``) on the bundled SmolLM2: sanity, and batched, incremental
+and one-forward scoring giving the same log-probabilities."""
+
+import math
+
+import pytest
+import torch
+
+def test_smollm2_sanity_paris(smollm2):
+    ctx = "The capital of France is"
+    scores = {w: smollm2.canonical_log_prob(w, ctx) for w in [" Paris", " Berlin", " Tokyo"]}
+    assert scores[" Paris"] > scores[" Berlin"] and scores[" Paris"] > scores[" Tokyo"]
+    assert smollm2.bos_id == 0
+
+
+def test_smollm2_one_forward_equals_incremental_states(smollm2):
+    from ppl_tok.lm.base import LanguageModel
+
+    tokens = smollm2.canonical(" tongueless")
+    fast = smollm2.log_prob(tokens, "My dog is")
+    slow = LanguageModel.log_prob(smollm2, tokens, "My dog is")
+    assert fast == pytest.approx(slow, abs=1e-4)
+    assert math.isfinite(fast)
+
+
+def test_smollm2_batched_extend_equals_one_by_one(smollm2):
+    smollm2.clear_cache()
+    root = smollm2.initial("Hello")
+    toks = [smollm2.vocab.ids_of(w)[0] for w in [" world", " there", ","]]
+    batch = smollm2.extend([root] * 3, toks)
+    batch2 = smollm2.extend(batch, [toks[0]] * 3)  # two steps, from one shared cache
+    smollm2.clear_cache()
+    for t, b1, b2 in zip(toks, batch, batch2):
+        one = smollm2.extend([smollm2.initial("Hello")], [t])[0]
+        two = smollm2.extend([one], [toks[0]])[0]
+        assert torch.allclose(one.log_probs, b1.log_probs, atol=1e-4)
+        assert torch.allclose(two.log_probs, b2.log_probs, atol=1e-4)
+        smollm2.clear_cache()
+
+
+def test_smollm2_mixed_length_batches_are_grouped(smollm2):
+    smollm2.clear_cache()
+    a = smollm2.initial("A")
+    b = smollm2.initial("A longer context")
+    t = smollm2.vocab.ids_of(" x")[0]
+    out = smollm2.extend([a, b], [t, t])
+    assert len(out[0]) == len(a) + 1 and len(out[1]) == len(b) + 1
+    ref = smollm2.state(b.tokens + (t,))
+    assert ref is out[1]
