@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from .lm.base import LanguageModel
 from .lm.device import to_device, to_host
+from .sampling import inverse_cdf
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,8 @@ def canonicity(lm: LanguageModel, num_samples: int = 32, max_tokens: int = 32, s
         logits = torch.stack([s.log_probs for s in states]).double()  # on the model's device
         logits.masked_fill_(banned, -torch.inf)
         cdf = torch.softmax(logits, -1).cumsum(-1)  # inverse CDF at seeded host uniforms
-        u = to_device(torch.rand(num_samples, 1, generator=g, dtype=torch.float64), cdf.device) * cdf[:, -1:]
-        draws = to_host(torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[1] - 1).flatten(),
-                        "tokens").tolist()
+        u = to_device(torch.rand(num_samples, 1, generator=g, dtype=torch.float64), cdf.device)
+        draws = to_host(inverse_cdf(cdf, u).flatten(), "tokens").tolist()
         for seq, tok in zip(tokens, draws):
             seq.append(tok)
         states = lm.extend(states, draws)

@@ -29,6 +29,8 @@ import torch
 from pyro.distributions import TorchDistribution
 from torch.distributions import constraints
 
+from .sampling import inverse_cdf
+
 
 class _Particles(TorchDistribution):
     """One value per particle, held flat; ``batch_shape`` only arranges them (see the module docstring)."""
@@ -144,9 +146,7 @@ class OverCandidates(_Particles):
         if self.uniforms is None:
             k = torch.multinomial(probs, 1)
         else:  # inverse CDF at the given uniforms
-            cdf = probs.cumsum(-1)
-            u = self.uniforms.reshape(-1, 1).double() * cdf[:, -1:]
-            k = torch.searchsorted(cdf, u, right=True).clamp_max(probs.shape[1] - 1)
+            k = inverse_cdf(probs.cumsum(-1), self.uniforms.reshape(-1, 1).double())
         return self._shaped(self.candidates.gather(1, k).flatten())
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ..sampling import inverse_cdf
 from ..vocabulary import Vocabulary
 from .device import to_device, to_device_all, to_host
 
@@ -430,8 +431,7 @@ class LanguageModel(ABC):
                 held.append(state.row)
             rows = torch.stack(held)
             cdf = rows.double().exp().cumsum(-1)
-            scaled = to_device(u[lo: lo + size], rows.device) * cdf[:, -1:]
-            picks = torch.searchsorted(cdf, scaled, right=True).clamp_max(cdf.shape[1] - 1)
+            picks = inverse_cdf(cdf, to_device(u[lo: lo + size], rows.device))
             found.append(torch.stack([picks.double(), rows.gather(1, picks).double()]))
         found = to_host(torch.cat(found, 1), "tokens")
         drawn = torch.zeros(len(states), dtype=torch.long)
