@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,21 @@ SHORT = (" The male athlete is standing by the two poles, raised his", HELLASWAG
 EXACT_STRING = " tongueless"  # 597 tokenizations on SmolLM2
 
 
-def running_text(data: str | Path, n_bytes: int) -> str:
-    """HellaSwag contexts joined by spaces, cut to at most ``n_bytes`` UTF-8 bytes (at a character boundary)."""
+#: the held-out files whose contexts make a running text, by task
+RUNNING_TEXT_FILES = {"hellaswag": "hellaswag/hellaswag_val.jsonl*", "openbookqa": "openbookqa/test.jsonl"}
+
+
+def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str:
+    """The task's contexts joined by spaces, cut to at most ``n_bytes`` UTF-8 bytes (at a character boundary).
+
+    ``task``: ``hellaswag`` (validation contexts) or ``openbookqa`` (test question stems).
+    """
     from ..datasets import load_questions
 
     path = Path(data)
-    files = sorted(path.glob("hellaswag/hellaswag_val.jsonl*")) if path.is_dir() else [path]
+    files = sorted(path.glob(RUNNING_TEXT_FILES[task])) if path.is_dir() else [path]
     if not files:
-        raise ValueError(f"{data}: no hellaswag/hellaswag_val.jsonl[.gz] here (give --data a data folder)")
+        raise ValueError(f"{data}: no {RUNNING_TEXT_FILES[task]} here (give --data a data folder)")
     out, size = [], 0
     for q in load_questions(files[0]):
         out.append(" " + q.context)
@@ -160,6 +169,71 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
             "forwards_per_byte_spread": max(flat) / min(flat)}
 
 
+def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = "../shared/data",
+                n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = ((5, 0.05), (5, 0.0)),
+                beams: Sequence[int] = (5, 10), reference: StringSearchConfig = StringSearchConfig(beam=32, prune=30.0),
+                keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,
+                bos_id: int | None = None) -> dict[str, Any]:
+    """ppl-tok against genlm-bytes: next-byte log-probs along the first ``n_bytes`` of OpenBookQA test questions.
+
+    genlm-bytes runs in the interpreter ``genlm_python`` (its own environment) with
+    ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with beam
+    ``beams`` (default threshold) and the ``reference`` setting; one thread each,
+    one after the other. ``keep``: a folder for each walk's JSON as it finishes.
+    """
+    from ..cards import load_lm
+    from .versus import compare, genlm_available, run_genlm, speed_ratios, walk_ours
+
+    why = genlm_available(genlm_python)
+    if why:
+        raise RuntimeError(f"genlm-bytes cannot be imported: {why}")
+    torch.set_num_threads(1)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    text = running_text(data, n_bytes, "openbookqa").encode()
+    folder = Path(keep) if keep else None
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str, walk) -> None:
+        if folder:
+            (folder / f"{name}.json").write_text(json.dumps(walk.__dict__), encoding="utf-8")
+
+    walks = []
+    for k, threshold in tqdm(genlm, desc="genlm-bytes", leave=False):
+        walks.append(run_genlm(genlm_python, lm, text, k, threshold,
+                               keep=folder / f"genlm-K{k}-p{threshold:g}.raw.json" if folder else None))
+        save(f"genlm-K{k}-p{threshold:g}", walks[-1])
+    for b in tqdm(beams, desc="ppl-tok", leave=False):
+        walks.append(walk_ours(lm, text, StringSearchConfig(beam=b)))
+        save(f"ours-beam{b}", walks[-1])
+    ref = walk_ours(lm, text, reference)
+    save("reference", ref)
+    out = compare(ref, walks)
+    out["speed_ratio_ours_over_genlm"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name)
+                                          for o in walks if "beam" in o.info for g in walks
+                                          if g.info.get("K") == o.info["beam"]}
+    out.update(model=model, text_bytes=len(text), text_head=text[:60].decode("utf-8", errors="replace"))
+    return out
+
+
+def format_genlm(r: dict[str, Any]) -> list[str]:
+    lines = [f"next-byte log-probs along {r['bytes']} bytes of OpenBookQA test questions, {r['model']}, 1 thread",
+             f"reference: {r['reference']} ({r['reference_bytes_per_s']:.2f} bytes/s); its certified interval is "
+             f"within {r['tolerance']:g} nats on {r['certified_bytes']} bytes (first wider: byte "
+             f"{r['first_uncertified_byte']})",
+             f"{'walk':40} {'bytes/s':>8} {'excess b/B':>11} {'|err| b/B':>10} {'cert |err|':>10} "
+             f"{'in ref int':>10} {'in own':>7}"]
+    for w in r["walks"]:
+        cert = w["certified_mean_abs_error_bits_per_byte"]
+        lines.append(f"{w['name']:40} {w['bytes_per_s']:>8.2f} {w['excess_bits_per_byte']:>11.2e} "
+                     f"{w['mean_abs_error_bits_per_byte']:>10.2e} {'-' if cert is None else f'{cert:.2e}':>10} "
+                     f"{w['inside_reference_interval']:>5}/{w['bytes']:<4} "
+                     f"{'-' if 'inside_own_interval' not in w else w['inside_own_interval']:>7}"
+                     + (f"  stopped: {w['error']}" if w.get("error") else ""))
+    lines += [f"bytes/s ours over genlm-bytes, {k}: {v:.2f}x" for k, v in r["speed_ratio_ours_over_genlm"].items()]
+    return lines
+
+
 def format_strings(r: dict[str, Any]) -> list[str]:
     lines = [f"byte-synchronous beam, {r['model']}, beam {r['beam']} (10x: beam {10 * r['beam']}, twice the threshold)",
              f"{'bytes':>6} {'lower':>10} {'upper':>9} {'canonical':>10} {'fwd/B':>6} {'ms/B':>7} "
@@ -185,4 +259,4 @@ def format_strings(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["bench_strings", "format_strings", "running_text"]
+__all__ = ["bench_strings", "format_strings", "running_text", "bench_genlm", "format_genlm"]
