@@ -95,7 +95,7 @@ def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_
     for genlm's JSON result (default: a temporary file). A run that stops early keeps the
     bytes it walked (``info["error"]``).
     """
-    folder = getattr(lm.model, "name_or_path", None)
+    folder = getattr(getattr(lm, "model", None), "name_or_path", None)
     if not folder or not Path(folder, "config.json").is_file():
         raise ValueError(f"genlm-bytes needs the LM as a transformers folder; {lm.vocab.name} was not loaded from "
                          "one (load it with ppl_tok.cards.load_lm from a card or a folder)")
