@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import SHARED
 
 from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.strings import StringSearchConfig, initial
@@ -47,13 +48,15 @@ def test_errors_are_bits_per_byte_against_the_reference_and_its_certified_bytes(
 
 def test_containment_allows_float32_rounding_only():
     ours = Walk("ours", [-1.0 - FLOAT_SLACK / 2, -2.0, -0.4, -3.0 + 2 * FLOAT_SLACK], 1.0,
-                lower=[-1.0, -2.1, -0.6, -3.0], upper=[-1.0, -1.9, -0.5, -3.0])
-    out = compare(reference(), [ours, Walk("fast", [-1.0], 0.5)])
+                lower=[-1.0, -2.1, -0.6, -3.0], upper=[-1.0, -1.9, -0.5, -3.0], cpu_seconds=0.5)
+    out = compare(reference(), [ours, Walk("fast", [-1.0], 0.5, cpu_seconds=0.1)])
     row, fast = out["walks"]
     assert row["inside_own_interval"] == 2  # byte 2 above its upper bound, byte 3 past the slack
     assert row["inside_reference_interval"] == 2
-    assert out["reference_inside_own_interval"]
+    assert out["reference_inside_own_interval"] and out["reference_bytes_per_cpu_s"] is None
     assert speed_ratios(out, "ours", "fast") == pytest.approx(4.0 / 2.0)
+    assert speed_ratios(out, "ours", "fast", "bytes_per_cpu_s") == pytest.approx(8.0 / 10.0)
+    assert Walk.from_json(json.loads(json.dumps(ours.to_json()))) == ours
     with pytest.raises(KeyError, match="no walk named"):
         speed_ratios(out, "ours", "genlm")
 
@@ -66,11 +69,11 @@ def test_bad_comparisons_are_clear_errors():
 
 
 def test_genlm_results_are_validated():
-    good = {"K": 5, "prune_threshold": 0.05, "log_probs": [-1.0, 0.0], "seconds": 4.0, "done": True,
+    good = {"K": 5, "prune_threshold": 0.05, "log_probs": [-1.0, 0.0], "seconds": 4.0, "cpu_seconds": 1.0, "done": True,
             "error": None, "setup_seconds": 9.0, "versions": {"genlm-bytes": "0.2.0"}}
     w = genlm_walk_from_json(json.loads(json.dumps(good)))
     assert w.name == "genlm-bytes K=5, prune_threshold 0.05" and w.bytes_per_s == 0.5
-    assert w.info["K"] == 5 and w.info["done"] and w.lower is None
+    assert w.info["K"] == 5 and w.info["done"] and w.lower is None and w.bytes_per_cpu_s == 2.0
     with pytest.raises(ValueError, match="no 'seconds'"):
         genlm_walk_from_json({k: v for k, v in good.items() if k != "seconds"})
     for bad in (math.nan, 0.5):
@@ -99,6 +102,22 @@ def test_the_genlm_side_needs_a_transformers_folder_and_its_script_its_arguments
     proc = subprocess.run([sys.executable, str(GENLM_SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage" in proc.stderr
     assert genlm_available(sys.executable + "-missing") is not None
+
+
+@pytest.mark.slow
+def test_the_benchmark_resumes_from_its_folder(tmp_path, smollm2):
+    from ppl_tok.strings.bench import bench_genlm, format_genlm, running_text
+
+    text = running_text(SHARED / "data", 8, "openbookqa")
+    assert len(text.encode()) == 8 and text.startswith(" ")
+    args = dict(data=SHARED / "data", n_bytes=8, genlm=(), ours=(StringSearchConfig(beam=1, prune=1.0),),
+                reference=StringSearchConfig(beam=4, prune=20.0), keep=tmp_path)
+    first = bench_genlm(sys.executable, **args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ours-beam1-p1.json", "reference-beam4-p20.json"]
+    again = bench_genlm(sys.executable, **args)  # both walks read back, not run again
+    assert again["walks"] == first["walks"] and again["certified_bytes"] == first["certified_bytes"] == 8
+    assert first["walks"][0]["inside_own_interval"] == 8
+    assert any("ppl-tok beam 1, prune 1" in line for line in format_genlm(first))
 
 
 GENLM_PYTHON = os.environ.get("PPL_TOK_GENLM_PYTHON")

@@ -169,24 +169,30 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
             "forwards_per_byte_spread": max(flat) / min(flat)}
 
 
+#: genlm-bytes' settings in the comparison: ``BeamParams(K, prune_threshold)`` (0.05 is its documented example)
+GENLM_SETTINGS = ((5, 0.05), (10, 0.05))
+#: ppl-tok's settings: beam 5 with genlm's threshold (0.05 = e^-3, 3 nats) and with the default 12 nats
+OUR_SETTINGS = (StringSearchConfig(beam=5, prune=3.0), StringSearchConfig(beam=5, prune=12.0))
+#: the reference (the "certified value" where its interval is narrow)
+REFERENCE = StringSearchConfig(beam=32, prune=30.0)
+
+
 def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = "../shared/data",
-                n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = ((5, 0.05), (5, 0.0)),
-                beams: Sequence[int] = (5, 10), reference: StringSearchConfig = StringSearchConfig(beam=32, prune=30.0),
+                n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = GENLM_SETTINGS,
+                ours: Sequence[StringSearchConfig] = OUR_SETTINGS, reference: StringSearchConfig = REFERENCE,
                 keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,
                 bos_id: int | None = None) -> dict[str, Any]:
     """ppl-tok against genlm-bytes: next-byte log-probs along the first ``n_bytes`` of OpenBookQA test questions.
 
     genlm-bytes runs in the interpreter ``genlm_python`` (its own environment) with
-    ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with beam
-    ``beams`` (default threshold) and the ``reference`` setting; one thread each,
-    one after the other. ``keep``: a folder for each walk's JSON as it finishes.
+    ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with each
+    of ``ours`` and with ``reference``; one thread each, one walk after the other.
+    ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
+    there complete (same text) is reused, so an interrupted run resumes.
     """
     from ..cards import load_lm
-    from .versus import compare, genlm_available, run_genlm, speed_ratios, walk_ours
+    from .versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
 
-    why = genlm_available(genlm_python)
-    if why:
-        raise RuntimeError(f"genlm-bytes cannot be imported: {why}")
     torch.set_num_threads(1)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     text = running_text(data, n_bytes, "openbookqa").encode()
@@ -194,43 +200,56 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
 
-    def save(name: str, walk) -> None:
-        if folder:
-            (folder / f"{name}.json").write_text(json.dumps(walk.__dict__), encoding="utf-8")
+    def walked(name: str, run) -> Walk:
+        path = folder / f"{name}.json" if folder else None
+        if path and path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("text_hex") == text.hex():
+                return Walk.from_json(data["walk"])
+        walk = run()
+        if path:
+            path.write_text(json.dumps({"text_hex": text.hex(), "walk": walk.to_json()}), encoding="utf-8")
+        return walk
 
     walks = []
+    if genlm:
+        why = genlm_available(genlm_python)
+        if why:
+            raise RuntimeError(f"genlm-bytes cannot be imported: {why}")
     for k, threshold in tqdm(genlm, desc="genlm-bytes", leave=False):
-        walks.append(run_genlm(genlm_python, lm, text, k, threshold,
-                               keep=folder / f"genlm-K{k}-p{threshold:g}.raw.json" if folder else None))
-        save(f"genlm-K{k}-p{threshold:g}", walks[-1])
-    for b in tqdm(beams, desc="ppl-tok", leave=False):
-        walks.append(walk_ours(lm, text, StringSearchConfig(beam=b)))
-        save(f"ours-beam{b}", walks[-1])
-    ref = walk_ours(lm, text, reference)
-    save("reference", ref)
+        raw = folder / f"genlm-K{k}-p{threshold:g}.raw.json" if folder else None
+        walks.append(walked(f"genlm-K{k}-p{threshold:g}", lambda: run_genlm(genlm_python, lm, text, k, threshold,
+                                                                             keep=raw)))
+    for config in tqdm(ours, desc="ppl-tok", leave=False):
+        walks.append(walked(f"ours-beam{config.beam}-p{config.prune:g}", lambda: walk_ours(lm, text, config)))
+    ref = walked(f"reference-beam{reference.beam}-p{reference.prune:g}", lambda: walk_ours(lm, text, reference))
     out = compare(ref, walks)
-    out["speed_ratio_ours_over_genlm"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name)
-                                          for o in walks if "beam" in o.info for g in walks
-                                          if g.info.get("K") == o.info["beam"]}
+    for clock in ("bytes_per_s", "bytes_per_cpu_s"):
+        out[f"speed_ratio_{clock}"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name, clock)
+                                       for o in walks if "beam" in o.info for g in walks
+                                       if g.info.get("K") == o.info["beam"] and g.cpu_seconds and o.cpu_seconds}
     out.update(model=model, text_bytes=len(text), text_head=text[:60].decode("utf-8", errors="replace"))
     return out
 
 
 def format_genlm(r: dict[str, Any]) -> list[str]:
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
     lines = [f"next-byte log-probs along {r['bytes']} bytes of OpenBookQA test questions, {r['model']}, 1 thread",
              f"reference: {r['reference']} ({r['reference_bytes_per_s']:.2f} bytes/s); its certified interval is "
              f"within {r['tolerance']:g} nats on {r['certified_bytes']} bytes (first wider: byte "
              f"{r['first_uncertified_byte']})",
-             f"{'walk':40} {'bytes/s':>8} {'excess b/B':>11} {'|err| b/B':>10} {'cert |err|':>10} "
+             f"{'walk':40} {'B/s':>6} {'B/cpu-s':>7} {'excess b/B':>11} {'|err| b/B':>10} {'cert |err|':>10} "
              f"{'in ref int':>10} {'in own':>7}"]
     for w in r["walks"]:
-        cert = w["certified_mean_abs_error_bits_per_byte"]
-        lines.append(f"{w['name']:40} {w['bytes_per_s']:>8.2f} {w['excess_bits_per_byte']:>11.2e} "
-                     f"{w['mean_abs_error_bits_per_byte']:>10.2e} {'-' if cert is None else f'{cert:.2e}':>10} "
-                     f"{w['inside_reference_interval']:>5}/{w['bytes']:<4} "
-                     f"{'-' if 'inside_own_interval' not in w else w['inside_own_interval']:>7}"
+        lines.append(f"{w['name']:40} {w['bytes_per_s']:>6.2f} {num(w['bytes_per_cpu_s'], '7.2f'):>7} "
+                     f"{w['excess_bits_per_byte']:>11.2e} {w['mean_abs_error_bits_per_byte']:>10.2e} "
+                     f"{num(w['certified_mean_abs_error_bits_per_byte'], '.2e'):>10} "
+                     f"{w['inside_reference_interval']:>5}/{w['bytes']:<4} {w.get('inside_own_interval', '-'):>7}"
                      + (f"  stopped: {w['error']}" if w.get("error") else ""))
-    lines += [f"bytes/s ours over genlm-bytes, {k}: {v:.2f}x" for k, v in r["speed_ratio_ours_over_genlm"].items()]
+    for clock, what in (("bytes_per_s", "wall"), ("bytes_per_cpu_s", "CPU")):
+        lines += [f"{what} bytes/s, {k}: {v:.2f}x" for k, v in r[f"speed_ratio_{clock}"].items()]
     return lines
 
 

@@ -15,7 +15,7 @@ The special tokens that ppl-tok treats as the end of the string are passed as
 (256 bytes and the end). The job is JSON: ``model_dir``, ``bos_id``,
 ``text_hex``, ``K``, ``prune_threshold``, ``eos_ids``, ``threads``. The result
 (written every ``checkpoint`` bytes, so a killed run keeps what it measured) has
-``log_probs`` (one per byte walked), ``seconds`` (the walk, setup excluded),
+``log_probs`` (one per byte walked), ``seconds`` and ``cpu_seconds`` (the walk, setup excluded),
 ``setup_seconds`` (model and trie), ``versions`` and ``done``.
 """
 
@@ -54,9 +54,9 @@ async def _walk(job, out_path):
     text = bytes.fromhex(job["text_hex"])
     result = {"K": job["K"], "prune_threshold": job["prune_threshold"], "setup_seconds": setup,
               "versions": {p: version(p) for p in ("genlm-bytes", "genlm-backend", "torch", "transformers")},
-              "log_probs": [], "seconds": 0.0, "done": False, "error": None}
+              "log_probs": [], "seconds": 0.0, "cpu_seconds": 0.0, "done": False, "error": None}
     checkpoint = int(job.get("checkpoint", 50))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         for k, b in enumerate(text):
             q = await beam.logp_next()
@@ -65,12 +65,12 @@ async def _walk(job, out_path):
             if len(beam) == 0:
                 raise RuntimeError(f"the beam is empty after byte {k} ({bytes([b])!r})")
             if (k + 1) % checkpoint == 0:
-                result["seconds"] = time.perf_counter() - start
+                result["seconds"], result["cpu_seconds"] = time.perf_counter() - start, time.process_time() - cpu
                 _write(out_path, result)
         result["done"] = True
     except Exception as err:  # recorded, not lost: the bytes walked so far stay in the result
         result["error"] = f"{type(err).__name__}: {err}"
-    result["seconds"] = time.perf_counter() - start
+    result["seconds"], result["cpu_seconds"] = time.perf_counter() - start, time.process_time() - cpu
     _write(out_path, result)
     await beam.cleanup()
 

@@ -52,7 +52,9 @@ GENLM_SCRIPT = Path(__file__).with_name("genlm_walk.py")
 class Walk:
     """``log p(x_k | x_<k)`` for the first ``len(log_probs)`` bytes of a text, and what it cost.
 
-    ``lower``/``upper``: certified bounds per byte (``None`` for a walk without them).
+    ``seconds``: wall time; ``cpu_seconds``: the walking process's CPU time (the fairer
+    clock on a shared machine). ``lower``/``upper``: certified bounds per byte (``None``
+    for a walk without them).
     """
 
     name: str
@@ -62,17 +64,31 @@ class Walk:
     upper: list[float] | None = None
     forwards: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    cpu_seconds: float | None = None
 
     @property
     def bytes_per_s(self) -> float:
         return len(self.log_probs) / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def bytes_per_cpu_s(self) -> float | None:
+        if self.cpu_seconds is None:
+            return None
+        return len(self.log_probs) / self.cpu_seconds if self.cpu_seconds > 0 else math.inf
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Walk:
+        return cls(**data)
 
 
 def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: str | None = None) -> Walk:
     """ppl-tok's next-byte log-probs of ``text``'s bytes, each with its certified interval (timed)."""
     cover_index(lm.vocab)  # built once per vocabulary, outside the timing (as genlm's trie is)
     lm.clear_cache()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     state = StringState(lm, "", config)
     lps, lower, upper = [], [], []
     for b in text:
@@ -81,9 +97,9 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
         lower.append(float(nb.lower[b]))
         upper.append(float(nb.upper[b]))
         state.extend(b)
-    secs = time.perf_counter() - start
+    secs, cpu = time.perf_counter() - start, time.process_time() - cpu
     return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}", lps, secs, lower, upper,
-                state.forwards, {"beam": config.beam, "prune": config.prune})
+                state.forwards, {"beam": config.beam, "prune": config.prune}, cpu)
 
 
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
@@ -124,8 +140,10 @@ def genlm_walk_from_json(data: dict[str, Any]) -> Walk:
     if bad:
         raise ValueError(f"genlm-bytes result: log p(next byte) = {lps[bad[0]]} at byte {bad[0]}")
     info = {k: data.get(k) for k in ("setup_seconds", "versions", "done", "error")}
+    cpu = data.get("cpu_seconds")
     return Walk(f"genlm-bytes K={data['K']}, prune_threshold {data['prune_threshold']:g}", lps,
-                float(data["seconds"]), info={"K": data["K"], "prune_threshold": data["prune_threshold"], **info})
+                float(data["seconds"]), info={"K": data["K"], "prune_threshold": data["prune_threshold"], **info},
+                cpu_seconds=None if cpu is None else float(cpu))
 
 
 def _inside(x: float, lo: float, hi: float) -> bool:
@@ -145,7 +163,7 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
     ln2 = math.log(2)
     out: dict[str, Any] = {
         "reference": reference.name, "bytes": len(reference.log_probs), "tolerance": tolerance,
-        "reference_bytes_per_s": reference.bytes_per_s,
+        "reference_bytes_per_s": reference.bytes_per_s, "reference_bytes_per_cpu_s": reference.bytes_per_cpu_s,
         "certified_bytes": sum(tight),
         "first_uncertified_byte": next((k for k, t in enumerate(tight) if not t), None),
         "reference_median_width": sorted(width)[len(width) // 2] if width else math.nan,
@@ -160,6 +178,7 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
         cert = [d for d, t in zip(diff, tight) if t]
         row: dict[str, Any] = {
             "name": w.name, "bytes": n, "seconds": w.seconds, "bytes_per_s": w.bytes_per_s,
+            "cpu_seconds": w.cpu_seconds, "bytes_per_cpu_s": w.bytes_per_cpu_s,
             "excess_bits_per_byte": sum(diff) / (n * ln2),
             "mean_abs_error_bits_per_byte": sum(map(abs, diff)) / (n * ln2),
             "max_abs_error_nats": max(map(abs, diff)),
@@ -176,9 +195,12 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
     return out
 
 
-def speed_ratios(summary: dict[str, Any], ours: str, theirs: str) -> float:
-    """bytes/s of walk ``ours`` over walk ``theirs`` (walk names as in ``summary``)."""
-    rate = {w["name"]: w["bytes_per_s"] for w in summary["walks"]}
+def speed_ratios(summary: dict[str, Any], ours: str, theirs: str, clock: str = "bytes_per_s") -> float:
+    """Bytes per second of walk ``ours`` over walk ``theirs`` (names as in ``summary``).
+
+    ``clock``: ``bytes_per_s`` (wall) or ``bytes_per_cpu_s`` (CPU time of each walk's process).
+    """
+    rate = {w["name"]: w[clock] for w in summary["walks"]}
     for name in (ours, theirs):
         if name not in rate:
             raise KeyError(f"no walk named {name!r} (have {sorted(rate)})")
