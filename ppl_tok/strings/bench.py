@@ -193,6 +193,10 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     from ..cards import load_lm
     from .versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
 
+    if genlm:
+        why = genlm_available(genlm_python)
+        if why:
+            raise ValueError(f"genlm-bytes cannot be imported by {why} (install it there: pip install genlm-bytes)")
     torch.set_num_threads(1)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     text = running_text(data, n_bytes, "openbookqa").encode()
@@ -212,10 +216,6 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
         return walk
 
     walks = []
-    if genlm:
-        why = genlm_available(genlm_python)
-        if why:
-            raise RuntimeError(f"genlm-bytes cannot be imported: {why}")
     for k, threshold in tqdm(genlm, desc="genlm-bytes", leave=False):
         raw = folder / f"genlm-K{k}-p{threshold:g}.raw.json" if folder else None
         walks.append(walked(f"genlm-K{k}-p{threshold:g}", lambda: run_genlm(genlm_python, lm, text, k, threshold,
