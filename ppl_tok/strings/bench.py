@@ -171,8 +171,10 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
 
 #: genlm-bytes' settings in the comparison: ``BeamParams(K, prune_threshold)`` (0.05 is its documented example)
 GENLM_SETTINGS = ((5, 0.05), (10, 0.05))
-#: ppl-tok's settings: beam 5 with genlm's threshold (0.05 = e^-3, 3 nats) and with the default 12 nats
-OUR_SETTINGS = (StringSearchConfig(beam=5, prune=3.0), StringSearchConfig(beam=5, prune=12.0))
+#: ppl-tok's settings: beam 5 pruned against the text's probability at genlm's threshold (0.05 = e^-3: 3 nats)
+#: and at 6 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
+OUR_SETTINGS = (StringSearchConfig(beam=5, prune=3.0, prune_against="text"),
+                StringSearchConfig(beam=5, prune=6.0, prune_against="text"), StringSearchConfig(beam=5, prune=12.0))
 #: the reference (the "certified value" where its interval is narrow)
 REFERENCE = StringSearchConfig(beam=32, prune=30.0)
 
@@ -221,7 +223,8 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
         walks.append(walked(f"genlm-K{k}-p{threshold:g}", lambda: run_genlm(genlm_python, lm, text, k, threshold,
                                                                              keep=raw)))
     for config in tqdm(ours, desc="ppl-tok", leave=False):
-        walks.append(walked(f"ours-beam{config.beam}-p{config.prune:g}", lambda: walk_ours(lm, text, config)))
+        tag = "" if config.prune_against == "offset" else f"-{config.prune_against}"
+        walks.append(walked(f"ours-beam{config.beam}-p{config.prune:g}{tag}", lambda: walk_ours(lm, text, config)))
     ref = walked(f"reference-beam{reference.beam}-p{reference.prune:g}", lambda: walk_ours(lm, text, reference))
     out = compare(ref, walks)
     for clock in ("bytes_per_s", "bytes_per_cpu_s"):

@@ -98,8 +98,10 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
         upper.append(float(nb.upper[b]))
         state.extend(b)
     secs, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}", lps, secs, lower, upper,
-                state.forwards, {"beam": config.beam, "prune": config.prune}, cpu)
+    against = "" if config.prune_against == "offset" else f" vs {config.prune_against}"
+    return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}{against}", lps, secs, lower, upper,
+                state.forwards, {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against},
+                cpu)
 
 
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
