@@ -170,7 +170,7 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
 
 
 #: genlm-bytes' settings in the comparison: ``BeamParams(K, prune_threshold)`` (0.05 is its documented example)
-GENLM_SETTINGS = ((5, 0.05), (10, 0.05))
+GENLM_SETTINGS = ((5, 0.05),)
 #: ppl-tok's settings: beam 5 pruned against the text's probability at genlm's threshold (0.05 = e^-3: 3 nats)
 #: and at 6 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
 OUR_SETTINGS = (StringSearchConfig(beam=5, prune=3.0, prune_against="text"),
