@@ -133,3 +133,14 @@ def test_genlm_bytes_agrees_with_the_certified_value_on_smollm2(smollm2):
     (row,) = compare(ours, [theirs])["walks"]
     assert theirs.info["done"] and row["bytes"] == len(text)
     assert row["max_abs_error_nats"] < 0.05
+
+
+def test_a_dead_end_ends_our_walk_and_keeps_the_bytes_walked():
+    vocab = Vocabulary.from_tokens([None, "a", "b", "ab", "ba"])
+    # "ab" takes all the mass: the prefix "a" (token a) is far below the text's mass and is pruned against
+    # it, so nothing can spell a second "a"
+    lm = FunctionLM(vocab, lambda p: [-9.0, -30.0, -30.0, 0.0, -30.0], bos_id=0, log=True)
+    walk = walk_ours(lm, b"aab", StringSearchConfig(beam=1, prune=1.0, prune_against="text"))
+    assert walk.info["done"] is False and walk.info["error"].startswith("dead end at byte 1:")
+    assert len(walk.log_probs) == len(walk.lower) == len(walk.upper) == 1 and math.isfinite(walk.log_probs[0])
+    assert walk_ours(lm, b"aab", WIDE).info["done"]

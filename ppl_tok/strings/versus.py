@@ -40,7 +40,7 @@ from typing import Any
 
 from ..lm.base import LanguageModel
 from .beam import StringSearchConfig
-from .state import StringState, cover_index
+from .state import DeadEndError, StringState, cover_index
 
 #: nats of float32 rounding allowed when checking that an estimate lies in its certified interval
 FLOAT_SLACK = 1e-5
@@ -85,23 +85,31 @@ class Walk:
 
 
 def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: str | None = None) -> Walk:
-    """ppl-tok's next-byte log-probs of ``text``'s bytes, each with its certified interval (timed)."""
+    """ppl-tok's next-byte log-probs of ``text``'s bytes, each with its certified interval (timed).
+
+    A dead end (the beam pruned every prefix that could spell the next byte) ends the
+    walk there: the bytes walked are kept and ``info["error"]`` says where.
+    """
     cover_index(lm.vocab)  # built once per vocabulary, outside the timing (as genlm's trie is)
     lm.clear_cache()
     start, cpu = time.perf_counter(), time.process_time()
     state = StringState(lm, "", config)
-    lps, lower, upper = [], [], []
-    for b in text:
-        nb = state.next_byte_log_probs()
-        lps.append(float(nb.log_probs[b]))
-        lower.append(float(nb.lower[b]))
-        upper.append(float(nb.upper[b]))
-        state.extend(b)
+    lps, lower, upper, error, k = [], [], [], None, 0
+    try:
+        for k, b in enumerate(text):
+            nb = state.next_byte_log_probs()
+            lps.append(float(nb.log_probs[b]))
+            lower.append(float(nb.lower[b]))
+            upper.append(float(nb.upper[b]))
+            state.extend(b)
+    except DeadEndError as err:
+        error = f"dead end at byte {k}: {str(err)[-120:]}"
+        del lps[k:], lower[k:], upper[k:]  # the byte it could not spell has no figure
     secs, cpu = time.perf_counter() - start, time.process_time() - cpu
     against = "" if config.prune_against == "offset" else f" vs {config.prune_against}"
     return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}{against}", lps, secs, lower, upper,
-                state.forwards, {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against},
-                cpu)
+                state.forwards, {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against,
+                                 "done": error is None, "error": error}, cpu)
 
 
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
