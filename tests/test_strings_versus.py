@@ -34,10 +34,12 @@ def reference() -> Walk:
 
 def test_errors_are_bits_per_byte_against_the_reference_and_its_certified_bytes():
     theirs = Walk("theirs", [-1.5, -1.5, -0.5], 1.5)  # walked 3 of the 4 bytes
-    out = compare(reference(), [theirs])
+    zero = Walk("zero", [-1.5, -math.inf, -0.5, -3.0], 1.0)
+    out = compare(reference(), [theirs, zero])
+    assert out["walks"].pop()["zero_probability_bytes"] == [1]
     assert out["certified_bytes"] == 3 and out["first_uncertified_byte"] == 2 and out["bytes"] == 4
     (row,) = out["walks"]
-    assert row["bytes"] == 3 and row["bytes_per_s"] == 2.0
+    assert row["bytes"] == 3 and row["bytes_per_s"] == 2.0 and row["zero_probability_bytes"] == []
     assert row["excess_bits_per_byte"] == pytest.approx((0.5 - 0.5 + 0.0) / (3 * LN2))
     assert row["mean_abs_error_bits_per_byte"] == pytest.approx(1.0 / (3 * LN2))
     assert row["max_abs_error_nats"] == pytest.approx(0.5)

@@ -250,9 +250,10 @@ def format_genlm(r: dict[str, Any]) -> list[str]:
              f"{'in ref int':>10} {'in own':>7}"]
     for w in r["walks"]:
         lines.append(f"{w['name']:40} {w['bytes_per_s']:>6.2f} {num(w['bytes_per_cpu_s'], '7.2f'):>7} "
-                     f"{w['excess_bits_per_byte']:>11.2e} {w['mean_abs_error_bits_per_byte']:>10.2e} "
+                     f"{num(w['excess_bits_per_byte'], '11.2e'):>11} {num(w['mean_abs_error_bits_per_byte'], '10.2e'):>10} "
                      f"{num(w['certified_mean_abs_error_bits_per_byte'], '.2e'):>10} "
                      f"{w['inside_reference_interval']:>5}/{w['bytes']:<4} {w.get('inside_own_interval', '-'):>7}"
+                     + (f"  p = 0 at bytes {w['zero_probability_bytes']}" if w["zero_probability_bytes"] else "")
                      + (f"  stopped: {w['error']}" if w.get("error") else ""))
     for clock, what in (("bytes_per_s", "wall"), ("bytes_per_cpu_s", "CPU")):
         lines += [f"{what} bytes/s, {k}: {v:.2f}x" for k, v in r[f"speed_ratio_{clock}"].items()]

@@ -163,8 +163,10 @@ def _inside(x: float, lo: float, hi: float) -> bool:
 def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> dict[str, Any]:
     """Each walk's error against ``reference`` (which must have bounds) and its containment.
 
-    Errors are over the bytes both walked. ``certified_bytes``: where the reference's
-    interval is at most ``tolerance`` nats wide.
+    Errors are over the bytes both walked, leaving out (and listing in
+    ``zero_probability_bytes``) those the walk gave probability 0: an infinite error
+    each, which a mean would hide. ``certified_bytes``: where the reference's interval
+    is at most ``tolerance`` nats wide.
     """
     if reference.lower is None or reference.upper is None:
         raise ValueError(f"the reference walk {reference.name!r} has no certified bounds")
@@ -184,14 +186,17 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
         n = min(len(w.log_probs), len(reference.log_probs))
         if n == 0:
             raise ValueError(f"walk {w.name!r} has no bytes")
-        diff = [reference.log_probs[k] - w.log_probs[k] for k in range(n)]
-        cert = [d for d, t in zip(diff, tight) if t]
+        zero = [k for k in range(n) if w.log_probs[k] == -math.inf]  # the walk gave the true byte probability 0
+        finite = [k for k in range(n) if w.log_probs[k] > -math.inf]
+        diff = [reference.log_probs[k] - w.log_probs[k] for k in finite]
+        cert = [reference.log_probs[k] - w.log_probs[k] for k in finite if tight[k]]
         row: dict[str, Any] = {
             "name": w.name, "bytes": n, "seconds": w.seconds, "bytes_per_s": w.bytes_per_s,
             "cpu_seconds": w.cpu_seconds, "bytes_per_cpu_s": w.bytes_per_cpu_s,
-            "excess_bits_per_byte": sum(diff) / (n * ln2),
-            "mean_abs_error_bits_per_byte": sum(map(abs, diff)) / (n * ln2),
-            "max_abs_error_nats": max(map(abs, diff)),
+            "zero_probability_bytes": zero,
+            "excess_bits_per_byte": sum(diff) / (len(diff) * ln2) if diff else None,
+            "mean_abs_error_bits_per_byte": sum(map(abs, diff)) / (len(diff) * ln2) if diff else None,
+            "max_abs_error_nats": max(map(abs, diff)) if diff else None,
             "certified_excess_bits_per_byte": sum(cert) / (len(cert) * ln2) if cert else None,
             "certified_mean_abs_error_bits_per_byte": sum(map(abs, cert)) / (len(cert) * ln2) if cert else None,
             "inside_reference_interval": sum(_inside(w.log_probs[k], reference.lower[k], reference.upper[k])
