@@ -496,6 +496,11 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "strings":
         from .strings import bench as strings_bench
 
+        if args.genlm_python:
+            result = strings_bench.bench_genlm(args.genlm_python, args.model or DEFAULT_MODEL, data=args.data,
+                                               n_bytes=args.genlm_bytes, keep=args.genlm_keep, **lm_options)
+            _emit(args, result, strings_bench.format_genlm(result))
+            return
         result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
                                              **lm_options)
         _emit(args, result, strings_bench.format_strings(result))
@@ -632,6 +637,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
+    p.add_argument("--genlm-python", metavar="PYTHON",
+                   help="strings: only the comparison with genlm-bytes, run by this interpreter (its own environment)")
+    p.add_argument("--genlm-bytes", type=POSITIVE, default=1000,
+                   help="strings --genlm-python: bytes of OpenBookQA test questions walked (default 1000)")
+    p.add_argument("--genlm-keep", metavar="DIR",
+                   help="strings --genlm-python: write each walk's JSON into this folder as it finishes")
     p.set_defaults(func=cmd_bench)
     from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa

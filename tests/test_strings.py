@@ -69,9 +69,12 @@ def test_zero_probability_tokens_carry_no_mass():
 
 def test_config_is_validated():
     for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
-                dict(budget=0), dict(budget=2.5)):
+                dict(budget=0), dict(budget=2.5), dict(prune_against="best")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             StringSearchConfig(**bad)
+    with pytest.raises(ValueError, match="next-byte walks"):
+        string_marginal(BigramLM.random(VOCAB, seed=0, bos_id=0), "ab",
+                        config=StringSearchConfig(prune_against="text"))
 
 
 def test_bad_text_is_a_clear_error():

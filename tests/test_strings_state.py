@@ -80,10 +80,10 @@ def test_chain_rule_gives_the_probability_of_the_whole_output(seed, text):
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 9), st.text("ab", min_size=0, max_size=5), st.text("ab", min_size=0, max_size=4),
-       st.integers(1, 3), st.sampled_from([0.5, 3.0, math.inf]))
-def test_narrow_beams_are_certified(seed, prompt, text, beam, prune):
+       st.integers(1, 3), st.sampled_from([0.5, 3.0, math.inf]), st.sampled_from(["offset", "text"]))
+def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against):
     lm = history_lm(seed)
-    config = StringSearchConfig(beam=beam, prune=prune)
+    config = StringSearchConfig(beam=beam, prune=prune, prune_against=against)
     x, xy = prompt.encode(), (prompt + text).encode()
     p_x, p_xy = brute_prefix(lm, x), brute_prefix(lm, xy)
     state = initial(lm, prompt, config=config)
@@ -99,6 +99,23 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune):
     assert cond.forwards <= (beam + 1) * (len(xy) + 1)  # flat cost per byte
     wide = string_conditional(lm, prompt, text, config=WIDE)
     assert wide.estimate == pytest.approx(p_xy - p_x, abs=1e-9) and wide.width == pytest.approx(0.0, abs=1e-9)
+
+
+def test_pruning_against_the_text_runs_fewer_prefixes_and_stays_certified():
+    lm = history_lm(4)
+    x = b"abbaabab"
+    exact = [brute_prefix(lm, x[:k]) for k in range(len(x) + 1)]
+    forwards = {}
+    for against in ("offset", "text"):
+        state = StringState(lm, "", StringSearchConfig(beam=3, prune=1.0, prune_against=against))
+        for k, b in enumerate(x):
+            nb = state.next_byte_log_probs()
+            assert float(nb.lower[b]) <= exact[k + 1] - exact[k] + 1e-9 <= float(nb.upper[b]) + 2e-9
+            state.extend(b)
+        px = state.prefix_log_prob()
+        assert px.lower <= exact[-1] + 1e-9 <= px.upper + 2e-9
+        forwards[against] = state.forwards
+    assert forwards["text"] < forwards["offset"]
 
 
 def test_an_lm_without_special_tokens_cannot_end_a_string():

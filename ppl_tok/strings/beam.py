@@ -51,11 +51,19 @@ class StringSearchConfig:
     :param budget: token forwards per search (``None``: no limit). Past it the
         beam narrows to the best hypothesis and the canonical one, so the search
         still reaches the end of the string and the bracket still holds.
+    :param prune_against: what ``prune`` is measured from: ``"offset"``, the best
+        hypothesis ending at the same offset; or ``"text"`` (next-byte walks,
+        :class:`~ppl_tok.strings.state.StringState` only), also the mass found of
+        the text up to the offset, ``P^(x[:i])``, as genlm-bytes' threshold is: a
+        hypothesis far below the text's probability is dropped even when it is
+        the best at its offset (a split inside a word), so far fewer offsets
+        cost a forward.
     """
 
     beam: int = 8
     prune: float = 12.0
     budget: int | None = None
+    prune_against: str = "offset"
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -65,6 +73,8 @@ class StringSearchConfig:
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
                                         or self.budget < 1):
             raise ValueError(f"budget must be a positive number of token forwards or None, got {self.budget!r}")
+        if self.prune_against not in ("offset", "text"):
+            raise ValueError(f"prune_against must be 'offset' or 'text', got {self.prune_against!r}")
 
 
 class Hypothesis:
@@ -127,27 +137,28 @@ class ByteBeam:
         return parent.child(token, parent.log_prob + log_prob,
                             parent.canonical and self.canonical_at.get(offset) == token)
 
-    def _select(self, hyps: list[Hypothesis]) -> tuple[list[Hypothesis], list[Hypothesis]]:
+    def _select(self, hyps: list[Hypothesis], floor: float) -> tuple[list[Hypothesis], list[Hypothesis]]:
         hyps = sorted(hyps, key=lambda h: -h.log_prob)
         spent = self.config.budget is not None and self.forwards >= self.config.budget
         width = 1 if spent else self.config.beam
-        floor = hyps[0].log_prob - self.config.prune
+        floor = max(floor, hyps[0].log_prob - self.config.prune)
         keep, drop = [], []
         for rank, h in enumerate(hyps):
             (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
         return keep, drop
 
-    def settle(self, offset: int, want: Sequence[int] | None = None) -> list[Hypothesis]:
+    def settle(self, offset: int, want: Sequence[int] | None = None, floor: float = -math.inf) -> list[Hypothesis]:
         """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
 
         One batched forward for all of them; the log-probs of ``want`` (the tokens
         that may follow at ``offset``) are gathered on the device with it and are
-        then read from each state's ``known``.
+        then read from each state's ``known``. ``floor``: a log-probability below
+        which a (non-canonical) hypothesis is dropped whatever its rank.
         """
         hyps = self.open.pop(offset, [])
         if not hyps:
             return []
-        keep, drop = self._select(hyps)
+        keep, drop = self._select(hyps, floor)
         self.pruned.extend(h.log_prob for h in drop)
         pending = [h for h in keep if h.state is None]
         if pending:

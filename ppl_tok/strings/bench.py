@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,21 @@ SHORT = (" The male athlete is standing by the two poles, raised his", HELLASWAG
 EXACT_STRING = " tongueless"  # 597 tokenizations on SmolLM2
 
 
-def running_text(data: str | Path, n_bytes: int) -> str:
-    """HellaSwag contexts joined by spaces, cut to at most ``n_bytes`` UTF-8 bytes (at a character boundary)."""
+#: the held-out files whose contexts make a running text, by task
+RUNNING_TEXT_FILES = {"hellaswag": "hellaswag/hellaswag_val.jsonl*", "openbookqa": "openbookqa/test.jsonl"}
+
+
+def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str:
+    """The task's contexts joined by spaces, cut to at most ``n_bytes`` UTF-8 bytes (at a character boundary).
+
+    ``task``: ``hellaswag`` (validation contexts) or ``openbookqa`` (test question stems).
+    """
     from ..datasets import load_questions
 
     path = Path(data)
-    files = sorted(path.glob("hellaswag/hellaswag_val.jsonl*")) if path.is_dir() else [path]
+    files = sorted(path.glob(RUNNING_TEXT_FILES[task])) if path.is_dir() else [path]
     if not files:
-        raise ValueError(f"{data}: no hellaswag/hellaswag_val.jsonl[.gz] here (give --data a data folder)")
+        raise ValueError(f"{data}: no {RUNNING_TEXT_FILES[task]} here (give --data a data folder)")
     out, size = [], 0
     for q in load_questions(files[0]):
         out.append(" " + q.context)
@@ -160,6 +169,97 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
             "forwards_per_byte_spread": max(flat) / min(flat)}
 
 
+#: genlm-bytes' settings in the comparison: ``BeamParams(K, prune_threshold)`` (0.05 is its documented example)
+GENLM_SETTINGS = ((5, 0.05),)
+#: ppl-tok's settings: beam 5 pruned against the text's probability at genlm's threshold (0.05 = e^-3: 3 nats)
+#: and at 6 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
+OUR_SETTINGS = (StringSearchConfig(beam=5, prune=3.0, prune_against="text"),
+                StringSearchConfig(beam=5, prune=6.0, prune_against="text"), StringSearchConfig(beam=5, prune=12.0))
+#: the reference (the "certified value" where its interval is narrow): beam 32, 15 nats below the text
+REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
+
+
+def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = "../shared/data",
+                n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = GENLM_SETTINGS,
+                ours: Sequence[StringSearchConfig] = OUR_SETTINGS, reference: StringSearchConfig = REFERENCE,
+                keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,
+                bos_id: int | None = None) -> dict[str, Any]:
+    """ppl-tok against genlm-bytes: next-byte log-probs along the first ``n_bytes`` of OpenBookQA test questions.
+
+    genlm-bytes runs in the interpreter ``genlm_python`` (its own environment) with
+    ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with each
+    of ``ours`` and with ``reference``; one thread each, one walk after the other.
+    ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
+    there complete (same text) is reused, so an interrupted run resumes.
+    """
+    from ..cards import load_lm
+    from .versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
+
+    if genlm:
+        why = genlm_available(genlm_python)
+        if why:
+            raise ValueError(f"genlm-bytes cannot be imported by {why} (install it there: pip install genlm-bytes)")
+    torch.set_num_threads(1)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    text = running_text(data, n_bytes, "openbookqa").encode()
+    folder = Path(keep) if keep else None
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def walked(name: str, run) -> Walk:
+        path = folder / f"{name}.json" if folder else None
+        if path and path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("text_hex") == text.hex():
+                return Walk.from_json(data["walk"])
+        walk = run()
+        if path:
+            path.write_text(json.dumps({"text_hex": text.hex(), "walk": walk.to_json()}), encoding="utf-8")
+        return walk
+
+    walks = []
+    for k, threshold in tqdm(genlm, desc="genlm-bytes", leave=False):
+        raw = folder / f"genlm-K{k}-p{threshold:g}.raw.json" if folder else None
+        walks.append(walked(f"genlm-K{k}-p{threshold:g}", lambda: run_genlm(genlm_python, lm, text, k, threshold,
+                                                                             keep=raw)))
+    def tag(config: StringSearchConfig) -> str:
+        against = "" if config.prune_against == "offset" else f"-{config.prune_against}"
+        return f"beam{config.beam}-p{config.prune:g}{against}"
+
+    for config in tqdm(ours, desc="ppl-tok", leave=False):
+        walks.append(walked(f"ours-{tag(config)}", lambda: walk_ours(lm, text, config)))
+    ref = walked(f"reference-{tag(reference)}", lambda: walk_ours(lm, text, reference))
+    out = compare(ref, walks)
+    for clock in ("bytes_per_s", "bytes_per_cpu_s"):
+        out[f"speed_ratio_{clock}"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name, clock)
+                                       for o in walks if "beam" in o.info for g in walks
+                                       if g.info.get("K") == o.info["beam"] and g.cpu_seconds and o.cpu_seconds}
+    out.update(model=model, text_bytes=len(text), text_head=text[:60].decode("utf-8", errors="replace"))
+    return out
+
+
+def format_genlm(r: dict[str, Any]) -> list[str]:
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    lines = [f"next-byte log-probs along {r['bytes']} bytes of OpenBookQA test questions, {r['model']}, 1 thread",
+             f"reference: {r['reference']} ({r['reference_bytes_per_s']:.2f} bytes/s); its certified interval is "
+             f"within {r['tolerance']:g} nats on {r['certified_bytes']} bytes (first wider: byte "
+             f"{r['first_uncertified_byte']})",
+             f"{'walk':40} {'B/s':>6} {'B/cpu-s':>7} {'excess b/B':>11} {'|err| b/B':>10} {'cert |err|':>10} "
+             f"{'in ref int':>10} {'in own':>7}"]
+    for w in r["walks"]:
+        lines.append(f"{w['name']:40} {w['bytes_per_s']:>6.2f} {num(w['bytes_per_cpu_s'], '7.2f'):>7} "
+                     f"{num(w['excess_bits_per_byte'], '11.2e'):>11} {num(w['mean_abs_error_bits_per_byte'], '10.2e'):>10} "
+                     f"{num(w['certified_mean_abs_error_bits_per_byte'], '.2e'):>10} "
+                     f"{w['inside_reference_interval']:>5}/{w['bytes']:<4} {w.get('inside_own_interval', '-'):>7}"
+                     + (f"  p = 0 at bytes {w['zero_probability_bytes']}" if w["zero_probability_bytes"] else "")
+                     + (f"  stopped: {w['error']}" if w.get("error") else ""))
+    for clock, what in (("bytes_per_s", "wall"), ("bytes_per_cpu_s", "CPU")):
+        lines += [f"{what} bytes/s, {k}: {v:.2f}x" for k, v in r[f"speed_ratio_{clock}"].items()]
+    return lines
+
+
 def format_strings(r: dict[str, Any]) -> list[str]:
     lines = [f"byte-synchronous beam, {r['model']}, beam {r['beam']} (10x: beam {10 * r['beam']}, twice the threshold)",
              f"{'bytes':>6} {'lower':>10} {'upper':>9} {'canonical':>10} {'fwd/B':>6} {'ms/B':>7} "
@@ -185,4 +285,4 @@ def format_strings(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["bench_strings", "format_strings", "running_text"]
+__all__ = ["bench_strings", "format_strings", "running_text", "bench_genlm", "format_genlm"]

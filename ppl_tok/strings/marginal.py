@@ -93,6 +93,9 @@ def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] =
     :param mdd: the text's MDD, if already compiled.
     """
     config = config or StringSearchConfig()
+    if config.prune_against != "offset":
+        raise ValueError(f"string_marginal prunes against the offset only; prune_against={config.prune_against!r} "
+                         "is for next-byte walks (StringState)")
     start = time.perf_counter()
     mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
     canonical = mdd.canonical()

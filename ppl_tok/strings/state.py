@@ -160,7 +160,10 @@ class StringState:
     # ---------------------------------------------------------------- walking
     def _settle(self, offset: int) -> None:
         """Prune and run the prefixes ending at ``offset``; their rows, in byte order, join the window."""
-        hyps = self.beam.settle(offset)
+        floor = -math.inf
+        if self.config.prune_against == "text" and offset > 0:
+            floor = self.prefix_log_prob().lower - self.config.prune
+        hyps = self.beam.settle(offset, floor=floor)
         if not hyps:
             return
         rows = torch.stack([h.state.log_probs for h in hyps])
