@@ -502,7 +502,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
             _emit(args, result, strings_bench.format_genlm(result))
             return
         result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
-                                             **lm_options)
+                                             prompts=args.prompts, prompt_records=args.prompt_records,
+                                             prompts_only=args.prompts_only, **lm_options)
         _emit(args, result, strings_bench.format_strings(result))
 
 
@@ -643,6 +644,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strings --genlm-python: bytes of OpenBookQA test questions walked (default 1000)")
     p.add_argument("--genlm-keep", metavar="DIR",
                    help="strings --genlm-python: write each walk's JSON into this folder as it finishes")
+    p.add_argument("--prompts", type=integer(0), default=50,
+                   help="strings: mid-word prompts of the prompt-boundary part (0: none; default 50)")
+    p.add_argument("--prompt-records", type=output_file, metavar="FILE",
+                   help="strings: append each prompt's numbers to this JSON Lines file, and resume from it")
+    p.add_argument("--prompts-only", action="store_true", help="strings: the prompt-boundary part alone")
     p.set_defaults(func=cmd_bench)
     from .perplexity.cli import register as register_perplexity
     from .qa.cli import register as register_qa

@@ -110,3 +110,25 @@ def test_the_benchmark_texts():
     assert all(p[-1].isalpha() and c[0].isalpha() and len(c) == 12 for p, c in pairs)
     mean, lo, hi = _bootstrap_mean([1.0, 2.0, 3.0, 4.0])
     assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
+
+
+def test_prompt_boundary_records_resume(tmp_path):
+    """The prompt-boundary part appends one line per prompt and resumes from them; other records are refused."""
+    import json
+
+    from ppl_tok.strings.bench import prompt_boundary
+    from ppl_tok.strings.conditional import string_conditional
+
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    pairs = [("ab", "ba"), ("ba", "bab"), ("a", "bba"), ("bb", "ab")]
+    records = tmp_path / "prompts.jsonl"
+    fresh = prompt_boundary(lm, pairs, WIDE, progress=False)
+    prompt_boundary(lm, pairs[:2], WIDE, records, progress=False)
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["prompt"], r["continuation"]) for r in rows] == pairs[:2]
+    r = string_conditional(lm, "ab", "ba", config=WIDE)
+    assert rows[0]["estimate"] == r.estimate and rows[0]["canonical"] == lm.canonical_log_prob("ba", "ab")
+    resumed = prompt_boundary(lm, pairs, WIDE, records, progress=False)
+    assert len(records.read_text().splitlines()) == 4 and resumed == fresh
+    with pytest.raises(ValueError, match=r"prompts.jsonl:1: holds the prompt 'ab'"):
+        prompt_boundary(lm, [("a", "b")], WIDE, records, progress=False)

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from ppl_tok import FunctionLM, Vocabulary, compile_mdd
 from ppl_tok.logspace import logsumexp
-from ppl_tok.strings import (DeadEndError, EndUnavailableError, StringSearchConfig, StringState, initial,
-                             string_conditional)
+from ppl_tok.strings import (ContextLengthError, DeadEndError, EndUnavailableError, StringSearchConfig, StringState,
+                             initial, string_conditional, string_marginal)
 
 PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]
 VOCAB = Vocabulary.from_tokens(PIECES)
@@ -134,6 +134,24 @@ def test_bytes_no_token_covers_are_a_clear_error():
         initial(lm, "abc")
     with pytest.raises(ValueError, match="0..255"):
         initial(lm).extend(300)
+
+
+def test_a_string_longer_than_the_context_window_is_a_clear_error():
+    """A toy LM with a 6-position window (BOS included): the beam refuses to run a longer token prefix."""
+    from types import SimpleNamespace
+
+    lm = history_lm(5)
+    short = initial(lm, "abab", config=WIDE).prefix_log_prob()
+    lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=6))
+    assert initial(lm, "abab", config=WIDE).prefix_log_prob() == short  # 4 bytes: at most BOS + 4 tokens + 1
+    with pytest.raises(ContextLengthError, match="needs 7 token positions .* context window of 6"):
+        initial(lm, "abababab", config=WIDE)
+    with pytest.raises(ContextLengthError, match="context window of 6"):
+        string_conditional(lm, "abab", "abab", config=WIDE)
+    with pytest.raises(ContextLengthError, match="context window of 6"):
+        string_marginal(lm, "abababab", config=WIDE)
+    with pytest.raises(ContextLengthError, match="needs 8 token positions"):
+        initial(lm, "", context=[1] * 7)  # the context alone does not fit
 
 
 def test_empty_prompt_is_the_unconditional_case():

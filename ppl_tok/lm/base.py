@@ -70,6 +70,15 @@ MAX_ENGINE_BYTES = 1 << 40
 MAX_KV_BLOCK_BYTES = 1 << 36
 
 
+def model_window(lm: Any) -> int | None:
+    """The model's context length in token positions (a transformer's ``max_position_embeddings``), or ``None``.
+
+    ``None``: no limit is known (the toy LMs).
+    """
+    value = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
 @dataclass
 class EngineConfig:
     """Memory and batching limits of an LM's engine (validated).

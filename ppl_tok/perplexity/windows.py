@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..lm.base import model_window  # noqa: F401 (re-exported: ppl_tok.perplexity.score reads it here)
+
 
 @dataclass(frozen=True)
 class Window:
@@ -43,12 +45,6 @@ class Window:
     start: int
     end: int
     bos: bool
-
-
-def model_window(lm: Any) -> int | None:
-    """The model's context length (a transformer's ``max_position_embeddings``), or ``None`` (unbounded)."""
-    value = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def rolling_windows(n: int, length: int | None) -> list[Window]:

@@ -4,14 +4,19 @@
 * :mod:`~ppl_tok.qa.run`: canonical scores and importance samples per (question, answer), stored as computed;
 * :mod:`~ppl_tok.qa.store`: the append-only, resumable run folder;
 * :mod:`~ppl_tok.qa.classify`: canonical, marginal (choose-k), mixture, exact and other classifiers;
-* :mod:`~ppl_tok.qa.report`: tuning, paired bootstrap intervals, tables, plots and ``report.json``.
+* :mod:`~ppl_tok.qa.report`: tuning, paired bootstrap intervals, tables, plots and ``report.json``;
+* :mod:`~ppl_tok.qa.contexts` and :mod:`~ppl_tok.qa.ensemble`: runs of different models combined at the
+  string level (Bayesian mixture, product of experts).
 """
 
 from .classify import SplitScores, split_scores
+from .contexts import compute_context_log_probs
 from .data import DATASETS, Study, load_study
+from .ensemble import evaluate_ensemble
 from .report import evaluate, write_report
 from .run import pair_seed, run_study, study_settings
 from .store import ScoreStore, SettingsMismatchError
 
-__all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "evaluate", "load_study",
+__all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "compute_context_log_probs",
+           "evaluate", "evaluate_ensemble", "load_study",
            "pair_seed", "run_study", "split_scores", "study_settings", "write_report"]

@@ -82,6 +82,47 @@ def cmd_summary(args: argparse.Namespace) -> None:
     print(json.dumps(rows, allow_nan=False) if args.json else summary_markdown(rows), end="\n" if args.json else "")
 
 
+def _run_study(args: argparse.Namespace, folder):
+    """The questions a run folder scored (its dataset, limit and shuffle seed; data from --data-dir or --dataset)."""
+    from .data import DATASETS, load_study
+    from .run import check_settings
+    from .store import SETTINGS_FILE, read_settings
+
+    st = check_settings(read_settings(folder), str(folder / SETTINGS_FILE))
+    dataset = st["dataset"] if st["dataset"] in DATASETS else args.dataset
+    if dataset is None:
+        raise ValueError(f"{folder} scored the JSON Lines file {st['dataset']!r}: give its path with --dataset "
+                         "(and --tune for its tuning split)")
+    return load_study(dataset, args.data_dir, tune=args.tune, limit=st.get("limit"),
+                      seed=st.get("shuffle_seed") or SHUFFLE_SEED)
+
+
+def cmd_contexts(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from ..cards import load_lm
+    from .contexts import compute_context_log_probs, context_folder
+    from .store import read_settings
+
+    study = _run_study(args, args.dir)
+    st = read_settings(args.dir)
+    lm = load_lm(st["model"], device=args.device, dtype=st.get("dtype"))
+    with tqdm(total=sum(len(study.splits[s]) for s in args.splits if s in study.splits), unit="q",
+                      desc=f"contexts ({args.method})", disable=args.json) as bar:
+        store = compute_context_log_probs(args.dir, study, lm, args.method, splits=args.splits, beam=args.beam,
+                                          prune=args.prune, progress=lambda done, total: bar.update(done - bar.n))
+    out = {"folder": str(context_folder(args.dir, args.method)), "records": len(store.records)}
+    print(json.dumps(out) if args.json else f"{out['folder']}: {out['records']} context log-probabilities")
+
+
+def cmd_ensemble(args: argparse.Namespace) -> None:
+    from .ensemble import ensemble_markdown, evaluate_ensemble
+
+    report = evaluate_ensemble(args.runs, weights=args.weights, sources=args.sources, context=args.context,
+                               split=args.split, resamples=args.resamples, seed=args.seed)
+    print(json.dumps(report, allow_nan=False) if args.json else ensemble_markdown(report))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``qa`` (with ``run``, ``report`` and ``summary``) to the ``ppl-tok`` subcommands."""
     from pathlib import Path
@@ -131,3 +172,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dirs", type=Path, nargs="+", metavar="dir", help="run folders, each with a current report.json")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.set_defaults(func=cmd_summary)
+    p = qa_sub.add_parser("contexts", help="log P(question) under a run's model: the mixture's evidence (resumable)",
+                          description="Compute log P_m(context) of every question of a run with the run's model, "
+                                      "into RUN/contexts-METHOD/, for `ppl-tok qa ensemble`.")
+    p.add_argument("dir", type=Path, help="a run folder written by `ppl-tok qa run`")
+    p.add_argument("--method", choices=["canonical", "prefix"], default="canonical",
+                   help="canonical: log p(canonical tokens of the context) (default); prefix: the string's prefix "
+                        "probability over every covering (the byte-synchronous beam; slow)")
+    p.add_argument("--data-dir", type=Path, help="folder holding the run's dataset (built-in datasets)")
+    p.add_argument("--dataset", help="the JSON Lines file the run scored (a generic dataset)")
+    p.add_argument("--tune", type=Path, help="its tuning split, if the run had one")
+    p.add_argument("--splits", nargs="+", default=["test"], help="splits to compute (default: test)")
+    p.add_argument("--device", help="torch device for the model")
+    p.add_argument("--beam", type=POSITIVE, default=8, help="prefix: token prefixes kept per byte (default 8)")
+    p.add_argument("--prune", type=positive, default=12.0, help="prefix: pruning threshold in nats (default 12)")
+    p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
+    p.set_defaults(func=cmd_contexts)
+    p = qa_sub.add_parser("ensemble", help="string-level ensembles of runs of different models (mixture, product)",
+                          description="Combine the stored answer scores of runs of different models on the same "
+                                      "questions at the string level: the Bayesian mixture (weights from each "
+                                      "model's probability of the question, `qa contexts`) and the product of "
+                                      "experts; accuracy against each model alone with paired bootstrap intervals.")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="two or more run folders, same questions")
+    p.add_argument("--weights", type=positive, nargs="+",
+                   help="mixture prior pi_m / product exponents alpha_m, one per run (default: 1/M each)")
+    p.add_argument("--sources", nargs="+", choices=["canonical", "exact"],
+                   help="per run, its answer score: canonical (default) or exact (the certified bracket's "
+                        "midpoint; the run needs --scores exact)")
+    p.add_argument("--context", choices=["canonical", "prefix"], default="canonical",
+                   help="the mixture's evidence log P_m(question), from `qa contexts --method` (default canonical)")
+    p.add_argument("--split", default="test", help="the split evaluated (default test)")
+    p.add_argument("--resamples", type=POSITIVE, default=10_000, help="paired bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the bootstrap")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_ensemble)

@@ -8,11 +8,11 @@ See ``docs/strings.md``.
 * :func:`string_conditional`: ``log p(y | x)`` for a prompt string ``x``, with a certified interval.
 """
 
-from .beam import ByteBeam, StringSearchConfig
+from .beam import ByteBeam, ContextLengthError, StringSearchConfig
 from .conditional import StringConditional, string_conditional
 from .marginal import StringMarginal, string_marginal
 from .state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
 
-__all__ = ["ByteBeam", "DeadEndError", "EndUnavailableError", "NextBytes", "PrefixProbability",
+__all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "PrefixProbability",
            "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",
            "string_conditional", "string_marginal"]

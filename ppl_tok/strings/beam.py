@@ -27,6 +27,13 @@ no vocabulary token spans is a synchronisation point: every tokenization has a
 boundary there, and the sweep compares all surviving paths at once. At most
 ``beam + 1`` hypotheses are run per offset, so the cost per byte does not grow
 with the string's length.
+
+**Long strings.** A prefix probability conditions on the whole string, so the
+beam does not window: a hypothesis whose tokens (BOS and context included)
+would take more positions than the model's context window
+(:func:`~ppl_tok.lm.base.model_window`) raises :class:`ContextLengthError`
+instead of being scored out of distribution. Cut the prompt to its last bytes
+to condition on less (the conditional then is ``p(y | that tail)``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..lm.base import LanguageModel, LMState
+from ..lm.base import LanguageModel, LMState, model_window
+
+
+class ContextLengthError(ValueError):
+    """A token prefix of the string is longer than the model's context window."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,8 @@ class ByteBeam:
         self.canonical_at = canonical or {}
         self.open: dict[int, list[Hypothesis]] = {0: [Hypothesis(0.0, state=root, canonical=True)]}
         self.pruned: list[float] = []
+        self.window = model_window(lm)
+        self._check_length(len(root.tokens))
         self.forwards = 0  # token positions this beam asked the LM to run (cache hits included)
         self.kept = 0
 
@@ -162,6 +175,7 @@ class ByteBeam:
         self.pruned.extend(h.log_prob for h in drop)
         pending = [h for h in keep if h.state is None]
         if pending:
+            self._check_length(max(len(h.parent.tokens) for h in pending) + 1)
             wants = None if want is None else [list(want)] * len(pending)
             states = self.lm.extend([h.parent for h in pending], [h.token for h in pending], wants)
             for h, s in zip(pending, states):
@@ -170,6 +184,13 @@ class ByteBeam:
             self.forwards += len(pending)
         self.kept += len(keep)
         return keep
+
+    def _check_length(self, positions: int) -> None:
+        if self.window is not None and positions > self.window:
+            raise ContextLengthError(
+                f"a tokenization of the string needs {positions} token positions (BOS and context included), "
+                f"more than {self.lm.name}'s context window of {self.window}: the LM over strings conditions on the "
+                "whole string and does not window; shorten the prompt (e.g. keep its last bytes)")
 
     def pending_mass(self) -> list[float]:
         """Log-probs of the hypotheses not yet settled (they bound everything below them)."""

@@ -89,6 +89,49 @@ def _bootstrap_mean(values: list[float], resamples: int = 10_000, seed: int = 0)
     return float(x.mean()), float(means.quantile(0.025)), float(means.quantile(0.975))
 
 
+def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig,
+                    records: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """String-level minus canonical-token ``log p(continuation | prompt)`` over ``pairs``, with a bootstrap interval.
+
+    :param records: a JSON Lines file: one line per prompt is appended (flushed and synced) as it is
+        computed, and the prompts already there are read back instead of computed again, so a killed
+        run resumes; a line whose prompt or continuation differs from ``pairs`` is an error.
+    """
+    import json
+    import os
+
+    from ..jsonl_store import decode_log, encode_log, read_json_lines
+    from .conditional import string_conditional
+
+    done = read_json_lines(records) if records is not None else []
+    for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
+        if (row.get("prompt"), row.get("continuation")) != (prompt, cont):
+            raise ValueError(f"{records}:{n}: holds the prompt {row.get('prompt')!r} + {row.get('continuation')!r}, "
+                             f"not {prompt!r} + {cont!r}: another benchmark's records (give another file)")
+    rows = done[:len(pairs)]
+    sink = open(records, "a", encoding="utf-8") if records is not None else None
+    try:
+        for prompt, cont in tqdm(pairs[len(rows):], desc="mid-word prompts", leave=False, disable=not progress):
+            r = string_conditional(lm, prompt, cont, config=config)
+            row = {"prompt": prompt, "continuation": cont, "estimate": encode_log(r.estimate),
+                   "lower": encode_log(r.lower), "upper": encode_log(r.upper),
+                   "canonical": encode_log(lm.canonical_log_prob(cont, prompt)), "forwards": r.forwards}
+            rows.append(row)
+            if sink is not None:
+                sink.write(json.dumps(row, allow_nan=False) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+    finally:
+        if sink is not None:
+            sink.close()
+    gains = [decode_log(r["estimate"]) - decode_log(r["canonical"]) for r in rows]
+    floors = [decode_log(r["lower"]) - decode_log(r["canonical"]) for r in rows]
+    mean, lo, hi = _bootstrap_mean(gains)
+    return {"prompts": len(rows), "mean_gain": mean, "ci95": [lo, hi],
+            "median_gain": float(torch.tensor(gains).median()), "mean_certified_gain": sum(floors) / len(floors),
+            "share_gain_positive": sum(g > 0 for g in gains) / len(gains)}
+
+
 def _run(lm, fn) -> tuple[Any, int, float]:
     lm.clear_cache()
     lm.stats.reset()
@@ -99,18 +142,29 @@ def _run(lm, fn) -> tuple[Any, int, float]:
 
 def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = "../shared/data",
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
-                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
-    """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost)."""
+                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
+                  prompt_records: str | Path | None = None, prompts_only: bool = False) -> dict[str, Any]:
+    """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost).
+
+    :param prompts: mid-word prompts of the prompt-boundary part (0: none).
+    :param prompt_records: that part's per-prompt JSON Lines, appended and resumed (:func:`prompt_boundary`).
+    :param prompts_only: run the prompt-boundary part alone.
+    """
     from ..cards import load_lm
     from ..exact import exact_marginal
     from ..search import marginal_bounds
     from .generate import generate
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    narrow = StringSearchConfig(beam=beam)
+    if prompts_only:
+        if not prompts:
+            raise ValueError("prompts_only needs prompts >= 1")
+        return {"model": model, "beam": beam,
+                "prompt_boundary": prompt_boundary(lm, mid_word_prompts(Path(data), prompts), narrow, prompt_records)}
     texts = list(SHORT)
     if long_bytes:
         texts.append(running_text(data, long_bytes))
-    narrow = StringSearchConfig(beam=beam)
     wide = StringSearchConfig(beam=10 * beam, prune=2 * narrow.prune)  # 10x the prefixes, twice the threshold
     rows = []
     for text in tqdm(texts, desc="bench strings", leave=False):
@@ -147,20 +201,8 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
                                                                   mode=mode))
         generation[f"{mode}, beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
                                    "ratio": (len(g.data) / gsecs) / token_rate}
-    boundary = None
-    if prompts:
-        from .conditional import string_conditional
-
-        pairs, gains, floors = mid_word_prompts(Path(data), prompts), [], []
-        for prompt, cont in tqdm(pairs, desc="mid-word prompts", leave=False):
-            r = string_conditional(lm, prompt, cont, config=narrow)
-            canonical = lm.canonical_log_prob(cont, prompt)
-            gains.append(r.estimate - canonical)
-            floors.append(r.lower - canonical)
-        mean, lo, hi = _bootstrap_mean(gains)
-        boundary = {"prompts": len(pairs), "mean_gain": mean, "ci95": [lo, hi],
-                    "median_gain": float(torch.tensor(gains).median()), "mean_certified_gain": sum(floors) / len(floors),
-                    "share_gain_positive": sum(g > 0 for g in gains) / len(gains)}
+    boundary = (prompt_boundary(lm, mid_word_prompts(Path(data), prompts), narrow, prompt_records) if prompts
+                else None)
     flat = [row["forwards_per_byte"] for row in rows]
     return {"model": model, "beam": beam, "rows": rows,
             "exact": {"text": EXACT_STRING, "exact": exact.log_marginal, "lower": check.lower, "upper": check.upper,
@@ -261,28 +303,33 @@ def format_genlm(r: dict[str, Any]) -> list[str]:
 
 
 def format_strings(r: dict[str, Any]) -> list[str]:
-    lines = [f"byte-synchronous beam, {r['model']}, beam {r['beam']} (10x: beam {10 * r['beam']}, twice the threshold)",
-             f"{'bytes':>6} {'lower':>10} {'upper':>9} {'canonical':>10} {'fwd/B':>6} {'ms/B':>7} "
-             f"{'gap to 10x':>10} {'best-first at equal fwd':>26}"]
-    for row in r["rows"]:
-        gap = f"{row['gap_to_wide']:.4f}" if "gap_to_wide" in row else "-"
-        bf = (f"[{row['best_first_lower']:.2f}, {row['best_first_upper']:.2f}]" if "best_first_lower" in row
-              else "-")
-        lines.append(f"{row['bytes']:>6} {row['lower']:>10.4f} {row['upper']:>9.3f} {row['canonical']:>10.4f} "
-                     f"{row['forwards_per_byte']:>6.2f} {row['ms_per_byte']:>7.1f} {gap:>10} {bf:>26}")
-    e, g = r["exact"], r["generation"]
-    lines += [f"forwards per byte: max/min over lengths = {r['forwards_per_byte_spread']:.2f}",
-              f"exact {e['text']!r}: {e['exact']:.4f} in [{e['lower']:.4f}, {e['upper']:.4f}]: "
-              f"{'yes' if e['contained'] else 'NO'}",
-              f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
+    lines = []
+    if "rows" in r:
+        lines += [f"byte-synchronous beam, {r['model']}, beam {r['beam']} (10x: beam {10 * r['beam']}, twice the "
+                  "threshold)",
+                  f"{'bytes':>6} {'lower':>10} {'upper':>9} {'canonical':>10} {'fwd/B':>6} {'ms/B':>7} "
+                  f"{'gap to 10x':>10} {'best-first at equal fwd':>26}"]
+        for row in r["rows"]:
+            gap = f"{row['gap_to_wide']:.4f}" if "gap_to_wide" in row else "-"
+            bf = (f"[{row['best_first_lower']:.2f}, {row['best_first_upper']:.2f}]" if "best_first_lower" in row
+                  else "-")
+            lines.append(f"{row['bytes']:>6} {row['lower']:>10.4f} {row['upper']:>9.3f} {row['canonical']:>10.4f} "
+                         f"{row['forwards_per_byte']:>6.2f} {row['ms_per_byte']:>7.1f} {gap:>10} {bf:>26}")
+        e, g = r["exact"], r["generation"]
+        lines += [f"forwards per byte: max/min over lengths = {r['forwards_per_byte_spread']:.2f}",
+                  f"exact {e['text']!r}: {e['exact']:.4f} in [{e['lower']:.4f}, {e['upper']:.4f}]: "
+                  f"{'yes' if e['contained'] else 'NO'}",
+                  f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
     if r.get("prompt_boundary"):
         b = r["prompt_boundary"]
-        lines.append(f"{b['prompts']} mid-word prompts: string-level minus canonical-token log p(continuation): mean "
-                     f"{b['mean_gain']:.3f} nats (95% CI {b['ci95'][0]:.3f} to {b['ci95'][1]:.3f}), median "
-                     f"{b['median_gain']:.3f}; with the certified lower bound {b['mean_certified_gain']:.3f}")
-    lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
-              f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in g.items() if "beam" in k]
+        lines.append(f"{b['prompts']} mid-word prompts ({r['model']}, beam {r['beam']}): string-level minus "
+                     f"canonical-token log p(continuation): mean {b['mean_gain']:.3f} nats (95% CI "
+                     f"{b['ci95'][0]:.3f} to {b['ci95'][1]:.3f}), median {b['median_gain']:.3f}, positive on "
+                     f"{100 * b['share_gain_positive']:.0f}%; with the certified lower bound {b['mean_certified_gain']:.3f}")
+    if "rows" in r:
+        lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
+                  f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in r["generation"].items() if "beam" in k]
     return lines
 
 
-__all__ = ["bench_strings", "format_strings", "running_text", "bench_genlm", "format_genlm"]
+__all__ = ["bench_strings", "bench_genlm", "format_genlm", "format_strings", "prompt_boundary", "running_text"]

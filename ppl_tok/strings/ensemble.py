@@ -15,7 +15,7 @@ string) and prefix probabilities ``P_k(x)``:
   normalised over the 257 outcomes.
 
 Both use each member's estimates (the beam's masses); a mixture of a model with
-itself is the model (``tests/test_strings_ensemble.py``).
+itself is the model (``tests/test_strings_generate.py``).
 """
 
 from __future__ import annotations
