@@ -86,17 +86,22 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against):
     config = StringSearchConfig(beam=beam, prune=prune, prune_against=against)
     x, xy = prompt.encode(), (prompt + text).encode()
     p_x, p_xy = brute_prefix(lm, x), brute_prefix(lm, xy)
-    state = initial(lm, prompt, config=config)
-    px = state.prefix_log_prob()
-    assert px.lower <= p_x + 1e-9 <= px.upper + 2e-9
-    nb = state.next_byte_log_probs()
-    for b in (97, 98):
-        exact = brute_prefix(lm, x + bytes([b])) - p_x
-        assert float(nb.lower[b]) <= exact + 1e-9 <= float(nb.upper[b]) + 2e-9
-    cond = string_conditional(lm, prompt, text, config=config)
-    assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
-    assert cond.lower <= cond.estimate <= cond.upper
-    assert cond.forwards <= (beam + 1) * (len(xy) + 1)  # flat cost per byte
+    try:
+        state = initial(lm, prompt, config=config)
+        px = state.prefix_log_prob()
+        assert px.lower <= p_x + 1e-9 <= px.upper + 2e-9
+        nb = state.next_byte_log_probs()
+        for b in (97, 98):
+            exact = brute_prefix(lm, x + bytes([b])) - p_x
+            assert float(nb.lower[b]) <= exact + 1e-9 <= float(nb.upper[b]) + 2e-9
+        cond = string_conditional(lm, prompt, text, config=config)
+        assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
+        assert cond.lower <= cond.estimate <= cond.upper
+        assert cond.forwards <= (beam + 1) * (len(xy) + 1)  # flat cost per byte
+    except DeadEndError:
+        # only pruning against the text can drop every prefix that spells it (documented; genlm-bytes' beam
+        # empties the same way); the bounds checked before the dead end held
+        assert against == "text"
     wide = string_conditional(lm, prompt, text, config=WIDE)
     assert wide.estimate == pytest.approx(p_xy - p_x, abs=1e-9) and wide.width == pytest.approx(0.0, abs=1e-9)
 
