@@ -9,7 +9,7 @@ grows with the number of *distinct* token positions (linear in the text for a
 fixed number of particles), never with the square of the length.
 
 Storage is a list of fixed-size *blocks* (``block_bytes`` each, a few thousand
-slots; slot ``s`` lives in block ``s // block_slots`` at offset
+slots, at most :data:`MAX_BLOCK_SLOTS`; slot ``s`` lives in block ``s // block_slots`` at offset
 ``s % block_slots``). The pool grows one block at a time, so growing never
 copies what is stored and never holds two copies at once (a single tensor
 that doubles would need its old and new copies together: 3x the data at the
@@ -35,6 +35,11 @@ from dataclasses import dataclass
 import torch
 
 from .device import to_device_all
+
+
+#: the most slots in one block, whatever ``block_bytes`` (a tiny model's slot is a few hundred bytes: its blocks
+#: would otherwise hold millions of slots, each an entry of the free list)
+MAX_BLOCK_SLOTS = 1 << 16
 
 
 @dataclass
@@ -136,7 +141,7 @@ class KVPool:
         if not self._layout:
             self._layout = [(tuple(t.shape[1:]), t.dtype) for t in keys + values]
             self._slot_bytes = sum(t[0].numel() * t.element_size() for t in keys + values)
-            self.block_slots = max(16, self.block_bytes // max(1, self._slot_bytes))
+            self.block_slots = min(MAX_BLOCK_SLOTS, max(16, self.block_bytes // max(1, self._slot_bytes)))
         slots = self.allocate(keys[0].shape[0] if keys else 0)
         plan = self.plan(slots.unsqueeze(0))  # one row: its columns are the positions
         for which, new in enumerate((keys, values)):
