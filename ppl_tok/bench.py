@@ -360,19 +360,27 @@ def _recording(lm):
     return recording(lm) if lm.pooled else contextlib.nullcontext()
 
 
-def _against_replay(lm, rec, seconds: float) -> dict[str, Any]:
-    """The engine's forwards (``rec``, run in ``seconds`` in all) against the bare model replaying them
-    (:mod:`ppl_tok.lm.replay`): the raw baseline at the engine's own batch sizes, past lengths and padding."""
+def _against_replay(lm, rec, seconds: float, cpu_seconds: float) -> dict[str, Any]:
+    """The engine's forwards (``rec``, run in ``seconds`` in all, ``cpu_seconds`` of this process's CPU time)
+    against the bare model replaying them (:mod:`ppl_tok.lm.replay`): the raw baseline at the engine's own
+    batch sizes, past lengths and padding. On the CPU the same ratios in CPU time too (``cpu_``: on a machine
+    shared with other jobs the wall clock also measures the scheduler)."""
     from .lm.replay import replay
 
     if rec is None:
         return {}
-    raw_s = replay(lm, rec.shapes)
-    return {"engine_forward_seconds": rec.seconds, "raw_at_engine_shapes_seconds": raw_s,
-            "raw_at_engine_shapes_forwards_per_s": rec.forwards / raw_s,
-            # the same forwards on both sides: the ratio of rates is the ratio of times
-            "ratio_to_raw_at_engine_shapes": raw_s / seconds,
-            "forward_ratio_to_raw_at_engine_shapes": raw_s / rec.seconds}
+    raw = replay(lm, rec.shapes)
+    out = {"engine_forward_seconds": rec.seconds, "raw_at_engine_shapes_seconds": raw.seconds,
+           "raw_at_engine_shapes_forwards_per_s": rec.forwards / raw.seconds,
+           # the same forwards on both sides: the ratio of rates is the ratio of times
+           "ratio_to_raw_at_engine_shapes": raw.seconds / seconds,
+           "forward_ratio_to_raw_at_engine_shapes": raw.seconds / rec.seconds}
+    if lm.device.type == "cpu":
+        out.update({"cpu_seconds": cpu_seconds, "engine_forward_cpu_seconds": rec.cpu_seconds,
+                    "raw_at_engine_shapes_cpu_seconds": raw.cpu_seconds,
+                    "cpu_ratio_to_raw_at_engine_shapes": raw.cpu_seconds / cpu_seconds,
+                    "cpu_forward_ratio_to_raw_at_engine_shapes": raw.cpu_seconds / rec.cpu_seconds})
+    return out
 
 
 def _qa_pairs(questions) -> tuple[list[str], list[str]]:
@@ -416,8 +424,10 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
             for r in marginals(texts, lm, num_samples, contexts=contexts):
                 steps += sum(len(s) for s in r.samples)
 
+    cpu = time.process_time()
     with _recording(lm) as rec:
         _, secs = _timed(lm.device, batched)
+    cpu = time.process_time() - cpu
     batched_peak = peak_memory_mb(lm.device)
     fwd, calls = lm.stats.forwards, max(1, lm.stats.calls)
     mean_batch = max(1, round(fwd / calls))
@@ -427,7 +437,7 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
                       "mean_batch": mean_batch, "forwards_per_s": fwd / secs, "particle_steps_per_s": steps / secs,
                       "raw_forwards_per_s_at_mean_batch": raw, "ratio_to_raw": fwd / secs / raw,
                       "mean_context_tokens": past, "peak_device_mb": batched_peak,
-                      **_against_replay(lm, rec, secs)}
+                      **_against_replay(lm, rec, secs, cpu)}
     # (a') one marginal call per answer, same model
     lm.clear_cache()
 
@@ -443,8 +453,10 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     lm.clear_cache()
     lm.stats.reset()
     reset_peak_memory(lm.device)
+    cpu = time.process_time()
     with _recording(lm) as rec:
         r, secs = _timed(lm.device, marginal, ENGINE_SENTENCE, lm, big_n, seed=0)
+    cpu = time.process_time() - cpu
     many_peak = peak_memory_mb(lm.device)
     psteps = sum(len(s) for s in r.samples)
     raw_n = _raw_decode_rate(lm, big_n, 1 + len(r.canonical))
@@ -452,7 +464,7 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
                              "forwards": r.forwards, "particle_steps_per_s": psteps / secs,
                              "raw_forwards_per_s_at_n": raw_n, "ratio_to_raw": psteps / secs / raw_n,
                              "peak_device_mb": many_peak, "forwards_per_s": r.forwards / secs,
-                             **_against_replay(lm, rec, secs)}
+                             **_against_replay(lm, rec, secs, cpu)}
     out["peak_rss_mb"] = _peak_rss_mb()
     if peak_memory_mb(lm.device) is not None:  # the largest of the cases (each reset its own peak)
         out["peak_gpu_mb"] = max(batched_peak, many_peak)
@@ -462,10 +474,12 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
 def _replay_line(x: dict[str, Any]) -> list[str]:
     if "ratio_to_raw_at_engine_shapes" not in x:
         return []
+    cpu = "" if "cpu_ratio_to_raw_at_engine_shapes" not in x else (
+        f"; in CPU time {x['cpu_ratio_to_raw_at_engine_shapes']:.2f} and {x['cpu_forward_ratio_to_raw_at_engine_shapes']:.2f}")
     return [f"    against the bare model replaying the engine's forwards (same batches, pasts, padding): "
             f"{x['raw_at_engine_shapes_forwards_per_s']:.0f}/s; whole run {x['ratio_to_raw_at_engine_shapes']:.2f}, "
             f"inside the forwards {x['forward_ratio_to_raw_at_engine_shapes']:.2f} "
-            f"({x['engine_forward_seconds']:.1f} s against {x['raw_at_engine_shapes_seconds']:.1f} s)"]
+            f"({x['engine_forward_seconds']:.1f} s against {x['raw_at_engine_shapes_seconds']:.1f} s){cpu}"]
 
 
 def format_engine(r: dict[str, Any]) -> list[str]:

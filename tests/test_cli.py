@@ -358,6 +358,7 @@ def test_bench_engine_runs_and_reports_ratios(capsys):
         # the raw baseline at the engine's own shapes: the replay runs the same forwards
         assert r[part]["ratio_to_raw_at_engine_shapes"] > 0 and r[part]["forward_ratio_to_raw_at_engine_shapes"] > 0
         assert r[part]["ratio_to_raw_at_engine_shapes"] <= r[part]["forward_ratio_to_raw_at_engine_shapes"]
+        assert r[part]["cpu_ratio_to_raw_at_engine_shapes"] <= r[part]["cpu_forward_ratio_to_raw_at_engine_shapes"]
     assert r["speedup_over_per_answer"] > 0
 
 

@@ -23,7 +23,9 @@ logits and the same ``log_softmax``. So
 
 isolates what the engine adds to the model: with ``t_engine`` the time inside
 its forwards, the pool's overhead; with the whole run's time, everything
-(the MDD walks, Pyro, the cache) as well.
+(the MDD walks, Pyro, the cache) as well. Both sides are timed on the wall
+clock and, for a CPU shared with other jobs (where the wall clock measures the
+scheduler as much as the work), on the process's CPU clock too.
 """
 
 from __future__ import annotations
@@ -56,10 +58,12 @@ class ForwardShape:
 
 @dataclass
 class Recording:
-    """What :func:`recording` saw: the forwards in order and the seconds spent in them."""
+    """What :func:`recording` saw: the forwards in order and the seconds spent in them (wall clock,
+    and this process's CPU time)."""
 
     shapes: list[ForwardShape] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def forwards(self) -> int:
@@ -81,10 +85,11 @@ def recording(lm: Any) -> Iterator[Recording]:
 
     def timed(fn, *args, **kwargs):
         synchronize(lm.device)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = fn(*args, **kwargs)
         synchronize(lm.device)
         rec.seconds += time.perf_counter() - start
+        rec.cpu_seconds += time.process_time() - cpu
         return out
 
     def pool_forward(parents, chunks, last_only):
@@ -120,9 +125,17 @@ def model_inputs(shape: ForwardShape, vocab_size: int, generator: torch.Generato
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
 
 
+@dataclass
+class Replayed:
+    """The time the bare model took for the recorded forwards: wall clock and this process's CPU time."""
+
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
 @torch.inference_mode()
-def replay(lm: Any, shapes: list[ForwardShape], seed: int = 0, on_call: Any = None) -> float:
-    """Seconds the bare model takes for ``shapes``: each forward as a plain ``transformers`` call on a
+def replay(lm: Any, shapes: list[ForwardShape], seed: int = 0, on_call: Any = None) -> Replayed:
+    """The time the bare model takes for ``shapes``: each forward as a plain ``transformers`` call on a
     ``DynamicCache`` holding a padded past, then ``log_softmax`` of the kept logits.
 
     ``on_call(kwargs)``, if given, sees each call's arguments before it runs (tests compare them with the engine's).
@@ -134,7 +147,7 @@ def replay(lm: Any, shapes: list[ForwardShape], seed: int = 0, on_call: Any = No
     vocab = model.get_input_embeddings().num_embeddings
     gen = torch.Generator().manual_seed(seed)
     keep_arg = getattr(lm, "_keep_arg", None)
-    total = 0.0
+    total = Replayed()
     for shape in shapes:
         host = model_inputs(shape, vocab, gen)
         kwargs: dict[str, Any] = dict(zip(host, to_device_all(list(host.values()), device)))
@@ -158,12 +171,13 @@ def replay(lm: Any, shapes: list[ForwardShape], seed: int = 0, on_call: Any = No
         if on_call is not None:
             on_call(kwargs)
         synchronize(device)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         logits = model(**kwargs).logits
         if shape.last_only:
             logits = logits[:, -1] if cols is None else logits[torch.arange(batch, device=device), cols]
         torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)  # a plain loop's
         synchronize(device)
-        total += time.perf_counter() - start
+        total.seconds += time.perf_counter() - start
+        total.cpu_seconds += time.process_time() - cpu
         del cache, kwargs
     return total
