@@ -346,6 +346,38 @@ def _raw_decode_rate(lm, batch: int, past: int, steps: int = 6) -> float:
     return _raw_forwards_per_s(lm, batch, steps=steps, prefix_len=max(1, past))
 
 
+def _recording(lm):
+    """:func:`~ppl_tok.lm.replay.recording` of a pooled (attention) model; nothing for a recurrent one."""
+    import contextlib
+
+    from .lm.replay import recording
+
+    return recording(lm) if lm.pooled else contextlib.nullcontext()
+
+
+def _against_replay(lm, rec, seconds: float, cpu_seconds: float) -> dict[str, Any]:
+    """The engine's forwards (``rec``, run in ``seconds`` in all, ``cpu_seconds`` of this process's CPU time)
+    against the bare model replaying them (:mod:`ppl_tok.lm.replay`): the raw baseline at the engine's own
+    batch sizes, past lengths and padding. On the CPU the same ratios in CPU time too (``cpu_``: on a machine
+    shared with other jobs the wall clock also measures the scheduler)."""
+    from .lm.replay import replay
+
+    if rec is None:
+        return {}
+    raw = replay(lm, rec.shapes)
+    out = {"engine_forward_seconds": rec.seconds, "raw_at_engine_shapes_seconds": raw.seconds,
+           "raw_at_engine_shapes_forwards_per_s": rec.forwards / raw.seconds,
+           # the same forwards on both sides: the ratio of rates is the ratio of times
+           "ratio_to_raw_at_engine_shapes": raw.seconds / seconds,
+           "forward_ratio_to_raw_at_engine_shapes": raw.seconds / rec.seconds}
+    if lm.device.type == "cpu":
+        out.update({"cpu_seconds": cpu_seconds, "engine_forward_cpu_seconds": rec.cpu_seconds,
+                    "raw_at_engine_shapes_cpu_seconds": raw.cpu_seconds,
+                    "cpu_ratio_to_raw_at_engine_shapes": raw.cpu_seconds / cpu_seconds,
+                    "cpu_forward_ratio_to_raw_at_engine_shapes": raw.cpu_seconds / rec.cpu_seconds})
+    return out
+
+
 def _qa_pairs(questions) -> tuple[list[str], list[str]]:
     return [" " + c for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
 
@@ -359,9 +391,12 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     every answer, ``batch_questions`` questions per engine run, against one
     :func:`~ppl_tok.importance.marginal` call per answer (0.1.0's way of running
     the study); (b) the engine's token-forwards/s against a raw decoding loop of
-    the same model at the engine's mean batch size and context length;
+    the same model at the engine's mean batch size and context length (unpadded
+    pasts of the mean length), and against the bare model replaying the engine's
+    own forwards (:mod:`ppl_tok.lm.replay`: the same batch sizes, past lengths and
+    padding), for the whole run and for the time inside the forwards;
     (c) look-ahead IS on one sentence with ``big_n`` particles: particle-steps/s
-    against the raw forward at batch ``big_n``.
+    against the raw forward at batch ``big_n``, and its forwards against their replay.
     """
     from .cards import load_lm
     from .importance import marginal, marginals
@@ -384,7 +419,10 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
             for r in marginals(texts, lm, num_samples, contexts=contexts):
                 steps += sum(len(s) for s in r.samples)
 
-    _, secs = _timed(lm.device, batched)
+    cpu = time.process_time()
+    with _recording(lm) as rec:
+        _, secs = _timed(lm.device, batched)
+    cpu = time.process_time() - cpu
     batched_peak = peak_memory_mb(lm.device)
     fwd, calls = lm.stats.forwards, max(1, lm.stats.calls)
     mean_batch = max(1, round(fwd / calls))
@@ -393,7 +431,8 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     out["batched"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs, "forwards": fwd, "calls": calls,
                       "mean_batch": mean_batch, "forwards_per_s": fwd / secs, "particle_steps_per_s": steps / secs,
                       "raw_forwards_per_s_at_mean_batch": raw, "ratio_to_raw": fwd / secs / raw,
-                      "mean_context_tokens": past, "peak_device_mb": batched_peak}
+                      "mean_context_tokens": past, "peak_device_mb": batched_peak,
+                      **_against_replay(lm, rec, secs, cpu)}
     # (a') one marginal call per answer, same model
     lm.clear_cache()
 
@@ -409,18 +448,33 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     lm.clear_cache()
     lm.stats.reset()
     reset_peak_memory(lm.device)
-    r, secs = _timed(lm.device, marginal, ENGINE_SENTENCE, lm, big_n, seed=0)
+    cpu = time.process_time()
+    with _recording(lm) as rec:
+        r, secs = _timed(lm.device, marginal, ENGINE_SENTENCE, lm, big_n, seed=0)
+    cpu = time.process_time() - cpu
     many_peak = peak_memory_mb(lm.device)
     psteps = sum(len(s) for s in r.samples)
     raw_n = _raw_decode_rate(lm, big_n, 1 + len(r.canonical))
     out["many_particles"] = {"text": ENGINE_SENTENCE, "num_samples": big_n, "seconds": secs,
                              "forwards": r.forwards, "particle_steps_per_s": psteps / secs,
                              "raw_forwards_per_s_at_n": raw_n, "ratio_to_raw": psteps / secs / raw_n,
-                             "peak_device_mb": many_peak}
+                             "peak_device_mb": many_peak, "forwards_per_s": r.forwards / secs,
+                             **_against_replay(lm, rec, secs, cpu)}
     out["peak_rss_mb"] = _peak_rss_mb()
     if peak_memory_mb(lm.device) is not None:  # the largest of the cases (each reset its own peak)
         out["peak_gpu_mb"] = max(batched_peak, many_peak)
     return out
+
+
+def _replay_line(x: dict[str, Any]) -> list[str]:
+    if "ratio_to_raw_at_engine_shapes" not in x:
+        return []
+    cpu = "" if "cpu_ratio_to_raw_at_engine_shapes" not in x else (
+        f"; in CPU time {x['cpu_ratio_to_raw_at_engine_shapes']:.2f} and {x['cpu_forward_ratio_to_raw_at_engine_shapes']:.2f}")
+    return [f"    against the bare model replaying the engine's forwards (same batches, pasts, padding): "
+            f"{x['raw_at_engine_shapes_forwards_per_s']:.0f}/s; whole run {x['ratio_to_raw_at_engine_shapes']:.2f}, "
+            f"inside the forwards {x['forward_ratio_to_raw_at_engine_shapes']:.2f} "
+            f"({x['engine_forward_seconds']:.1f} s against {x['raw_at_engine_shapes_seconds']:.1f} s){cpu}"]
 
 
 def format_engine(r: dict[str, Any]) -> list[str]:
@@ -431,12 +485,14 @@ def format_engine(r: dict[str, Any]) -> list[str]:
         f"(a) batched ({r['batch_questions']} questions per run): {b['questions_per_min']:.1f} questions/min; "
         f"one marginal call per answer: {p['questions_per_min']:.1f} questions/min; "
         f"speedup {r['speedup_over_per_answer']:.2f}x",
-        f"(b) engine {b['forwards_per_s']:.0f} token-forwards/s at mean batch {b['mean_batch']} "
-        f"(context ~{b['mean_context_tokens']} tokens); raw decoding at that batch {b['raw_forwards_per_s_at_mean_batch']:.0f}"
-        f"/s: ratio {b['ratio_to_raw']:.2f}; {b['particle_steps_per_s']:.0f} particle-steps/s",
+        f"(b) engine {b['forwards_per_s']:.0f} token-forwards/s at mean batch {b['mean_batch']}; raw decoding at that batch {b['raw_forwards_per_s_at_mean_batch']:.0f}"
+        f"/s (unpadded pasts of ~{b['mean_context_tokens']}): ratio {b['ratio_to_raw']:.2f}; "
+        f"{b['particle_steps_per_s']:.0f} particle-steps/s",
+        *_replay_line(b),
         f"(c) {m['text']!r}, N={m['num_samples']}: {m['particle_steps_per_s']:.0f} particle-steps/s "
         f"({m['forwards']} forwards, {m['seconds']:.1f} s); raw at batch {m['num_samples']} "
         f"{m['raw_forwards_per_s_at_n']:.0f}/s: ratio {m['ratio_to_raw']:.2f}",
+        *_replay_line(m),
         f"peak RSS {r['peak_rss_mb']:.0f} MB" + (f", peak GPU {r['peak_gpu_mb']:.0f} MB" if "peak_gpu_mb" in r else ""),
     ]
 

@@ -42,7 +42,9 @@ from typing import Any
 TARGETS = [
     ("tests", "passed", "==", True, None, "device-parametrised tests pass"),
     ("syncs", "syncs_per_step", "<=", 2.0, None, "synchronisations per engine step beyond the deliberate reads"),
-    ("engine", "ratio_to_raw", ">=", 0.9, "cpu", "engine forward / raw decoding at its batch size"),
+    ("engine", "ratio_to_raw", ">=", 0.9, "cpu", "engine forward / raw decoding at its mean batch (unpadded pasts)"),
+    ("engine", "ratio_to_raw_at_engine_shapes", ">=", 0.9, "cpu",
+     "engine forward / the bare model replaying its forwards (same batches, pasts, padding)"),
     ("engine", "questions_per_min", ">=", 21.6, "cpu", "OpenBookQA questions/min at N = 64 (idle 2-core CPU)"),
     ("engine", "questions_per_min", ">=", 500.0, "cuda", "OpenBookQA questions/min at N = 64 (SmolLM2 fp32, H100)"),
     ("engine", "many_ratio_to_raw", ">=", 0.3, "cuda", "look-ahead IS at N = 1024 / raw decoding at batch 1024"),
@@ -236,6 +238,7 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
             if name == "engine":  # the judged figures, flat
                 result = {"questions_per_min": result["batched"]["questions_per_min"],
                           "ratio_to_raw": result["batched"]["ratio_to_raw"],
+                          "ratio_to_raw_at_engine_shapes": result["batched"].get("ratio_to_raw_at_engine_shapes"),
                           "many_ratio_to_raw": result["many_particles"]["ratio_to_raw"], **result}
             elif name == "marginal":
                 result = {"rows": result}

@@ -355,6 +355,10 @@ def test_bench_engine_runs_and_reports_ratios(capsys):
     assert r["questions"] == 1 and r["batched"]["forwards"] > 0
     for part in ("batched", "many_particles"):
         assert r[part]["ratio_to_raw"] > 0
+        # the raw baseline at the engine's own shapes: the replay runs the same forwards
+        assert r[part]["ratio_to_raw_at_engine_shapes"] > 0 and r[part]["forward_ratio_to_raw_at_engine_shapes"] > 0
+        assert r[part]["ratio_to_raw_at_engine_shapes"] <= r[part]["forward_ratio_to_raw_at_engine_shapes"]
+        assert r[part]["cpu_ratio_to_raw_at_engine_shapes"] <= r[part]["cpu_forward_ratio_to_raw_at_engine_shapes"]
     assert r["speedup_over_per_answer"] > 0
 
 

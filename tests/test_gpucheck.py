@@ -21,10 +21,12 @@ def test_bad_arguments_are_one_line_errors(capsys):
 
 def test_targets_are_judged_for_the_device_and_never_at_toy_sizes():
     parts = {"tests": {"passed": True}, "syncs": {"syncs_per_step": 2.5},
-             "engine": {"ratio_to_raw": 0.95, "questions_per_min": 600.0, "many_ratio_to_raw": 0.2}}
+             "engine": {"ratio_to_raw": 0.95, "ratio_to_raw_at_engine_shapes": 0.85, "questions_per_min": 600.0,
+                        "many_ratio_to_raw": 0.2}}
     cpu = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cpu", quick=False)}
     assert cpu == {("tests", "passed"): True, ("syncs", "syncs_per_step"): False,
-                   ("engine", "ratio_to_raw"): True, ("engine", "questions_per_min"): True}
+                   ("engine", "ratio_to_raw"): True, ("engine", "ratio_to_raw_at_engine_shapes"): False,
+                   ("engine", "questions_per_min"): True}
     gpu = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cuda", quick=False)}
     assert gpu[("engine", "questions_per_min")] is True and gpu[("engine", "many_ratio_to_raw")] is False
     quick = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cpu", quick=True)}

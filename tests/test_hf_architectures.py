@@ -108,3 +108,18 @@ def test_state_space_prefill_is_one_forward_per_length():
         alone = HFLanguageModel(model, None, 0, vocab=VOCAB, name="mamba")
         assert torch.allclose(alone.state(key).log_probs, state.log_probs, atol=1e-5)
         assert torch.allclose(alone.state(child.tokens).log_probs, child.log_probs, atol=1e-5)
+
+
+def test_log_softmax_is_in_place_on_the_cpu_only_for_a_whole_tensor():
+    """The forward's own logits are overwritten (same values); a row of a larger tensor is copied out, so a
+    state's row never keeps a whole ``[B, T, V]`` alive."""
+    lm = HFLanguageModel(tiny("llama"), None, 0, vocab=VOCAB, name="llama")
+    logits = torch.randn(3, 1, 16, device=lm.device) * 4
+    expected = torch.log_softmax(logits[:, 0], -1)
+    rows = lm._log_softmax(logits[:, 0])
+    assert torch.equal(rows, expected)
+    assert (rows.data_ptr() == logits.data_ptr()) == (lm.device.type == "cpu")
+    big = torch.randn(3, 5, 16, device=lm.device)
+    last = lm._log_softmax(big[:, -1])
+    assert torch.equal(last, torch.log_softmax(big[:, -1], -1))
+    assert last.untyped_storage().nbytes() == last.nbytes  # its own storage, not the [3, 5, 16] one

@@ -104,3 +104,11 @@ def test_the_attention_scratch_is_reused_and_grows_by_half():
     assert pool.scratch(1, (1,), like).data_ptr() != a.data_ptr()  # keys and values apart
     c = pool.scratch(0, (5, 5), like)  # larger: a new buffer of max(need, 1.5x)
     assert c.shape == (5, 5) and pool._scratch[0].numel() == 36
+
+
+def test_a_block_holds_at_most_max_block_slots():
+    from ppl_tok.lm.kvpool import MAX_BLOCK_SLOTS
+
+    pool = KVPool(block_bytes=1 << 30)  # 1 GiB of 192-byte slots would be 5.6 million
+    pool.store(*entries(3, 0))
+    assert pool.block_slots == MAX_BLOCK_SLOTS and len(pool.free) == MAX_BLOCK_SLOTS - 3

@@ -95,14 +95,19 @@ class EngineConfig:
         in groups of particles that fit (long texts: a few particles at a time).
     :param kv_block_bytes: the KV pool's unit of growth (:mod:`ppl_tok.lm.kvpool`):
         the pool overshoots what it uses by at most this; fewer, larger blocks
-        mean fewer gather operations per forward (worth raising on a GPU).
+        mean fewer gather operations per forward. On the CPU a block's pages are
+        mapped only when its slots are first written, so the overshoot costs
+        address space, not memory: the default, 1 GiB (about 23,000 SmolLM2
+        positions in fp32), keeps a QA batch's past in one block, where a gather
+        is one ``index_select`` (with 128 MiB blocks a 16-question batch spans three
+        and two thirds of its gathered positions took the slower multi-block path).
     """
 
     cache_bytes: int = 2 << 30
     row_bytes: int = 64 << 20
     max_batch: int = 512
     particle_bytes: int = 3 << 29
-    kv_block_bytes: int = 128 << 20
+    kv_block_bytes: int = 1 << 30
 
     @classmethod
     def for_device(cls, device: torch.device | str, model_bytes: int = 0, **overrides: Any) -> EngineConfig:

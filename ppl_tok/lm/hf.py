@@ -204,8 +204,19 @@ class HFLanguageModel(LanguageModel):
         self.pool = KVPool(self.device, block_bytes=self.config.kv_block_bytes)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
-        """Next-token log-probs in float32 (float64 for a float64 model: exact comparisons in tests)."""
-        return torch.log_softmax(logits if logits.dtype == torch.float64 else logits.float(), dim=-1)
+        """Next-token log-probs in float32 (float64 for a float64 model: exact comparisons in tests).
+
+        ``logits`` is a forward's own output, read by nothing else afterwards. On the
+        CPU the log-softmax overwrites it when it is a whole tensor (not a view that
+        would keep a larger one alive): a fresh ``[B, V]`` output costs there about
+        4 times the log-softmax itself (the allocator maps new pages for it and the
+        kernel zeroes them); same values, bit for bit. A GPU's caching allocator
+        reuses its memory, so there it stays out of place.
+        """
+        x = logits if logits.dtype == torch.float64 else logits.float()
+        if x.device.type == "cpu" and x.is_contiguous() and x.untyped_storage().nbytes() == x.nbytes:
+            return torch.log_softmax(x, dim=-1, out=x)
+        return torch.log_softmax(x, dim=-1)
 
     def position_bytes(self) -> int:
         return self.pool.slot_bytes if self.pooled and self.pool.slot_bytes else super().position_bytes()
