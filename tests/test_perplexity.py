@@ -149,6 +149,19 @@ def test_marginal_brackets_the_exact_marginal_and_beats_canonical():
         assert s.lower == pytest.approx(exact_marginal(d.text, lm).log_marginal, abs=1e-9)
 
 
+@pytest.mark.parametrize("window", [None, 5])
+def test_span_gain_adds_up_to_the_gain_over_canonical(window):
+    lm = toy_lm()
+    for s in score_documents(lm, corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents,
+                             ScoringConfig("marginal", beam=4, window=window)):
+        record = s.extra["span_gain"]
+        assert record["version"] == 1
+        spans = sum(nats for _, _, nats in record["spans"])
+        assert spans + record["rest"] == pytest.approx(s.log_likelihood - s.canonical, abs=1e-9)
+        assert 0 <= record["single_span"] <= s.log_likelihood - s.canonical + 1e-9
+        assert all(0 <= a < b <= s.n_bytes and nats >= 0 for a, b, nats in record["spans"])
+
+
 def test_windowed_marginal_holds_the_canonical_slice_and_bounds():
     lm = toy_lm()
     corpus = corpus_from_texts(["abc de fgh ab cd ef gh ba ab"])
@@ -170,6 +183,13 @@ def test_canonical_plus_rest_is_unbiased_on_average():
     assert abs(mean - math.exp(exact)) <= 4 * sd / len(values) ** 0.5 + 1e-12
     s = score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8))[0]
     assert s.lower == pytest.approx(s.canonical) and s.log_likelihood >= s.canonical
+    # the plain importance estimate of the same particles, and what they certify
+    from ppl_tok.importance import marginals
+    from ppl_tok.qa.run import pair_seed
+
+    (r,) = marginals(["abc de"], lm, 8, seeds=[pair_seed(0, "perplexity", "0", 0)])
+    assert s.extra["is_estimate"] == pytest.approx(r.log_marginal, abs=1e-12)
+    assert s.canonical - 1e-12 <= s.extra["is_certified_lower"] <= exact + 1e-9
 
 
 def test_corpus_summary_certifies_the_gain():
@@ -315,6 +335,13 @@ def test_study_report_of_a_run_folder(tmp_path):
     kinds = report["span_kinds"]
     assert kinds["documents"] == len(DOCS)
     assert sum(kinds["gain_share"].values()) == pytest.approx(1.0) or kinds["documents_departing"] == 0
+    shares = report["span_gain"]
+    assert shares["documents"] == len(DOCS)
+    assert sum(shares["gain_share"].values()) + shares["rest_share"] == pytest.approx(1.0)
+    gain = sum(s["log_likelihood"] - s["canonical"] for s in map(json.loads, open(tmp_path / "run" / "documents.jsonl")))
+    assert sum(shares["gain_nats"].values()) + shares["rest_nats"] == pytest.approx(gain, abs=1e-9)
+    study_report(tmp_path / "run", resamples=100, spans_png=tmp_path / "spans.png")
+    assert (tmp_path / "spans.png").stat().st_size > 0
 
 
 def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypatch):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .metrics import LN2, figures
-from .score import DocumentScore
+from .score import SPAN_GAIN_VERSION, DocumentScore
 
 
 def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 10_000,
@@ -152,11 +152,69 @@ def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[
             "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
 
 
-def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None
-                 ) -> dict[str, Any]:
+def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
+    """Where the gain over canonical sits, by kind of span, from the records' ``span_gain`` (all found mass).
+
+    Each document's gain (nats) is split over the byte spans where its found
+    tokenizations depart from the canonical one, in proportion to the
+    off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_score`);
+    the spans are classified by :func:`span_kind` and summed over documents.
+    ``rest`` is the gain on spans too small to record; ``single_span_share`` the
+    share of the gain in tokenizations that depart on one span only (the rest is
+    split equally over the spans of multi-span tokenizations).
+    """
+    gain = dict.fromkeys(SPAN_KINDS, 0.0)
+    docs = dict.fromkeys(SPAN_KINDS, 0)
+    counted, rest, single = 0, 0.0, 0.0
+    for s in scores:
+        record = s.extra.get("span_gain")
+        if record is None or s.index not in texts:
+            continue
+        if record.get("version") != SPAN_GAIN_VERSION:
+            raise ValueError(f"document {s.index}: span_gain version {record.get('version')!r}, this build reads "
+                             f"{SPAN_GAIN_VERSION}")
+        counted += 1
+        data = texts[s.index].encode("utf-8")
+        seen = set()
+        for a, b, nats in record["spans"]:
+            kind = span_kind(data, a, b)
+            gain[kind] += nats
+            seen.add(kind)
+        for k in seen:
+            docs[k] += 1
+        rest += record["rest"]
+        single += record["single_span"]
+    total = sum(gain.values()) + rest
+    return {"documents": counted, "documents_with_kind": docs, "gain_nats": gain, "rest_nats": rest,
+            "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()},
+            "rest_share": rest / total if total > 0 else 0.0,
+            "single_span_share": single / total if total > 0 else 0.0}
+
+
+def plot_span_shares(shares: dict[str, Any], title: str, png: str | Path) -> None:
+    """A bar chart of :func:`span_gain_shares`' share of the gain by kind of span."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = list(SPAN_KINDS) + ["(small spans)"]
+    values = [shares["gain_share"][k] for k in SPAN_KINDS] + [shares["rest_share"]]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.barh(kinds[::-1], [100 * v for v in values[::-1]])
+    ax.set_xlabel("share of the marginal's gain over canonical (%)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None,
+                 spans_png: str | Path | None = None) -> dict[str, Any]:
     """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
 
-    ``png``: plot the per-document gain (bits per byte) against the document's length.
+    ``png``: plot the per-document gain (bits per byte) against the document's length;
+    ``spans_png``: plot the share of the gain by kind of span (records with ``span_gain``).
     """
     settings, scores = read_scores(folder)
     out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
@@ -188,7 +246,13 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
         # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
         field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
         corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
-        out["span_kinds"] = span_shares(scores, {d.index: d.text for d in corpus.documents})
+        texts = {d.index: d.text for d in corpus.documents}
+        out["span_kinds"] = span_shares(scores, texts)
+        if any("span_gain" in s.extra for s in scores):
+            out["span_gain"] = span_gain_shares(scores, texts)
+            if spans_png is not None:
+                plot_span_shares(out["span_gain"], f"{settings['model']}: {out['span_gain']['documents']} documents",
+                                 spans_png)
     if png is not None:
         import matplotlib
 
@@ -208,17 +272,18 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
 
 
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
-    """``python -m ppl_tok.perplexity.report DIR [--png FILE]``: the study figures of a run folder, as JSON."""
+    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE]``: the study figures of a run folder, as JSON."""
     import argparse
     import json
     import sys
 
     p = argparse.ArgumentParser(prog="python -m ppl_tok.perplexity.report", description=main.__doc__)
     p.add_argument("dir", type=Path)
-    p.add_argument("--png")
+    p.add_argument("--png", help="plot the gain against length here")
+    p.add_argument("--spans-png", help="plot the share of the gain by kind of span here")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
-    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png), sys.stdout, indent=1, allow_nan=False)
+    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png), sys.stdout, indent=1, allow_nan=False)
     print()
 
 
