@@ -348,11 +348,15 @@ def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypat
     import ppl_tok.cards
     from ppl_tok.cli import main
 
-    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: toy_lm())
+    from ppl_tok.perplexity.cli import MARGINAL_CACHE_BYTES
+
+    lm = toy_lm()
+    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: lm)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(DOCS) + "\n")
     assert main(["perplexity", str(path), "--split", "lines", "--scoring", "marginal", "--json",
                  "--out", str(tmp_path / "run")]) == 0
+    assert lm.config.cache_bytes == MARGINAL_CACHE_BYTES  # the beam holds its own states: a small prefix cache
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
     assert out["documents"] == len(DOCS) and len(out["per_document"]) == len(DOCS)
     assert out["certified"]["bits_per_byte_ceiling"] == pytest.approx(out["bits_per_byte"])
