@@ -363,3 +363,21 @@ def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypat
     assert out["canonical"]["bits_per_byte"] >= out["bits_per_byte"]
     assert out["gain_bits_per_byte"]["low"] <= out["gain_bits_per_byte"]["value"]
     assert (tmp_path / "run" / "documents.jsonl").read_text().count("\n") == len(DOCS)
+
+
+def test_compare_runs_matches_documents_by_text(tmp_path):
+    from ppl_tok.perplexity.report import compare_runs
+
+    lm = toy_lm()
+    for name, docs, beam in [("wide", DOCS, 16), ("narrow", DOCS[::-1], 1)]:  # the same texts, other indices
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+        run_perplexity(lm, read_corpus(path, field="text"), ScoringConfig("marginal", beam=beam), out=tmp_path / name,
+                       field="text", progress=False)
+    out = compare_runs([tmp_path / "wide", tmp_path / "narrow"])
+    assert out["documents"] == len(DOCS)
+    wide, narrow = out["runs"]
+    assert wide["share_of_first_gain"] == pytest.approx(1.0) and wide["largest_shortfall_nats"] == 0
+    assert narrow["forwards_per_byte"] < wide["forwards_per_byte"]
+    assert narrow["certified_gain_bits_per_byte"] <= wide["certified_gain_bits_per_byte"] + 1e-12
+    assert narrow["largest_shortfall_nats"] >= 0

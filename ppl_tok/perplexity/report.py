@@ -239,14 +239,8 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
                               "gain_bits_per_byte": float(nats[mask].sum() / (LN2 * lengths[mask].sum())),
                               "median_gain_nats": float(np.median(nats[mask]))})
     out["gain_by_length"] = by_length
-    source = Path(settings.get("source", ""))
-    if source.is_file() and any("best_spans" in s.extra for s in scores):
-        from .corpus import read_corpus
-
-        # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
-        field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
-        corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
-        texts = {d.index: d.text for d in corpus.documents}
+    if Path(settings.get("source", "")).is_file() and any("best_spans" in s.extra for s in scores):
+        texts = folder_texts(settings)
         out["span_kinds"] = span_shares(scores, texts)
         if any("span_gain" in s.extra for s in scores):
             out["span_gain"] = span_gain_shares(scores, texts)
@@ -271,8 +265,61 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
     return out
 
 
+def folder_texts(settings: dict[str, Any]) -> dict[int, str]:
+    """The documents of a run folder's corpus, by index (read from the source its ``run.json`` names)."""
+    from .corpus import read_corpus
+
+    source = Path(settings.get("source", ""))
+    if not source.is_file():
+        raise FileNotFoundError(f"the run's corpus {source} is not there: run the report where the run ran")
+    # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
+    field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
+    corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
+    return {d.index: d.text for d in corpus.documents}
+
+
+def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
+    """Marginal runs of one model on the documents they share (matched by text), against the first folder.
+
+    For each folder: its beam settings, LM token-forwards per byte (and against
+    canonical scoring's), the certified gain over canonical in bits per byte, the
+    share of the first folder's gain it finds, and the largest shortfall of one
+    document's floor below the first folder's (nats; negative: never below).
+    The documents are those every folder has scored; the canonical figure of each
+    is the first folder's, so that the gains differ only by the mass found.
+    """
+    runs = []
+    for folder in folders:
+        settings, scores = read_scores(folder)
+        texts = folder_texts(settings)
+        runs.append((folder, settings, {texts[s.index]: s for s in scores}))
+    common = set.intersection(*(set(r[2]) for r in runs))
+    if not common:
+        raise ValueError("the folders share no scored document")
+    texts = sorted(common)
+    first = runs[0][2]
+    n_bytes = sum(first[t].n_bytes for t in texts)
+    canonical_forwards = sum(first[t].canonical_forwards for t in texts)
+    base_gain = math.fsum(first[t].lower - first[t].canonical for t in texts)
+    rows = []
+    for folder, settings, by_text in runs:
+        gain = math.fsum(by_text[t].lower - first[t].canonical for t in texts)
+        forwards = sum(by_text[t].forwards for t in texts)
+        rows.append({"folder": str(folder), "model": settings["model"], "beam": settings.get("beam"),
+                     "prune": settings.get("prune"), "forwards_per_byte": forwards / n_bytes,
+                     "forwards_against_canonical": forwards / canonical_forwards,
+                     "certified_gain_bits_per_byte": gain / (LN2 * n_bytes),
+                     "share_of_first_gain": gain / base_gain if base_gain > 0 else None,
+                     "largest_shortfall_nats": max(first[t].lower - by_text[t].lower for t in texts)})
+    return {"documents": len(texts), "bytes": n_bytes, "canonical_forwards_per_byte": canonical_forwards / n_bytes,
+            "runs": rows}
+
+
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
-    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE]``: the study figures of a run folder, as JSON."""
+    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE] [--compare DIR ...]``.
+
+    The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those folders.
+    """
     import argparse
     import json
     import sys
@@ -281,9 +328,13 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     p.add_argument("dir", type=Path)
     p.add_argument("--png", help="plot the gain against length here")
     p.add_argument("--spans-png", help="plot the share of the gain by kind of span here")
+    p.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
+                   help="compare the marginal runs of DIR and these folders on the documents they share")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
-    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png), sys.stdout, indent=1, allow_nan=False)
+    out = compare_runs([a.dir, *a.compare]) if a.compare else \
+        study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png)
+    json.dump(out, sys.stdout, indent=1, allow_nan=False)
     print()
 
 
