@@ -348,7 +348,7 @@ def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypat
     import ppl_tok.cards
     from ppl_tok.cli import main
 
-    from ppl_tok.perplexity.cli import MARGINAL_CACHE_BYTES
+    from ppl_tok.perplexity.score import MARGINAL_CACHE_BYTES
 
     lm = toy_lm()
     monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: lm)

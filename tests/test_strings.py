@@ -135,3 +135,11 @@ def test_the_benchmark_texts():
     assert all(p[-1].isalpha() and c[0].isalpha() and len(c) == 12 for p, c in pairs)
     mean, lo, hi = _bootstrap_mean([1.0, 2.0, 3.0, 4.0])
     assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
+
+
+def test_on_offset_reports_the_sweep_in_byte_order():
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    seen: list[int] = []
+    result = string_marginal(lm, "abbab", on_offset=seen.append)
+    assert seen[0] == 0 and seen == sorted(set(seen)) and seen[-1] < result.n_bytes
+    assert result.lower == string_marginal(lm, "abbab").lower  # watching changes nothing

@@ -15,11 +15,6 @@ from .score import SCORINGS
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
 
-#: The prefix cache of a ``marginal`` run. The beam holds the states of its own hypotheses and runs each
-#: token prefix once, so cached prefixes are never looked up again; the engine's CPU default (2 GiB of KV
-#: entries, 46 kB per SmolLM2 position) would fill up over a long run and lift peak memory past 3 GB.
-MARGINAL_CACHE_BYTES = 256 << 20
-
 
 def _fmt(x: float) -> str:
     return f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
@@ -60,9 +55,9 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
                            budget=args.budget, num_samples=args.samples, seed=args.seed)
     lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
     if args.scoring == "marginal":
-        from dataclasses import replace
+        from .score import cap_prefix_cache
 
-        lm.config = replace(lm.config, cache_bytes=min(lm.config.cache_bytes, MARGINAL_CACHE_BYTES))
+        cap_prefix_cache(lm)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
                             field=args.field, split=args.split,
                             progress=not args.json and sys.stderr.isatty() or args.progress)

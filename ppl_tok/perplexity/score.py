@@ -45,6 +45,8 @@ SCORINGS = ("canonical", "marginal", "canonical+rest")
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
+#: The prefix cache of a ``marginal`` run (:func:`cap_prefix_cache`).
+MARGINAL_CACHE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,19 @@ class DocumentScore:
                    upper=decode_log(rec["upper"]) if "upper" in rec else None,
                    forwards=rec.get("forwards", 0), canonical_forwards=rec.get("canonical_forwards", 0),
                    extra={k: v for k, v in rec.items() if k not in known})
+
+
+def cap_prefix_cache(lm: LanguageModel, limit: int = MARGINAL_CACHE_BYTES) -> None:
+    """Cap ``lm``'s prefix cache at ``limit`` bytes of KV entries, for a marginal run.
+
+    The beam holds the states of its own hypotheses and runs each token prefix
+    once, so cached prefixes are never looked up again. The engine's CPU default
+    (2 GiB of KV entries; 46 kB per SmolLM2 position) fills over a long run and
+    lifts peak memory past 3 GB; the figures do not depend on the cache.
+    """
+    from dataclasses import replace
+
+    lm.config = replace(lm.config, cache_bytes=min(lm.config.cache_bytes, limit))
 
 
 def _require_bos(lm: LanguageModel) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,12 +131,15 @@ def departures(vocab: Any, found: dict[tuple[int, ...], float], canonical: Seque
 
 
 def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] = "",
-                    config: StringSearchConfig | None = None, *, mdd: MDD | None = None) -> StringMarginal:
+                    config: StringSearchConfig | None = None, *, mdd: MDD | None = None,
+                    on_offset: Callable[[int], None] | None = None) -> StringMarginal:
     """Bracket ``log p(text | context)`` over all tokenizations of ``text`` with the byte-synchronous beam.
 
     :param context: a string (canonically tokenized) or token ids, after BOS.
     :param config: beam width, pruning threshold, budget (:class:`StringSearchConfig`).
     :param mdd: the text's MDD, if already compiled.
+    :param on_offset: called with each byte offset once the beam has run the hypotheses ending there
+        (progress over long texts).
     """
     config = config or StringSearchConfig()
     start = time.perf_counter()
@@ -150,6 +153,8 @@ def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] =
             break
         out = mdd.out_tokens(i)
         hyps = beam.settle(i, out)
+        if on_offset is not None:
+            on_offset(i)
         if not hyps:
             continue
         tokens = list(out)
