@@ -321,6 +321,9 @@ def test_differing_spans_and_their_kinds():
     text = "Abc 12, naïve  x".encode()
     assert [span_kind(text, a, b) for a, b in [(0, 3), (4, 6), (6, 7), (8, 14), (14, 16), (3, 4), (16, 17)]] == \
         ["first word", "digits", "punctuation", "non-ASCII", "whitespace", "whitespace", "word"]
+    # a word the canonical tokenization cuts is not one token of the vocabulary: a rare word
+    assert span_kind(b"a foo bar", 1, 5, {0, 1, 3, 5, 9}) == "rare word"
+    assert span_kind(b"a foo bar", 1, 5, {0, 1, 5, 9}) == "word"
 
 
 def test_study_report_of_a_run_folder(tmp_path):

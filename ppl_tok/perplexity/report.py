@@ -18,13 +18,14 @@ For documents with canonical log-likelihoods ``c_d``, the scoring's estimates
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .metrics import LN2, figures
+from ..strings.marginal import token_cuts
 from .score import SPAN_GAIN_VERSION, DocumentScore
 
 
@@ -102,15 +103,17 @@ def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]
     return settings, sorted((DocumentScore.from_record(r) for r in records), key=lambda s: s.index)
 
 
-SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "word")
+SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "rare word", "word")
 
 
-def span_kind(text: bytes, start: int, end: int) -> str:
+def span_kind(text: bytes, start: int, end: int, canonical_cuts: Collection[int] | None = None) -> str:
     """The kind of a span of ``text``: the first of SPAN_KINDS that applies.
 
     non-ASCII (a byte >= 0x80), digits, whitespace (a run of two or more whitespace
     bytes, or whitespace alone), punctuation, the document's first word (the span
-    starts at byte 0, right after BOS), else a word piece.
+    starts at byte 0, right after BOS), a rare word (the canonical tokenization cuts
+    the span: it is not one token of the vocabulary; needs ``canonical_cuts``, the
+    offsets where canonical tokens start), else a word (one canonical token).
     """
     piece = text[start:end]
     if any(b >= 0x80 for b in piece):
@@ -121,7 +124,11 @@ def span_kind(text: bytes, start: int, end: int) -> str:
         return "whitespace"
     if any(not chr(b).isalnum() and not chr(b).isspace() for b in piece):
         return "punctuation"
-    return "first word" if start == 0 else "word"
+    if start == 0:
+        return "first word"
+    if canonical_cuts is not None and any(start < c < end for c in canonical_cuts):
+        return "rare word"
+    return "word"
 
 
 def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
@@ -152,13 +159,15 @@ def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[
             "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
 
 
-def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
+def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], vocab: Any = None) -> dict[str, Any]:
     """Where the gain over canonical sits, by kind of span, from the records' ``span_gain`` (all found mass).
 
     Each document's gain (nats) is split over the byte spans where its found
     tokenizations depart from the canonical one, in proportion to the
     off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_score`);
-    the spans are classified by :func:`span_kind` and summed over documents.
+    the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
+    the model's vocabulary, whose canonical tokenization says which words are one
+    token) and summed over documents.
     ``rest`` is the gain on spans too small to record; ``single_span_share`` the
     share of the gain in tokenizations that depart on one span only (the rest is
     split equally over the spans of multi-span tokenizations).
@@ -175,9 +184,10 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> 
                              f"{SPAN_GAIN_VERSION}")
         counted += 1
         data = texts[s.index].encode("utf-8")
+        cuts = None if vocab is None else set(token_cuts(vocab, vocab.encode(texts[s.index])))
         seen = set()
         for a, b, nats in record["spans"]:
-            kind = span_kind(data, a, b)
+            kind = span_kind(data, a, b, cuts)
             gain[kind] += nats
             seen.add(kind)
         for k in seen:
@@ -210,11 +220,12 @@ def plot_span_shares(shares: dict[str, Any], title: str, png: str | Path) -> Non
 
 
 def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None,
-                 spans_png: str | Path | None = None) -> dict[str, Any]:
+                 spans_png: str | Path | None = None, vocab: Any = None) -> dict[str, Any]:
     """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
 
     ``png``: plot the per-document gain (bits per byte) against the document's length;
-    ``spans_png``: plot the share of the gain by kind of span (records with ``span_gain``).
+    ``spans_png``: plot the share of the gain by kind of span (records with ``span_gain``);
+    ``vocab``: the model's vocabulary, to tell rare words from words (:func:`span_kind`).
     """
     settings, scores = read_scores(folder)
     out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
@@ -243,7 +254,7 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
         texts = folder_texts(settings)
         out["span_kinds"] = span_shares(scores, texts)
         if any("span_gain" in s.extra for s in scores):
-            out["span_gain"] = span_gain_shares(scores, texts)
+            out["span_gain"] = span_gain_shares(scores, texts, vocab)
             if spans_png is not None:
                 plot_span_shares(out["span_gain"], f"{settings['model']}: {out['span_gain']['documents']} documents",
                                  spans_png)
@@ -332,8 +343,14 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
                    help="compare the marginal runs of DIR and these folders on the documents they share")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
-    out = compare_runs([a.dir, *a.compare]) if a.compare else \
-        study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png)
+    if a.compare:
+        out = compare_runs([a.dir, *a.compare])
+    else:
+        from ..cards import load_vocabulary
+        from .store import PerplexityStore
+
+        vocab = load_vocabulary(PerplexityStore.read_settings(a.dir)["model"])
+        out = study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png, vocab=vocab)
     json.dump(out, sys.stdout, indent=1, allow_nan=False)
     print()
 
