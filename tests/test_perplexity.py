@@ -384,3 +384,23 @@ def test_compare_runs_matches_documents_by_text(tmp_path):
     assert narrow["forwards_per_byte"] < wide["forwards_per_byte"]
     assert narrow["certified_gain_bits_per_byte"] <= wide["certified_gain_bits_per_byte"] + 1e-12
     assert narrow["largest_shortfall_nats"] >= 0
+
+
+def test_importance_against_the_beams_floor(tmp_path):
+    from ppl_tok.perplexity.report import importance_against_floor
+
+    lm = toy_lm()
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
+    corpus = read_corpus(path, field="text")
+    run_perplexity(lm, corpus, ScoringConfig("marginal", beam=100_000, prune=1e9), out=tmp_path / "m",
+                   field="text", progress=False)
+    run_perplexity(lm, corpus, ScoringConfig("canonical+rest", num_samples=4), out=tmp_path / "is", field="text",
+                   progress=False)
+    out = importance_against_floor(tmp_path / "is", tmp_path / "m")
+    assert out["documents"] == len(DOCS) and out["num_samples"] == 4
+    bpb = out["bits_per_byte"]
+    assert bpb["beam_floor"] <= bpb["canonical"] + 1e-12  # exact here: every tokenization summed
+    q = out["importance_minus_floor_nats"]
+    assert q["min"] <= q["median"] <= q["max"]
+    assert 0 <= out["documents_below_floor"] <= len(DOCS)

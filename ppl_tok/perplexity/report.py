@@ -326,10 +326,46 @@ def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
             "runs": rows}
 
 
-def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
-    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE] [--compare DIR ...]``.
+def importance_against_floor(importance: str | Path, marginal: str | Path) -> dict[str, Any]:
+    """What importance sampling reports (a ``canonical+rest`` folder's ``is_estimate``) next to the beam's floor.
 
-    The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those folders.
+    On the documents both folders scored (matched by text): bits per byte of the
+    plain importance estimate, of ``canonical+rest``, of the beam's certified
+    floor and of the canonical tokens; and, per document, the importance estimate
+    minus the floor (nats): its quantiles and how many documents it puts *below*
+    a certified lower bound (where it is demonstrably too low).
+    """
+    (is_settings, is_scores), (m_settings, m_scores) = read_scores(importance), read_scores(marginal)
+    if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "marginal":
+        raise ValueError("compare a canonical+rest folder with a marginal one")
+    m_texts, is_texts = folder_texts(m_settings), folder_texts(is_settings)
+    by_text = {m_texts[s.index]: s for s in m_scores}
+    pairs = [(s, by_text[is_texts[s.index]]) for s in is_scores if is_texts[s.index] in by_text]
+    if not pairs:
+        raise ValueError("the folders share no scored document")
+    n_bytes = sum(m.n_bytes for _, m in pairs)
+
+    def bpb(values: Sequence[float]) -> float:
+        return -math.fsum(values) / (LN2 * n_bytes)
+
+    diff = np.array([i.extra["is_estimate"] - m.lower for i, m in pairs])
+    return {"documents": len(pairs), "bytes": n_bytes, "num_samples": is_settings.get("num_samples"),
+            "bits_per_byte": {"importance": bpb([i.extra["is_estimate"] for i, _ in pairs]),
+                              "canonical+rest": bpb([i.log_likelihood for i, _ in pairs]),
+                              "beam_floor": bpb([m.lower for _, m in pairs]),
+                              "canonical": bpb([m.canonical for _, m in pairs])},
+            "importance_minus_floor_nats": {q: float(np.quantile(diff, v)) for q, v in
+                                            (("min", 0), ("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1))},
+            "documents_below_floor": int((diff < 0).sum()),
+            "forwards_per_byte": {"importance": sum(i.forwards for i, _ in pairs) / n_bytes,
+                                  "beam": sum(m.forwards for _, m in pairs) / n_bytes}}
+
+
+def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
+    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE] [--compare DIR ...] [--importance DIR]``.
+
+    The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those
+    folders; with ``--importance``, :func:`importance_against_floor` (DIR is the marginal run).
     """
     import argparse
     import json
@@ -341,9 +377,13 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     p.add_argument("--spans-png", help="plot the share of the gain by kind of span here")
     p.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
                    help="compare the marginal runs of DIR and these folders on the documents they share")
+    p.add_argument("--importance", type=Path, metavar="DIR",
+                   help="DIR (a marginal run) against this canonical+rest run's importance estimates")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
-    if a.compare:
+    if a.importance:
+        out = importance_against_floor(a.importance, a.dir)
+    elif a.compare:
         out = compare_runs([a.dir, *a.compare])
     else:
         from ..cards import load_vocabulary
