@@ -28,6 +28,7 @@ from typing import Any
 
 from ..datasets import read_hellaswag, read_openbookqa
 from .corpus import Document
+from .score import DEFAULT_BEAM, DEFAULT_PRUNE
 
 LN2 = math.log(2)
 
@@ -54,7 +55,8 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
 
 
 def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
-                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = 8, prune: float = 12.0,
+                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
+                     prune: float = DEFAULT_PRUNE,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """Marginal against canonical scoring on ``documents`` documents (see the module docstring)."""
     from ..cards import load_lm
@@ -113,7 +115,8 @@ def _rss_mb() -> tuple[float, float]:
 
 
 def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data", n_bytes: int = 20_000,
-                          beam: int = 8, prune: float = 12.0, every: int = 500, device: str | None = None,
+                          beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE, every: int = 500,
+                          device: str | None = None,
                           dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The peak RSS of the marginal of one ``n_bytes``-byte document (running text, :func:`bench_documents`).
 

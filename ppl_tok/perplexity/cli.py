@@ -10,7 +10,7 @@ from typing import Any
 from ..arguments import POSITIVE, SEED, integer, positive
 from ..cards import DEFAULT_MODEL, DTYPES
 from .corpus import SPLITS
-from .score import SCORINGS
+from .score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
 
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
@@ -101,8 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's)")
     p.add_argument("--bos-id", type=integer(0), metavar="ID", help="the BOS id (default: the card's)")
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
-    p.add_argument("--beam", type=POSITIVE, default=8, help="marginal: hypotheses kept per byte offset (default 8)")
-    p.add_argument("--prune", type=positive, default=12.0, help="marginal: drop hypotheses this many nats below the "
+    p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
+                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM}; the studies ran at 8)")
+    p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE, help="marginal: drop hypotheses this many nats below the "
                    "best at their offset (default 12)")
     p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
