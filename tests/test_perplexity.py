@@ -341,7 +341,8 @@ def test_study_report_of_a_run_folder(tmp_path):
     shares = report["span_gain"]
     assert shares["documents"] == len(DOCS)
     assert sum(shares["gain_share"].values()) + shares["rest_share"] == pytest.approx(1.0)
-    gain = sum(s["log_likelihood"] - s["canonical"] for s in map(json.loads, open(tmp_path / "run" / "documents.jsonl")))
+    records = map(json.loads, open(tmp_path / "run" / "documents.jsonl"))
+    gain = sum(s["log_likelihood"] - s["canonical"] for s in records)
     assert sum(shares["gain_nats"].values()) + shares["rest_nats"] == pytest.approx(gain, abs=1e-9)
     study_report(tmp_path / "run", resamples=100, spans_png=tmp_path / "spans.png")
     assert (tmp_path / "spans.png").stat().st_size > 0

@@ -151,7 +151,8 @@ def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data"
 
     r = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=prune), on_offset=on_offset)
     now, peak = _rss_mb()
-    return {"model": model, "bytes": len(text.encode()), "beam": beam, "prune": prune, "tokens": len(lm.canonical(text)),
+    return {"model": model, "bytes": len(text.encode()), "beam": beam, "prune": prune,
+            "tokens": len(lm.canonical(text)),
             "rss_before_load_mb": before, "rss_after_load_mb": loaded, "peak_rss_mb": peak, "rss_end_mb": now,
             "seconds": r.seconds, "forwards_per_byte": r.forwards_per_byte,
             "gain_nats": r.estimate - r.canonical, "trace": trace}

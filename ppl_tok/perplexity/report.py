@@ -362,7 +362,7 @@ def importance_against_floor(importance: str | Path, marginal: str | Path) -> di
 
 
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
-    """``python -m ppl_tok.perplexity.report DIR [--png FILE] [--spans-png FILE] [--compare DIR ...] [--importance DIR]``.
+    """``python -m ppl_tok.perplexity.report DIR [--png F] [--spans-png F] [--compare DIR ...] [--importance DIR]``.
 
     The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those
     folders; with ``--importance``, :func:`importance_against_floor` (DIR is the marginal run).

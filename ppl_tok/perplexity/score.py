@@ -334,7 +334,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
                          log_likelihood=total, canonical=math.fsum(canon), lower=floor,
                          forwards=lm.stats.forwards - before, canonical_forwards=canon_forwards,
-                         seconds=time.perf_counter() - start, extra={"is_estimate": plain, "is_certified_lower": certified})
+                         seconds=time.perf_counter() - start,
+                         extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
 def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
