@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM}; the studies ran at 8)")
     p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE,
                    help="marginal: drop hypotheses this many nats below the "
-                   "best at their offset (default 12)")
+                   f"best at their offset (default {DEFAULT_PRUNE:g}; the studies ran at 12)")
     p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

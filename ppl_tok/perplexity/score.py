@@ -45,12 +45,12 @@ SCORINGS = ("canonical", "marginal", "canonical+rest")
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
-#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``). Beam 2
-#: keeps the cost within 10x canonical scoring's token-forwards (8.7x on the 10 HellaSwag documents of
-#: docs/results.md's knob table) and its marginal's bits per byte within 0.002 of beam 8's (78% of beam 8's gain);
-#: the SmolLM2 HellaSwag and OpenBookQA studies ran at beam 8.
-DEFAULT_BEAM = 2
-DEFAULT_PRUNE = 12.0
+#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``). Beam 4,
+#: prune 4 nats keeps the cost within 10x canonical scoring's token-forwards and its gain within 10% of beam 8,
+#: prune 12's (measured on 10 HellaSwag documents: docs/results.md's knob table); the SmolLM2 HellaSwag and
+#: OpenBookQA studies ran at beam 8, prune 12.
+DEFAULT_BEAM = 4
+DEFAULT_PRUNE = 4.0
 #: The prefix cache of a ``marginal`` run (:func:`cap_prefix_cache`).
 MARGINAL_CACHE_BYTES = 256 << 20
 
