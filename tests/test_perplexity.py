@@ -229,8 +229,8 @@ def test_store_resumes_and_refuses_other_settings(tmp_path):
     again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", batch_docs=2,
                            progress=False)
     assert path.read_bytes() == data and [s.to_record() for s in again] == [s.to_record() for s in ref]
-    with pytest.raises(StoreError, match="beam: folder has 4, this run has 8"):
-        run_perplexity(toy_lm(), corpus, ScoringConfig("marginal", beam=8), out=tmp_path / "run", progress=False)
+    with pytest.raises(StoreError, match="beam: folder has 8, this run has 2"):
+        run_perplexity(toy_lm(), corpus, ScoringConfig("marginal", beam=2), out=tmp_path / "run", progress=False)
     path.write_bytes(data + b"{broken}\n")
     with pytest.raises(StoreError, match=r"documents.jsonl:7: not a document record"):
         run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)

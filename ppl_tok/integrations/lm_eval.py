@@ -44,7 +44,7 @@ Model arguments (``--model_args key=value,...``):
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
   scorings ``canonical``, ``marginal``, ``canonical+rest``; :mod:`ppl_tok.perplexity`):
   the window in positions (default: the model's context length, as ``hf``), and
-  the byte-synchronous beam of ``marginal`` (default: ``ppl-tok perplexity``'s, beam 4, prune 4).
+  the byte-synchronous beam of ``marginal`` (default: ``ppl-tok perplexity``'s, beam 8, prune 12).
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which

@@ -102,10 +102,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bos-id", type=integer(0), metavar="ID", help="the BOS id (default: the card's)")
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
     p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
-                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM}; the studies ran at 8)")
+                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM})")
     p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE,
                    help="marginal: drop hypotheses this many nats below the "
-                   f"best at their offset (default {DEFAULT_PRUNE:g}; the studies ran at 12)")
+                   f"best at their offset (default {DEFAULT_PRUNE:g})")
     p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

@@ -45,12 +45,11 @@ SCORINGS = ("canonical", "marginal", "canonical+rest")
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
-#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``). Beam 4,
-#: prune 4 nats runs 6.7x canonical scoring's token-forwards (within 10x) with the marginal's bits per byte 0.0005
-#: above beam 8, prune 12's (89.5% of its gain; 10 HellaSwag documents, docs/results.md's knob table); the SmolLM2
-#: HellaSwag and OpenBookQA studies ran at beam 8, prune 12.
-DEFAULT_BEAM = 4
-DEFAULT_PRUNE = 4.0
+#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``): the studies'.
+#: No cheaper setting measured kept the gain (docs/results.md's knob table): beam 4, prune 4 runs 6.7x canonical
+#: scoring's token-forwards but found 3% of beam 8's gain on the 600-byte benchmark document.
+DEFAULT_BEAM = 8
+DEFAULT_PRUNE = 12.0
 #: The prefix cache of a ``marginal`` run (:func:`cap_prefix_cache`).
 MARGINAL_CACHE_BYTES = 256 << 20
 
