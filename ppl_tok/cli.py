@@ -488,11 +488,18 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
     elif args.what == "perplexity":
-        from .perplexity.bench import bench_perplexity, format_perplexity
+        from .perplexity import bench as perplexity_bench
 
-        result = bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data, documents=args.documents,
-                                  min_bytes=args.lengths[0], max_bytes=args.lengths[1], beam=args.beam, **lm_options)
-        _emit(args, result, format_perplexity(result))
+        knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
+        if args.memory_bytes is not None:
+            result = perplexity_bench.bench_memory_document(args.model or DEFAULT_MODEL, data_dir=args.data,
+                                                            n_bytes=args.memory_bytes, **knobs, **lm_options)
+            _emit(args, result, perplexity_bench.format_memory_document(result))
+        else:
+            result = perplexity_bench.bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data,
+                                                       documents=args.documents, min_bytes=args.lengths[0],
+                                                       max_bytes=args.lengths[1], **knobs, **lm_options)
+            _emit(args, result, perplexity_bench.format_perplexity(result))
     elif args.what == "strings":
         from .strings import bench as strings_bench
 
@@ -635,7 +642,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--documents", type=POSITIVE, default=50, help="perplexity: documents (default 50)")
     p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
                    help="perplexity: document lengths in bytes, spread evenly (default 300 2000)")
-    p.add_argument("--beam", type=POSITIVE, default=8, help="perplexity: the marginal's beam (default 8)")
+    p.add_argument("--beam", type=POSITIVE, help="perplexity: the marginal's beam (default: ppl-tok perplexity's, 8)")
+    p.add_argument("--prune", type=positive, help="perplexity: the marginal's prune, nats (default: ppl-tok perplexity's, 12)")
+    p.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
+                   help="perplexity: instead, the peak RSS of the marginal of one document of BYTES bytes "
+                        "(progress lines on stderr)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.add_argument("--genlm-python", metavar="PYTHON",

@@ -149,6 +149,19 @@ def test_marginal_brackets_the_exact_marginal_and_beats_canonical():
         assert s.lower == pytest.approx(exact_marginal(d.text, lm).log_marginal, abs=1e-9)
 
 
+@pytest.mark.parametrize("window", [None, 5])
+def test_span_gain_adds_up_to_the_gain_over_canonical(window):
+    lm = toy_lm()
+    for s in score_documents(lm, corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents,
+                             ScoringConfig("marginal", beam=4, window=window)):
+        record = s.extra["span_gain"]
+        assert record["version"] == 1
+        spans = sum(nats for _, _, nats in record["spans"])
+        assert spans + record["rest"] == pytest.approx(s.log_likelihood - s.canonical, abs=1e-9)
+        assert 0 <= record["single_span"] <= s.log_likelihood - s.canonical + 1e-9
+        assert all(0 <= a < b <= s.n_bytes and nats >= 0 for a, b, nats in record["spans"])
+
+
 def test_windowed_marginal_holds_the_canonical_slice_and_bounds():
     lm = toy_lm()
     corpus = corpus_from_texts(["abc de fgh ab cd ef gh ba ab"])
@@ -170,6 +183,13 @@ def test_canonical_plus_rest_is_unbiased_on_average():
     assert abs(mean - math.exp(exact)) <= 4 * sd / len(values) ** 0.5 + 1e-12
     s = score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8))[0]
     assert s.lower == pytest.approx(s.canonical) and s.log_likelihood >= s.canonical
+    # the plain importance estimate of the same particles, and what they certify
+    from ppl_tok.importance import marginals
+    from ppl_tok.qa.run import pair_seed
+
+    (r,) = marginals(["abc de"], lm, 8, seeds=[pair_seed(0, "perplexity", "0", 0)])
+    assert s.extra["is_estimate"] == pytest.approx(r.log_marginal, abs=1e-12)
+    assert s.canonical - 1e-12 <= s.extra["is_certified_lower"] <= exact + 1e-9
 
 
 def test_corpus_summary_certifies_the_gain():
@@ -301,6 +321,9 @@ def test_differing_spans_and_their_kinds():
     text = "Abc 12, naïve  x".encode()
     assert [span_kind(text, a, b) for a, b in [(0, 3), (4, 6), (6, 7), (8, 14), (14, 16), (3, 4), (16, 17)]] == \
         ["first word", "digits", "punctuation", "non-ASCII", "whitespace", "whitespace", "word"]
+    # a word the canonical tokenization cuts is not one token of the vocabulary: a rare word
+    assert span_kind(b"a foo bar", 1, 5, {0, 1, 3, 5, 9}) == "rare word"
+    assert span_kind(b"a foo bar", 1, 5, {0, 1, 5, 9}) == "word"
 
 
 def test_study_report_of_a_run_folder(tmp_path):
@@ -315,20 +338,70 @@ def test_study_report_of_a_run_folder(tmp_path):
     kinds = report["span_kinds"]
     assert kinds["documents"] == len(DOCS)
     assert sum(kinds["gain_share"].values()) == pytest.approx(1.0) or kinds["documents_departing"] == 0
+    shares = report["span_gain"]
+    assert shares["documents"] == len(DOCS)
+    assert sum(shares["gain_share"].values()) + shares["rest_share"] == pytest.approx(1.0)
+    records = map(json.loads, open(tmp_path / "run" / "documents.jsonl"))
+    gain = sum(s["log_likelihood"] - s["canonical"] for s in records)
+    assert sum(shares["gain_nats"].values()) + shares["rest_nats"] == pytest.approx(gain, abs=1e-9)
+    study_report(tmp_path / "run", resamples=100, spans_png=tmp_path / "spans.png")
+    assert (tmp_path / "spans.png").stat().st_size > 0
 
 
 def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypatch):
     import ppl_tok.cards
     from ppl_tok.cli import main
 
-    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: toy_lm())
+    from ppl_tok.perplexity.score import MARGINAL_CACHE_BYTES
+
+    lm = toy_lm()
+    monkeypatch.setattr(ppl_tok.cards, "load_lm", lambda *a, **k: lm)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(DOCS) + "\n")
     assert main(["perplexity", str(path), "--split", "lines", "--scoring", "marginal", "--json",
                  "--out", str(tmp_path / "run")]) == 0
+    assert lm.config.cache_bytes == MARGINAL_CACHE_BYTES  # the beam holds its own states: a small prefix cache
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
     assert out["documents"] == len(DOCS) and len(out["per_document"]) == len(DOCS)
     assert out["certified"]["bits_per_byte_ceiling"] == pytest.approx(out["bits_per_byte"])
     assert out["canonical"]["bits_per_byte"] >= out["bits_per_byte"]
     assert out["gain_bits_per_byte"]["low"] <= out["gain_bits_per_byte"]["value"]
     assert (tmp_path / "run" / "documents.jsonl").read_text().count("\n") == len(DOCS)
+
+
+def test_compare_runs_matches_documents_by_text(tmp_path):
+    from ppl_tok.perplexity.report import compare_runs
+
+    lm = toy_lm()
+    for name, docs, beam in [("wide", DOCS, 16), ("narrow", DOCS[::-1], 1)]:  # the same texts, other indices
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+        run_perplexity(lm, read_corpus(path, field="text"), ScoringConfig("marginal", beam=beam), out=tmp_path / name,
+                       field="text", progress=False)
+    out = compare_runs([tmp_path / "wide", tmp_path / "narrow"])
+    assert out["documents"] == len(DOCS)
+    wide, narrow = out["runs"]
+    assert wide["share_of_first_gain"] == pytest.approx(1.0) and wide["largest_shortfall_nats"] == 0
+    assert narrow["forwards_per_byte"] < wide["forwards_per_byte"]
+    assert narrow["certified_gain_bits_per_byte"] <= wide["certified_gain_bits_per_byte"] + 1e-12
+    assert narrow["largest_shortfall_nats"] >= 0
+
+
+def test_importance_against_the_beams_floor(tmp_path):
+    from ppl_tok.perplexity.report import importance_against_floor
+
+    lm = toy_lm()
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
+    corpus = read_corpus(path, field="text")
+    run_perplexity(lm, corpus, ScoringConfig("marginal", beam=100_000, prune=1e9), out=tmp_path / "m",
+                   field="text", progress=False)
+    run_perplexity(lm, corpus, ScoringConfig("canonical+rest", num_samples=4), out=tmp_path / "is", field="text",
+                   progress=False)
+    out = importance_against_floor(tmp_path / "is", tmp_path / "m")
+    assert out["documents"] == len(DOCS) and out["num_samples"] == 4
+    bpb = out["bits_per_byte"]
+    assert bpb["beam_floor"] <= bpb["canonical"] + 1e-12  # exact here: every tokenization summed
+    q = out["importance_minus_floor_nats"]
+    assert q["min"] <= q["median"] <= q["max"]
+    assert 0 <= out["documents_below_floor"] <= len(DOCS)

@@ -50,6 +50,34 @@ def test_a_wide_beam_is_exact(seed, text, context):
     assert result.best_log_prob == pytest.approx(float(exact.log_probs[0]), abs=1e-12)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=9))
+def test_departures_split_the_off_canonical_mass_by_span_as_brute_force_does(seed, text):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0)
+    exact = exact_marginal(text, lm)
+    result = string_marginal(lm, text, config=WIDE)
+    # brute force: every non-canonical tokenization's probability, split equally over the spans where it departs
+    cuts = lambda toks: {sum(len(VOCAB[t]) for t in toks[:k]) for k in range(len(toks) + 1)}  # noqa: E731
+    want: dict[tuple[int, int], float] = {}
+    single = 0.0
+    for toks, lp in zip(exact.tokenizations, exact.log_probs.tolist()):
+        if toks == exact.canonical:
+            continue
+        a, b = cuts(toks), cuts(exact.canonical)
+        shared = sorted(a & b)
+        spans = [(lo, hi) for lo, hi in zip(shared, shared[1:]) if any(lo < x < hi for x in a ^ b)]
+        for span in spans:
+            want[span] = want.get(span, 0.0) + math.exp(lp) / len(spans)
+        single += math.exp(lp) if len(spans) == 1 else 0.0
+    got = {(a, b): math.exp(m) for a, b, m in result.departures}
+    assert got.keys() == want.keys()
+    for span, mass in want.items():
+        assert got[span] == pytest.approx(mass, rel=1e-9)
+    assert math.exp(result.single_span_mass) == pytest.approx(single, rel=1e-9, abs=1e-300)
+    off = math.exp(result.lower) - math.exp(result.canonical)
+    assert sum(got.values()) == pytest.approx(off, rel=1e-6, abs=1e-12)
+
+
 def test_a_narrow_beam_is_cheaper_than_enumeration_and_still_certified():
     lm = _history_lm(3)
     text = "abababbabbabab"
@@ -132,3 +160,11 @@ def test_prompt_boundary_records_resume(tmp_path):
     assert len(records.read_text().splitlines()) == 4 and resumed == fresh
     with pytest.raises(ValueError, match=r"prompts.jsonl:1: holds the prompt 'ab'"):
         prompt_boundary(lm, [("a", "b")], WIDE, records, progress=False)
+
+
+def test_on_offset_reports_the_sweep_in_byte_order():
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    seen: list[int] = []
+    result = string_marginal(lm, "abbab", on_offset=seen.append)
+    assert seen[0] == 0 and seen == sorted(set(seen)) and seen[-1] < result.n_bytes
+    assert result.lower == string_marginal(lm, "abbab").lower  # watching changes nothing

@@ -44,7 +44,7 @@ Model arguments (``--model_args key=value,...``):
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
   scorings ``canonical``, ``marginal``, ``canonical+rest``; :mod:`ppl_tok.perplexity`):
   the window in positions (default: the model's context length, as ``hf``), and
-  the byte-synchronous beam of ``marginal``.
+  the byte-synchronous beam of ``marginal`` (default: ``ppl-tok perplexity``'s, beam 8, prune 12).
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
@@ -185,8 +185,8 @@ class PPLTokLM(LM):
                  alpha: float = 0.5, seed: int = 0, split: str = "test", id_field: str = "id",
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
-                 tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int = 8,
-                 prune: float = 12.0, lm: Any = None) -> None:
+                 tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
+                 prune: float | None = None, lm: Any = None) -> None:
         super().__init__()
         if scoring not in SCORINGS:
             raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
@@ -206,8 +206,10 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        self.beam = _int_arg("beam", beam, 1)
-        self.prune = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
+        from ..perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
+
+        self.beam = _int_arg("beam", DEFAULT_BEAM if beam is None else beam, 1)
+        self.prune = _float_arg("prune", DEFAULT_PRUNE if prune is None else prune, 0.0, math.inf, open_low=True)
         if lm is None:
             from ..cards import load_lm
 

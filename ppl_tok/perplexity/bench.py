@@ -28,6 +28,7 @@ from typing import Any
 
 from ..datasets import read_hellaswag, read_openbookqa
 from .corpus import Document
+from .score import DEFAULT_BEAM, DEFAULT_PRUNE
 
 LN2 = math.log(2)
 
@@ -54,7 +55,8 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
 
 
 def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
-                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = 8, prune: float = 12.0,
+                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
+                     prune: float = DEFAULT_PRUNE,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """Marginal against canonical scoring on ``documents`` documents (see the module docstring)."""
     from ..cards import load_lm
@@ -98,6 +100,69 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
             "marginal_bytes_per_s": total / sum(r["bytes"] / r["marginal_bytes_per_s"] for r in rows),
             "gain_bits_per_byte": sum(r["gain_bits_per_byte"] * r["bytes"] for r in rows) / total,
             "median_bracket_width_bits_per_byte": sorted(r["bracket_width_bits_per_byte"] for r in rows)[len(rows) // 2]}
+
+
+def _rss_mb() -> tuple[float, float]:
+    """This process's resident memory now and at its peak (MB), from ``/proc`` and ``getrusage``."""
+    import resource
+
+    now = 0.0
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+    return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data", n_bytes: int = 20_000,
+                          beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE, every: int = 500,
+                          device: str | None = None,
+                          dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The peak RSS of the marginal of one ``n_bytes``-byte document (running text, :func:`bench_documents`).
+
+    The LM runs as ``ppl-tok perplexity --scoring marginal`` runs it (prefix cache capped,
+    :func:`~ppl_tok.perplexity.score.cap_prefix_cache`). Every ``every`` bytes a line
+    ``{"offset", "seconds", "rss_mb", "peak_rss_mb"}`` goes to standard error as it
+    happens, so a run stopped early still says how the memory grew.
+    """
+    import json
+    import sys
+
+    from ..cards import load_lm
+    from ..strings import StringSearchConfig, string_marginal
+    from .score import cap_prefix_cache
+
+    (text,) = bench_documents(data_dir, 1, n_bytes, n_bytes)
+    before = _rss_mb()[0]
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    loaded = _rss_mb()[0]
+    start = time.perf_counter()
+    trace: list[dict[str, float]] = []
+    mark = [every]
+
+    def on_offset(offset: int) -> None:
+        if offset >= mark[0]:
+            mark[0] += every
+            now, peak = _rss_mb()
+            trace.append({"offset": offset, "seconds": round(time.perf_counter() - start, 1), "rss_mb": round(now),
+                          "peak_rss_mb": round(peak)})
+            print(json.dumps(trace[-1]), file=sys.stderr, flush=True)
+
+    r = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=prune), on_offset=on_offset)
+    now, peak = _rss_mb()
+    return {"model": model, "bytes": len(text.encode()), "beam": beam, "prune": prune,
+            "tokens": len(lm.canonical(text)),
+            "rss_before_load_mb": before, "rss_after_load_mb": loaded, "peak_rss_mb": peak, "rss_end_mb": now,
+            "seconds": r.seconds, "forwards_per_byte": r.forwards_per_byte,
+            "gain_nats": r.estimate - r.canonical, "trace": trace}
+
+
+def format_memory_document(result: dict[str, Any]) -> list[str]:
+    return [f"memory: the marginal (beam {result['beam']}, prune {result['prune']}) of a {result['bytes']}-byte "
+            f"document ({result['tokens']} tokens), {result['model']}",
+            f"peak RSS {result['peak_rss_mb']:.0f} MB (after loading the model {result['rss_after_load_mb']:.0f} MB); "
+            f"{result['seconds']:.0f} s, {result['forwards_per_byte']:.2f} forwards per byte"]
 
 
 def format_perplexity(result: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from ..arguments import POSITIVE, SEED, integer, positive
 from ..cards import DEFAULT_MODEL, DTYPES
 from .corpus import SPLITS
-from .score import SCORINGS
+from .score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
 
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
@@ -54,6 +54,10 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     config = ScoringConfig(scoring=args.scoring, window=args.window, beam=args.beam, prune=args.prune,
                            budget=args.budget, num_samples=args.samples, seed=args.seed)
     lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+    if args.scoring == "marginal":
+        from .score import cap_prefix_cache
+
+        cap_prefix_cache(lm)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
                             field=args.field, split=args.split,
                             progress=not args.json and sys.stderr.isatty() or args.progress)
@@ -97,9 +101,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's)")
     p.add_argument("--bos-id", type=integer(0), metavar="ID", help="the BOS id (default: the card's)")
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
-    p.add_argument("--beam", type=POSITIVE, default=8, help="marginal: hypotheses kept per byte offset (default 8)")
-    p.add_argument("--prune", type=positive, default=12.0, help="marginal: drop hypotheses this many nats below the "
-                   "best at their offset (default 12)")
+    p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
+                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM})")
+    p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE,
+                   help="marginal: drop hypotheses this many nats below the "
+                   f"best at their offset (default {DEFAULT_PRUNE:g})")
     p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

@@ -18,14 +18,15 @@ For documents with canonical log-likelihoods ``c_d``, the scoring's estimates
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .metrics import LN2, figures
-from .score import DocumentScore
+from ..strings.marginal import token_cuts
+from .score import SPAN_GAIN_VERSION, DocumentScore
 
 
 def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 10_000,
@@ -102,15 +103,17 @@ def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]
     return settings, sorted((DocumentScore.from_record(r) for r in records), key=lambda s: s.index)
 
 
-SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "word")
+SPAN_KINDS = ("non-ASCII", "digits", "whitespace", "punctuation", "first word", "rare word", "word")
 
 
-def span_kind(text: bytes, start: int, end: int) -> str:
+def span_kind(text: bytes, start: int, end: int, canonical_cuts: Collection[int] | None = None) -> str:
     """The kind of a span of ``text``: the first of SPAN_KINDS that applies.
 
     non-ASCII (a byte >= 0x80), digits, whitespace (a run of two or more whitespace
     bytes, or whitespace alone), punctuation, the document's first word (the span
-    starts at byte 0, right after BOS), else a word piece.
+    starts at byte 0, right after BOS), a rare word (the canonical tokenization cuts
+    the span: it is not one token of the vocabulary; needs ``canonical_cuts``, the
+    offsets where canonical tokens start), else a word (one canonical token).
     """
     piece = text[start:end]
     if any(b >= 0x80 for b in piece):
@@ -121,7 +124,11 @@ def span_kind(text: bytes, start: int, end: int) -> str:
         return "whitespace"
     if any(not chr(b).isalnum() and not chr(b).isspace() for b in piece):
         return "punctuation"
-    return "first word" if start == 0 else "word"
+    if start == 0:
+        return "first word"
+    if canonical_cuts is not None and any(start < c < end for c in canonical_cuts):
+        return "rare word"
+    return "word"
 
 
 def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
@@ -152,11 +159,73 @@ def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[
             "gain_nats": gain, "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()}}
 
 
-def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None
-                 ) -> dict[str, Any]:
+def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], vocab: Any = None) -> dict[str, Any]:
+    """Where the gain over canonical sits, by kind of span, from the records' ``span_gain`` (all found mass).
+
+    Each document's gain (nats) is split over the byte spans where its found
+    tokenizations depart from the canonical one, in proportion to the
+    off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_score`);
+    the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
+    the model's vocabulary, whose canonical tokenization says which words are one
+    token) and summed over documents.
+    ``rest`` is the gain on spans too small to record; ``single_span_share`` the
+    share of the gain in tokenizations that depart on one span only (the rest is
+    split equally over the spans of multi-span tokenizations).
+    """
+    gain = dict.fromkeys(SPAN_KINDS, 0.0)
+    docs = dict.fromkeys(SPAN_KINDS, 0)
+    counted, rest, single = 0, 0.0, 0.0
+    for s in scores:
+        record = s.extra.get("span_gain")
+        if record is None or s.index not in texts:
+            continue
+        if record.get("version") != SPAN_GAIN_VERSION:
+            raise ValueError(f"document {s.index}: span_gain version {record.get('version')!r}, this build reads "
+                             f"{SPAN_GAIN_VERSION}")
+        counted += 1
+        data = texts[s.index].encode("utf-8")
+        cuts = None if vocab is None else set(token_cuts(vocab, vocab.encode(texts[s.index])))
+        seen = set()
+        for a, b, nats in record["spans"]:
+            kind = span_kind(data, a, b, cuts)
+            gain[kind] += nats
+            seen.add(kind)
+        for k in seen:
+            docs[k] += 1
+        rest += record["rest"]
+        single += record["single_span"]
+    total = sum(gain.values()) + rest
+    return {"documents": counted, "documents_with_kind": docs, "gain_nats": gain, "rest_nats": rest,
+            "gain_share": {k: (v / total if total > 0 else 0.0) for k, v in gain.items()},
+            "rest_share": rest / total if total > 0 else 0.0,
+            "single_span_share": single / total if total > 0 else 0.0}
+
+
+def plot_span_shares(shares: dict[str, Any], title: str, png: str | Path) -> None:
+    """A bar chart of :func:`span_gain_shares`' share of the gain by kind of span."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = list(SPAN_KINDS) + ["(small spans)"]
+    values = [shares["gain_share"][k] for k in SPAN_KINDS] + [shares["rest_share"]]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.barh(kinds[::-1], [100 * v for v in values[::-1]])
+    ax.set_xlabel("share of the marginal's gain over canonical (%)")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, png: str | Path | None = None,
+                 spans_png: str | Path | None = None, vocab: Any = None) -> dict[str, Any]:
     """:func:`corpus_summary` of a run folder, plus the distribution of per-document gains and the gain by length.
 
-    ``png``: plot the per-document gain (bits per byte) against the document's length.
+    ``png``: plot the per-document gain (bits per byte) against the document's length;
+    ``spans_png``: plot the share of the gain by kind of span (records with ``span_gain``);
+    ``vocab``: the model's vocabulary, to tell rare words from words (:func:`span_kind`).
     """
     settings, scores = read_scores(folder)
     out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
@@ -181,14 +250,14 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
                               "gain_bits_per_byte": float(nats[mask].sum() / (LN2 * lengths[mask].sum())),
                               "median_gain_nats": float(np.median(nats[mask]))})
     out["gain_by_length"] = by_length
-    source = Path(settings.get("source", ""))
-    if source.is_file() and any("best_spans" in s.extra for s in scores):
-        from .corpus import read_corpus
-
-        # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
-        field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
-        corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
-        out["span_kinds"] = span_shares(scores, {d.index: d.text for d in corpus.documents})
+    if Path(settings.get("source", "")).is_file() and any("best_spans" in s.extra for s in scores):
+        texts = folder_texts(settings)
+        out["span_kinds"] = span_shares(scores, texts)
+        if any("span_gain" in s.extra for s in scores):
+            out["span_gain"] = span_gain_shares(scores, texts, vocab)
+            if spans_png is not None:
+                plot_span_shares(out["span_gain"], f"{settings['model']}: {out['span_gain']['documents']} documents",
+                                 spans_png)
     if png is not None:
         import matplotlib
 
@@ -207,18 +276,122 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
     return out
 
 
+def folder_texts(settings: dict[str, Any]) -> dict[int, str]:
+    """The documents of a run folder's corpus, by index (read from the source its ``run.json`` names)."""
+    from .corpus import read_corpus
+
+    source = Path(settings.get("source", ""))
+    if not source.is_file():
+        raise FileNotFoundError(f"the run's corpus {source} is not there: run the report where the run ran")
+    # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
+    field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
+    corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
+    return {d.index: d.text for d in corpus.documents}
+
+
+def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
+    """Marginal runs of one model on the documents they share (matched by text), against the first folder.
+
+    For each folder: its beam settings, LM token-forwards per byte (and against
+    canonical scoring's), the certified gain over canonical in bits per byte, the
+    share of the first folder's gain it finds, and the largest shortfall of one
+    document's floor below the first folder's (nats; negative: never below).
+    The documents are those every folder has scored; the canonical figure of each
+    is the first folder's, so that the gains differ only by the mass found.
+    """
+    runs = []
+    for folder in folders:
+        settings, scores = read_scores(folder)
+        texts = folder_texts(settings)
+        runs.append((folder, settings, {texts[s.index]: s for s in scores}))
+    common = set.intersection(*(set(r[2]) for r in runs))
+    if not common:
+        raise ValueError("the folders share no scored document")
+    texts = sorted(common)
+    first = runs[0][2]
+    n_bytes = sum(first[t].n_bytes for t in texts)
+    canonical_forwards = sum(first[t].canonical_forwards for t in texts)
+    base_gain = math.fsum(first[t].lower - first[t].canonical for t in texts)
+    rows = []
+    for folder, settings, by_text in runs:
+        gain = math.fsum(by_text[t].lower - first[t].canonical for t in texts)
+        forwards = sum(by_text[t].forwards for t in texts)
+        rows.append({"folder": str(folder), "model": settings["model"], "beam": settings.get("beam"),
+                     "prune": settings.get("prune"), "forwards_per_byte": forwards / n_bytes,
+                     "forwards_against_canonical": forwards / canonical_forwards,
+                     "certified_gain_bits_per_byte": gain / (LN2 * n_bytes),
+                     "share_of_first_gain": gain / base_gain if base_gain > 0 else None,
+                     "largest_shortfall_nats": max(first[t].lower - by_text[t].lower for t in texts)})
+    return {"documents": len(texts), "bytes": n_bytes, "canonical_forwards_per_byte": canonical_forwards / n_bytes,
+            "runs": rows}
+
+
+def importance_against_floor(importance: str | Path, marginal: str | Path) -> dict[str, Any]:
+    """What importance sampling reports (a ``canonical+rest`` folder's ``is_estimate``) next to the beam's floor.
+
+    On the documents both folders scored (matched by text): bits per byte of the
+    plain importance estimate, of ``canonical+rest``, of the beam's certified
+    floor and of the canonical tokens; and, per document, the importance estimate
+    minus the floor (nats): its quantiles and how many documents it puts *below*
+    a certified lower bound (where it is demonstrably too low).
+    """
+    (is_settings, is_scores), (m_settings, m_scores) = read_scores(importance), read_scores(marginal)
+    if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "marginal":
+        raise ValueError("compare a canonical+rest folder with a marginal one")
+    m_texts, is_texts = folder_texts(m_settings), folder_texts(is_settings)
+    by_text = {m_texts[s.index]: s for s in m_scores}
+    pairs = [(s, by_text[is_texts[s.index]]) for s in is_scores if is_texts[s.index] in by_text]
+    if not pairs:
+        raise ValueError("the folders share no scored document")
+    n_bytes = sum(m.n_bytes for _, m in pairs)
+
+    def bpb(values: Sequence[float]) -> float:
+        return -math.fsum(values) / (LN2 * n_bytes)
+
+    diff = np.array([i.extra["is_estimate"] - m.lower for i, m in pairs])
+    return {"documents": len(pairs), "bytes": n_bytes, "num_samples": is_settings.get("num_samples"),
+            "bits_per_byte": {"importance": bpb([i.extra["is_estimate"] for i, _ in pairs]),
+                              "canonical+rest": bpb([i.log_likelihood for i, _ in pairs]),
+                              "beam_floor": bpb([m.lower for _, m in pairs]),
+                              "canonical": bpb([m.canonical for _, m in pairs])},
+            "importance_minus_floor_nats": {q: float(np.quantile(diff, v)) for q, v in
+                                            (("min", 0), ("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1))},
+            "documents_below_floor": int((diff < 0).sum()),
+            "forwards_per_byte": {"importance": sum(i.forwards for i, _ in pairs) / n_bytes,
+                                  "beam": sum(m.forwards for _, m in pairs) / n_bytes}}
+
+
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thin command line
-    """``python -m ppl_tok.perplexity.report DIR [--png FILE]``: the study figures of a run folder, as JSON."""
+    """``python -m ppl_tok.perplexity.report DIR [--png F] [--spans-png F] [--compare DIR ...] [--importance DIR]``.
+
+    The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those
+    folders; with ``--importance``, :func:`importance_against_floor` (DIR is the marginal run).
+    """
     import argparse
     import json
     import sys
 
     p = argparse.ArgumentParser(prog="python -m ppl_tok.perplexity.report", description=main.__doc__)
     p.add_argument("dir", type=Path)
-    p.add_argument("--png")
+    p.add_argument("--png", help="plot the gain against length here")
+    p.add_argument("--spans-png", help="plot the share of the gain by kind of span here")
+    p.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
+                   help="compare the marginal runs of DIR and these folders on the documents they share")
+    p.add_argument("--importance", type=Path, metavar="DIR",
+                   help="DIR (a marginal run) against this canonical+rest run's importance estimates")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
-    json.dump(study_report(a.dir, resamples=a.resamples, png=a.png), sys.stdout, indent=1, allow_nan=False)
+    if a.importance:
+        out = importance_against_floor(a.importance, a.dir)
+    elif a.compare:
+        out = compare_runs([a.dir, *a.compare])
+    else:
+        from ..cards import load_vocabulary
+        from .store import PerplexityStore
+
+        vocab = load_vocabulary(PerplexityStore.read_settings(a.dir)["model"])
+        out = study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png, vocab=vocab)
+    json.dump(out, sys.stdout, indent=1, allow_nan=False)
     print()
 
 

@@ -34,11 +34,24 @@ from typing import Any
 
 from ..lm.base import LanguageModel
 from ..logspace import logsumexp
+from ..strings.marginal import differing_spans
 from .corpus import Document
 from .metrics import count_bytes, count_words
 from .windows import rolling_windows, text_windows
 
 SCORINGS = ("canonical", "marginal", "canonical+rest")
+
+#: The layout of a marginal record's ``span_gain`` (:func:`marginal_score`); records before it have none.
+SPAN_GAIN_VERSION = 1
+#: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
+SPAN_SHARE_KEPT = 1e-3
+#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``): the studies'.
+#: No cheaper setting measured kept the gain (docs/results.md's knob table): beam 4, prune 4 runs 6.7x canonical
+#: scoring's token-forwards but found 3% of beam 8's gain on the 600-byte benchmark document.
+DEFAULT_BEAM = 8
+DEFAULT_PRUNE = 12.0
+#: The prefix cache of a ``marginal`` run (:func:`cap_prefix_cache`).
+MARGINAL_CACHE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -54,8 +67,8 @@ class ScoringConfig:
 
     scoring: str = "canonical"
     window: int | None = None
-    beam: int = 8
-    prune: float = 12.0
+    beam: int = DEFAULT_BEAM
+    prune: float = DEFAULT_PRUNE
     budget: int | None = None
     num_samples: int = 64
     seed: int = 0
@@ -137,6 +150,19 @@ class DocumentScore:
                    extra={k: v for k, v in rec.items() if k not in known})
 
 
+def cap_prefix_cache(lm: LanguageModel, limit: int = MARGINAL_CACHE_BYTES) -> None:
+    """Cap ``lm``'s prefix cache at ``limit`` bytes of KV entries, for a marginal run.
+
+    The beam holds the states of its own hypotheses and runs each token prefix
+    once, so cached prefixes are never looked up again. The engine's CPU default
+    (2 GiB of KV entries; 46 kB per SmolLM2 position) fills over a long run and
+    lifts peak memory past 3 GB; the figures do not depend on the cache.
+    """
+    from dataclasses import replace
+
+    lm.config = replace(lm.config, cache_bytes=min(lm.config.cache_bytes, limit))
+
+
 def _require_bos(lm: LanguageModel) -> None:
     if lm.bos_id is None:
         raise ValueError(f"{lm.name} has no BOS token: perplexity conditions the first token on BOS; "
@@ -214,6 +240,14 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     A one-window document's canonical figure is the beam's own (its canonical path,
     computed with the same forwards as the mass found, so that the gain is not
     float32 rounding); windowed documents use the canonical slices (:func:`_windowed`).
+
+    ``span_gain`` records where the gain sits: each window's gain over canonical
+    (nats) split over the byte spans where the found tokenizations depart from the
+    canonical one, in proportion to the off-canonical mass each span holds
+    (:attr:`ppl_tok.strings.StringMarginal.departures`); spans under
+    ``SPAN_SHARE_KEPT`` of their window's off-canonical mass are summed into
+    ``rest``, and ``single_span`` is the part of the gain in tokenizations that
+    depart on one span only (attributed without splitting).
     """
     from ..strings import string_marginal
 
@@ -229,6 +263,8 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     canonical: list[float] = []
     forwards = found = 0
     spans: list[list[int]] = []
+    departing: list[list[float]] = []
+    rest = single = 0.0
     best_gain = 0.0
     offset = 0
     for k, p in enumerate(pieces):
@@ -236,6 +272,16 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
         c = r.canonical if len(pieces) == 1 else canon[k]
         spans += [[offset + a, offset + b] for a, b in differing_spans(lm.vocab, r.best, lm.canonical(p.text))]
         best_gain += max(0.0, r.best_log_prob - c)
+        gain = max(0.0, max(r.lower, c) - c)
+        off = logsumexp(m for _, _, m in r.departures)
+        for a, b, m in r.departures:  # the window's gain over canonical, split as its off-canonical mass is
+            share = math.exp(m - off)
+            if share >= SPAN_SHARE_KEPT:
+                departing.append([offset + a, offset + b, gain * share])
+            else:
+                rest += gain * share
+        if r.departures:
+            single += gain * math.exp(r.single_span_mass - off)
         offset += len(p.text.encode("utf-8"))
         lo = max(r.lower, c)  # the canonical tokens are one tokenization of the window: a floor too
         lower += lo
@@ -250,26 +296,21 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
                          log_likelihood=estimate, canonical=math.fsum(canonical), lower=lower, upper=upper,
                          forwards=forwards, canonical_forwards=canon_forwards,
                          seconds=time.perf_counter() - start,
-                         extra={"found": found, "best_spans": spans, "best_gain": best_gain})
-
-
-def differing_spans(vocab: Any, tokens: Sequence[int], canonical: Sequence[int]) -> list[tuple[int, int]]:
-    """The byte ranges where two tokenizations of one text differ (between boundaries they share)."""
-    def cuts(ids: Sequence[int]) -> list[int]:
-        out, at = [0], 0
-        for t in ids:
-            at += len(vocab[t])
-            out.append(at)
-        return out
-
-    a, b = cuts(tokens), cuts(canonical)
-    shared = sorted(set(a) & set(b))
-    own = set(a) ^ set(b)
-    return [(lo, hi) for lo, hi in zip(shared, shared[1:]) if any(lo < x < hi for x in own)]
+                         extra={"found": found, "best_spans": spans, "best_gain": best_gain,
+                                "span_gain": {"version": SPAN_GAIN_VERSION, "spans": departing, "rest": rest,
+                                              "single_span": single}})
 
 
 def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
-    """``log(p(v*) + m)`` per window (``m``: importance estimate of the non-canonical mass), summed."""
+    """``log(p(v*) + m)`` per window (``m``: importance estimate of the non-canonical mass), summed.
+
+    The record's ``is_estimate`` is the plain importance estimate of the same
+    particles, ``log mean(p(v_i) / q(v_i))`` summed over windows
+    (:attr:`ppl_tok.importance.MarginalResult.log_marginal`): what importance
+    sampling alone reports, the canonical term included in the sample average;
+    ``is_certified_lower`` the sum over windows of what those particles certify
+    (the distinct tokenizations they drew, and the canonical one).
+    """
     from ..importance import marginals
     from ..qa.run import pair_seed
 
@@ -282,6 +323,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
                         seeds=seeds)
     total, floor = 0.0, 0.0
+    plain = math.fsum(r.log_marginal for r in results)  # the standard importance estimate, as the paper reports it
+    certified = math.fsum(r.certified_lower for r in results)
     for p, c, r in zip(pieces, canon, results):
         # the importance run's canonical is the canonical tokenization of the window's text; the floor
         # is the better of it and the canonical slice (both are tokenizations of the window)
@@ -290,7 +333,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
                          log_likelihood=total, canonical=math.fsum(canon), lower=floor,
                          forwards=lm.stats.forwards - before, canonical_forwards=canon_forwards,
-                         seconds=time.perf_counter() - start)
+                         seconds=time.perf_counter() - start,
+                         extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
 def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
