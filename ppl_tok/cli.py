@@ -498,7 +498,9 @@ def cmd_bench(args: argparse.Namespace) -> None:
         else:
             result = perplexity_bench.bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data,
                                                        documents=args.documents, min_bytes=args.lengths[0],
-                                                       max_bytes=args.lengths[1], **knobs, **lm_options)
+                                                       max_bytes=args.lengths[1], out=args.out,
+                                                       progress=sys.stderr.isatty() or args.progress,
+                                                       **knobs, **lm_options)
             _emit(args, result, perplexity_bench.format_perplexity(result))
     elif args.what == "strings":
         from .strings import bench as strings_bench
@@ -647,6 +649,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
                    help="perplexity: instead, the peak RSS of the marginal of one document of BYTES bytes "
                         "(progress lines on stderr)")
+    p.add_argument("--out", metavar="DIR",
+                   help="perplexity: keep each document's row in this folder as it is measured; a rerun resumes")
+    p.add_argument("--progress", action="store_true",
+                   help="perplexity: show the progress bar even when stderr is not a terminal")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.add_argument("--genlm-python", metavar="PYTHON",

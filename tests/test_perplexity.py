@@ -307,6 +307,32 @@ def test_bench_documents_span_the_lengths_asked():
     assert all(300 - 3 <= len(d.encode()) <= 2000 for d in docs)  # a cut inside a character drops its bytes
 
 
+def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monkeypatch):
+    from conftest import SHARED
+    from ppl_tok.jsonl_store import SettingsMismatchError
+    from ppl_tok.perplexity import bench
+
+    knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20, "beam": 2, "prune": 3.0}
+    first = bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **knobs)
+    assert [r["bytes"] for r in first["rows"]] == [12, 20]
+    assert all(r["gain_bits_per_byte"] >= -1e-6 and r["marginal_forwards_per_byte"] > 0 for r in first["rows"])
+    rows = (tmp_path / "b" / "documents.jsonl").read_text().splitlines()
+    assert [json.loads(line)["index"] for line in rows] == [0, 1]
+    assert bench.measuring_order(5) == [0, 4, 1, 3, 2] and bench.measuring_order(0) == []
+    # a rerun measures nothing: every row comes from the folder
+    (tmp_path / "b" / "documents.jsonl").write_text(rows[0] + "\n")  # as if killed after the first document
+    calls = []
+    import ppl_tok.perplexity.score as score
+
+    original = score.canonical_scores
+    monkeypatch.setattr(score, "canonical_scores", lambda *a, **k: calls.append(1) or original(*a, **k))
+    again = bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **knobs)
+    assert len(calls) == 1 and again["rows"][0] == first["rows"][0]
+    assert again["rows"][1]["bytes"] == 20
+    with pytest.raises(SettingsMismatchError, match="beam"):
+        bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **{**knobs, "beam": 3})
+
+
 def test_differing_spans_and_their_kinds():
     from ppl_tok.perplexity.report import span_kind
     from ppl_tok.perplexity.score import differing_spans

@@ -17,6 +17,14 @@ bits per byte (``upper - lower``; the beam's estimate *is* its floor, so the
 floor-to-estimate gap is zero by construction and the width is what says how
 far the floor may be from the marginal). Cost per byte against length: the
 documents in three length bins.
+
+With ``out``, each document's row goes into a store folder
+(:class:`BenchStore`, ``run.json`` + ``documents.jsonl``) as soon as it is
+measured, and a rerun with the same settings skips the rows already there: the
+50-document run takes hours on a CPU and survives being killed. Timings of
+resumed rows come from the processes that measured them. Documents are measured
+from both ends of the length range inward (:func:`measuring_order`), so a run
+stopped part way already spans the lengths.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..datasets import read_hellaswag, read_openbookqa
+from ..jsonl_store import JsonlStore
 from .corpus import Document
 from .score import DEFAULT_BEAM, DEFAULT_PRUNE
 
@@ -54,20 +63,74 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
     return out
 
 
+def measuring_order(count: int) -> list[int]:
+    """Document indices from both ends inward (0, n-1, 1, n-2, ...): a run stopped part way has short and long documents."""
+    order = []
+    lo, hi = 0, count - 1
+    while lo <= hi:
+        order.append(lo)
+        if hi != lo:
+            order.append(hi)
+        lo, hi = lo + 1, hi - 1
+    return order
+
+
+class BenchStore(JsonlStore):
+    """The rows of one ``bench perplexity`` run (``--out``): one per document, keyed by its index."""
+
+    records_file = "documents.jsonl"
+    informational = ("ppl_tok_version",)
+    what = "perplexity benchmark folder"
+    record_name = "benchmark row"
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> int:
+        index = record["index"]
+        if not isinstance(index, int):
+            raise TypeError(f"index should be an integer, got {index!r}")
+        return index
+
+
 def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
                      min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
-                     prune: float = DEFAULT_PRUNE,
+                     prune: float = DEFAULT_PRUNE, out: str | Path | None = None, progress: bool = False,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
-    """Marginal against canonical scoring on ``documents`` documents (see the module docstring)."""
+    """Marginal against canonical scoring on ``documents`` documents (see the module docstring).
+
+    :param out: a store folder: rows are written as measured and a rerun resumes (:class:`BenchStore`).
+    :param progress: a progress bar over the documents' bytes on standard error.
+    """
+    from tqdm.auto import tqdm
+
+    from .. import __version__
     from ..cards import load_lm
     from ..strings import StringSearchConfig, string_marginal
     from .score import canonical_scores
 
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    store = None
+    if out is not None:
+        # the document lengths follow from (documents, min_bytes, max_bytes), so all three are compared
+        store = BenchStore.open(out, {"model": model, "documents": documents, "min_bytes": min_bytes,
+                                      "max_bytes": max_bytes, "beam": beam, "prune": prune,
+                                      "device": device or "cpu", "dtype": dtype, "bos_id": bos_id,
+                                      "ppl_tok_version": __version__})
+    done = {r["index"]: r for r in store.records} if store is not None else {}
+    for i, row in done.items():
+        if i >= len(texts) or row["bytes"] != len(texts[i].encode()):
+            raise ValueError(f"{store.path}: row {i} is not a row of these documents (was the data changed?)")
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     config = StringSearchConfig(beam=beam, prune=prune)
     rows = []
-    for i, text in enumerate(bench_documents(data_dir, documents, min_bytes, max_bytes)):
+    bar = tqdm(total=sum(len(t.encode()) for t in texts), unit="B", unit_scale=True, desc="bench perplexity",
+               disable=not progress)
+    for i in measuring_order(len(texts)):
+        text = texts[i]
         n = len(text.encode())
+        if i in done:
+            rows.append(done[i])
+            bar.update(n)
+            continue
         lm.clear_cache()
         t0 = time.perf_counter()
         (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
@@ -76,12 +139,19 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
         t0 = time.perf_counter()
         r = string_marginal(lm, text, "", config)
         t_marg = time.perf_counter() - t0
-        rows.append({"bytes": n, "tokens": canon.n_tokens,
+        rows.append({"index": i, "bytes": n, "tokens": canon.n_tokens,
                      "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
                      "forwards_ratio": r.forwards / max(1, canon.forwards),
                      "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
                      "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
                      "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n)})
+        if store is not None:
+            store.append([rows[-1]])
+        bar.update(n)
+    bar.close()
+    if store is not None:
+        store.close()
+    rows.sort(key=lambda r: r["index"])
     bins = []
     edges = [min_bytes, min_bytes + (max_bytes - min_bytes) // 3, min_bytes + 2 * (max_bytes - min_bytes) // 3,
              max_bytes + 1]
