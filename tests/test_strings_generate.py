@@ -130,6 +130,28 @@ def test_the_mixture_is_bayesian_across_tokenizers():
     assert float(product.exp().sum()) == pytest.approx(1.0, abs=1e-12)
 
 
+@pytest.mark.parametrize("kind, weights", [("mixture", [0.3, 0.7]), ("product", [1.0, 0.5])])
+def test_ensemble_bounds_hold_under_pruning_and_close_without_it(kind, weights):
+    """Walks with a pruning beam: the certified bounds contain the unpruned ensemble's exact values at every byte;
+    unpruned, the bounds equal the estimate."""
+    a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
+    narrow = StringSearchConfig(beam=1, prune=0.5)
+    ens = Ensemble.of([a, b], "", kind, weights, config=narrow)
+    exact = Ensemble.of([a, b], "", kind, weights, config=WIDE)
+    pruned = 0
+    for byte in b"abbabab":
+        got, truth = ens.next_bytes(), exact.next_bytes()
+        assert torch.allclose(truth.lower, truth.log_probs, atol=1e-9)
+        assert torch.allclose(truth.upper, truth.log_probs, atol=1e-9)
+        assert bool((got.lower <= truth.log_probs + 1e-9).all()) and bool((truth.log_probs <= got.upper + 1e-9).all())
+        assert bool((got.lower <= got.log_probs + 1e-9).all()) and bool((got.log_probs <= got.upper + 1e-9).all())
+        assert not any(bool(t.isnan().any()) for t in (got.lower, got.upper, got.log_probs))
+        pruned += any(s.pruned_log_mass() > -math.inf for s in ens.states)
+        ens.extend(byte)
+        exact.extend(byte)
+    assert pruned  # the narrow beam did prune, so the bounds were tested where they matter
+
+
 def test_an_ensemble_generates_byte_by_byte():
     a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
     ens = Ensemble.of([a, b], "ab", config=WIDE)

@@ -16,20 +16,64 @@ string) and prefix probabilities ``P_k(x)``:
 
 Both use each member's estimates (the beam's masses); a mixture of a model with
 itself is the model (``tests/test_strings_generate.py``).
+
+**Certified bounds** (:meth:`Ensemble.next_bytes`). Each member's beam brackets
+its masses: with ``P^_k`` the mass found and ``Pi_k`` the pruned mass,
+``P^_k(x b) <= P_k(x b) <= P^_k(x b) + Pi_k`` and
+``P^_k(x) <= P_k(x) <= P^_k(x) + Pi_k`` (:mod:`ppl_tok.strings.state`). The
+mixture is a ratio ``N / D`` of ``N = sum_k pi_k P_k(x b)`` and
+``D = sum_k pi_k P_k(x)``, increasing in ``N`` and decreasing in ``D``, so
+
+    sum_k pi_k P^_k(x b) / sum_k pi_k (P^_k(x) + Pi_k)
+        <=  p(b | x)  <=  min(1, sum_k pi_k (P^_k(x b) + Pi_k) / sum_k pi_k P^_k(x)).
+
+The product is ``n(b) / (n(b) + sum_{b' != b} n(b'))`` with
+``n(b) = prod_k p_k(b | x)^alpha_k``, increasing in ``n(b)`` and decreasing in
+the others; with each member's certified ``[l_k(b), u_k(b)]`` on ``p_k(b | x)``,
+``n`` lies in ``[prod_k l_k^alpha_k, prod_k u_k^alpha_k]`` and
+
+    n_lo(b) / (n_lo(b) + sum_{b' != b} n_hi(b'))  <=  p(b | x)  <=  n_hi(b) / (n_hi(b) + sum_{b' != b} n_lo(b')).
+
+Both collapse to the estimate when nothing was pruned; both hold whatever the
+members' beams pruned (``tests/test_strings_generate.py`` checks them against
+unpruned walks).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..lm.base import LanguageModel
 from .beam import StringSearchConfig
-from .state import StringState
+from .state import NextBytes, StringState
 
 KINDS = ("mixture", "product")
+
+
+@dataclass(frozen=True)
+class EnsembleNextBytes:
+    """The ensemble's next-byte distribution (entries 0-255 bytes, 256 the end of the string).
+
+    :param log_probs: the estimate, from each member's estimates.
+    :param lower: certified lower bounds on ``log p(b | x)`` (see the module docstring).
+    :param upper: certified upper bounds on ``log p(b | x)`` (at most 0).
+    """
+
+    log_probs: torch.Tensor
+    lower: torch.Tensor
+    upper: torch.Tensor
+
+
+def _log_minus_one(table: torch.Tensor) -> torch.Tensor:
+    """``log(sum_{b' != b} exp(table[b']))`` for every ``b`` (exact for ``-inf`` entries, no cancellation)."""
+    n = table.shape[0]
+    others = table.unsqueeze(0).expand(n, n).clone()
+    others.fill_diagonal_(-math.inf)
+    return torch.logsumexp(others, 1)
 
 
 class Ensemble:
@@ -86,15 +130,42 @@ class Ensemble:
 
     def next_byte_log_probs(self) -> torch.Tensor:
         """``log p(b | x)`` of the ensemble, ``[257]`` (entry 256: the end of the string)."""
+        return self.next_bytes().log_probs
+
+    def next_bytes(self) -> EnsembleNextBytes:
+        """The ensemble's next-byte estimate with certified bounds (see the module docstring)."""
         members = [s.next_byte_log_probs() for s in self.states]
-        rows = torch.stack([m.log_probs for m in members])  # [K, 257]
         if self.kind == "mixture":
-            prefix = torch.tensor([m.prefix.estimate for m in members], dtype=torch.float64)
-            post = self.log_weights + prefix
-            return torch.logsumexp(rows + (post - torch.logsumexp(post, 0)).unsqueeze(1), 0)
-        # the product: 0 * -inf would be NaN, but every exponent is > 0
-        combined = (rows * self.log_weights.exp().unsqueeze(1)).sum(0)
+            return self._mixture(members)
+        return self._product(members)
+
+    def _mixture(self, members: list[NextBytes]) -> EnsembleNextBytes:
+        rows = torch.stack([m.log_probs for m in members])  # [K, 257]
+        prefix = torch.tensor([m.prefix.estimate for m in members], dtype=torch.float64)
+        post = self.log_weights + prefix
+        estimate = torch.logsumexp(rows + (post - torch.logsumexp(post, 0)).unsqueeze(1), 0)
+        pruned = torch.tensor([s.pruned_log_mass() for s in self.states], dtype=torch.float64)
+        found = torch.stack([m.unnormalised for m in members])  # log P^_k(x b), [K, 257]
+        w = self.log_weights.unsqueeze(1)
+        n_lo = torch.logsumexp(w + found, 0)
+        n_hi = torch.logsumexp(w + torch.logaddexp(found, pruned.unsqueeze(1)), 0)
+        d_lo = float(torch.logsumexp(self.log_weights + prefix, 0))
+        d_hi = float(torch.logsumexp(self.log_weights + torch.tensor([m.prefix.upper for m in members],
+                                                                      dtype=torch.float64), 0))
+        lower = n_lo - d_hi
+        upper = torch.zeros_like(n_hi) if d_lo == -math.inf else (n_hi - d_lo).clamp(max=0.0)
+        return EnsembleNextBytes(estimate, lower, upper)
+
+    def _product(self, members: list[NextBytes]) -> EnsembleNextBytes:
+        alpha = self.log_weights.exp().unsqueeze(1)  # every exponent is > 0, so 0 * -inf (NaN) never happens
+        combined = (torch.stack([m.log_probs for m in members]) * alpha).sum(0)
         norm = torch.logsumexp(combined, 0)
         if norm == -math.inf:
             raise ValueError(f"after {bytes(self.data)!r} the members agree on no next byte: the product is empty")
-        return combined - norm
+        n_lo = (torch.stack([m.lower for m in members]) * alpha).sum(0)
+        n_hi = (torch.stack([m.upper for m in members]) * alpha).sum(0)
+        lower = n_lo - torch.logaddexp(n_lo, _log_minus_one(n_hi))
+        upper = n_hi - torch.logaddexp(n_hi, _log_minus_one(n_lo))
+        lower = torch.where(n_lo == -math.inf, torch.full_like(lower, -math.inf), lower)
+        upper = torch.where(n_hi == -math.inf, torch.full_like(upper, -math.inf), upper)
+        return EnsembleNextBytes(combined - norm, lower, upper.clamp(max=0.0))
