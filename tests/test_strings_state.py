@@ -106,6 +106,25 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against):
     assert wide.estimate == pytest.approx(p_xy - p_x, abs=1e-9) and wide.width == pytest.approx(0.0, abs=1e-9)
 
 
+def test_healed_dead_ends_stay_certified():
+    """Pruning against the text drops every prefix that spells the next byte again and again on these strings;
+    each heal revives the dropped prefixes, and the bracket still holds the exact prefix probability."""
+    heals = walks = 0
+    for seed in range(1, 10):
+        lm = history_lm(seed)
+        for text in ("abab", "aabb", "baab", "abba", "bbaa", "aaab", "babb"):
+            for beam, prune in ((1, 0.5), (2, 0.5), (1, 3.0)):
+                try:
+                    state = initial(lm, text, config=StringSearchConfig(beam=beam, prune=prune, prune_against="text"))
+                except DeadEndError:
+                    continue  # the prefix needed was dropped more than a token's length back: not kept to heal
+                bracket, exact = state.prefix_log_prob(), brute_prefix(lm, text.encode())
+                assert bracket.lower <= exact + 1e-9 <= bracket.upper + 2e-9
+                heals += state.heals
+                walks += 1
+    assert heals > 50 and walks > 150
+
+
 def test_pruning_against_the_text_runs_fewer_prefixes_and_stays_certified():
     lm = history_lm(4)
     x = b"abbaabab"

@@ -10,7 +10,8 @@ import pytest
 from conftest import SHARED
 
 from ppl_tok import FunctionLM, Vocabulary
-from ppl_tok.strings import StringSearchConfig, initial
+from ppl_tok.strings import StringSearchConfig, StringState, initial
+from test_strings_state import brute_prefix
 from ppl_tok.strings.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, compare, genlm_available, genlm_walk_from_json,
                                     run_genlm, speed_ratios, walk_ours)
 
@@ -137,12 +138,23 @@ def test_genlm_bytes_agrees_with_the_certified_value_on_smollm2(smollm2):
     assert row["max_abs_error_nats"] < 0.05
 
 
-def test_a_dead_end_ends_our_walk_and_keeps_the_bytes_walked():
+def test_a_dead_end_is_healed_and_a_byte_no_token_spells_ends_the_walk():
     vocab = Vocabulary.from_tokens([None, "a", "b", "ab", "ba"])
     # "ab" takes all the mass: the prefix "a" (token a) is far below the text's mass and is pruned against
-    # it, so nothing can spell a second "a"
+    # it, so no kept prefix can spell a second "a"; the heal revives it
     lm = FunctionLM(vocab, lambda p: [-9.0, -30.0, -30.0, 0.0, -30.0], bos_id=0, log=True)
-    walk = walk_ours(lm, b"aab", StringSearchConfig(beam=1, prune=1.0, prune_against="text"))
-    assert walk.info["done"] is False and walk.info["error"].startswith("dead end at byte 1:")
-    assert len(walk.log_probs) == len(walk.lower) == len(walk.upper) == 1 and math.isfinite(walk.log_probs[0])
-    assert walk_ours(lm, b"aab", WIDE).info["done"]
+    narrow = StringSearchConfig(beam=1, prune=1.0, prune_against="text")
+    walk = walk_ours(lm, b"aab", narrow)
+    exact = walk_ours(lm, b"aab", WIDE)
+    assert walk.info["done"] and walk.info["heals"] == 1 and walk.info["healed_bytes"] == [1]
+    assert exact.info["heals"] == 0 and exact.info["healed_bytes"] == []
+    for k in range(3):  # every figure, the healed one included, inside its interval and near the exact value
+        assert walk.lower[k] <= exact.log_probs[k] + 1e-9 <= walk.upper[k] + 2e-9
+        assert walk.lower[k] - 1e-9 <= walk.log_probs[k] <= walk.upper[k] + 1e-9
+        assert walk.log_probs[k] == pytest.approx(exact.log_probs[k], abs=1e-3)
+    state = StringState(lm, "", narrow).extend("aab")
+    bracket = state.prefix_log_prob()
+    assert state.heals == 1 and bracket.lower <= brute_prefix(lm, b"aab") + 1e-9 <= bracket.upper + 2e-9
+    stopped = walk_ours(lm, b"aabc", narrow)  # no token spells "c": nothing to heal
+    assert stopped.info["done"] is False and stopped.info["error"].startswith("dead end at byte 3:")
+    assert len(stopped.log_probs) == len(stopped.lower) == len(stopped.upper) == 3

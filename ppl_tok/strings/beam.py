@@ -68,7 +68,10 @@ class StringSearchConfig:
         the text up to the offset, ``P^(x[:i])``, as genlm-bytes' threshold is: a
         hypothesis far below the text's probability is dropped even when it is
         the best at its offset (a split inside a word), so far fewer offsets
-        cost a forward.
+        cost a forward. The beam can then drop every prefix that spells the
+        next byte (a dead end); the state heals it by reviving the prefixes
+        dropped in the last ``longest token`` bytes and sweeping those bytes
+        again (:attr:`~ppl_tok.strings.state.StringState.heals` counts them).
     """
 
     beam: int = 8
@@ -139,6 +142,10 @@ class ByteBeam:
         self._check_length(len(root.tokens))
         self.forwards = 0  # token positions this beam asked the LM to run (cache hits included)
         self.kept = 0
+        #: hypotheses dropped by :meth:`settle`, by offset, kept for :meth:`revive` while ``keep_dropped`` is
+        #: a number of bytes (``None``: not kept); their mass is in :attr:`pruned` until revived
+        self.dropped: dict[int, list[Hypothesis]] = {}
+        self.keep_dropped: int | None = None
 
     def push(self, offset: int, hyp: Hypothesis) -> None:
         """Add a hypothesis ending at ``offset`` (zero-probability ones carry no mass and are dropped)."""
@@ -173,6 +180,11 @@ class ByteBeam:
             return []
         keep, drop = self._select(hyps, floor)
         self.pruned.extend(h.log_prob for h in drop)
+        if self.keep_dropped is not None:
+            if drop:
+                self.dropped[offset] = drop
+            for old in [o for o in self.dropped if o < offset - self.keep_dropped]:
+                del self.dropped[old]  # too far back to keep: their mass stays in the pruned mass for good
         pending = [h for h in keep if h.state is None]
         if pending:
             self._check_length(max(len(h.parent.tokens) for h in pending) + 1)
@@ -184,6 +196,20 @@ class ByteBeam:
             self.forwards += len(pending)
         self.kept += len(keep)
         return keep
+
+    def revive(self) -> list[int]:
+        """Put every kept dropped hypothesis back into :attr:`open` (its mass leaves the pruned mass).
+
+        Returns the offsets revived, in order. The caller settles them again (a dead-end heal:
+        :meth:`ppl_tok.strings.state.StringState.extend`).
+        """
+        offsets = sorted(self.dropped)
+        for offset in offsets:
+            for h in self.dropped[offset]:
+                self.pruned.remove(h.log_prob)
+                self.open.setdefault(offset, []).append(h)
+        self.dropped = {}
+        return offsets
 
     def _check_length(self, positions: int) -> None:
         if self.window is not None and positions > self.window:

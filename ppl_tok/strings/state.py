@@ -154,7 +154,11 @@ class StringState:
         self.index = cover_index(lm.vocab)
         self.data = bytearray()
         self.beam = ByteBeam(lm, lm.initial(context), self.config)
+        if self.config.prune_against == "text":
+            self.beam.keep_dropped = self.index.longest  # what a dead-end heal may revive
         self.window: dict[int, list[_Cover]] = {}
+        self.heals = 0
+        self._healing = False
         self._settle(0)
 
     # ---------------------------------------------------------------- walking
@@ -212,13 +216,39 @@ class StringState:
                     self.beam.push(m, self.beam.branch(c.hyp, i, t, lps[at]))
                     at += 1
         self._settle(m)
-        if not self.window:
+        if not self.window and self.beam.dropped and not self._healing:
+            self._heal()
+        if not self.window and not any(o > m for o in self.beam.open):  # (a heal may hold prefixes ahead)
             shown = bytes(self.data).decode("utf-8", errors="backslashreplace")
             if self.beam.pruned:
                 raise DeadEndError(f"after {shown!r}: no kept token prefix can spell byte 0x{byte:02X} at offset "
                                    f"{m - 1} (the beam pruned the ones that might: raise beam or prune)")
             raise DeadEndError(f"{shown!r} has no covering token sequence under {self.lm.vocab.name}: "
                                f"no token spells byte 0x{byte:02X} at offset {m - 1}")
+
+    def _heal(self) -> None:
+        """Revive the hypotheses dropped in the last ``longest`` bytes and sweep those bytes again.
+
+        Only pruning against the text reaches here: every kept prefix has left the text.
+        The dropped prefixes (ending at offsets ``lo..m``) are put back (their mass leaves
+        the pruned mass), and the bytes from ``lo`` on are fed again from a window that
+        holds only them: the kept prefixes that died cannot spell ``x`` and carry
+        nothing forward. The bracket stays certified (everything not revived is still
+        pruned). A heal that finds nothing either ends in :class:`DeadEndError`.
+        """
+        data = bytes(self.data)
+        offsets = self.beam.revive()
+        lo = offsets[0]
+        del self.data[lo:]
+        self.window = {}
+        self.heals += 1
+        self._healing = True
+        try:
+            self._settle(lo)
+            for b in data[lo:]:
+                self._extend_byte(b)
+        finally:
+            self._healing = False
 
     # ------------------------------------------------------------- questions
     @property

@@ -87,21 +87,29 @@ class Walk:
 def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: str | None = None) -> Walk:
     """ppl-tok's next-byte log-probs of ``text``'s bytes, each with its certified interval (timed).
 
-    A dead end (the beam pruned every prefix that could spell the next byte) ends the
-    walk there: the bytes walked are kept and ``info["error"]`` says where.
+    A dead end of pruning against the text is healed by the state (it revives the
+    prefixes it dropped); the byte that hit it had no mass in the beam (its estimate
+    was ``-inf``), so its figure is the healed mass over the mass before it,
+    ``log P^(x b) - log P^(x)`` (inside its certified interval: ``P^(x b)`` is a mass
+    found), and ``info["healed_bytes"]`` lists those bytes. A dead end that cannot be
+    healed ends the walk there: the bytes walked are kept and ``info["error"]`` says where.
     """
     cover_index(lm.vocab)  # built once per vocabulary, outside the timing (as genlm's trie is)
     lm.clear_cache()
     start, cpu = time.perf_counter(), time.process_time()
     state = StringState(lm, "", config)
-    lps, lower, upper, error, k = [], [], [], None, 0
+    lps, lower, upper, error, k, healed = [], [], [], None, 0, []
     try:
         for k, b in enumerate(text):
             nb = state.next_byte_log_probs()
             lps.append(float(nb.log_probs[b]))
             lower.append(float(nb.lower[b]))
             upper.append(float(nb.upper[b]))
+            heals = state.heals
             state.extend(b)
+            if state.heals > heals and lps[-1] == -math.inf:
+                lps[-1] = state.prefix_log_prob().lower - nb.prefix.estimate
+                healed.append(k)
     except DeadEndError as err:
         error = f"dead end at byte {k}: {str(err)[-120:]}"
         del lps[k:], lower[k:], upper[k:]  # the byte it could not spell has no figure
@@ -109,7 +117,8 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
     against = "" if config.prune_against == "offset" else f" vs {config.prune_against}"
     return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}{against}", lps, secs, lower, upper,
                 state.forwards, {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against,
-                                 "done": error is None, "error": error}, cpu)
+                                 "done": error is None, "error": error, "heals": state.heals,
+                                 "healed_bytes": healed}, cpu)
 
 
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
