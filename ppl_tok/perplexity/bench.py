@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ..datasets import read_hellaswag, read_openbookqa
-from ..jsonl_store import JsonlStore
 from .corpus import Document
 from .score import DEFAULT_BEAM, DEFAULT_PRUNE
+from .store import PerplexityStore
 
 LN2 = math.log(2)
 
@@ -75,20 +75,12 @@ def measuring_order(count: int) -> list[int]:
     return order
 
 
-class BenchStore(JsonlStore):
+class BenchStore(PerplexityStore):
     """The rows of one ``bench perplexity`` run (``--out``): one per document, keyed by its index."""
 
-    records_file = "documents.jsonl"
     informational = ("ppl_tok_version",)
     what = "perplexity benchmark folder"
     record_name = "benchmark row"
-
-    @staticmethod
-    def key(record: dict[str, Any]) -> int:
-        index = record["index"]
-        if not isinstance(index, int):
-            raise TypeError(f"index should be an integer, got {index!r}")
-        return index
 
 
 def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
