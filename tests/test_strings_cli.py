@@ -1,6 +1,7 @@
-"""``ppl-tok conditional`` and ``ppl-tok generate`` on the bundled SmolLM2."""
+"""``ppl-tok conditional``, ``generate`` and ``next`` on the bundled SmolLM2."""
 
 import json
+import math
 
 from ppl_tok.cli import main
 
@@ -30,6 +31,21 @@ def test_generate_greedy_and_stop(capsys, smollm2):
     for mode in ("tokens", "bytes"):
         code, out, _ = run(capsys, "generate", "--prompt", "Once", "--max-bytes", "4", "--seed", "3", "--mode", mode)
         assert code == 0 and out.startswith("Once") and f"bytes (max-bytes, {mode} mode)" in out
+
+
+def test_next_bytes_and_characters(capsys, smollm2):
+    code, out, _ = run(capsys, "next", "--prompt", "The capital of France is P", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["unit"] == "byte"
+    assert max(data["log_probs"], key=data["log_probs"].get) == str(ord("a"))
+    assert abs(math.fsum(math.exp(v) for v in data["log_probs"].values()) - 1) < 1e-9
+    code, out, _ = run(capsys, "next", "--prompt", "caf", "--chars", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["unit"] == "char" and max(data["chars"], key=lambda c: data["chars"][c][0]) == "é"
+    total = [e[0] for e in data["chars"].values()] + [data["end"][0], data["other"]]
+    assert abs(math.fsum(math.exp(v) for v in total) - 1) < 1e-6
+    code, out, _ = run(capsys, "next", "--prompt", "caf", "--chars", "--top", "3")
+    assert code == 0 and len([line for line in out.splitlines() if "[" in line]) == 4  # the prefix line + 3 rows
 
 
 def test_bad_arguments_exit_2_with_one_line(capsys):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ppl_tok import FunctionLM, Vocabulary, compile_mdd
 from ppl_tok.logspace import logsumexp
+from ppl_tok.mdd import NoTokenizationError
 from ppl_tok.strings import (ContextLengthError, DeadEndError, EndUnavailableError, StringSearchConfig, StringState,
                              initial, string_conditional, string_marginal)
 
@@ -24,7 +25,13 @@ def history_lm(seed: int, vocab: Vocabulary = VOCAB, bos_id: int | None = 0) -> 
 
 
 def tokenizations(x: bytes, vocab: Vocabulary) -> list[tuple[int, ...]]:
-    return [()] if not x else list(compile_mdd(x, vocab).enumerate())
+    """Every tokenization of ``x`` (none when no token sequence spells it, e.g. half a UTF-8 character)."""
+    if not x:
+        return [()]
+    try:
+        return list(compile_mdd(x, vocab).enumerate())
+    except NoTokenizationError:
+        return []
 
 
 def brute_prefix(lm, x: bytes, context=()) -> float:

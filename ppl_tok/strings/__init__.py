@@ -5,14 +5,16 @@ See ``docs/strings.md``.
 * :func:`string_marginal`: a certified bracket on ``log p(x | c)`` (the text exactly, no EOS);
 * :class:`StringState` / :func:`initial`: prefix probabilities ``P(x | c)`` and next-byte
   distributions, incrementally;
+* :func:`next_char_log_probs`: the same read in UTF-8 characters;
 * :func:`string_conditional`: ``log p(y | x)`` for a prompt string ``x``, with a certified interval.
 """
 
 from .beam import ByteBeam, ContextLengthError, StringSearchConfig
+from .chars import NextChars, next_char_log_probs
 from .conditional import StringConditional, string_conditional
 from .marginal import StringMarginal, string_marginal
 from .state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
 
-__all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "PrefixProbability",
+__all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "NextChars", "PrefixProbability",
            "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",
-           "string_conditional", "string_marginal"]
+           "next_char_log_probs", "string_conditional", "string_marginal"]

@@ -147,6 +147,15 @@ class ByteBeam:
         self.dropped: dict[int, list[Hypothesis]] = {}
         self.keep_dropped: int | None = None
 
+    def copy(self) -> ByteBeam:
+        """An independent beam over the same hypotheses (the containers copied, the hypotheses shared)."""
+        new = object.__new__(ByteBeam)
+        new.__dict__.update(self.__dict__)
+        new.open = {o: list(hs) for o, hs in self.open.items()}
+        new.pruned = list(self.pruned)
+        new.dropped = {o: list(hs) for o, hs in self.dropped.items()}
+        return new
+
     def push(self, offset: int, hyp: Hypothesis) -> None:
         """Add a hypothesis ending at ``offset`` (zero-probability ones carry no mass and are dropped)."""
         if hyp.log_prob > -math.inf:

@@ -1,4 +1,4 @@
-"""``ppl-tok conditional`` and ``ppl-tok generate``: the LM over strings on the command line."""
+"""``ppl-tok conditional``, ``generate`` and ``next``: the LM over strings on the command line."""
 
 from __future__ import annotations
 
@@ -63,9 +63,48 @@ def cmd_generate(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
+def cmd_next(args: argparse.Namespace) -> None:
+    from ..cli import _check_utf8, _emit, _load_lm
+    from .chars import next_char_log_probs
+    from .state import END_OF_STRING, StringState
+
+    _check_utf8("--prompt", args.prompt)
+    config = _config(args)
+    lm = _load_lm(args)
+    state = StringState(lm, args.context, config).extend(args.prompt)
+    prefix = state.prefix_log_prob()
+    rows: list[tuple[str, float, float, float]] = []
+    if args.chars:
+        dist = next_char_log_probs(state, args.min_log_prob)
+        rows = [(c, *e) for c, e in dist.chars.items()]
+        if dist.end is not None:
+            rows.append(("<end>", *dist.end))
+        payload: dict[str, Any] = {"unit": "char", **dist.to_dict()}
+        extra = [f"not a character or below {args.min_log_prob:g} nats: log p = {dist.other:.4f}"]
+    else:
+        nb = state.next_byte_log_probs()
+        for i in range(END_OF_STRING + 1):
+            if nb.log_probs[i] > -math.inf:
+                name = "<end>" if i == END_OF_STRING else repr(bytes([i]))[2:-1]
+                rows.append((name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
+        payload = {"unit": "byte", **nb.to_dict()}
+        extra = []
+    rows.sort(key=lambda r: -r[1])
+    payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
+                   prefix={"lower": prefix.lower, "upper": prefix.upper})
+    unit = "character" if args.chars else "byte"
+    lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
+             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]",
+             f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
+    for name, lp, lo, hi in rows[:args.top]:
+        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]")
+    lines += extra
+    _emit(args, payload, lines)
+
+
 def register(add: Callable[[str, str, str], argparse.ArgumentParser],
              text_args: Callable[..., Any]) -> None:
-    """Add ``conditional`` and ``generate`` with ``ppl-tok``'s own helpers (``add``, ``text_args`` of ``cli.py``)."""
+    """Add ``conditional``, ``generate`` and ``next`` with ``ppl-tok``'s own helpers (``add``, ``text_args`` of ``cli.py``)."""
 
     def search_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
@@ -95,6 +134,16 @@ def register(add: Callable[[str, str, str], argparse.ArgumentParser],
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     search_args(p)
     p.set_defaults(func=cmd_generate)
+    p = add("next", "the next-byte (or next-character) distribution after a prompt string, with certified "
+            "intervals", "lm")
+    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+    p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
+    p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
+    p.add_argument("--min-log-prob", type=float, default=-12.0, metavar="NATS",
+                   help="--chars: leave partial characters below this unexplored (default -12)")
+    p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
+    search_args(p)
+    p.set_defaults(func=cmd_next)
 
 
 __all__ = ["register"]

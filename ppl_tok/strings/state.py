@@ -159,7 +159,23 @@ class StringState:
         self.window: dict[int, list[_Cover]] = {}
         self.heals = 0
         self._healing = False
+        self._shared = False  # a copy shares its hypotheses' LM states with others: never release them
         self._settle(0)
+
+    def copy(self) -> StringState:
+        """An independent state at the same bytes (sharing the LM states already computed).
+
+        Extending the copy leaves ``self`` as it is; this is how several continuations
+        are explored from one point (:func:`~ppl_tok.strings.chars.next_char_log_probs`).
+        """
+        new = object.__new__(StringState)
+        new.lm, new.config, new.index = self.lm, self.config, self.index
+        new.data = bytearray(self.data)
+        new.beam = self.beam.copy()
+        new.window = {i: [_Cover(c.hyp, c.a, c.vals, c.end) for c in cs] for i, cs in self.window.items()}
+        new.heals, new._healing = self.heals, False
+        self._shared = new._shared = True
+        return new
 
     # ---------------------------------------------------------------- walking
     def _settle(self, offset: int) -> None:
@@ -200,7 +216,8 @@ class StringState:
             a, b = self.index.run(prefix)
             if a == b:  # no token starting at i agrees with the text any more: forget the offset's states
                 for c in self.window.pop(i):
-                    c.hyp.state = None
+                    if not self._shared:
+                        c.hyp.state = None
                 continue
             e = self.index.equal(prefix, a, b)
             for c in self.window[i]:
