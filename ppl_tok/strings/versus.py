@@ -211,7 +211,7 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
             "inside_reference_interval": sum(_inside(w.log_probs[k], reference.lower[k], reference.upper[k])
                                              for k in range(n)),
             "forwards": w.forwards, **{k: v for k, v in w.info.items() if k in ("K", "prune_threshold", "beam",
-                                                                               "prune", "error", "done")}}
+                                                                               "prune", "error", "done", "heals")}}
         if w.lower is not None and w.upper is not None:
             row["inside_own_interval"] = sum(_inside(x, lo, hi) for x, lo, hi in
                                              zip(w.log_probs[:n], w.lower[:n], w.upper[:n]))
