@@ -491,7 +491,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
         from .perplexity import bench as perplexity_bench
 
         knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
-        if args.memory_bytes is not None:
+        if args.lockstep:
+            result = perplexity_bench.bench_lockstep(args.model or DEFAULT_MODEL, data_dir=args.data,
+                                                     documents=args.documents, min_bytes=args.lengths[0],
+                                                     max_bytes=args.lengths[1], **knobs, **lm_options)
+            _emit(args, result, perplexity_bench.format_lockstep(result))
+        elif args.memory_bytes is not None:
             result = perplexity_bench.bench_memory_document(args.model or DEFAULT_MODEL, data_dir=args.data,
                                                             n_bytes=args.memory_bytes, **knobs, **lm_options)
             _emit(args, result, perplexity_bench.format_memory_document(result))
@@ -653,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perplexity: keep each document's row in this folder as it is measured; a rerun resumes")
     p.add_argument("--progress", action="store_true",
                    help="perplexity: show the progress bar even when stderr is not a terminal")
+    p.add_argument("--lockstep", action="store_true",
+                   help="perplexity: instead, the marginals of --documents documents one at a time against swept "
+                        "in lockstep (one batched forward per step)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.add_argument("--genlm-python", metavar="PYTHON",

@@ -162,6 +162,19 @@ def test_span_gain_adds_up_to_the_gain_over_canonical(window):
         assert all(0 <= a < b <= s.n_bytes and nats >= 0 for a, b, nats in record["spans"])
 
 
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_batch_of_documents_scores_as_each_document_alone(window):
+    """Marginal documents (and their windows) are swept in lockstep; each record is the one it gets alone."""
+    lm = toy_lm()
+    docs = corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents
+    config = ScoringConfig("marginal", beam=3, prune=2.0, window=window)
+    batch = score_documents(lm, docs, config)
+    for d, s in zip(docs, batch):
+        (alone,) = score_documents(lm, [d], config)
+        got, want = s.to_record(), alone.to_record()
+        assert got == want
+
+
 def test_windowed_marginal_holds_the_canonical_slice_and_bounds():
     lm = toy_lm()
     corpus = corpus_from_texts(["abc de fgh ab cd ef gh ba ab"])
@@ -331,6 +344,18 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     assert again["rows"][1]["bytes"] == 20
     with pytest.raises(SettingsMismatchError, match="beam"):
         bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **{**knobs, "beam": 3})
+
+
+def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
+    from conftest import SHARED
+    from ppl_tok.perplexity import bench
+
+    r = bench.bench_lockstep("smollm2-135m", data_dir=SHARED / "data", documents=3, min_bytes=15, max_bytes=30,
+                             beam=2, prune=3.0)
+    assert r["alone"]["forwards"] == r["lockstep"]["forwards"] > 0
+    assert r["lockstep"]["calls"] < r["alone"]["calls"] and r["calls_ratio"] > 1
+    assert r["max_floor_difference_nats"] < 1e-3  # float32 rounding of batched rows only
+    assert "fewer calls" in bench.format_lockstep(r)[-1]
 
 
 def test_differing_spans_and_their_kinds():

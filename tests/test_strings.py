@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ppl_tok import BigramLM, FunctionLM, NoTokenizationError, Vocabulary
 from ppl_tok.exact import exact_marginal
-from ppl_tok.strings import StringSearchConfig, string_marginal
+from ppl_tok.strings import StringSearchConfig, string_marginal, string_marginals
 
 PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]
 VOCAB = Vocabulary.from_tokens(PIECES)
@@ -168,3 +168,31 @@ def test_on_offset_reports_the_sweep_in_byte_order():
     result = string_marginal(lm, "abbab", on_offset=seen.append)
     assert seen[0] == 0 and seen == sorted(set(seen)) and seen[-1] < result.n_bytes
     assert result.lower == string_marginal(lm, "abbab").lower  # watching changes nothing
+
+
+@pytest.mark.parametrize("beam, prune", [(2, 1.0), (10_000, math.inf)])
+def test_marginals_in_lockstep_equal_one_at_a_time_in_fewer_calls(beam, prune):
+    """Several strings swept together: each result equals its sweep alone (and the exact value when nothing is
+    pruned), and the LM runs one call per step for all of them."""
+    texts, contexts = ["abab", "ba", "abbaab", "b"], ["", "ab", "", "a"]
+    config = StringSearchConfig(beam=beam, prune=prune)
+    lm = _history_lm(3)
+    alone = []
+    calls = 0
+    for t, c in zip(texts, contexts):
+        lm.clear_cache()
+        lm.stats.reset()
+        alone.append(string_marginal(lm, t, c, config))
+        calls += lm.stats.calls
+    lm.clear_cache()
+    lm.stats.reset()
+    together = string_marginals(lm, texts, contexts, config)
+    assert lm.stats.calls < calls
+    for a, b, t, c in zip(alone, together, texts, contexts):
+        assert (b.lower, b.upper, b.canonical) == pytest.approx((a.lower, a.upper, a.canonical), abs=1e-12)
+        assert (b.found, b.forwards, b.best, b.departures) == (a.found, a.forwards, a.best, a.departures)
+        if prune == math.inf:
+            assert b.lower == pytest.approx(exact_marginal(t, lm, context=c).log_marginal, abs=1e-9)
+    with pytest.raises(ValueError, match="2 texts but 1 contexts"):
+        string_marginals(lm, ["a", "b"], [""])
+

@@ -164,6 +164,51 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
             "median_bracket_width_bits_per_byte": sorted(r["bracket_width_bits_per_byte"] for r in rows)[len(rows) // 2]}
 
 
+def bench_lockstep(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 8, min_bytes: int = 100,
+                   max_bytes: int = 300, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The marginals of ``documents`` documents one at a time, then swept in lockstep, in one process.
+
+    Both from an empty prefix cache with the cache capped as ``ppl-tok perplexity`` caps it.
+    Reported: wall seconds and LM calls of each, their ratios, the token-forwards (equal:
+    the beams are the same), and the largest difference of a document's floor (float32
+    rounding of batched forwards).
+    """
+    from ..cards import load_lm
+    from ..strings import StringSearchConfig, string_marginal, string_marginals
+    from .score import cap_prefix_cache
+
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    out: dict[str, Any] = {"model": model, "documents": documents, "bytes": sum(len(t.encode()) for t in texts),
+                           "beam": beam, "prune": prune}
+    runs = {}
+    for mode in ("alone", "lockstep"):
+        lm.clear_cache()
+        lm.stats.reset()
+        t0 = time.perf_counter()
+        runs[mode] = ([string_marginal(lm, t, "", config) for t in texts] if mode == "alone"
+                      else string_marginals(lm, texts, None, config))
+        out[mode] = {"seconds": time.perf_counter() - t0, "calls": lm.stats.calls,
+                     "forwards": sum(r.forwards for r in runs[mode])}
+    out["speedup"] = out["alone"]["seconds"] / out["lockstep"]["seconds"]
+    out["calls_ratio"] = out["alone"]["calls"] / max(1, out["lockstep"]["calls"])
+    out["max_floor_difference_nats"] = max(abs(a.lower - b.lower) for a, b in zip(runs["alone"], runs["lockstep"]))
+    return out
+
+
+def format_lockstep(r: dict[str, Any]) -> list[str]:
+    a, b = r["alone"], r["lockstep"]
+    return [f"marginals of {r['documents']} documents ({r['bytes']} bytes), {r['model']}, beam {r['beam']}, "
+            f"prune {r['prune']}",
+            f"one at a time: {a['seconds']:.1f} s, {a['calls']} LM calls, {a['forwards']} token-forwards",
+            f"in lockstep:   {b['seconds']:.1f} s, {b['calls']} LM calls, {b['forwards']} token-forwards",
+            f"speedup {r['speedup']:.2f}x ({r['calls_ratio']:.1f}x fewer calls); largest floor difference "
+            f"{r['max_floor_difference_nats']:.1e} nats"]
+
+
 def _rss_mb() -> tuple[float, float]:
     """This process's resident memory now and at its peak (MB), from ``/proc`` and ``getrusage``."""
     import resource

@@ -164,7 +164,7 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
     Each document's gain (nats) is split over the byte spans where its found
     tokenizations depart from the canonical one, in proportion to the
-    off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_score`);
+    off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_scores`);
     the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
     the model's vocabulary, whose canonical tokenization says which words are one
     token) and summed over documents.

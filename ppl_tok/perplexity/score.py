@@ -41,7 +41,7 @@ from .windows import rolling_windows, text_windows
 
 SCORINGS = ("canonical", "marginal", "canonical+rest")
 
-#: The layout of a marginal record's ``span_gain`` (:func:`marginal_score`); records before it have none.
+#: The layout of a marginal record's ``span_gain`` (:func:`marginal_scores`); records before it have none.
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
@@ -234,8 +234,13 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
     return toks, pieces, canon, positions
 
 
-def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
-    """The byte-synchronous beam's certified bracket of the document's marginal, window by window.
+def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+    """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
+
+    Every window of every document in ``docs`` is swept in lockstep
+    (:func:`ppl_tok.strings.string_marginals`: one batched forward per step for all of
+    them; each window's figures are those of its sweep alone). A document's
+    ``seconds`` is the batch's wall time shared in proportion to bytes.
 
     A one-window document's canonical figure is the beam's own (its canonical path,
     computed with the same forwards as the mass found, so that the gain is not
@@ -249,16 +254,37 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     ``rest``, and ``single_span`` is the part of the gain in tokenizations that
     depart on one span only (attributed without splitting).
     """
-    from ..strings import string_marginal
+    from ..strings import string_marginals
 
     _require_bos(lm)
     start = time.perf_counter()
     window = window_length(lm, config)
-    toks = lm.canonical(doc.text)
-    pieces = text_windows(lm.vocab, toks, window)
-    if len(pieces) > 1:
-        toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
-    search = config.search_config()
+    plans = []
+    for doc in docs:
+        toks = lm.canonical(doc.text)
+        pieces = text_windows(lm.vocab, toks, window)
+        canon, canon_forwards = None, len(toks)  # BOS and the canonical tokens but the last: the beam runs them
+        if len(pieces) > 1:
+            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
+        plans.append((doc, toks, pieces, canon, canon_forwards))
+    flat = [p for _, _, pieces, _, _ in plans for p in pieces]
+    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search_config()))
+    seconds = time.perf_counter() - start
+    total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
+    return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
+                             seconds * count_bytes(doc.text) / total_bytes)
+            for doc, toks, pieces, canon, canon_forwards in plans]
+
+
+def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
+    """One document's :func:`marginal_scores`."""
+    return marginal_scores(lm, [doc], config)[0]
+
+
+def _marginal_record(lm: LanguageModel, doc: Document, toks: Sequence[int], pieces: Sequence[Any],
+                     canon: Sequence[float] | None, canon_forwards: int, results: Sequence[Any],
+                     seconds: float) -> DocumentScore:
+    """A document's score from its windows' :class:`~ppl_tok.strings.StringMarginal` (see :func:`marginal_scores`)."""
     lower = upper = estimate = 0.0
     canonical: list[float] = []
     forwards = found = 0
@@ -267,9 +293,8 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
     rest = single = 0.0
     best_gain = 0.0
     offset = 0
-    for k, p in enumerate(pieces):
-        r = string_marginal(lm, p.text, p.context, search)
-        c = r.canonical if len(pieces) == 1 else canon[k]
+    for k, (p, r) in enumerate(zip(pieces, results)):
+        c = r.canonical if canon is None else canon[k]
         spans += [[offset + a, offset + b] for a, b in differing_spans(lm.vocab, r.best, lm.canonical(p.text))]
         best_gain += max(0.0, r.best_log_prob - c)
         gain = max(0.0, max(r.lower, c) - c)
@@ -290,12 +315,9 @@ def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> D
         canonical.append(c)
         forwards += r.forwards
         found += r.found
-    if len(pieces) == 1:
-        canon_forwards = len(toks)  # BOS and the canonical tokens but the last: the beam ran them
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
                          log_likelihood=estimate, canonical=math.fsum(canonical), lower=lower, upper=upper,
-                         forwards=forwards, canonical_forwards=canon_forwards,
-                         seconds=time.perf_counter() - start,
+                         forwards=forwards, canonical_forwards=canon_forwards, seconds=seconds,
                          extra={"found": found, "best_spans": spans, "best_gain": best_gain,
                                 "span_gain": {"version": SPAN_GAIN_VERSION, "spans": departing, "rest": rest,
                                               "single_span": single}})
@@ -338,8 +360,10 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
 
 
 def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
-    """The scores of ``docs`` under ``config.scoring`` (canonical: batched; the others: one document at a time)."""
+    """The scores of ``docs`` under ``config.scoring`` (canonical and marginal: batched; canonical+rest: one
+    document at a time)."""
     if config.scoring == "canonical":
         return canonical_scores(lm, docs, window_length(lm, config))
-    fn = marginal_score if config.scoring == "marginal" else canonical_plus_rest_score
-    return [fn(lm, d, config) for d in docs]
+    if config.scoring == "marginal":
+        return marginal_scores(lm, docs, config)
+    return [canonical_plus_rest_score(lm, d, config) for d in docs]

@@ -3,6 +3,7 @@
 See ``docs/strings.md``.
 
 * :func:`string_marginal`: a certified bracket on ``log p(x | c)`` (the text exactly, no EOS);
+  :func:`string_marginals` sweeps several strings in lockstep, one batched forward per step;
 * :class:`StringState` / :func:`initial`: prefix probabilities ``P(x | c)`` and next-byte
   distributions, incrementally;
 * :func:`next_char_log_probs`: the same read in UTF-8 characters;
@@ -12,9 +13,9 @@ See ``docs/strings.md``.
 from .beam import ByteBeam, ContextLengthError, StringSearchConfig
 from .chars import NextChars, next_char_log_probs
 from .conditional import StringConditional, string_conditional
-from .marginal import StringMarginal, string_marginal
+from .marginal import StringMarginal, string_marginal, string_marginals
 from .state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
 
 __all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "NextChars", "PrefixProbability",
            "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",
-           "next_char_log_probs", "string_conditional", "string_marginal"]
+           "next_char_log_probs", "string_conditional", "string_marginal", "string_marginals"]

@@ -176,13 +176,11 @@ class ByteBeam:
             (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
         return keep, drop
 
-    def settle(self, offset: int, want: Sequence[int] | None = None, floor: float = -math.inf) -> list[Hypothesis]:
-        """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
+    def select(self, offset: int, floor: float = -math.inf) -> list[Hypothesis]:
+        """Prune the hypotheses ending at ``offset`` and return the kept ones (not yet run: :func:`run_kept`).
 
-        One batched forward for all of them; the log-probs of ``want`` (the tokens
-        that may follow at ``offset``) are gathered on the device with it and are
-        then read from each state's ``known``. ``floor``: a log-probability below
-        which a (non-canonical) hypothesis is dropped whatever its rank.
+        ``floor``: a log-probability below which a (non-canonical) hypothesis is dropped
+        whatever its rank.
         """
         hyps = self.open.pop(offset, [])
         if not hyps:
@@ -194,16 +192,18 @@ class ByteBeam:
                 self.dropped[offset] = drop
             for old in [o for o in self.dropped if o < offset - self.keep_dropped]:
                 del self.dropped[old]  # too far back to keep: their mass stays in the pruned mass for good
-        pending = [h for h in keep if h.state is None]
-        if pending:
-            self._check_length(max(len(h.parent.tokens) for h in pending) + 1)
-            wants = None if want is None else [list(want)] * len(pending)
-            states = self.lm.extend([h.parent for h in pending], [h.token for h in pending], wants)
-            for h, s in zip(pending, states):
-                h.state = s
-                h.parent = None  # the parent state is no longer needed: let the caches forget it
-            self.forwards += len(pending)
         self.kept += len(keep)
+        return keep
+
+    def settle(self, offset: int, want: Sequence[int] | None = None, floor: float = -math.inf) -> list[Hypothesis]:
+        """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
+
+        One batched forward for all of them; the log-probs of ``want`` (the tokens
+        that may follow at ``offset``) are gathered on the device with it and are
+        then read from each state's ``known``. ``floor``: as in :meth:`select`.
+        """
+        keep = self.select(offset, floor)
+        run_kept(self.lm, [(self, keep, want)])
         return keep
 
     def revive(self) -> list[int]:
@@ -230,3 +230,31 @@ class ByteBeam:
     def pending_mass(self) -> list[float]:
         """Log-probs of the hypotheses not yet settled (they bound everything below them)."""
         return [h.log_prob for hs in self.open.values() for h in hs]
+
+
+def run_kept(lm: LanguageModel, jobs: Sequence[tuple[ByteBeam, list[Hypothesis], Sequence[int] | None]]) -> None:
+    """Run the kept hypotheses of one or more beams that still need a forward, in one batched LM call.
+
+    ``jobs``: ``(beam, kept, want)`` per beam (``want``: the tokens whose log-probs will be
+    read after each of its hypotheses, or ``None``). Beams of different strings share the
+    call: on a CPU a one-token forward of a few rows costs about as much as of one row (the
+    weights are read once), so sweeping several strings in lockstep
+    (:func:`ppl_tok.strings.marginal.string_marginals`) runs far fewer forwards.
+    """
+    owners: list[Hypothesis] = []
+    wants: list[list[int]] = []
+    for beam, kept, want in jobs:
+        pending = [h for h in kept if h.state is None]
+        if not pending:
+            continue
+        beam._check_length(max(len(h.parent.tokens) for h in pending) + 1)
+        beam.forwards += len(pending)
+        owners += pending
+        wants += [[] if want is None else list(want)] * len(pending)
+    if not owners:
+        return
+    states = lm.extend([h.parent for h in owners], [h.token for h in owners],
+                       wants if any(wants) else None)
+    for h, state in zip(owners, states):
+        h.state = state
+        h.parent = None  # the parent state is no longer needed: let the caches forget it

@@ -34,7 +34,7 @@ from typing import Any
 from ..lm.base import LanguageModel
 from ..logspace import logsumexp
 from ..mdd import MDD, compile_mdd
-from .beam import ByteBeam, StringSearchConfig
+from .beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,103 @@ def departures(vocab: Any, found: dict[tuple[int, ...], float], canonical: Seque
     return tuple(out), logsumexp(single)
 
 
+class _Sweep:
+    """One string's byte-synchronous beam over its MDD, advanced a kept offset at a time (:func:`string_marginals`)."""
+
+    def __init__(self, lm: LanguageModel, text: str, context: str | Sequence[int], config: StringSearchConfig,
+                 mdd: MDD | None, on_offset: Callable[[int], None] | None):
+        self.lm, self.text, self.on_offset = lm, text, on_offset
+        self.mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
+        self.canonical = self.mdd.canonical()
+        self.beam = ByteBeam(lm, lm.initial(context), config, canonical_offsets(self.canonical, lm))
+        self.nodes = iter(sorted(self.mdd.nodes))
+        self.found: dict[tuple[int, ...], float] = {}
+        self.canonical_lp = -math.inf
+
+    def next_kept(self) -> tuple[int, list[Hypothesis], dict[int, int]] | None:
+        """Prune the next offset that keeps a hypothesis: ``(offset, kept, out-edges)``; ``None`` at the sink."""
+        for i in self.nodes:
+            if i == self.mdd.sink:
+                return None
+            out = self.mdd.out_tokens(i)
+            kept = self.beam.select(i)
+            if kept:
+                return i, kept, out
+            if self.on_offset is not None:
+                self.on_offset(i)
+        return None
+
+    def expand(self, i: int, kept: list[Hypothesis], out: dict[int, int]) -> None:
+        """Branch the kept hypotheses at ``i`` (already run) into the MDD's out-edges."""
+        if self.on_offset is not None:
+            self.on_offset(i)
+        tokens = list(out)
+        rows = self.lm.token_log_probs([h.state for h in kept], [tokens] * len(kept))
+        for h, row in zip(kept, rows):
+            for t, lp in zip(tokens, row.tolist()):
+                child = self.beam.branch(h, i, t, lp)
+                if out[t] == self.mdd.sink:
+                    if child.log_prob > -math.inf or child.canonical:
+                        path = child.tokens()
+                        self.found[path] = child.log_prob
+                        if child.canonical:
+                            self.canonical_lp = child.log_prob
+                else:
+                    self.beam.push(out[t], child)
+            h.state = None  # its children hold it until they run; the path keeps only the small Hypothesis chain
+
+    def result(self, seconds: float) -> StringMarginal:
+        found, beam = self.found, self.beam
+        lower = logsumexp(found.values())
+        upper = max(lower, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
+        best = max(found, key=found.__getitem__) if found else self.canonical
+        spans, single = departures(self.lm.vocab, found, self.canonical)
+        return StringMarginal(text=self.text, lower=lower, upper=upper, estimate=lower, canonical=self.canonical_lp,
+                              best=best, best_log_prob=found.get(best, -math.inf), found=len(found),
+                              forwards=beam.forwards, n_bytes=len(self.mdd.text), seconds=seconds,
+                              departures=spans, single_span_mass=single)
+
+
+def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,
+                     config: StringSearchConfig | None = None) -> list[StringMarginal]:
+    """:func:`string_marginal` of several strings, swept in lockstep: one batched forward per step for all of them.
+
+    Each step every unfinished string advances to its next byte offset that keeps a
+    hypothesis; their kept hypotheses run in one LM call (:func:`~ppl_tok.strings.beam.run_kept`).
+    Each string's result is what :func:`string_marginal` gives it alone (the beams never
+    mix; only float32 rounding of a batched forward can differ), in far fewer LM calls.
+    ``seconds`` of each result is the wall time of the whole call.
+    """
+    config = config or StringSearchConfig()
+    _check_config(config)
+    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    if len(contexts) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
+    start = time.perf_counter()
+    sweeps = [_Sweep(lm, t, c, config, None, None) for t, c in zip(texts, contexts)]
+    _run_lockstep(sweeps)
+    seconds = time.perf_counter() - start
+    return [s.result(seconds) for s in sweeps]
+
+
+def _check_config(config: StringSearchConfig) -> None:
+    if config.prune_against != "offset":
+        raise ValueError(f"string_marginal prunes against the offset only; prune_against={config.prune_against!r} "
+                         "is for next-byte walks (StringState)")
+
+
+def _run_lockstep(sweeps: Sequence[_Sweep]) -> None:
+    """Advance every sweep to its next kept offset, run all their kept hypotheses in one call, expand; repeat."""
+    active = list(sweeps)
+    while active:
+        steps = [(s, step) for s in active if (step := s.next_kept()) is not None]
+        if steps:
+            run_kept(steps[0][0].lm, [(s.beam, kept, out) for s, (_, kept, out) in steps])
+        for s, (i, kept, out) in steps:
+            s.expand(i, kept, out)
+        active = [s for s, _ in steps]
+
+
 def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] = "",
                     config: StringSearchConfig | None = None, *, mdd: MDD | None = None,
                     on_offset: Callable[[int], None] | None = None) -> StringMarginal:
@@ -142,43 +239,8 @@ def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] =
         (progress over long texts).
     """
     config = config or StringSearchConfig()
-    if config.prune_against != "offset":
-        raise ValueError(f"string_marginal prunes against the offset only; prune_against={config.prune_against!r} "
-                         "is for next-byte walks (StringState)")
+    _check_config(config)
     start = time.perf_counter()
-    mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
-    canonical = mdd.canonical()
-    beam = ByteBeam(lm, lm.initial(context), config, canonical_offsets(canonical, lm))
-    found: dict[tuple[int, ...], float] = {}
-    canonical_lp = -math.inf
-    for i in sorted(mdd.nodes):
-        if i == mdd.sink:
-            break
-        out = mdd.out_tokens(i)
-        hyps = beam.settle(i, out)
-        if on_offset is not None:
-            on_offset(i)
-        if not hyps:
-            continue
-        tokens = list(out)
-        rows = lm.token_log_probs([h.state for h in hyps], [tokens] * len(hyps))
-        for h, row in zip(hyps, rows):
-            for t, lp in zip(tokens, row.tolist()):
-                child = beam.branch(h, i, t, lp)
-                if out[t] == mdd.sink:
-                    if child.log_prob > -math.inf or child.canonical:
-                        path = child.tokens()
-                        found[path] = child.log_prob
-                        if child.canonical:
-                            canonical_lp = child.log_prob
-                else:
-                    beam.push(out[t], child)
-            h.state = None  # its children hold it until they run; the path keeps only the small Hypothesis chain
-    lower = logsumexp(found.values())
-    upper = max(lower, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
-    best = max(found, key=found.__getitem__) if found else canonical
-    spans, single = departures(lm.vocab, found, canonical)
-    return StringMarginal(text=text, lower=lower, upper=upper, estimate=lower, canonical=canonical_lp, best=best,
-                          best_log_prob=found.get(best, -math.inf), found=len(found), forwards=beam.forwards,
-                          n_bytes=len(mdd.text), seconds=time.perf_counter() - start,
-                          departures=spans, single_span_mass=single)
+    sweep = _Sweep(lm, text, context, config, mdd, on_offset)
+    _run_lockstep([sweep])
+    return sweep.result(time.perf_counter() - start)
