@@ -167,6 +167,8 @@ class StringState:
 
         Extending the copy leaves ``self`` as it is; this is how several continuations
         are explored from one point (:func:`~ppl_tok.strings.chars.next_char_log_probs`).
+        From then on neither state frees the LM states of prefixes that leave its window
+        (the other may still need them), so a long walk after a copy holds more memory.
         """
         new = object.__new__(StringState)
         new.lm, new.config, new.index = self.lm, self.config, self.index
