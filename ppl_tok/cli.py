@@ -496,6 +496,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
                                                      documents=args.documents, min_bytes=args.lengths[0],
                                                      max_bytes=args.lengths[1], **knobs, **lm_options)
             _emit(args, result, perplexity_bench.format_lockstep(result))
+        elif args.prefix_bytes is not None:
+            result = perplexity_bench.bench_prefixes(args.model or DEFAULT_MODEL, data_dir=args.data,
+                                                     documents=args.documents, min_bytes=args.lengths[0],
+                                                     max_bytes=args.lengths[1], prefix_bytes=args.prefix_bytes,
+                                                     budget=args.prefix_budget, **knobs, **lm_options)
+            _emit(args, result, perplexity_bench.format_prefixes(result))
         elif args.memory_bytes is not None:
             result = perplexity_bench.bench_memory_document(args.model or DEFAULT_MODEL, data_dir=args.data,
                                                             n_bytes=args.memory_bytes, **knobs, **lm_options)
@@ -661,6 +667,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lockstep", action="store_true",
                    help="perplexity: instead, the marginals of --documents documents one at a time against swept "
                         "in lockstep (one batched forward per step)")
+    p.add_argument("--prefix-bytes", type=POSITIVE, nargs="+", metavar="BYTES",
+                   help="perplexity: instead, the beam's floor on the documents' first BYTES bytes against best-first "
+                        "search's bracket, where that closes to 1e-3 nats")
+    p.add_argument("--prefix-budget", type=POSITIVE, default=5000,
+                   help="perplexity --prefix-bytes: forwards per prefix for the bracket (default 5000)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.add_argument("--genlm-python", metavar="PYTHON",

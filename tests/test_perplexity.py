@@ -358,6 +358,33 @@ def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
     assert "fewer calls" in bench.format_lockstep(r)[-1]
 
 
+def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypatch):
+    from conftest import SHARED
+    from ppl_tok.perplexity import bench
+
+    knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20}
+    wide = bench.bench_prefixes("smollm2-135m", prefix_bytes=(6, 12), **knobs)
+    assert [r["prefix_bytes"] for r in wide["rows"]] == [6, 12]
+    for r in wide["rows"]:
+        assert r["closed"] == r["documents"] == 2 and r["floor_above_bracket"] == 0
+        assert 0 <= r["median_error_nats"] <= r["max_error_nats"] < 0.01  # beam 8 loses next to nothing here
+        assert r["within_0.01_bits_per_byte"] == 2 and r["bracket_forwards_per_prefix"] > 0
+    # a beam that lost half a nat of mass on every prefix is reported 0.5 nats further off
+    import dataclasses
+
+    import ppl_tok.strings as strings
+
+    original = strings.string_marginals
+    monkeypatch.setattr(strings, "string_marginals", lambda *a, **k: [
+        dataclasses.replace(r, lower=r.lower - 0.5, estimate=r.estimate - 0.5) for r in original(*a, **k)])
+    lossy = bench.bench_prefixes("smollm2-135m", prefix_bytes=(12,), **knobs)
+    assert lossy["rows"][0]["max_error_nats"] == pytest.approx(wide["rows"][1]["max_error_nats"] + 0.5, abs=1e-4)
+    assert lossy["rows"][0]["within_0.01_bits_per_byte"] == 0
+    assert "closed" in bench.format_prefixes(lossy)[1]
+    with pytest.raises(ValueError, match="prefix_bytes"):
+        bench.bench_prefixes("smollm2-135m", prefix_bytes=(), **knobs)
+
+
 def test_differing_spans_and_their_kinds():
     from ppl_tok.perplexity.report import span_kind
     from ppl_tok.perplexity.score import differing_spans

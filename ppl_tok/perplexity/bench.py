@@ -25,6 +25,11 @@ measured, and a rerun with the same settings skips the rows already there: the
 resumed rows come from the processes that measured them. Documents are measured
 from both ends of the length range inward (:func:`measuring_order`), so a run
 stopped part way already spans the lengths.
+
+:func:`bench_prefixes` measures the beam's error where an exact answer exists:
+on the documents' first bytes, against best-first search's certified bracket
+closed to a tolerance. :func:`bench_lockstep` and :func:`bench_memory_document`
+measure documents in lockstep and the peak memory of one long document.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..datasets import read_hellaswag, read_openbookqa
 from .corpus import Document
@@ -207,6 +212,72 @@ def format_lockstep(r: dict[str, Any]) -> list[str]:
             f"in lockstep:   {b['seconds']:.1f} s, {b['calls']} LM calls, {b['forwards']} token-forwards",
             f"speedup {r['speedup']:.2f}x ({r['calls_ratio']:.1f}x fewer calls); largest floor difference "
             f"{r['max_floor_difference_nats']:.1e} nats"]
+
+
+def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50, min_bytes: int = 300,
+                   max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64, 128), tolerance: float = 1e-3,
+                   budget: int = 5000, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The beam's floor against the exact bracket, on the documents' prefixes where that bracket closes.
+
+    For each length ``L`` in ``prefix_bytes``, the first ``L`` bytes of every benchmark
+    document (:func:`bench_documents`; a cut inside a UTF-8 character drops it) are
+    bracketed by best-first search (:func:`ppl_tok.search.marginal_bounds_many`, at most
+    ``budget`` forwards each) and scored by the beam (:func:`ppl_tok.strings.string_marginals`).
+    Where the bracket closes (``upper - lower <= tolerance``), the beam's floor ``f``
+    falls short of the marginal by at most ``upper - f`` and at least ``lower - f``; the
+    row reports the former (a certified bound on the beam's error) in nats and in bits
+    per byte, and counts any floor above ``upper`` (which would be a bug; float32 rounding
+    allows ``1e-4`` nats).
+    """
+    from ..cards import load_lm
+    from ..search import marginal_bounds_many
+    from ..strings import StringSearchConfig, string_marginals
+    from .score import cap_prefix_cache
+
+    if not prefix_bytes or min(prefix_bytes) < 1:
+        raise ValueError(f"prefix_bytes must be positive lengths, got {list(prefix_bytes)}")
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    rows = []
+    for length in prefix_bytes:
+        prefixes = [t.encode()[:length].decode("utf-8", "ignore") for t in texts]
+        lm.clear_cache()
+        brackets = marginal_bounds_many(prefixes, lm, tolerance=tolerance, budget=budget)
+        lm.clear_cache()
+        beams = string_marginals(lm, prefixes, None, config)
+        closed = [(p, b, r) for p, b, r in zip(prefixes, brackets, beams) if b.closed and b.width <= tolerance]
+        errors = sorted(max(0.0, b.upper - r.lower) for _, b, r in closed)
+        per_byte = sorted(max(0.0, b.upper - r.lower) / (LN2 * len(p.encode())) for p, b, r in closed)
+        rows.append({"prefix_bytes": length, "documents": len(prefixes), "closed": len(closed),
+                     "bracket_forwards_per_prefix": sum(b.forwards for b in brackets) / len(brackets),
+                     "beam_forwards_per_prefix": sum(r.forwards for r in beams) / len(beams),
+                     "median_error_nats": errors[len(errors) // 2] if errors else None,
+                     "max_error_nats": errors[-1] if errors else None,
+                     "max_error_bits_per_byte": per_byte[-1] if per_byte else None,
+                     "within_0.01_bits_per_byte": sum(e <= 0.01 for e in per_byte),
+                     "floor_above_bracket": sum(r.lower > b.upper + 1e-4 for _, b, r in closed)})
+    return {"model": model, "documents": len(texts), "beam": beam, "prune": prune, "tolerance": tolerance,
+            "budget": budget, "rows": rows}
+
+
+def format_prefixes(result: dict[str, Any]) -> list[str]:
+    lines = [f"the beam's floor (beam {result['beam']}, prune {result['prune']}) against the bracket closed to "
+             f"{result['tolerance']} nats ({result['budget']} forwards at most), {result['model']}, the first bytes "
+             f"of {result['documents']} documents",
+             f"{'bytes':>6} {'closed':>7} {'bracket fwd':>11} {'beam fwd':>8} {'median err':>10} {'max err':>9} "
+             f"{'max err bpb':>11} {'<=0.01 bpb':>10} {'floor > upper':>13}"]
+    def fmt(x: float | None, spec: str) -> str:
+        return "-" if x is None else format(x, spec)
+
+    for r in result["rows"]:
+        lines.append(f"{r['prefix_bytes']:>6} {r['closed']:>3}/{r['documents']:<3} {r['bracket_forwards_per_prefix']:>11.0f} "
+                     f"{r['beam_forwards_per_prefix']:>8.0f} {fmt(r['median_error_nats'], '10.2e'):>10} "
+                     f"{fmt(r['max_error_nats'], '9.2e'):>9} {fmt(r['max_error_bits_per_byte'], '11.2e'):>11} "
+                     f"{r['within_0.01_bits_per_byte']:>10} {r['floor_above_bracket']:>13}")
+    return lines
 
 
 def _rss_mb() -> tuple[float, float]:
