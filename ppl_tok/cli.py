@@ -500,7 +500,8 @@ def cmd_bench(args: argparse.Namespace) -> None:
             result = perplexity_bench.bench_prefixes(args.model or DEFAULT_MODEL, data_dir=args.data,
                                                      documents=args.documents, min_bytes=args.lengths[0],
                                                      max_bytes=args.lengths[1], prefix_bytes=args.prefix_bytes,
-                                                     budget=args.prefix_budget, **knobs, **lm_options)
+                                                     budget=args.prefix_budget, tolerance=args.prefix_tolerance,
+                                                     **knobs, **lm_options)
             _emit(args, result, perplexity_bench.format_prefixes(result))
         elif args.memory_bytes is not None:
             result = perplexity_bench.bench_memory_document(args.model or DEFAULT_MODEL, data_dir=args.data,
@@ -669,9 +670,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "in lockstep (one batched forward per step)")
     p.add_argument("--prefix-bytes", type=POSITIVE, nargs="+", metavar="BYTES",
                    help="perplexity: instead, the beam's floor on the documents' first BYTES bytes against best-first "
-                        "search's bracket, where that closes to 1e-3 nats")
+                        "search's bracket, where that closes to --prefix-tolerance")
     p.add_argument("--prefix-budget", type=POSITIVE, default=5000,
                    help="perplexity --prefix-bytes: forwards per prefix for the bracket (default 5000)")
+    p.add_argument("--prefix-tolerance", type=positive, default=1e-3,
+                   help="perplexity --prefix-bytes: the bracket's width, nats, at which it counts as closed (default 1e-3)")
     p.add_argument("--long-bytes", type=integer(0), default=2000,
                    help="strings: bytes of the long running text (0: none; default 2000)")
     p.add_argument("--genlm-python", metavar="PYTHON",

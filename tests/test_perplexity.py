@@ -369,6 +369,7 @@ def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypa
         assert r["closed"] == r["documents"] == 2 and r["floor_above_bracket"] == 0
         assert 0 <= r["median_error_nats"] <= r["max_error_nats"] < 0.01  # beam 8 loses next to nothing here
         assert r["within_0.01_bits_per_byte"] == 2 and r["bracket_forwards_per_prefix"] > 0
+        assert 0 <= r["max_certain_error_nats"] <= r["max_error_nats"]
     # a beam that lost half a nat of mass on every prefix is reported 0.5 nats further off
     import dataclasses
 
@@ -380,6 +381,7 @@ def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypa
     lossy = bench.bench_prefixes("smollm2-135m", prefix_bytes=(12,), **knobs)
     assert lossy["rows"][0]["max_error_nats"] == pytest.approx(wide["rows"][1]["max_error_nats"] + 0.5, abs=1e-4)
     assert lossy["rows"][0]["within_0.01_bits_per_byte"] == 0
+    assert lossy["rows"][0]["max_certain_error_nats"] > 0.49
     assert "closed" in bench.format_prefixes(lossy)[1]
     with pytest.raises(ValueError, match="prefix_bytes"):
         bench.bench_prefixes("smollm2-135m", prefix_bytes=(), **knobs)

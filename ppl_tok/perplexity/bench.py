@@ -215,7 +215,7 @@ def format_lockstep(r: dict[str, Any]) -> list[str]:
 
 
 def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50, min_bytes: int = 300,
-                   max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64, 128), tolerance: float = 1e-3,
+                   max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64), tolerance: float = 1e-3,
                    budget: int = 5000, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
                    device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The beam's floor against the exact bracket, on the documents' prefixes where that bracket closes.
@@ -227,8 +227,8 @@ def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", docum
     Where the bracket closes (``upper - lower <= tolerance``), the beam's floor ``f``
     falls short of the marginal by at most ``upper - f`` and at least ``lower - f``; the
     row reports the former (a certified bound on the beam's error) in nats and in bits
-    per byte, and counts any floor above ``upper`` (which would be a bug; float32 rounding
-    allows ``1e-4`` nats).
+    per byte, the largest of the latter (mass the beam certainly missed), and counts any
+    floor above ``upper`` (which would be a bug; float32 rounding allows ``1e-4`` nats).
     """
     from ..cards import load_lm
     from ..search import marginal_bounds_many
@@ -257,6 +257,7 @@ def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", docum
                      "median_error_nats": errors[len(errors) // 2] if errors else None,
                      "max_error_nats": errors[-1] if errors else None,
                      "max_error_bits_per_byte": per_byte[-1] if per_byte else None,
+                     "max_certain_error_nats": max((max(0.0, b.lower - r.lower) for _, b, r in closed), default=None),
                      "within_0.01_bits_per_byte": sum(e <= 0.01 for e in per_byte),
                      "floor_above_bracket": sum(r.lower > b.upper + 1e-4 for _, b, r in closed)})
     return {"model": model, "documents": len(texts), "beam": beam, "prune": prune, "tolerance": tolerance,
@@ -268,7 +269,7 @@ def format_prefixes(result: dict[str, Any]) -> list[str]:
              f"{result['tolerance']} nats ({result['budget']} forwards at most), {result['model']}, the first bytes "
              f"of {result['documents']} documents",
              f"{'bytes':>6} {'closed':>7} {'bracket fwd':>11} {'beam fwd':>8} {'median err':>10} {'max err':>9} "
-             f"{'max err bpb':>11} {'<=0.01 bpb':>10} {'floor > upper':>13}"]
+             f"{'max err bpb':>11} {'certain':>9} {'<=0.01 bpb':>10} {'floor > upper':>13}"]
     def fmt(x: float | None, spec: str) -> str:
         return "-" if x is None else format(x, spec)
 
@@ -276,6 +277,7 @@ def format_prefixes(result: dict[str, Any]) -> list[str]:
         lines.append(f"{r['prefix_bytes']:>6} {r['closed']:>3}/{r['documents']:<3} {r['bracket_forwards_per_prefix']:>11.0f} "
                      f"{r['beam_forwards_per_prefix']:>8.0f} {fmt(r['median_error_nats'], '10.2e'):>10} "
                      f"{fmt(r['max_error_nats'], '9.2e'):>9} {fmt(r['max_error_bits_per_byte'], '11.2e'):>11} "
+                     f"{fmt(r['max_certain_error_nats'], '9.2e'):>9} "
                      f"{r['within_0.01_bits_per_byte']:>10} {r['floor_above_bracket']:>13}")
     return lines
 
