@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..datasets import read_hellaswag, read_openbookqa
 from .corpus import Document
@@ -248,18 +249,21 @@ def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", docum
         brackets = marginal_bounds_many(prefixes, lm, tolerance=tolerance, budget=budget)
         lm.clear_cache()
         beams = string_marginals(lm, prefixes, None, config)
-        closed = [(p, b, r) for p, b, r in zip(prefixes, brackets, beams) if b.closed and b.width <= tolerance]
-        errors = sorted(max(0.0, b.upper - r.lower) for _, b, r in closed)
-        per_byte = sorted(max(0.0, b.upper - r.lower) / (LN2 * len(p.encode())) for p, b, r in closed)
+        # (bytes, error bound, certain shortfall) of each prefix whose bracket closed
+        closed = [(len(p.encode()), max(0.0, b.upper - r.lower), max(0.0, b.lower - r.lower))
+                  for p, b, r in zip(prefixes, brackets, beams) if b.closed]
+        errors = sorted(e for _, e, _ in closed)
+        per_byte = [e / (LN2 * n) for n, e, _ in closed]
         rows.append({"prefix_bytes": length, "documents": len(prefixes), "closed": len(closed),
                      "bracket_forwards_per_prefix": sum(b.forwards for b in brackets) / len(brackets),
                      "beam_forwards_per_prefix": sum(r.forwards for r in beams) / len(beams),
                      "median_error_nats": errors[len(errors) // 2] if errors else None,
                      "max_error_nats": errors[-1] if errors else None,
-                     "max_error_bits_per_byte": per_byte[-1] if per_byte else None,
-                     "max_certain_error_nats": max((max(0.0, b.lower - r.lower) for _, b, r in closed), default=None),
+                     "max_error_bits_per_byte": max(per_byte, default=None),
+                     "max_certain_error_nats": max((c for _, _, c in closed), default=None),
                      "within_0.01_bits_per_byte": sum(e <= 0.01 for e in per_byte),
-                     "floor_above_bracket": sum(r.lower > b.upper + 1e-4 for _, b, r in closed)})
+                     "floor_above_bracket": sum(r.lower > b.upper + 1e-4
+                                                for b, r in zip(brackets, beams) if b.closed)})
     return {"model": model, "documents": len(texts), "beam": beam, "prune": prune, "tolerance": tolerance,
             "budget": budget, "rows": rows}
 
@@ -270,6 +274,7 @@ def format_prefixes(result: dict[str, Any]) -> list[str]:
              f"of {result['documents']} documents",
              f"{'bytes':>6} {'closed':>7} {'bracket fwd':>11} {'beam fwd':>8} {'median err':>10} {'max err':>9} "
              f"{'max err bpb':>11} {'certain':>9} {'<=0.01 bpb':>10} {'floor > upper':>13}"]
+
     def fmt(x: float | None, spec: str) -> str:
         return "-" if x is None else format(x, spec)
 
