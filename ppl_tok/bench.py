@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .cards import load_vocabulary
-from .datasets import find_data_files, load_questions, texts_of
-from .lm.device import peak_memory_mb, reset_peak_memory, synchronize
-from .mdd import compile_mdd, compile_mdd_naive
+from ppl_tok.cards import load_vocabulary
+from ppl_tok.datasets import find_data_files, load_questions, texts_of
+from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory, synchronize
+from ppl_tok.mdd import compile_mdd, compile_mdd_naive
 
 
 def load_texts(source: str | Path) -> list[str]:
@@ -144,8 +144,8 @@ def _raw_forwards_per_s(lm, batch: int, steps: int = 8, prefix_len: int = 8) -> 
 
 def _uncached(lm):
     """The same HF model behind an LM that recomputes its whole prefix at every step (no KV, no prefix cache)."""
-    from .lm.base import EngineConfig, LanguageModel
-    from .lm.hf import HFLanguageModel
+    from ppl_tok.lm.base import EngineConfig, LanguageModel
+    from ppl_tok.lm.hf import HFLanguageModel
 
     class Uncached(HFLanguageModel):
         @torch.inference_mode()
@@ -169,7 +169,7 @@ def _uncached(lm):
 def marginal_throughput(lm, sentence: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     """Look-ahead IS on ``sentence`` with each number of particles: forwards/s and particle-steps/s against raw
     batched decoding on the same device (at the engine's mean batch, and at N)."""
-    from .importance import marginal
+    from ppl_tok.importance import marginal
 
     rows = []
     for n in tqdm(sizes, desc="(a) throughput", leave=False):
@@ -197,12 +197,12 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
     import pyro
     from pyro.infer import Importance
 
-    from .cards import load_lm
-    from .importance import marginal
-    from .exact import exact_marginal
-    from .model import tokenization_model
-    from .proposals import lookahead_guide
-    from .search import marginal_bounds
+    from ppl_tok.cards import load_lm
+    from ppl_tok.importance import marginal
+    from ppl_tok.exact import exact_marginal
+    from ppl_tok.model import tokenization_model
+    from ppl_tok.proposals import lookahead_guide
+    from ppl_tok.search import marginal_bounds
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     sentence = strings[-1]
@@ -288,12 +288,12 @@ def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, se
     is what the paper's scheme would cost for the same expansions: every
     expansion scores each child by a full forward of its whole prefix.
     """
-    from .cards import load_lm
-    from .search import most_likely
+    from ppl_tok.cards import load_lm
+    from ppl_tok.search import most_likely
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     words = sentence.split(" ")
-    from .cli import count_fields
+    from ppl_tok.cli import count_fields
 
     rows = []
     for k in tqdm(range(1, len(words) + 1), desc="growing the sentence", leave=False):
@@ -350,7 +350,7 @@ def _recording(lm):
     """:func:`~ppl_tok.lm.replay.recording` of a pooled (attention) model; nothing for a recurrent one."""
     import contextlib
 
-    from .lm.replay import recording
+    from ppl_tok.lm.replay import recording
 
     return recording(lm) if lm.pooled else contextlib.nullcontext()
 
@@ -360,7 +360,7 @@ def _against_replay(lm, rec, seconds: float, cpu_seconds: float) -> dict[str, An
     against the bare model replaying them (:mod:`ppl_tok.lm.replay`): the raw baseline at the engine's own
     batch sizes, past lengths and padding. On the CPU the same ratios in CPU time too (``cpu_``: on a machine
     shared with other jobs the wall clock also measures the scheduler)."""
-    from .lm.replay import replay
+    from ppl_tok.lm.replay import replay
 
     if rec is None:
         return {}
@@ -398,8 +398,8 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     (c) look-ahead IS on one sentence with ``big_n`` particles: particle-steps/s
     against the raw forward at batch ``big_n``, and its forwards against their replay.
     """
-    from .cards import load_lm
-    from .importance import marginal, marginals
+    from ppl_tok.cards import load_lm
+    from ppl_tok.importance import marginal, marginals
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     qs = load_questions(data)[:questions]
@@ -508,8 +508,8 @@ def memory_case(case: str, model: str | None = None, device: str | None = None, 
     """
     import resource
 
-    from .cards import load_lm
-    from .importance import marginal
+    from ppl_tok.cards import load_lm
+    from ppl_tok.importance import marginal
 
     def rss_now() -> float:
         with open("/proc/self/statm") as f:
@@ -583,11 +583,11 @@ def bench_estimators(model: str = "smollm2-135m", strings: tuple[str, ...] = MAR
     10,000 tokenizations, else a bracket closed to 1e-6 nats. Every estimator
     starts from an empty cache, so its forwards are its own.
     """
-    from .cards import load_lm
-    from .exact import exact_marginal
-    from .importance import marginal
-    from .search import marginal_bounds
-    from .smc import smc_marginal
+    from ppl_tok.cards import load_lm
+    from ppl_tok.exact import exact_marginal
+    from ppl_tok.importance import marginal
+    from ppl_tok.search import marginal_bounds
+    from ppl_tok.smc import smc_marginal
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     rows = []

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from .lm.base import LanguageModel
-from .lm.device import to_device, to_host
-from .sampling import inverse_cdf
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.device import to_device, to_host
+from ppl_tok.sampling import inverse_cdf
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .vocabulary import ByteFallback, Vocabulary
+from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -439,7 +439,7 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .lm.hf import HFLanguageModel, fp32_head
+    from ppl_tok.lm.hf import HFLanguageModel, fp32_head
 
     dev = resolve_device(device) if device is not None else None
     card, where = _resolve(name_or_path)

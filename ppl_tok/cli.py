@@ -42,10 +42,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .arguments import POSITIVE, SEED, integer, output_file, positive
-from .cards import DEFAULT_MODEL, DTYPES, load_lm, load_vocabulary
-from .limits import limits
-from .mdd import compile_mdd
+from ppl_tok.arguments import POSITIVE, SEED, integer, output_file, positive
+from ppl_tok.cards import DEFAULT_MODEL, DTYPES, load_lm, load_vocabulary
+from ppl_tok.limits import limits
+from ppl_tok.mdd import compile_mdd
 
 STDIN = "-"
 
@@ -263,9 +263,9 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_marginal(args: argparse.Namespace) -> None:
-    from .exact import exact_marginal
-    from .importance import marginal
-    from .search import marginal_bounds
+    from ppl_tok.exact import exact_marginal
+    from ppl_tok.importance import marginal
+    from ppl_tok.search import marginal_bounds
 
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
@@ -328,9 +328,9 @@ STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, n
 
 
 def cmd_distribution(args: argparse.Namespace) -> None:
-    from .exact import exact_marginal
-    from .importance import marginal
-    from .posterior import TokenizationPosterior
+    from ppl_tok.exact import exact_marginal
+    from ppl_tok.importance import marginal
+    from ppl_tok.posterior import TokenizationPosterior
 
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
@@ -352,7 +352,7 @@ def cmd_distribution(args: argparse.Namespace) -> None:
                  "log_se": estimate.log_se, "statement": result.statement,
                  "covered_log_mass": result.covered_log_mass, "warnings": list(result.warnings)}
     if args.png:
-        from .plots import plot_distribution
+        from ppl_tok.plots import plot_distribution
 
         plot_distribution(result, lm.vocab, args.png, top=args.top)
     rows = [{"tokens": _tokens(lm.vocab, v), "posterior": p, "canonical": v == result.canonical}
@@ -369,12 +369,12 @@ def cmd_distribution(args: argparse.Namespace) -> None:
 
 
 def cmd_canonicity(args: argparse.Namespace) -> None:
-    from .canonicity import canonicity
+    from ppl_tok.canonicity import canonicity
 
     lm = _load_lm(args)
     result = canonicity(lm, args.samples, args.max_tokens, seed=args.seed)
     if args.png:
-        from .plots import plot_canonicity
+        from ppl_tok.plots import plot_canonicity
 
         plot_canonicity(result, args.png, label=lm.name)
     _emit(args, {"model": lm.name, "lengths": result.lengths, "canonical": result.canonical,
@@ -384,7 +384,7 @@ def cmd_canonicity(args: argparse.Namespace) -> None:
 
 
 def cmd_most_likely(args: argparse.Namespace) -> None:
-    from .search import most_likely
+    from ppl_tok.search import most_likely
 
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
@@ -403,9 +403,9 @@ def cmd_most_likely(args: argparse.Namespace) -> None:
 
 
 def cmd_sat(args: argparse.Namespace) -> None:
-    from .exact import TimeBudgetExceeded, exact_marginal
-    from .sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
-    from .search import most_likely
+    from ppl_tok.exact import TimeBudgetExceeded, exact_marginal
+    from ppl_tok.sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
+    from ppl_tok.search import most_likely
 
     start = time.perf_counter()
     cnf = CNF.read(args.file)
@@ -448,7 +448,7 @@ def cmd_sat(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from . import bench
+    from ppl_tok import bench
 
     lm_options = {"device": args.device, "dtype": args.dtype, "bos_id": args.bos_id}
     if args.what == "mdd":
@@ -474,7 +474,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_estimators(args.model or DEFAULT_MODEL, num_samples=args.samples, **lm_options)
         _emit(args, result, bench.format_estimators(result))
     elif args.what == "diagnostics":
-        from . import diagnostics_bench as diag
+        from ppl_tok import diagnostics_bench as diag
 
         if args.rescore:  # the stored runs only, with the current warning rule: no LM
             result = {**diag.analyze(diag.load_records(args.records), num_samples=args.samples), "records": args.records}
@@ -488,7 +488,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         result = bench.bench_memory(device=args.device)
         _emit(args, result, bench.format_memory(result))
     elif args.what == "perplexity":
-        from .perplexity import bench as perplexity_bench
+        from ppl_tok.perplexity import bench as perplexity_bench
 
         knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
         if args.lockstep:
@@ -515,7 +515,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
                                                        **knobs, **lm_options)
             _emit(args, result, perplexity_bench.format_perplexity(result))
     elif args.what == "strings":
-        from .strings import bench as strings_bench
+        from ppl_tok.strings import bench as strings_bench
 
         if args.genlm_python:
             result = strings_bench.bench_genlm(args.genlm_python, args.model or DEFAULT_MODEL, data=args.data,
@@ -689,9 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strings: append each prompt's numbers to this JSON Lines file, and resume from it")
     p.add_argument("--prompts-only", action="store_true", help="strings: the prompt-boundary part alone")
     p.set_defaults(func=cmd_bench)
-    from .perplexity.cli import register as register_perplexity
-    from .qa.cli import register as register_qa
-    from .strings.cli import register as register_strings
+    from ppl_tok.perplexity.cli import register as register_perplexity
+    from ppl_tok.qa.cli import register as register_qa
+    from ppl_tok.strings.cli import register as register_strings
 
     register_qa(sub)
     register_perplexity(sub)

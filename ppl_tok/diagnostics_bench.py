@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import diagnostics
-from .datasets import load_questions
-from .mdd import compile_mdd
+from ppl_tok import diagnostics
+from ppl_tok.datasets import load_questions
+from ppl_tok.mdd import compile_mdd
 
 METHODS = ("lookahead", "uniform", "smc", "stratified")
 #: (context, text) pairs always added: the strings of issue 27 and of the tests, where the canonical
@@ -77,10 +77,10 @@ def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbook
     """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`."""
     from tqdm import tqdm
 
-    from .cards import load_lm
-    from .importance import marginal, marginals
-    from .search import marginal_bounds
-    from .smc import smc_marginals
+    from ppl_tok.cards import load_lm
+    from ppl_tok.importance import marginal, marginals
+    from ppl_tok.search import marginal_bounds
+    from ppl_tok.smc import smc_marginals
 
     unknown = set(methods) - set(METHODS)
     if unknown:

@@ -29,7 +29,7 @@ import torch
 from pyro.distributions import TorchDistribution
 from torch.distributions import constraints
 
-from .sampling import inverse_cdf
+from ppl_tok.sampling import inverse_cdf
 
 
 class _Particles(TorchDistribution):

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .diagnostics import CERTIFIED
-from .lm.base import LanguageModel
-from .mdd import MDD, compile_mdd
-from .search import PrefixSearch
+from ppl_tok.diagnostics import CERTIFIED
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.mdd import MDD, compile_mdd
+from ppl_tok.search import PrefixSearch
 
 
 class TimeBudgetExceeded(TimeoutError):

@@ -85,10 +85,10 @@ def run_tests(device: str, root: Path) -> dict[str, Any]:
 
 def count_syncs(lm: Any, data: Path, questions: int, num_samples: int) -> dict[str, Any]:
     """Look-ahead IS on the first OpenBookQA questions, transfers and synchronisations counted per step."""
-    from .bench import _qa_pairs
-    from .datasets import load_questions
-    from .importance import marginals
-    from .lm.syncs import TransferCounter
+    from ppl_tok.bench import _qa_pairs
+    from ppl_tok.datasets import load_questions
+    from ppl_tok.importance import marginals
+    from ppl_tok.lm.syncs import TransferCounter
 
     qs = load_questions(data / "openbookqa" / "dev.jsonl")[:questions]
     texts, contexts = _qa_pairs(qs)
@@ -105,8 +105,8 @@ def count_syncs(lm: Any, data: Path, questions: int, num_samples: int) -> dict[s
 
 def bracket(lm: Any) -> dict[str, Any]:
     """The certified bracket of a sentence to 1e-3 nats: seconds, forwards, whether it closed."""
-    from .bench import _timed
-    from .search import marginal_bounds
+    from ppl_tok.bench import _timed
+    from ppl_tok.search import marginal_bounds
 
     lm.clear_cache()
     lm.stats.reset()
@@ -117,9 +117,9 @@ def bracket(lm: Any) -> dict[str, Any]:
 
 def qa(lm: Any, data: Path, questions: int, num_samples: int, model: str, dtype: str | None) -> dict[str, Any]:
     """The QA study on the first OpenBookQA questions of each split: questions/min and the recorded device."""
-    from .bench import _timed
-    from .qa.data import load_study
-    from .qa.run import run_study, study_settings
+    from ppl_tok.bench import _timed
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.run import run_study, study_settings
 
     study = load_study("openbookqa", data, limit=questions)
     settings = study_settings(study, model=model, samples=num_samples, seed=0, limit=questions, dtype=dtype,
@@ -186,8 +186,8 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
     import torch
     import transformers
 
-    from . import bench
-    from .cards import load_lm, resolve_device
+    from ppl_tok import bench
+    from ppl_tok.cards import load_lm, resolve_device
 
     dev = resolve_device(device)
     sizes = SIZES["quick" if quick else "full"]

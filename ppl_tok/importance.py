@@ -38,13 +38,13 @@ import pyro
 import torch
 from pyro import poutine
 
-from . import diagnostics, limits
-from .lm.base import LanguageModel
-from .logspace import logsumexp
-from .mdd import MDD, compile_mdd
-from .model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
-from .proposals import StratifiedGuide, lookahead_guide, uniform_guide
-from .search import Bounds, marginal_bounds
+from ppl_tok import diagnostics, limits
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.logspace import logsumexp
+from ppl_tok.mdd import MDD, compile_mdd
+from ppl_tok.model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
+from ppl_tok.proposals import StratifiedGuide, lookahead_guide, uniform_guide
+from ppl_tok.search import Bounds, marginal_bounds
 
 PROPOSALS = ("lookahead", "uniform", "prior", "stratified")
 

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import networkx as nx
 
-from .vocabulary import ByteFallback, Vocabulary
+from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
 
 T = TypeVar("T")

@@ -61,9 +61,9 @@ import pyro
 import torch
 from pyro.poutine.util import site_is_subsample
 
-from .distributions import NextToken
-from .lm.base import LanguageModel, LMState
-from .mdd import MDD
+from ppl_tok.distributions import NextToken
+from ppl_tok.lm.base import LanguageModel, LMState
+from ppl_tok.mdd import MDD
 
 PLATE = "particles"
 #: the deterministic site holding each particle's whole tokenization (padded with :data:`PAD`)

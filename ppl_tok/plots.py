@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .canonicity import Canonicity
-from .exact import ExactMarginal
-from .posterior import TokenizationPosterior
-from .vocabulary import Vocabulary
+from ppl_tok.canonicity import Canonicity
+from ppl_tok.exact import ExactMarginal
+from ppl_tok.posterior import TokenizationPosterior
+from ppl_tok.vocabulary import Vocabulary
 
 
 def _pyplot():

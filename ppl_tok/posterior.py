@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from .diagnostics import CERTIFIED
-from .exact import ExactMarginal, exact_marginal
-from .importance import MarginalResult, marginal
-from .lm.base import LanguageModel
-from .logspace import logsumexp
+from ppl_tok.diagnostics import CERTIFIED
+from ppl_tok.exact import ExactMarginal, exact_marginal
+from ppl_tok.importance import MarginalResult, marginal
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.logspace import logsumexp
 
 SOURCES = ("exact", "lookahead", "uniform", "prior", "stratified")
 #: the overstatement of a posterior probability that warns (absolute; tinier ones are facts, not news)

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 import pyro
 import torch
 
-from .distributions import OverCandidates
-from .lm.base import LanguageModel
-from .mdd import MDD
-from .model import PLATE, ParticleWalk, outer_batch_shape, site
+from ppl_tok.distributions import OverCandidates
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.mdd import MDD
+from ppl_tok.model import PLATE, ParticleWalk, outer_batch_shape, site
 
 #: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
 #: node whose out-edges are ``out`` (token -> next node), one logit per token of

@@ -44,8 +44,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lm.toy import FunctionLM
-from .vocabulary import Vocabulary
+from ppl_tok.lm.toy import FunctionLM
+from ppl_tok.vocabulary import Vocabulary
 
 #: The reduction's vocabulary: id 0 is BOS (no surface).
 PIECES = (None, "a", "bc", "ab", "c", "d")

@@ -32,11 +32,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .diagnostics import CERTIFIED
-from .lm.base import LanguageModel, LMState
-from .lm.toy import BigramLM
-from .logspace import logsumexp
-from .mdd import MDD, compile_mdd
+from ppl_tok.diagnostics import CERTIFIED
+from ppl_tok.lm.base import LanguageModel, LMState
+from ppl_tok.lm.toy import BigramLM
+from ppl_tok.logspace import logsumexp
+from ppl_tok.mdd import MDD, compile_mdd
 
 
 @dataclass(order=True)

@@ -47,11 +47,11 @@ from collections.abc import Sequence
 
 import torch
 
-from . import diagnostics
-from .importance import MarginalResult, _result
-from .lm.base import LanguageModel
-from .mdd import MDD, compile_mdd
-from .model import ParticleWalk, particle_seeds
+from ppl_tok import diagnostics
+from ppl_tok.importance import MarginalResult, _result
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.mdd import MDD, compile_mdd
+from ppl_tok.model import ParticleWalk, particle_seeds
 
 #: a particle's stand-in node once it has stopped (reached the sink or got weight zero)
 _DONE = math.inf

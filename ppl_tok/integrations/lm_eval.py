@@ -77,12 +77,12 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ..arguments import POSITIVE, SEED, output_folder
-from ..cards import DEFAULT_MODEL, DTYPES
-from ..limits import MAX_SEED, limits
-from ..logspace import logsumexp
-from ..qa.data import SHUFFLE_SEED
-from ..qa.run import pair_seed
+from ppl_tok.arguments import POSITIVE, SEED, output_folder
+from ppl_tok.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.limits import MAX_SEED, limits
+from ppl_tok.logspace import logsumexp
+from ppl_tok.qa.data import SHUFFLE_SEED
+from ppl_tok.qa.run import pair_seed
 
 MODEL_NAME = "ppl-tok"
 SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
@@ -206,12 +206,12 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        from ..perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
+        from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
 
         self.beam = _int_arg("beam", DEFAULT_BEAM if beam is None else beam, 1)
         self.prune = _float_arg("prune", DEFAULT_PRUNE if prune is None else prune, 0.0, math.inf, open_low=True)
         if lm is None:
-            from ..cards import load_lm
+            from ppl_tok.cards import load_lm
 
             try:
                 lm = load_lm(str(model), device=None if device is None else str(device), dtype=dtype, bos_id=bos_id)
@@ -269,7 +269,7 @@ class PPLTokLM(LM):
         """
         from tqdm.auto import tqdm
 
-        from ..perplexity import ScoringConfig, corpus_from_texts, score_documents
+        from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
 
         if self.scoring not in ROLLING_SCORINGS:
             raise NotImplementedError(
@@ -320,7 +320,7 @@ class PPLTokLM(LM):
                              f"canonical tokenization ({err})") from err
 
     def _score(self, pairs: list[Pair]) -> list[float]:
-        from ..importance import marginals
+        from ppl_tok.importance import marginals
 
         contexts = [p.context for p in pairs]
         if self.scoring == "canonical":
@@ -340,14 +340,14 @@ class PPLTokLM(LM):
 
     def _exact(self, pairs: list[Pair]) -> list[float]:
         """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
-        from ..search import marginal_bounds_many
+        from ppl_tok.search import marginal_bounds_many
 
         brackets = marginal_bounds_many([p.continuation for p in pairs], self.lm, contexts=[p.context for p in pairs],
                                         tolerance=self.tolerance, budget=self.budget)
         return [b.upper if b.lower == -math.inf else (b.lower + b.upper) / 2 for b in brackets]
 
     def _mixture(self, pairs: list[Pair], results: list[Any]) -> list[float]:
-        from ..qa.classify import SplitScores, mixture_scores
+        from ppl_tok.qa.classify import SplitScores, mixture_scores
 
         out = [0.0] * len(pairs)
         groups: dict[tuple[Any, ...], list[int]] = {}
@@ -397,7 +397,7 @@ def write_tasks(dataset: str, out: str | Path, *, data_dir: str | Path | None = 
     ``ppltok_<name>_tune`` (``<name>``: the dataset, or the file stem). Use
     ``--include_path out``. Returns the task names.
     """
-    from ..qa.data import DATASETS, load_study
+    from ppl_tok.qa.data import DATASETS, load_study
 
     study = load_study(dataset, data_dir, tune=tune, limit=limit, seed=shuffle_seed)
     name = dataset if dataset in DATASETS else Path(dataset).stem
@@ -442,7 +442,7 @@ def write_hf_tokenizer(model: str, out: str | Path) -> Path:
     """
     from transformers import AutoTokenizer
 
-    from ..cards import _load_tokenizer, _manifest
+    from ppl_tok.cards import _load_tokenizer, _manifest
 
     tokenizer, card = _load_tokenizer(model)
     recorded = _manifest(Path(model)) if card is None and Path(model).is_dir() else {}

@@ -39,9 +39,9 @@ from typing import Any
 
 import torch
 
-from ..sampling import inverse_cdf
-from ..vocabulary import Vocabulary
-from .device import to_device, to_device_all, to_host
+from ppl_tok.sampling import inverse_cdf
+from ppl_tok.vocabulary import Vocabulary
+from ppl_tok.lm.device import to_device, to_device_all, to_host
 
 
 def release_free_memory() -> None:
@@ -120,7 +120,7 @@ class EngineConfig:
         takes up to 1,024 rows (512 below 16 GiB free). On an 80 GB H100 with
         SmolLM2 that is 20 GB, 20 GB, 2.5 GB, 1.2 GB and 1,024.
         """
-        from .device import total_memory
+        from ppl_tok.lm.device import total_memory
 
         memory = total_memory(device)
         if memory is None:

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
-from ..vocabulary import Vocabulary
-from .base import EngineConfig, LanguageModel, LMState, release_free_memory
-from .device import to_device, to_device_all, to_host
-from .kvpool import GatherPlan, KVNode, KVPool, padded_index
+from ppl_tok.vocabulary import Vocabulary
+from ppl_tok.lm.base import EngineConfig, LanguageModel, LMState, release_free_memory
+from ppl_tok.lm.device import to_device, to_device_all, to_host
+from ppl_tok.lm.kvpool import GatherPlan, KVNode, KVPool, padded_index
 
 
 def _is_rows(value: Any, batch: int) -> bool:

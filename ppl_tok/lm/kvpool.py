@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import to_device_all
+from ppl_tok.lm.device import to_device_all
 
 
 #: the most slots in one block, whatever ``block_bytes`` (a tiny model's slot is a few hundred bytes: its blocks

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from .device import synchronize, to_device_all
+from ppl_tok.lm.device import synchronize, to_device_all
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from .device import READING
+from ppl_tok.lm.device import READING
 
 #: reads of a device value on the host
 _READS = {"__bool__", "__int__", "__float__", "__index__", "__complex__", "item", "tolist", "cpu", "numpy",

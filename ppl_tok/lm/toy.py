@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ..vocabulary import Vocabulary
-from .base import LanguageModel
+from ppl_tok.vocabulary import Vocabulary
+from ppl_tok.lm.base import LanguageModel
 
 #: What a toy LM may return for a prefix: log-probs or probabilities as a tensor
 #: of size |V|, or a mapping token -> probability (missing tokens get zero).

@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..datasets import read_hellaswag, read_openbookqa
-from .corpus import Document
-from .score import DEFAULT_BEAM, DEFAULT_PRUNE
-from .store import PerplexityStore
+from ppl_tok.datasets import read_hellaswag, read_openbookqa
+from ppl_tok.perplexity.corpus import Document
+from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
+from ppl_tok.perplexity.store import PerplexityStore
 
 LN2 = math.log(2)
 
@@ -100,10 +100,10 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
     """
     from tqdm.auto import tqdm
 
-    from .. import __version__
-    from ..cards import load_lm
-    from ..strings import StringSearchConfig, string_marginal
-    from .score import canonical_scores
+    from ppl_tok import __version__
+    from ppl_tok.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.perplexity.score import canonical_scores
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
     store = None
@@ -180,9 +180,9 @@ def bench_lockstep(model: str, *, data_dir: str | Path = "../shared/data", docum
     the beams are the same), and the largest difference of a document's floor (float32
     rounding of batched forwards).
     """
-    from ..cards import load_lm
-    from ..strings import StringSearchConfig, string_marginal, string_marginals
-    from .score import cap_prefix_cache
+    from ppl_tok.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal, string_marginals
+    from ppl_tok.perplexity.score import cap_prefix_cache
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
@@ -231,10 +231,10 @@ def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", docum
     per byte, the largest of the latter (mass the beam certainly missed), and counts any
     floor above ``upper`` (which would be a bug; float32 rounding allows ``1e-4`` nats).
     """
-    from ..cards import load_lm
-    from ..search import marginal_bounds_many
-    from ..strings import StringSearchConfig, string_marginals
-    from .score import cap_prefix_cache
+    from ppl_tok.cards import load_lm
+    from ppl_tok.search import marginal_bounds_many
+    from ppl_tok.strings import StringSearchConfig, string_marginals
+    from ppl_tok.perplexity.score import cap_prefix_cache
 
     if not prefix_bytes or min(prefix_bytes) < 1:
         raise ValueError(f"prefix_bytes must be positive lengths, got {list(prefix_bytes)}")
@@ -313,9 +313,9 @@ def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data"
     import json
     import sys
 
-    from ..cards import load_lm
-    from ..strings import StringSearchConfig, string_marginal
-    from .score import cap_prefix_cache
+    from ppl_tok.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.perplexity.score import cap_prefix_cache
 
     (text,) = bench_documents(data_dir, 1, n_bytes, n_bytes)
     before = _rss_mb()[0]

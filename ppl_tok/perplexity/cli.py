@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..arguments import POSITIVE, SEED, integer, positive
-from ..cards import DEFAULT_MODEL, DTYPES
-from .corpus import SPLITS
-from .score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
+from ppl_tok.arguments import POSITIVE, SEED, integer, positive
+from ppl_tok.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.perplexity.corpus import SPLITS
+from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
 
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
@@ -40,22 +40,22 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def cmd_perplexity(args: argparse.Namespace) -> None:
-    from ..cards import load_lm
-    from .corpus import read_corpus
-    from .report import corpus_summary, document_row
-    from .run import run_perplexity
-    from .score import ScoringConfig
+    from ppl_tok.cards import load_lm
+    from ppl_tok.perplexity.corpus import read_corpus
+    from ppl_tok.perplexity.report import corpus_summary, document_row
+    from ppl_tok.perplexity.run import run_perplexity
+    from ppl_tok.perplexity.score import ScoringConfig
 
     corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
     if args.limit is not None:
-        from .corpus import Corpus
+        from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
     config = ScoringConfig(scoring=args.scoring, window=args.window, beam=args.beam, prune=args.prune,
                            budget=args.budget, num_samples=args.samples, seed=args.seed)
     lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
     if args.scoring == "marginal":
-        from .score import cap_prefix_cache
+        from ppl_tok.perplexity.score import cap_prefix_cache
 
         cap_prefix_cache(lm)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
@@ -64,7 +64,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     summary = corpus_summary(scores, args.scoring)
     rows = [document_row(s) for s in scores]
     if args.json:
-        from ..cli import to_json
+        from ppl_tok.cli import to_json
 
         print(to_json({"model": args.model, "source": corpus.source, "out": args.out, **summary,
                        "per_document": rows}))

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import LN2, figures
-from ..strings.marginal import token_cuts
-from .score import SPAN_GAIN_VERSION, DocumentScore
+from ppl_tok.perplexity.metrics import LN2, figures
+from ppl_tok.strings.marginal import token_cuts
+from ppl_tok.perplexity.score import SPAN_GAIN_VERSION, DocumentScore
 
 
 def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 10_000,
@@ -95,7 +95,7 @@ def document_row(s: DocumentScore) -> dict[str, Any]:
 
 def read_scores(folder: str | Path) -> tuple[dict[str, Any], list[DocumentScore]]:
     """The settings and document scores of a run folder, read without its lock (a run may be appending)."""
-    from .store import PerplexityStore
+    from ppl_tok.perplexity.store import PerplexityStore
 
     folder = Path(folder)
     settings = PerplexityStore.read_settings(folder)
@@ -278,7 +278,7 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
 
 def folder_texts(settings: dict[str, Any]) -> dict[int, str]:
     """The documents of a run folder's corpus, by index (read from the source its ``run.json`` names)."""
-    from .corpus import read_corpus
+    from ppl_tok.perplexity.corpus import read_corpus
 
     source = Path(settings.get("source", ""))
     if not source.is_file():
@@ -386,8 +386,8 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     elif a.compare:
         out = compare_runs([a.dir, *a.compare])
     else:
-        from ..cards import load_vocabulary
-        from .store import PerplexityStore
+        from ppl_tok.cards import load_vocabulary
+        from ppl_tok.perplexity.store import PerplexityStore
 
         vocab = load_vocabulary(PerplexityStore.read_settings(a.dir)["model"])
         out = study_report(a.dir, resamples=a.resamples, png=a.png, spans_png=a.spans_png, vocab=vocab)

@@ -15,17 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..lm.base import LanguageModel
-from .corpus import Corpus, check_coverage
-from .score import DocumentScore, ScoringConfig, score_documents
-from .store import RECORDS_VERSION, PerplexityStore
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.perplexity.corpus import Corpus, check_coverage
+from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, score_documents
+from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore
 
 
 def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
                  split: str = "none") -> dict[str, Any]:
     """The ``run.json`` of a run: everything its records depend on."""
-    from .. import __version__
-    from .score import window_length
+    from ppl_tok import __version__
+    from ppl_tok.perplexity.score import window_length
 
     return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),
             "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),

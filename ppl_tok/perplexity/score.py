@@ -32,12 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lm.base import LanguageModel
-from ..logspace import logsumexp
-from ..strings.marginal import differing_spans
-from .corpus import Document
-from .metrics import count_bytes, count_words
-from .windows import rolling_windows, text_windows
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.logspace import logsumexp
+from ppl_tok.strings.marginal import differing_spans
+from ppl_tok.perplexity.corpus import Document
+from ppl_tok.perplexity.metrics import count_bytes, count_words
+from ppl_tok.perplexity.windows import rolling_windows, text_windows
 
 SCORINGS = ("canonical", "marginal", "canonical+rest")
 
@@ -83,7 +83,7 @@ class ScoringConfig:
         self.search_config()  # validates beam, prune, budget
 
     def search_config(self) -> Any:
-        from ..strings import StringSearchConfig
+        from ppl_tok.strings import StringSearchConfig
 
         return StringSearchConfig(beam=self.beam, prune=self.prune, budget=self.budget)
 
@@ -122,7 +122,7 @@ class DocumentScore:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_record(self) -> dict[str, Any]:
-        from ..jsonl_store import encode_log
+        from ppl_tok.jsonl_store import encode_log
 
         rec: dict[str, Any] = {"index": self.index, "n_bytes": self.n_bytes, "n_words": self.n_words,
                                "n_tokens": self.n_tokens, "windows": self.windows,
@@ -137,7 +137,7 @@ class DocumentScore:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> DocumentScore:
-        from ..jsonl_store import decode_log
+        from ppl_tok.jsonl_store import decode_log
 
         known = {"index", "n_bytes", "n_words", "n_tokens", "windows", "log_likelihood", "canonical", "lower",
                  "upper", "forwards", "canonical_forwards"}
@@ -171,7 +171,7 @@ def _require_bos(lm: LanguageModel) -> None:
 
 def window_length(lm: LanguageModel, config: ScoringConfig) -> int | None:
     """The window: ``config.window``, else the model's context length (``None``: unbounded)."""
-    from .windows import model_window
+    from ppl_tok.perplexity.windows import model_window
 
     return config.window if config.window is not None else model_window(lm)
 
@@ -254,7 +254,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     ``rest``, and ``single_span`` is the part of the gain in tokenizations that
     depart on one span only (attributed without splitting).
     """
-    from ..strings import string_marginals
+    from ppl_tok.strings import string_marginals
 
     _require_bos(lm)
     start = time.perf_counter()
@@ -333,8 +333,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     ``is_certified_lower`` the sum over windows of what those particles certify
     (the distinct tokenizations they drew, and the canonical one).
     """
-    from ..importance import marginals
-    from ..qa.run import pair_seed
+    from ppl_tok.importance import marginals
+    from ppl_tok.qa.run import pair_seed
 
     _require_bos(lm)
     start = time.perf_counter()

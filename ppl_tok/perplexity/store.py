@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jsonl_store import JsonlStore
+from ppl_tok.jsonl_store import JsonlStore
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1

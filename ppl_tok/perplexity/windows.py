@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lm.base import model_window  # noqa: F401 (re-exported: ppl_tok.perplexity.score reads it here)
+from ppl_tok.lm.base import model_window  # noqa: F401 (re-exported: ppl_tok.perplexity.score reads it here)
 
 
 @dataclass(frozen=True)

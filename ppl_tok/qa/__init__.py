@@ -9,13 +9,13 @@
   string level (Bayesian mixture, product of experts).
 """
 
-from .classify import SplitScores, split_scores
-from .contexts import compute_context_log_probs
-from .data import DATASETS, Study, load_study
-from .ensemble import evaluate_ensemble
-from .report import evaluate, write_report
-from .run import pair_seed, run_study, study_settings
-from .store import ScoreStore, SettingsMismatchError
+from ppl_tok.qa.classify import SplitScores, split_scores
+from ppl_tok.qa.contexts import compute_context_log_probs
+from ppl_tok.qa.data import DATASETS, Study, load_study
+from ppl_tok.qa.ensemble import evaluate_ensemble
+from ppl_tok.qa.report import evaluate, write_report
+from ppl_tok.qa.run import pair_seed, run_study, study_settings
+from ppl_tok.qa.store import ScoreStore, SettingsMismatchError
 
 __all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "compute_context_log_probs",
            "evaluate", "evaluate_ensemble", "load_study",

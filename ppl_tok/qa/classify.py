@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import decode_log, decode_logs
+from ppl_tok.qa.store import decode_log, decode_logs
 
 NEG_INF = -math.inf
 DEFAULT_ALPHAS = np.round(np.linspace(0.0, 1.0, 101), 4)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..arguments import POSITIVE, SEED, output_folder, positive
-from ..cards import DEFAULT_MODEL, DTYPES
-from .data import DATASETS, SHUFFLE_SEED
-from .run import OPTIONAL_SCORES
+from ppl_tok.arguments import POSITIVE, SEED, output_folder, positive
+from ppl_tok.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
+from ppl_tok.qa.run import OPTIONAL_SCORES
 
 
 def _scores(text: str) -> list[str]:
@@ -29,9 +29,9 @@ def _default_device(ray: bool) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from ..cards import load_lm
-    from .data import load_study
-    from .run import check_study, removed_if_nothing_stored, run_study, study_settings
+    from ppl_tok.cards import load_lm
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.run import check_study, removed_if_nothing_stored, run_study, study_settings
 
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     settings = study_settings(study, model=args.model, samples=args.samples, seed=args.seed, scores=args.scores,
@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         raise ValueError("--workers needs --ray")
     with removed_if_nothing_stored(args.out):
         if args.ray is not None:
-            from .distributed import LMLoader, run_study_ray
+            from ppl_tok.qa.distributed import LMLoader, run_study_ray
 
             store = run_study_ray(study, LMLoader(args.model, args.device, args.dtype), args.out, settings,
                                   workers=args.workers, address=args.ray or None,
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     import os
 
-    from .report import REPORT_JSON, REPORT_MD, write_report
+    from ppl_tok.qa.report import REPORT_JSON, REPORT_MD, write_report
 
     if args.dir.is_dir() and not os.access(args.dir, os.W_OK):  # before the bootstrap, not after it
         raise ValueError(f"{args.dir} is not writable: report.md, report.json and the plots are written there")
@@ -76,7 +76,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    from .summary import summary_markdown, summary_rows
+    from ppl_tok.qa.summary import summary_markdown, summary_rows
 
     rows = summary_rows(args.dirs)
     print(json.dumps(rows, allow_nan=False) if args.json else summary_markdown(rows), end="\n" if args.json else "")
@@ -84,9 +84,9 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
 def _run_study(args: argparse.Namespace, folder):
     """The questions a run folder scored (its dataset, limit and shuffle seed; data from --data-dir or --dataset)."""
-    from .data import DATASETS, load_study
-    from .run import check_settings
-    from .store import SETTINGS_FILE, read_settings
+    from ppl_tok.qa.data import DATASETS, load_study
+    from ppl_tok.qa.run import check_settings
+    from ppl_tok.qa.store import SETTINGS_FILE, read_settings
 
     st = check_settings(read_settings(folder), str(folder / SETTINGS_FILE))
     dataset = st["dataset"] if st["dataset"] in DATASETS else args.dataset
@@ -100,9 +100,9 @@ def _run_study(args: argparse.Namespace, folder):
 def cmd_contexts(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
-    from ..cards import load_lm
-    from .contexts import compute_context_log_probs, context_folder
-    from .store import read_settings
+    from ppl_tok.cards import load_lm
+    from ppl_tok.qa.contexts import compute_context_log_probs, context_folder
+    from ppl_tok.qa.store import read_settings
 
     study = _run_study(args, args.dir)
     st = read_settings(args.dir)
@@ -116,7 +116,7 @@ def cmd_contexts(args: argparse.Namespace) -> None:
 
 
 def cmd_ensemble(args: argparse.Namespace) -> None:
-    from .ensemble import ensemble_markdown, evaluate_ensemble
+    from ppl_tok.qa.ensemble import ensemble_markdown, evaluate_ensemble
 
     report = evaluate_ensemble(args.runs, weights=args.weights, sources=args.sources, context=args.context,
                                split=args.split, resamples=args.resamples, seed=args.seed)

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from ..jsonl_store import JsonlStore, StoreError, decode_log, encode_log
-from ..lm.base import LanguageModel
-from .data import Study
-from .run import check_settings
-from .store import SETTINGS_FILE, read_settings
+from ppl_tok import __version__
+from ppl_tok.jsonl_store import JsonlStore, StoreError, decode_log, encode_log
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.qa.data import Study
+from ppl_tok.qa.run import check_settings
+from ppl_tok.qa.store import SETTINGS_FILE, read_settings
 
 METHODS = ("canonical", "prefix")
 
@@ -81,7 +81,7 @@ def _log_prob(lm: LanguageModel, method: str, text: str, beam: int, prune: float
     if method == "canonical":
         before = lm.stats.forwards
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
-    from ..strings import StringSearchConfig, StringState
+    from ppl_tok.strings import StringSearchConfig, StringState
 
     state = StringState(lm, "", StringSearchConfig(beam=beam, prune=prune)).extend(text)
     p = state.prefix_log_prob()

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..datasets import DatasetError, Question, read_hellaswag, read_multiple_choice, read_openbookqa, read_socialiqa
+from ppl_tok.datasets import DatasetError, Question, read_hellaswag, read_multiple_choice, read_openbookqa, read_socialiqa
 
 DATASETS = ("hellaswag", "socialiqa", "openbookqa")
 SPLITS = ("tune", "test")

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..lm.base import LanguageModel
-from .data import Study
-from .run import Pending, batch_timing, pending_batches, progress_bar, score_batch
-from .store import ScoreStore
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.qa.data import Study
+from ppl_tok.qa.run import Pending, batch_timing, pending_batches, progress_bar, score_batch
+from ppl_tok.qa.store import ScoreStore
 
 
 class DistributedError(RuntimeError):
@@ -64,7 +64,7 @@ class LMLoader:
     dtype: str | None = None
 
     def __call__(self) -> LanguageModel:
-        from ..cards import load_lm
+        from ppl_tok.cards import load_lm
 
         device = self.device
         if device is None:

@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from . import classify as C
-from .contexts import read_context_log_probs
-from .report import format_difference
-from .run import check_settings
-from .store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings
+from ppl_tok.qa import classify as C
+from ppl_tok.qa.contexts import read_context_log_probs
+from ppl_tok.qa.report import format_difference
+from ppl_tok.qa.run import check_settings
+from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings
 
 SOURCES = ("canonical", "exact")
 NEG_INF = -math.inf

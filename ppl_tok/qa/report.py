@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import classify as C
-from .paper import TUNED_MARGINAL, TUNED_MIXTURE
-from .run import OPTIONAL_SCORES, check_settings
-from .store import (
+from ppl_tok.qa import classify as C
+from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
+from ppl_tok.qa.run import OPTIONAL_SCORES, check_settings
+from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
     StoreError,

@@ -35,14 +35,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..datasets import Question
-from ..importance import marginal, marginals
-from ..limits import LimitError, check_workload, limits
-from ..lm.base import LanguageModel
-from ..search import marginal_bounds_many, most_likely
-from .data import Study
-from .store import (
+from ppl_tok import __version__
+from ppl_tok.datasets import Question
+from ppl_tok.importance import marginal, marginals
+from ppl_tok.limits import LimitError, check_workload, limits
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.search import marginal_bounds_many, most_likely
+from ppl_tok.qa.data import Study
+from ppl_tok.qa.store import (
     FIRST_SCORES_VERSION,
     LOCK_FILE,
     RECORD_KINDS,

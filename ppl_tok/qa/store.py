@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..jsonl_store import (
+from ppl_tok.jsonl_store import (
     LOCK_FILE,
     JsonlStore,
     SettingsMismatchError,

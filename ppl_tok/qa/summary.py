@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .report import REPORT_JSON, format_difference
-from .store import SCORES_FILE, read_records, records_digest
+from ppl_tok.qa.report import REPORT_JSON, format_difference
+from ppl_tok.qa.store import SCORES_FILE, read_records, records_digest
 
 #: The paper's models (Tables 1-4), looked for by family name in a run's model name.
 PAPER_MODELS = ("Llama2", "Gemma", "Mamba")

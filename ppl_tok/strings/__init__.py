@@ -10,11 +10,11 @@ See ``docs/strings.md``.
 * :func:`string_conditional`: ``log p(y | x)`` for a prompt string ``x``, with a certified interval.
 """
 
-from .beam import ByteBeam, ContextLengthError, StringSearchConfig
-from .chars import NextChars, next_char_log_probs
-from .conditional import StringConditional, string_conditional
-from .marginal import StringMarginal, string_marginal, string_marginals
-from .state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
+from ppl_tok.strings.beam import ByteBeam, ContextLengthError, StringSearchConfig
+from ppl_tok.strings.chars import NextChars, next_char_log_probs
+from ppl_tok.strings.conditional import StringConditional, string_conditional
+from ppl_tok.strings.marginal import StringMarginal, string_marginal, string_marginals
+from ppl_tok.strings.state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
 
 __all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "NextChars", "PrefixProbability",
            "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",

@@ -42,7 +42,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..lm.base import LanguageModel, LMState, model_window
+from ppl_tok.lm.base import LanguageModel, LMState, model_window
 
 
 class ContextLengthError(ValueError):

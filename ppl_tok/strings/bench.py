@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .beam import StringSearchConfig
-from .marginal import string_marginal
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.marginal import string_marginal
 
 #: The sentence on which the best-first bracket does not scale (issue 25), at two lengths.
 HELLASWAG = (" The male athlete is standing by the two poles, raised his arms up, then jumped on the poles with his "
@@ -42,7 +42,7 @@ def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str
 
     ``task``: ``hellaswag`` (validation contexts) or ``openbookqa`` (test question stems).
     """
-    from ..datasets import load_questions
+    from ppl_tok.datasets import load_questions
 
     path = Path(data)
     files = sorted(path.glob(RUNNING_TEXT_FILES[task])) if path.is_dir() else [path]
@@ -64,7 +64,7 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     """
     import random
 
-    from ..datasets import load_questions
+    from ppl_tok.datasets import load_questions
 
     path = Path(data)
     path = path / "openbookqa" / "test.jsonl" if path.is_dir() else path
@@ -100,8 +100,8 @@ def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig
     import json
     import os
 
-    from ..jsonl_store import decode_log, encode_log, read_json_lines
-    from .conditional import string_conditional
+    from ppl_tok.jsonl_store import decode_log, encode_log, read_json_lines
+    from ppl_tok.strings.conditional import string_conditional
 
     done = read_json_lines(records) if records is not None else []
     for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
@@ -150,10 +150,10 @@ def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path =
     :param prompt_records: that part's per-prompt JSON Lines, appended and resumed (:func:`prompt_boundary`).
     :param prompts_only: run the prompt-boundary part alone.
     """
-    from ..cards import load_lm
-    from ..exact import exact_marginal
-    from ..search import marginal_bounds
-    from .generate import generate
+    from ppl_tok.cards import load_lm
+    from ppl_tok.exact import exact_marginal
+    from ppl_tok.search import marginal_bounds
+    from ppl_tok.strings.generate import generate
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     narrow = StringSearchConfig(beam=beam)
@@ -234,8 +234,8 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
     there complete (same text) is reused, so an interrupted run resumes.
     """
-    from ..cards import load_lm
-    from .versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
+    from ppl_tok.cards import load_lm
+    from ppl_tok.strings.versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
 
     if genlm:
         why = genlm_available(genlm_python)

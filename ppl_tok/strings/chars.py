@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..logspace import logsumexp
-from .state import END_OF_STRING, NextBytes, StringState
+from ppl_tok.logspace import logsumexp
+from ppl_tok.strings.state import END_OF_STRING, NextBytes, StringState
 
 #: a character's log-probability and its certified interval
 Entry = tuple[float, float, float]

@@ -7,8 +7,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..arguments import POSITIVE, SEED, positive
-from .beam import StringSearchConfig
+from ppl_tok.arguments import POSITIVE, SEED, positive
+from ppl_tok.strings.beam import StringSearchConfig
 
 
 def _config(args: argparse.Namespace) -> StringSearchConfig:
@@ -17,8 +17,8 @@ def _config(args: argparse.Namespace) -> StringSearchConfig:
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ..cli import _check_context, _check_utf8, _emit, _load_lm
-    from .conditional import string_conditional
+    from ppl_tok.cli import _check_context, _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.conditional import string_conditional
 
     _check_utf8("--prompt", args.prompt)
     config = _config(args)
@@ -40,8 +40,8 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from ..cli import _check_utf8, _emit, _load_lm
-    from .generate import check_sampling, generate, sampling_mode
+    from ppl_tok.cli import _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
 
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
@@ -64,9 +64,9 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def cmd_next(args: argparse.Namespace) -> None:
-    from ..cli import _check_utf8, _emit, _load_lm
-    from .chars import next_char_log_probs
-    from .state import END_OF_STRING, StringState
+    from ppl_tok.cli import _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.chars import next_char_log_probs
+    from ppl_tok.strings.state import END_OF_STRING, StringState
 
     _check_utf8("--prompt", args.prompt)
     config = _config(args)

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lm.base import LanguageModel
-from .beam import StringSearchConfig
-from .state import PrefixProbability, StringState
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.state import PrefixProbability, StringState
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import torch
 
-from ..vocabulary import Vocabulary
+from ppl_tok.vocabulary import Vocabulary
 
 #: columns of a group table: 256 next bytes, then the tokens equal to the run's prefix
 EQUAL, GROUPS = 256, 257

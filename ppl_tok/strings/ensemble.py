@@ -47,9 +47,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..lm.base import LanguageModel
-from .beam import StringSearchConfig
-from .state import NextBytes, StringState
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.state import NextBytes, StringState
 
 KINDS = ("mixture", "product")
 

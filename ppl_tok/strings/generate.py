@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..distributions import OverCandidates
-from ..lm.base import LanguageModel
-from .beam import StringSearchConfig
-from .ensemble import Ensemble
-from .state import END_OF_STRING, StringState
+from ppl_tok.distributions import OverCandidates
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.ensemble import Ensemble
+from ppl_tok.strings.state import END_OF_STRING, StringState
 
 
 @dataclass(frozen=True)

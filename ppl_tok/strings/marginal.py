@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lm.base import LanguageModel
-from ..logspace import logsumexp
-from ..mdd import MDD, compile_mdd
-from .beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.logspace import logsumexp
+from ppl_tok.mdd import MDD, compile_mdd
+from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,11 @@ from weakref import WeakKeyDictionary
 
 import torch
 
-from ..lm.base import LanguageModel
-from ..logspace import logsumexp
-from ..vocabulary import Vocabulary
-from .beam import ByteBeam, Hypothesis, StringSearchConfig
-from .cover import EQUAL, CoverIndex, group_log_masses
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.logspace import logsumexp
+from ppl_tok.vocabulary import Vocabulary
+from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig
+from ppl_tok.strings.cover import EQUAL, CoverIndex, group_log_masses
 
 #: the index of the end of the string in a next-byte vector (0-255 are the bytes)
 END_OF_STRING = 256
@@ -306,7 +306,7 @@ class StringState:
         ``h`` then ``t`` samples the LM over strings after ``x``. With nothing fed,
         ``(root, None, 0)``.
         """
-        from ..distributions import OverCandidates
+        from ppl_tok.distributions import OverCandidates
 
         if not self.data:
             (root,) = [c.hyp for c in self.window[0]]

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..lm.base import LanguageModel
-from .beam import StringSearchConfig
-from .state import DeadEndError, StringState, cover_index
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.state import DeadEndError, StringState, cover_index
 
 #: nats of float32 rounding allowed when checking that an estimate lies in its certified interval
 FLOAT_SLACK = 1e-5
