@@ -7,13 +7,13 @@ vocabularies (:mod:`ppl_tok.vocabulary`) and scores them with LMs behind one
 small interface (:mod:`ppl_tok.lm`).
 """
 
-from ppl_tok.cards import DEFAULT_MODEL, ModelCard, ModelNotFoundError, list_cards, load_lm, load_vocabulary
+from ppl_tok.lm.cards import DEFAULT_MODEL, ModelCard, ModelNotFoundError, list_cards, load_lm, load_vocabulary
 from ppl_tok.lm import BigramLM, FunctionLM, HFLanguageModel, LanguageModel, LMState, TableLM
 from ppl_tok.mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
-from ppl_tok.exact import exact_marginal
-from ppl_tok.importance import marginal
-from ppl_tok.search import marginal_bounds, marginal_bounds_many, most_likely
+from ppl_tok.infer.exact import exact_marginal
+from ppl_tok.infer.importance import marginal
+from ppl_tok.infer.search import marginal_bounds, marginal_bounds_many, most_likely
 
 __version__ = "0.1.0"
 

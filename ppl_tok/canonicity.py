@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.device import to_device, to_host
-from ppl_tok.sampling import inverse_cdf
+from ppl_tok.common.sampling import inverse_cdf
 
 
 @dataclass(frozen=True)

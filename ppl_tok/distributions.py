@@ -16,7 +16,7 @@ exactly ``batch_shape``, and ``expand`` accepts the shapes a plate broadcast
 asks for (the same shape up to leading singleton dims). There is no
 ``enumerate_support``: the support is the whole vocabulary (``NextToken``) or
 ragged per particle (``OverCandidates``), so enumeration is done by
-:mod:`ppl_tok.exact` instead.
+:mod:`ppl_tok.infer.exact` instead.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from pyro.distributions import TorchDistribution
 from torch.distributions import constraints
 
-from ppl_tok.sampling import inverse_cdf
+from ppl_tok.common.sampling import inverse_cdf
 
 
 class _Particles(TorchDistribution):

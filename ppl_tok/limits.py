@@ -6,7 +6,7 @@ text (its MDD, and one token position per byte in the worst case) and of a
 context (the LM's prefix), the variables of a DIMACS formula (the reductions of
 :mod:`ppl_tok.sat` build a string of ``3n + K`` bytes). :class:`Limits` holds
 one bound for each; every entry point (the ``ppl-tok`` commands, ``qa run``,
-:func:`~ppl_tok.importance.marginals`, the lm-eval model) checks its input
+:func:`~ppl_tok.infer.importance.marginals`, the lm-eval model) checks its input
 against them **before** it allocates anything, and a request beyond a limit
 is a :class:`LimitError` that names the limit, the value asked for and how to
 raise it. The defaults are sized for a few GiB on top of a small model's

@@ -25,7 +25,7 @@ other pairs share the batch (what makes resumed and batched runs reproduce
 one-at-a-time runs); outside it, Pyro's global RNG is used. With
 ``num_particles=1`` (the default) this is the plain sequential program that
 stock ``Importance`` runs once per sample; the vectorized path of
-:func:`ppl_tok.importance.marginal` runs it once with ``num_particles=N``.
+:func:`ppl_tok.infer.importance.marginal` runs it once with ``num_particles=N``.
 Both compute the same estimator.
 
 Stock vectorized Pyro: when the model (or a guide) runs inside enclosing
@@ -269,7 +269,7 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
                          "vectorized_importance_weights): Pyro weighs a run by the product over the plate "
                          f"{PLATE!r}, which estimates p(x)^{num_particles}, not p(x). Use "
                          f"Importance(..., num_samples={num_particles}) with num_particles=1, or "
-                         f"ppl_tok.importance.marginal(text, lm, {num_particles}, guide=...) (one batched run)")
+                         f"ppl_tok.infer.importance.marginal(text, lm, {num_particles}, guide=...) (one batched run)")
     particles = pyro.plate(PLATE, walk.batch_shape[-1], dim=-1)
     with particles:
         for t in range(walk.width):
@@ -299,7 +299,7 @@ _PER_PARTICLE: contextvars.ContextVar[bool] = contextvars.ContextVar("ppl_tok_pe
 @contextlib.contextmanager
 def per_particle_weights() -> Iterator[None]:
     """Within this block the caller reads each particle's weight separately (as
-    :func:`ppl_tok.importance.marginal` does), so the model runs ``num_particles > 1`` under replay."""
+    :func:`ppl_tok.infer.importance.marginal` does), so the model runs ``num_particles > 1`` under replay."""
     token = _PER_PARTICLE.set(True)
     try:
         yield

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ppl_tok.canonicity import Canonicity
-from ppl_tok.exact import ExactMarginal
-from ppl_tok.posterior import TokenizationPosterior
+from ppl_tok.infer.exact import ExactMarginal
+from ppl_tok.infer.posterior import TokenizationPosterior
 from ppl_tok.vocabulary import Vocabulary
 
 
@@ -24,9 +24,9 @@ def plot_distribution(result: ExactMarginal | TokenizationPosterior, vocab: Voca
                       top: int = 20) -> None:
     """Fig. 2: p(v | x) of the most likely tokenizations, the canonical one highlighted.
 
-    ``result`` is exact (an :class:`~ppl_tok.exact.ExactMarginal` or an exact
+    ``result`` is exact (an :class:`~ppl_tok.infer.exact.ExactMarginal` or an exact
     posterior) or a posterior estimated from importance samples
-    (:class:`~ppl_tok.posterior.TokenizationPosterior`, self-normalised weights).
+    (:class:`~ppl_tok.infer.posterior.TokenizationPosterior`, self-normalised weights).
     """
     if isinstance(result, ExactMarginal):
         result = TokenizationPosterior.from_exact(result)

@@ -15,10 +15,10 @@ your own proposal").
   ``prod_j sum_{v in out(node_j)} p(v | v_<j)``: no second scoring pass.
 * :func:`uniform_guide`: uniform over the MDD's paths (exact, from path counts).
 * :class:`StratifiedGuide`: the look-ahead restricted to the tokenizations a
-  certified search has *not* enumerated (:mod:`ppl_tok.importance`).
+  certified search has *not* enumerated (:mod:`ppl_tok.infer.importance`).
 
 The LM prior (the naive proposal the paper dismisses) is ``guide=None`` in
-:func:`ppl_tok.importance.marginal`: the model is its own proposal and every
+:func:`ppl_tok.infer.importance.marginal`: the model is its own proposal and every
 sample that leaves the MDD is rejected.
 """
 

@@ -48,7 +48,7 @@ def replace_section(text: str, name: str, new: str) -> str:
 def main() -> None:
     text = DOC.read_text(encoding="utf-8")
     runs = [ROOT / "results" / "runs" / r for r, _, _ in RUNS]
-    table = subprocess.run([sys.executable, "-m", "ppl_tok.cli", "qa", "summary", *map(str, runs)], cwd=ROOT,
+    table = subprocess.run([sys.executable, "-m", "ppl_tok.cli.main", "qa", "summary", *map(str, runs)], cwd=ROOT,
                            check=True, capture_output=True, text=True).stdout
     start = text.index("`ppl-tok qa summary ")
     start = text.index("\n\n", start) + 2

@@ -9,7 +9,7 @@ import torch
 from pyro.infer import Importance
 
 from ppl_tok import BigramLM, Vocabulary, compile_mdd
-from ppl_tok.exact import exact_marginal
+from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.model import site, tokenization_model
 from ppl_tok.proposals import lookahead_guide, uniform_guide
 

@@ -5,7 +5,7 @@ import math
 import torch
 
 from ppl_tok import BigramLM, Vocabulary
-from ppl_tok.exact import exact_marginal
+from ppl_tok.infer.exact import exact_marginal
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb"])
 TEXT = "ababba"
@@ -13,7 +13,7 @@ TEXT = "ababba"
 
 def test_a_proposal_written_with_mdd_guide_swaps_in():
     """The recipe of the docs: a proposal over out-edges, turned into a guide."""
-    from ppl_tok.importance import marginal
+    from ppl_tok.infer.importance import marginal
     from ppl_tok.proposals import lookahead, mdd_guide
 
     def tempered(walk, i, out):

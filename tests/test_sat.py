@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppl_tok import compile_mdd
-from ppl_tok.exact import exact_marginal
+from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.sat import CNF, mlt_reduction, model_count, msp_reduction, read_assignment
-from ppl_tok.search import marginal_bounds, most_likely
+from ppl_tok.infer.search import marginal_bounds, most_likely
 
 cnfs = st.builds(lambda n, k, seed: CNF.random(n, k, seed), st.integers(1, 6), st.integers(1, 9),
                  st.integers(0, 10**6))
@@ -84,7 +84,7 @@ def test_msp_via_the_certified_search_is_exact(cnf):
 
 
 def test_library_marginal_runs_unchanged_on_the_reduction():
-    from ppl_tok.importance import marginal
+    from ppl_tok.infer.importance import marginal
 
     cnf = CNF(3, ((1, -2, 3), (-1, 2), (2, 3)))
     red = msp_reduction(cnf)
@@ -117,7 +117,7 @@ def test_dimacs_file_errors_name_the_file(tmp_path):
 
 
 def test_exact_marginal_time_budget():
-    from ppl_tok.exact import TimeBudgetExceeded
+    from ppl_tok.infer.exact import TimeBudgetExceeded
 
     red = msp_reduction(CNF.random(14, 60, seed=1))
     with pytest.raises(TimeBudgetExceeded, match="did not finish within 0.2 s"):

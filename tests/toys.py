@@ -5,8 +5,8 @@ import math
 import torch
 
 from ppl_tok import BigramLM, Vocabulary, compile_mdd
-from ppl_tok.diagnostics import log_standard_error
-from ppl_tok.exact import exact_marginal
+from ppl_tok.infer.diagnostics import log_standard_error
+from ppl_tok.infer.exact import exact_marginal
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb"])
 TEXT = "ababba"

@@ -15,7 +15,7 @@ or, in Python, ``import ppl_tok.integrations.lm_eval`` before
 
 Model arguments (``--model_args key=value,...``):
 
-* ``model``: a card name, a local folder or a hub id (:func:`ppl_tok.cards.load_lm`);
+* ``model``: a card name, a local folder or a hub id (:func:`ppl_tok.lm.cards.load_lm`);
   ``device``, ``dtype``, ``bos_id`` as there. ``lm``: an already built
   :class:`~ppl_tok.lm.base.LanguageModel` (Python API only).
 * ``scoring``: what ``loglikelihood`` returns for a (context, continuation) request:
@@ -77,10 +77,10 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ppl_tok.arguments import POSITIVE, SEED, output_folder
-from ppl_tok.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder
+from ppl_tok.lm.cards import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
-from ppl_tok.logspace import logsumexp
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.qa.data import SHUFFLE_SEED
 from ppl_tok.qa.run import pair_seed
 
@@ -211,7 +211,7 @@ class PPLTokLM(LM):
         self.beam = _int_arg("beam", DEFAULT_BEAM if beam is None else beam, 1)
         self.prune = _float_arg("prune", DEFAULT_PRUNE if prune is None else prune, 0.0, math.inf, open_low=True)
         if lm is None:
-            from ppl_tok.cards import load_lm
+            from ppl_tok.lm.cards import load_lm
 
             try:
                 lm = load_lm(str(model), device=None if device is None else str(device), dtype=dtype, bos_id=bos_id)
@@ -320,7 +320,7 @@ class PPLTokLM(LM):
                              f"canonical tokenization ({err})") from err
 
     def _score(self, pairs: list[Pair]) -> list[float]:
-        from ppl_tok.importance import marginals
+        from ppl_tok.infer.importance import marginals
 
         contexts = [p.context for p in pairs]
         if self.scoring == "canonical":
@@ -340,7 +340,7 @@ class PPLTokLM(LM):
 
     def _exact(self, pairs: list[Pair]) -> list[float]:
         """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
-        from ppl_tok.search import marginal_bounds_many
+        from ppl_tok.infer.search import marginal_bounds_many
 
         brackets = marginal_bounds_many([p.continuation for p in pairs], self.lm, contexts=[p.context for p in pairs],
                                         tolerance=self.tolerance, budget=self.budget)
@@ -442,7 +442,7 @@ def write_hf_tokenizer(model: str, out: str | Path) -> Path:
     """
     from transformers import AutoTokenizer
 
-    from ppl_tok.cards import _load_tokenizer, _manifest
+    from ppl_tok.lm.cards import _load_tokenizer, _manifest
 
     tokenizer, card = _load_tokenizer(model)
     recorded = _manifest(Path(model)) if card is None and Path(model).is_dir() else {}

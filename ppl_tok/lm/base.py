@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ppl_tok.sampling import inverse_cdf
+from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.device import to_device, to_device_all, to_host
 
@@ -91,7 +91,7 @@ class EngineConfig:
     :param max_batch: the most rows in one forward (larger batches are split).
     :param particle_bytes: the KV memory the particles of one importance-sampling
         run may hold at once, counted at the worst case of one token per byte
-        of text; :func:`~ppl_tok.importance.marginals` runs larger workloads
+        of text; :func:`~ppl_tok.infer.importance.marginals` runs larger workloads
         in groups of particles that fit (long texts: a few particles at a time).
     :param kv_block_bytes: the KV pool's unit of growth (:mod:`ppl_tok.lm.kvpool`):
         the pool overshoots what it uses by at most this; fewer, larger blocks

@@ -29,7 +29,7 @@ model's parameters and buffers and the KV pool's blocks (:meth:`watch`), the
 outputs of factories called with ``device=`` the model's device, of copies to
 it, and of every op with such an input. Everything else is host data. So a CPU
 run counts the transfers and synchronisations the same code makes on a GPU
-(``tests/test_syncs.py`` bounds them per engine step).
+(``tests/lm/test_syncs.py`` bounds them per engine step).
 """
 
 from __future__ import annotations

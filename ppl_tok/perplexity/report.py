@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     elif a.compare:
         out = compare_runs([a.dir, *a.compare])
     else:
-        from ppl_tok.cards import load_vocabulary
+        from ppl_tok.lm.cards import load_vocabulary
         from ppl_tok.perplexity.store import PerplexityStore
 
         vocab = load_vocabulary(PerplexityStore.read_settings(a.dir)["model"])

@@ -11,7 +11,7 @@
   certified *ceiling* on the marginal's bits per byte (``upper`` gives a floor).
 * ``canonical+rest``: ``log(p(v*) + m)``, the canonical probability exact plus
   the unbiased importance-sampling estimate ``m`` of the non-canonical mass
-  (:func:`ppl_tok.importance.marginals`, ``num_samples`` look-ahead particles,
+  (:func:`ppl_tok.infer.importance.marginals`, ``num_samples`` look-ahead particles,
   seeded per document and window); its certified floor is the canonical term.
 
 Long documents run in string windows for the two marginal scorings
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.logspace import logsumexp
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.metrics import count_bytes, count_words
@@ -122,7 +122,7 @@ class DocumentScore:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_record(self) -> dict[str, Any]:
-        from ppl_tok.jsonl_store import encode_log
+        from ppl_tok.common.jsonl_store import encode_log
 
         rec: dict[str, Any] = {"index": self.index, "n_bytes": self.n_bytes, "n_words": self.n_words,
                                "n_tokens": self.n_tokens, "windows": self.windows,
@@ -137,7 +137,7 @@ class DocumentScore:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> DocumentScore:
-        from ppl_tok.jsonl_store import decode_log
+        from ppl_tok.common.jsonl_store import decode_log
 
         known = {"index", "n_bytes", "n_words", "n_tokens", "windows", "log_likelihood", "canonical", "lower",
                  "upper", "forwards", "canonical_forwards"}
@@ -328,12 +328,12 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
 
     The record's ``is_estimate`` is the plain importance estimate of the same
     particles, ``log mean(p(v_i) / q(v_i))`` summed over windows
-    (:attr:`ppl_tok.importance.MarginalResult.log_marginal`): what importance
+    (:attr:`ppl_tok.infer.importance.MarginalResult.log_marginal`): what importance
     sampling alone reports, the canonical term included in the sample average;
     ``is_certified_lower`` the sum over windows of what those particles certify
     (the distinct tokenizations they drew, and the canonical one).
     """
-    from ppl_tok.importance import marginals
+    from ppl_tok.infer.importance import marginals
     from ppl_tok.qa.run import pair_seed
 
     _require_bos(lm)

@@ -1,6 +1,6 @@
 """The resumable store of a perplexity run: ``run.json`` + ``documents.jsonl`` (one record per document).
 
-The folder's I/O is :class:`ppl_tok.jsonl_store.JsonlStore`'s (an exclusive
+The folder's I/O is :class:`ppl_tok.common.jsonl_store.JsonlStore`'s (an exclusive
 ``flock``, one durable ``write``/``fsync`` per batch, a torn last line cut off
 on open, settings compared on open): a run killed at any point (SIGKILL
 included) resumes where it stopped and ends with the records an uninterrupted
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ppl_tok.jsonl_store import JsonlStore
+from ppl_tok.common.jsonl_store import JsonlStore
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1

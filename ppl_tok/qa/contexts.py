@@ -13,7 +13,7 @@ computes ``log P_m(x)`` for every question of a run, one of two ways:
   its estimate, with the certified bracket stored beside it). The string's own
   probability, free of the tokenization of ``x``; about ``beam`` forwards per byte.
 
-The values are stored in ``RUN/contexts-<method>/`` (a :class:`ppl_tok.jsonl_store.JsonlStore`:
+The values are stored in ``RUN/contexts-<method>/`` (a :class:`ppl_tok.common.jsonl_store.JsonlStore`:
 ``run.json`` with the run's model, data checksums and the method's settings; one line per
 question, appended as computed, so a killed computation resumes).
 """
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ppl_tok import __version__
-from ppl_tok.jsonl_store import JsonlStore, StoreError, decode_log, encode_log
+from ppl_tok.common.jsonl_store import JsonlStore, StoreError, decode_log, encode_log
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.run import check_settings

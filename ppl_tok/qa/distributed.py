@@ -57,14 +57,14 @@ def import_ray() -> Any:
 
 @dataclass(frozen=True)
 class LMLoader:
-    """Loads the LM inside an actor: :func:`~ppl_tok.cards.load_lm` on the actor's GPU if Ray gave it one."""
+    """Loads the LM inside an actor: :func:`~ppl_tok.lm.cards.load_lm` on the actor's GPU if Ray gave it one."""
 
     model: str
     device: str | None = None
     dtype: str | None = None
 
     def __call__(self) -> LanguageModel:
-        from ppl_tok.cards import load_lm
+        from ppl_tok.lm.cards import load_lm
 
         device = self.device
         if device is None:

@@ -38,7 +38,7 @@ Combined, for ``M`` runs with weights ``pi_m`` (default ``1/M``):
 by the answer's UTF-8 length first (for the product: the unnormalised ``sum_m pi_m log s_m``),
 as :mod:`ppl_tok.qa.classify` does for a single model. A mixture of a model with itself is
 the model, and so is a product of a model with itself with weights summing to 1
-(``tests/test_qa_ensemble.py``).
+(``tests/qa/test_ensemble.py``).
 """
 
 from __future__ import annotations

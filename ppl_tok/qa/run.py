@@ -13,7 +13,7 @@ from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
 new LM calls. Optional kinds need LM calls of their own:
 
 * ``"exact"``: a certified bracket ``lower <= log p(x | c) <= upper``
-  (:func:`ppl_tok.search.marginal_bounds_many`, to a tolerance, within a forward
+  (:func:`ppl_tok.infer.search.marginal_bounds_many`, to a tolerance, within a forward
   budget per answer; all answers of a batch are searched together, sharing forwards);
 * ``"stratified"``: the stratified estimate of ``log p(x | c)``;
 * ``"most-likely"``: ``max_v log p(v | c)`` by branch and bound (time budget).
@@ -22,7 +22,7 @@ The particles of the pair (question ``q`` of ``split``, answer ``j``) are drawn
 with seed :func:`pair_seed` ``(seed, split, q.id, j)``: a pair's scores do not
 depend on which other pairs share a batch, so a resumed run stores exactly what
 an uninterrupted one would. All answers of ``batch_questions`` questions go
-to :func:`ppl_tok.importance.marginals` in one call, and the batch is appended
+to :func:`ppl_tok.infer.importance.marginals` in one call, and the batch is appended
 to the store before the next one starts.
 """
 
@@ -37,10 +37,10 @@ from typing import Any
 
 from ppl_tok import __version__
 from ppl_tok.datasets import Question
-from ppl_tok.importance import marginal, marginals
+from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.search import marginal_bounds_many, most_likely
+from ppl_tok.infer.search import marginal_bounds_many, most_likely
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.store import (
     FIRST_SCORES_VERSION,
@@ -263,7 +263,7 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
                 todos: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
     """The records of kinds ``todos[i]`` for each ``batch[i] = (split, index, question)``.
 
-    All ``"is"`` pairs of the batch go to :func:`~ppl_tok.importance.marginals` in one call.
+    All ``"is"`` pairs of the batch go to :func:`~ppl_tok.infer.importance.marginals` in one call.
     The LM's prefix cache is cleared at the end: the next questions share nothing with these,
     so memory stays that of one batch however long the study.
     """

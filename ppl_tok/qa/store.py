@@ -23,7 +23,7 @@ Standard JSON only: ``-inf`` (a zero probability) is written as ``null``;
 NaN and ``+inf`` are errors. :func:`encode_log` / :func:`decode_log` convert.
 
 The mechanism (lock, durable appends, torn-line repair, settings check) is
-:mod:`ppl_tok.jsonl_store`, shared with the perplexity store.
+:mod:`ppl_tok.common.jsonl_store`, shared with the perplexity store.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.jsonl_store import (
+from ppl_tok.common.jsonl_store import (
     LOCK_FILE,
     JsonlStore,
     SettingsMismatchError,
@@ -151,7 +151,7 @@ class ScoreStore(JsonlStore):
     """The records of one QA run folder; see the module docstring for the format.
 
     The I/O (lock, durable appends, torn-line repair, settings check) is
-    :class:`ppl_tok.jsonl_store.JsonlStore`'s.
+    :class:`ppl_tok.common.jsonl_store.JsonlStore`'s.
     """
 
     settings_file = SETTINGS_FILE

@@ -2,7 +2,7 @@
 
 A tokenization of a string ``x`` (or of a prefix of the output that covers
 ``x``) is a path of tokens through the byte offsets ``0..|x|``. The best-first
-bracket of :mod:`ppl_tok.search` ranks *all* open prefixes by probability, so
+bracket of :mod:`ppl_tok.infer.search` ranks *all* open prefixes by probability, so
 it prefers short prefixes and widens across the first bytes of a long string.
 Here prefixes are compared only with prefixes that end at the **same byte
 offset** (as genlm-bytes' beam does): the engine sweeps the offsets left to

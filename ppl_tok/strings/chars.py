@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ppl_tok.logspace import logsumexp
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.state import END_OF_STRING, NextBytes, StringState
 
 #: a character's log-probability and its certified interval

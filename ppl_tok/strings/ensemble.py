@@ -15,7 +15,7 @@ string) and prefix probabilities ``P_k(x)``:
   normalised over the 257 outcomes.
 
 Both use each member's estimates (the beam's masses); a mixture of a model with
-itself is the model (``tests/test_strings_generate.py``).
+itself is the model (``tests/strings/test_generate.py``).
 
 **Certified bounds** (:meth:`Ensemble.next_bytes`). Each member's beam brackets
 its masses: with ``P^_k`` the mass found and ``Pi_k`` the pruned mass,
@@ -35,7 +35,7 @@ the others; with each member's certified ``[l_k(b), u_k(b)]`` on ``p_k(b | x)``,
     n_lo(b) / (n_lo(b) + sum_{b' != b} n_hi(b'))  <=  p(b | x)  <=  n_hi(b) / (n_hi(b) + sum_{b' != b} n_lo(b')).
 
 Both collapse to the estimate when nothing was pruned; both hold whatever the
-members' beams pruned (``tests/test_strings_generate.py`` checks them against
+members' beams pruned (``tests/strings/test_generate.py`` checks them against
 unpruned walks).
 """
 

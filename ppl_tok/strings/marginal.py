@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.logspace import logsumexp
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
 

@@ -40,7 +40,7 @@ from weakref import WeakKeyDictionary
 import torch
 
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.logspace import logsumexp
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig
 from ppl_tok.strings.cover import EQUAL, CoverIndex, group_log_masses

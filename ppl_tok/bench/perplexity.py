@@ -1,0 +1,368 @@
+"""``ppl-tok bench perplexity``: the cost of marginal scoring against canonical scoring, in one process.
+
+Documents of ``min_bytes``..``max_bytes`` bytes (lengths spread evenly over the
+range) are running text built from ``../shared/data``: consecutive HellaSwag
+validation contexts with their gold endings, and consecutive OpenBookQA test
+question stems, joined by spaces, alternately. Each document is scored
+
+* canonically (:func:`ppl_tok.perplexity.score.canonical_scores`: its canonical
+  tokens, one chunked forward), and
+* by the marginal (:func:`ppl_tok.strings.string_marginal`, the byte-synchronous
+  beam, ``beam``/``prune``),
+
+each from an empty prefix cache, on the same model in the same process. Per
+document: token-forwards per byte and bytes/s of each, their ratios, the gain of
+the marginal over canonical (bits per byte), and the certified bracket's width in
+bits per byte (``upper - lower``; the beam's estimate *is* its floor, so the
+floor-to-estimate gap is zero by construction and the width is what says how
+far the floor may be from the marginal). Cost per byte against length: the
+documents in three length bins.
+
+With ``out``, each document's row goes into a store folder
+(:class:`BenchStore`, ``run.json`` + ``documents.jsonl``) as soon as it is
+measured, and a rerun with the same settings skips the rows already there: the
+50-document run takes hours on a CPU and survives being killed. Timings of
+resumed rows come from the processes that measured them. Documents are measured
+from both ends of the length range inward (:func:`measuring_order`), so a run
+stopped part way already spans the lengths.
+
+:func:`bench_prefixes` measures the beam's error where an exact answer exists:
+on the documents' first bytes, against best-first search's certified bracket
+closed to a tolerance. :func:`bench_lockstep` and :func:`bench_memory_document`
+measure documents in lockstep and the peak memory of one long document.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ppl_tok.datasets import read_hellaswag, read_openbookqa
+from ppl_tok.perplexity.corpus import Document
+from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
+from ppl_tok.perplexity.store import PerplexityStore
+
+LN2 = math.log(2)
+
+
+def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes: int) -> list[str]:
+    """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring)."""
+    if not 1 <= min_bytes <= max_bytes:
+        raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
+    data = Path(data_dir)
+    swag = [q.context + " " + q.choices[q.label] for q in read_hellaswag(data / "hellaswag" / "hellaswag_val.jsonl.gz")]
+    obqa = [q.context for q in read_openbookqa(data / "openbookqa" / "test.jsonl")]
+    sources, at = [swag, obqa], [0, 0]
+    out = []
+    for k in range(count):
+        target = min_bytes + (max_bytes - min_bytes) * k // max(1, count - 1)
+        s = k % 2
+        parts: list[str] = []
+        while len(" ".join(parts).encode()) < target:
+            parts.append(sources[s][at[s] % len(sources[s])])
+            at[s] += 1
+        text = " ".join(parts).encode()[:max(target, min_bytes)].decode("utf-8", "ignore")
+        out.append(text)
+    return out
+
+
+def measuring_order(count: int) -> list[int]:
+    """Document indices from both ends inward (0, n-1, 1, n-2, ...): a run stopped part way has short and long documents."""
+    order = []
+    lo, hi = 0, count - 1
+    while lo <= hi:
+        order.append(lo)
+        if hi != lo:
+            order.append(hi)
+        lo, hi = lo + 1, hi - 1
+    return order
+
+
+class BenchStore(PerplexityStore):
+    """The rows of one ``bench perplexity`` run (``--out``): one per document, keyed by its index."""
+
+    informational = ("ppl_tok_version",)
+    what = "perplexity benchmark folder"
+    record_name = "benchmark row"
+
+
+def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
+                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
+                     prune: float = DEFAULT_PRUNE, out: str | Path | None = None, progress: bool = False,
+                     device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """Marginal against canonical scoring on ``documents`` documents (see the module docstring).
+
+    :param out: a store folder: rows are written as measured and a rerun resumes (:class:`BenchStore`).
+    :param progress: a progress bar over the documents' bytes on standard error.
+    """
+    from tqdm.auto import tqdm
+
+    from ppl_tok import __version__
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.perplexity.score import canonical_scores
+
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    store = None
+    if out is not None:
+        # the document lengths follow from (documents, min_bytes, max_bytes), so all three are compared
+        store = BenchStore.open(out, {"model": model, "documents": documents, "min_bytes": min_bytes,
+                                      "max_bytes": max_bytes, "beam": beam, "prune": prune,
+                                      "device": device or "cpu", "dtype": dtype, "bos_id": bos_id,
+                                      "ppl_tok_version": __version__})
+    done = {r["index"]: r for r in store.records} if store is not None else {}
+    for i, row in done.items():
+        if i >= len(texts) or row["bytes"] != len(texts[i].encode()):
+            raise ValueError(f"{store.path}: row {i} is not a row of these documents (was the data changed?)")
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    rows = []
+    bar = tqdm(total=sum(len(t.encode()) for t in texts), unit="B", unit_scale=True, desc="bench perplexity",
+               disable=not progress)
+    for i in measuring_order(len(texts)):
+        text = texts[i]
+        n = len(text.encode())
+        if i in done:
+            rows.append(done[i])
+            bar.update(n)
+            continue
+        lm.clear_cache()
+        t0 = time.perf_counter()
+        (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
+        t_canon = time.perf_counter() - t0
+        lm.clear_cache()
+        t0 = time.perf_counter()
+        r = string_marginal(lm, text, "", config)
+        t_marg = time.perf_counter() - t0
+        rows.append({"index": i, "bytes": n, "tokens": canon.n_tokens,
+                     "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
+                     "forwards_ratio": r.forwards / max(1, canon.forwards),
+                     "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
+                     "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
+                     "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n)})
+        if store is not None:
+            store.append([rows[-1]])
+        bar.update(n)
+    bar.close()
+    if store is not None:
+        store.close()
+    rows.sort(key=lambda r: r["index"])
+    bins = []
+    edges = [min_bytes, min_bytes + (max_bytes - min_bytes) // 3, min_bytes + 2 * (max_bytes - min_bytes) // 3,
+             max_bytes + 1]
+    for lo, hi in zip(edges, edges[1:]):
+        members = [r for r in rows if lo <= r["bytes"] < hi]
+        if members:
+            total = sum(r["bytes"] for r in members)
+            bins.append({"bytes": f"{lo}-{hi - 1}", "documents": len(members),
+                         "marginal_forwards_per_byte": sum(r["marginal_forwards_per_byte"] * r["bytes"]
+                                                           for r in members) / total})
+    total = sum(r["bytes"] for r in rows)
+    return {"model": model, "documents": len(rows), "beam": beam, "prune": prune, "rows": rows, "by_length": bins,
+            "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
+            / sum(r["canonical_forwards_per_byte"] * r["bytes"] for r in rows),
+            "canonical_bytes_per_s": total / sum(r["bytes"] / r["canonical_bytes_per_s"] for r in rows),
+            "marginal_bytes_per_s": total / sum(r["bytes"] / r["marginal_bytes_per_s"] for r in rows),
+            "gain_bits_per_byte": sum(r["gain_bits_per_byte"] * r["bytes"] for r in rows) / total,
+            "median_bracket_width_bits_per_byte": sorted(r["bracket_width_bits_per_byte"] for r in rows)[len(rows) // 2]}
+
+
+def bench_lockstep(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 8, min_bytes: int = 100,
+                   max_bytes: int = 300, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The marginals of ``documents`` documents one at a time, then swept in lockstep, in one process.
+
+    Both from an empty prefix cache with the cache capped as ``ppl-tok perplexity`` caps it.
+    Reported: wall seconds and LM calls of each, their ratios, the token-forwards (equal:
+    the beams are the same), and the largest difference of a document's floor (float32
+    rounding of batched forwards).
+    """
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal, string_marginals
+    from ppl_tok.perplexity.score import cap_prefix_cache
+
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    out: dict[str, Any] = {"model": model, "documents": documents, "bytes": sum(len(t.encode()) for t in texts),
+                           "beam": beam, "prune": prune}
+    runs = {}
+    for mode in ("alone", "lockstep"):
+        lm.clear_cache()
+        lm.stats.reset()
+        t0 = time.perf_counter()
+        runs[mode] = ([string_marginal(lm, t, "", config) for t in texts] if mode == "alone"
+                      else string_marginals(lm, texts, None, config))
+        out[mode] = {"seconds": time.perf_counter() - t0, "calls": lm.stats.calls,
+                     "forwards": sum(r.forwards for r in runs[mode])}
+    out["speedup"] = out["alone"]["seconds"] / out["lockstep"]["seconds"]
+    out["calls_ratio"] = out["alone"]["calls"] / max(1, out["lockstep"]["calls"])
+    out["max_floor_difference_nats"] = max(abs(a.lower - b.lower) for a, b in zip(runs["alone"], runs["lockstep"]))
+    return out
+
+
+def format_lockstep(r: dict[str, Any]) -> list[str]:
+    a, b = r["alone"], r["lockstep"]
+    return [f"marginals of {r['documents']} documents ({r['bytes']} bytes), {r['model']}, beam {r['beam']}, "
+            f"prune {r['prune']}",
+            f"one at a time: {a['seconds']:.1f} s, {a['calls']} LM calls, {a['forwards']} token-forwards",
+            f"in lockstep:   {b['seconds']:.1f} s, {b['calls']} LM calls, {b['forwards']} token-forwards",
+            f"speedup {r['speedup']:.2f}x ({r['calls_ratio']:.1f}x fewer calls); largest floor difference "
+            f"{r['max_floor_difference_nats']:.1e} nats"]
+
+
+def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50, min_bytes: int = 300,
+                   max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64), tolerance: float = 1e-3,
+                   budget: int = 5000, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The beam's floor against the exact bracket, on the documents' prefixes where that bracket closes.
+
+    For each length ``L`` in ``prefix_bytes``, the first ``L`` bytes of every benchmark
+    document (:func:`bench_documents`; a cut inside a UTF-8 character drops it) are
+    bracketed by best-first search (:func:`ppl_tok.infer.search.marginal_bounds_many`, at most
+    ``budget`` forwards each) and scored by the beam (:func:`ppl_tok.strings.string_marginals`).
+    Where the bracket closes (``upper - lower <= tolerance``), the beam's floor ``f``
+    falls short of the marginal by at most ``upper - f`` and at least ``lower - f``; the
+    row reports the former (a certified bound on the beam's error) in nats and in bits
+    per byte, the largest of the latter (mass the beam certainly missed), and counts any
+    floor above ``upper`` (which would be a bug; float32 rounding allows ``1e-4`` nats).
+    """
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.infer.search import marginal_bounds_many
+    from ppl_tok.strings import StringSearchConfig, string_marginals
+    from ppl_tok.perplexity.score import cap_prefix_cache
+
+    if not prefix_bytes or min(prefix_bytes) < 1:
+        raise ValueError(f"prefix_bytes must be positive lengths, got {list(prefix_bytes)}")
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    rows = []
+    for length in prefix_bytes:
+        prefixes = [t.encode()[:length].decode("utf-8", "ignore") for t in texts]
+        lm.clear_cache()
+        brackets = marginal_bounds_many(prefixes, lm, tolerance=tolerance, budget=budget)
+        lm.clear_cache()
+        beams = string_marginals(lm, prefixes, None, config)
+        # (bytes, error bound, certain shortfall) of each prefix whose bracket closed
+        closed = [(len(p.encode()), max(0.0, b.upper - r.lower), max(0.0, b.lower - r.lower))
+                  for p, b, r in zip(prefixes, brackets, beams) if b.closed]
+        errors = sorted(e for _, e, _ in closed)
+        per_byte = [e / (LN2 * n) for n, e, _ in closed]
+        rows.append({"prefix_bytes": length, "documents": len(prefixes), "closed": len(closed),
+                     "bracket_forwards_per_prefix": sum(b.forwards for b in brackets) / len(brackets),
+                     "beam_forwards_per_prefix": sum(r.forwards for r in beams) / len(beams),
+                     "median_error_nats": errors[len(errors) // 2] if errors else None,
+                     "max_error_nats": errors[-1] if errors else None,
+                     "max_error_bits_per_byte": max(per_byte, default=None),
+                     "max_certain_error_nats": max((c for _, _, c in closed), default=None),
+                     "within_0.01_bits_per_byte": sum(e <= 0.01 for e in per_byte),
+                     "floor_above_bracket": sum(r.lower > b.upper + 1e-4
+                                                for b, r in zip(brackets, beams) if b.closed)})
+    return {"model": model, "documents": len(texts), "beam": beam, "prune": prune, "tolerance": tolerance,
+            "budget": budget, "rows": rows}
+
+
+def format_prefixes(result: dict[str, Any]) -> list[str]:
+    lines = [f"the beam's floor (beam {result['beam']}, prune {result['prune']}) against the bracket closed to "
+             f"{result['tolerance']} nats ({result['budget']} forwards at most), {result['model']}, the first bytes "
+             f"of {result['documents']} documents",
+             f"{'bytes':>6} {'closed':>7} {'bracket fwd':>11} {'beam fwd':>8} {'median err':>10} {'max err':>9} "
+             f"{'max err bpb':>11} {'certain':>9} {'<=0.01 bpb':>10} {'floor > upper':>13}"]
+
+    def fmt(x: float | None, spec: str) -> str:
+        return "-" if x is None else format(x, spec)
+
+    for r in result["rows"]:
+        lines.append(f"{r['prefix_bytes']:>6} {r['closed']:>3}/{r['documents']:<3} {r['bracket_forwards_per_prefix']:>11.0f} "
+                     f"{r['beam_forwards_per_prefix']:>8.0f} {fmt(r['median_error_nats'], '10.2e'):>10} "
+                     f"{fmt(r['max_error_nats'], '9.2e'):>9} {fmt(r['max_error_bits_per_byte'], '11.2e'):>11} "
+                     f"{fmt(r['max_certain_error_nats'], '9.2e'):>9} "
+                     f"{r['within_0.01_bits_per_byte']:>10} {r['floor_above_bracket']:>13}")
+    return lines
+
+
+def _rss_mb() -> tuple[float, float]:
+    """This process's resident memory now and at its peak (MB), from ``/proc`` and ``getrusage``."""
+    import resource
+
+    now = 0.0
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+    return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data", n_bytes: int = 20_000,
+                          beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE, every: int = 500,
+                          device: str | None = None,
+                          dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+    """The peak RSS of the marginal of one ``n_bytes``-byte document (running text, :func:`bench_documents`).
+
+    The LM runs as ``ppl-tok perplexity --scoring marginal`` runs it (prefix cache capped,
+    :func:`~ppl_tok.perplexity.score.cap_prefix_cache`). Every ``every`` bytes a line
+    ``{"offset", "seconds", "rss_mb", "peak_rss_mb"}`` goes to standard error as it
+    happens, so a run stopped early still says how the memory grew.
+    """
+    import json
+    import sys
+
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.perplexity.score import cap_prefix_cache
+
+    (text,) = bench_documents(data_dir, 1, n_bytes, n_bytes)
+    before = _rss_mb()[0]
+    lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    cap_prefix_cache(lm)
+    loaded = _rss_mb()[0]
+    start = time.perf_counter()
+    trace: list[dict[str, float]] = []
+    mark = [every]
+
+    def on_offset(offset: int) -> None:
+        if offset >= mark[0]:
+            mark[0] += every
+            now, peak = _rss_mb()
+            trace.append({"offset": offset, "seconds": round(time.perf_counter() - start, 1), "rss_mb": round(now),
+                          "peak_rss_mb": round(peak)})
+            print(json.dumps(trace[-1]), file=sys.stderr, flush=True)
+
+    r = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=prune), on_offset=on_offset)
+    now, peak = _rss_mb()
+    return {"model": model, "bytes": len(text.encode()), "beam": beam, "prune": prune,
+            "tokens": len(lm.canonical(text)),
+            "rss_before_load_mb": before, "rss_after_load_mb": loaded, "peak_rss_mb": peak, "rss_end_mb": now,
+            "seconds": r.seconds, "forwards_per_byte": r.forwards_per_byte,
+            "gain_nats": r.estimate - r.canonical, "trace": trace}
+
+
+def format_memory_document(result: dict[str, Any]) -> list[str]:
+    return [f"memory: the marginal (beam {result['beam']}, prune {result['prune']}) of a {result['bytes']}-byte "
+            f"document ({result['tokens']} tokens), {result['model']}",
+            f"peak RSS {result['peak_rss_mb']:.0f} MB (after loading the model {result['rss_after_load_mb']:.0f} MB); "
+            f"{result['seconds']:.0f} s, {result['forwards_per_byte']:.2f} forwards per byte"]
+
+
+def format_perplexity(result: dict[str, Any]) -> list[str]:
+    lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}) against canonical scoring, "
+             f"{result['model']}, {result['documents']} documents",
+             f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "
+             f"{'gain bpb':>9} {'width bpb':>9}"]
+    for r in result["rows"]:
+        lines.append(f"{r['bytes']:>6} {r['canonical_forwards_per_byte']:>11.3f} {r['marginal_forwards_per_byte']:>10.3f} "
+                     f"{r['forwards_ratio']:>5.1f}x {r['canonical_bytes_per_s']:>9.0f} {r['marginal_bytes_per_s']:>8.1f} "
+                     f"{r['gain_bits_per_byte']:>9.5f} {r['bracket_width_bits_per_byte']:>9.3f}")
+    lines.append("marginal forwards per byte by length: " + ", ".join(
+        f"{b['bytes']} B: {b['marginal_forwards_per_byte']:.2f} ({b['documents']} docs)" for b in result["by_length"]))
+    lines.append(f"in all: {result['forwards_ratio']:.1f}x canonical's token-forwards; {result['canonical_bytes_per_s']:.0f} "
+                 f"B/s canonical, {result['marginal_bytes_per_s']:.1f} B/s marginal; gain "
+                 f"{result['gain_bits_per_byte']:.5f} bits/byte; median bracket width "
+                 f"{result['median_bracket_width_bits_per_byte']:.3f} bits/byte")
+    return lines

