@@ -7,7 +7,8 @@ vocabularies (:mod:`ppl_tok.vocabulary`) and scores them with LMs behind one
 small interface (:mod:`ppl_tok.lm`).
 """
 
-from ppl_tok.lm.cards import DEFAULT_MODEL, ModelCard, ModelNotFoundError, list_cards, load_lm, load_vocabulary
+from ppl_tok.lm.cards import ModelCard, ModelNotFoundError, list_cards, load_lm, load_vocabulary
+from ppl_tok.lm.spec import DEFAULT_MODEL, LMSpec
 from ppl_tok.lm import BigramLM, FunctionLM, HFLanguageModel, LanguageModel, LMState, TableLM
 from ppl_tok.mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
@@ -18,7 +19,7 @@ from ppl_tok.infer.search import marginal_bounds, marginal_bounds_many, most_lik
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMState",
+    "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMSpec", "LMState",
     "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "TableLM", "Vocabulary",
     "compile_mdd", "compile_mdd_naive", "exact_marginal", "list_cards", "load_lm", "load_vocabulary", "marginal",
     "marginal_bounds", "marginal_bounds_many", "most_likely",

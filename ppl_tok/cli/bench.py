@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ppl_tok.cli.common import _emit
-from ppl_tok.lm.cards import DEFAULT_MODEL
+from ppl_tok.lm.spec import DEFAULT_MODEL
 
 
 def cmd_bench(args: argparse.Namespace) -> None:

@@ -42,7 +42,7 @@ from ppl_tok.cli.common import STDIN, _check_utf8, _resolve_text
 from ppl_tok.common.jsonout import unlimited_int_digits
 from ppl_tok.cli.tokenization import (cmd_canonicity, cmd_count, cmd_distribution, cmd_marginal, cmd_mdd,
                                       cmd_most_likely, cmd_sat, cmd_score, cmd_tokenize)
-from ppl_tok.lm.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import limits
 
 

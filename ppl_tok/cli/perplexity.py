@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, integer, positive
-from ppl_tok.lm.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder, positive
-from ppl_tok.lm.cards import DEFAULT_MODEL, DTYPES
+from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
 

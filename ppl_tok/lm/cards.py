@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
 if sys.version_info >= (3, 11):
@@ -34,9 +35,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEFAULT_MODEL = "smollm2-135m"
 SOURCE_KINDS = ("gguf-package", "gguf-assemble", "hub")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 class ModelNotFoundError(LookupError):
@@ -416,9 +415,11 @@ def resolve_device(device: Any) -> Any:
     return dev
 
 
-def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
+def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
             bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> Any:
-    """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder or a hub id.
+    """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder, a hub id or an
+    :class:`~ppl_tok.lm.spec.LMSpec` (whose device, dtype and BOS id are then taken; giving them again is an
+    error).
 
     :param device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``;
         default: where ``transformers`` puts it, the CPU). An unavailable device is a ``ValueError``.
@@ -435,6 +436,13 @@ def load_lm(name_or_path: str = DEFAULT_MODEL, device: Any = None, dtype: Any = 
 
     from ppl_tok.lm.hf import HFLanguageModel, fp32_head
 
+    if isinstance(name_or_path, LMSpec):
+        spec = name_or_path
+        if (device, dtype, bos_id) != (None, None, None):
+            raise TypeError("load_lm(spec): device, dtype and bos_id come from the LMSpec; do not give them again")
+        if spec.backend != DEFAULT_BACKEND:
+            raise ValueError(f"unknown LM backend {spec.backend!r}: expected {DEFAULT_BACKEND!r}")
+        name_or_path, device, dtype, bos_id = spec.model, spec.device, spec.dtype, spec.bos_id
     dev = resolve_device(device) if device is not None else None
     card, where = _resolve(name_or_path)
     torch_dtype = resolve_dtype(dtype if dtype is not None else (card.dtype if card else "float32"))
