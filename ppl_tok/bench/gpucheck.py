@@ -5,17 +5,19 @@ writes ``report.json`` and ``report.md`` into ``--out`` after every part (a part
 that fails is recorded with its error and the others still run):
 
 1. ``tests``: the suite's device-parametrised subset (tiny random models on
-   ``PPL_TOK_TEST_DEVICE``: ``tests/lm/test_syncs.py``, ``tests/lm/test_hf_architectures.py``,
-   ``tests/lm/test_engine.py``, ``tests/lm/test_kvpool.py``) under pytest, if pytest is installed;
+   ``PPL_TOK_TEST_DEVICE``: ``lm/test_syncs.py``, ``lm/test_hf_architectures.py``,
+   ``lm/test_engine.py``, ``lm/test_kvpool.py`` of a checkout's test folder, given by ``--tests DIR``;
+   ``make gpu-check`` gives ``tests``) under pytest, if pytest is installed; without ``--tests`` the part
+   is skipped, so the installed package never reads a checkout;
 2. ``syncs``: look-ahead IS on OpenBookQA questions with the real model under
    :class:`~ppl_tok.lm.syncs.TransferCounter`: synchronisations and reads per engine step;
-3. ``engine``: :func:`~ppl_tok.bench.tokenization.bench_engine` (questions/min at N, the
+3. ``engine``: :func:`~ppl_tok.bench.engine.bench_engine` (questions/min at N, the
    engine's forward against raw decoding at its batch size, N particles on one sentence);
-4. ``marginal``: :func:`~ppl_tok.bench.tokenization.marginal_throughput` (``ppl-tok bench marginal``'s part (a));
+4. ``marginal``: :func:`~ppl_tok.bench.marginal.marginal_throughput` (``ppl-tok bench marginal``'s part (a));
 5. ``bracket``: the certified bracket :func:`~ppl_tok.infer.search.marginal_bounds` on a sentence;
 6. ``qa``: the QA study (:func:`~ppl_tok.qa.run.run_study`) on a few OpenBookQA
    questions, questions/min, and ``run.json``'s device;
-7. ``memory``: :func:`~ppl_tok.bench.tokenization.bench_memory` (peak RSS and peak device memory).
+7. ``memory``: :func:`~ppl_tok.bench.engine.bench_memory` (peak RSS and peak device memory).
 
 The figures are set against the targets of the GPU issue (:data:`TARGETS`);
 ``--quick`` runs everything at toy sizes (a smoke test: targets not judged).
@@ -49,7 +51,8 @@ TARGETS = [
     ("engine", "questions_per_min", ">=", 500.0, "cuda", "OpenBookQA questions/min at N = 64 (SmolLM2 fp32, H100)"),
     ("engine", "many_ratio_to_raw", ">=", 0.3, "cuda", "look-ahead IS at N = 1024 / raw decoding at batch 1024"),
 ]
-TEST_FILES = ("tests/lm/test_syncs.py", "tests/lm/test_hf_architectures.py", "tests/lm/test_engine.py", "tests/lm/test_kvpool.py")
+#: the device-parametrised test files, relative to a checkout's test folder (``--tests``)
+TEST_FILES = ("lm/test_syncs.py", "lm/test_hf_architectures.py", "lm/test_engine.py", "lm/test_kvpool.py")
 SENTENCE = " The capital of France is Paris."
 
 #: sizes of each part: full, and ``--quick``
@@ -63,15 +66,19 @@ SIZES = {
 }
 
 
-def run_tests(device: str, root: Path) -> dict[str, Any]:
-    """The device-parametrised tests under pytest, on ``device``."""
+def run_tests(device: str, tests: Path | None) -> dict[str, Any]:
+    """The device-parametrised tests of the checkout's test folder ``tests`` under pytest, on ``device``."""
+    if tests is None:
+        return {"skipped": "no test folder given (--tests DIR, a checkout's tests/; make gpu-check gives it)",
+                "passed": None}
     try:
         import pytest  # noqa: F401
     except ImportError:
         return {"skipped": "pytest is not installed here (carry its wheel to run the tests)", "passed": None}
-    files = [f for f in TEST_FILES if (root / f).is_file()]
+    files = [str(tests / f) for f in TEST_FILES if (tests / f).is_file()]
     if not files:
-        return {"skipped": f"no tests under {root} (run from the project's root)", "passed": None}
+        return {"skipped": f"none of {TEST_FILES} under {tests}", "passed": None}
+    root = tests.resolve().parent
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *files]
     env = {**os.environ, "PPL_TOK_TEST_DEVICE": device}
     start = time.perf_counter()
@@ -85,7 +92,7 @@ def run_tests(device: str, root: Path) -> dict[str, Any]:
 
 def count_syncs(lm: Any, data: Path, questions: int, num_samples: int) -> dict[str, Any]:
     """Look-ahead IS on the first OpenBookQA questions, transfers and synchronisations counted per step."""
-    from ppl_tok.bench.tokenization import _qa_pairs
+    from ppl_tok.bench.engine import _qa_pairs
     from ppl_tok.datasets import load_questions
     from ppl_tok.infer.importance import marginals
     from ppl_tok.lm.syncs import TransferCounter
@@ -105,19 +112,19 @@ def count_syncs(lm: Any, data: Path, questions: int, num_samples: int) -> dict[s
 
 def bracket(lm: Any) -> dict[str, Any]:
     """The certified bracket of a sentence to 1e-3 nats: seconds, forwards, whether it closed."""
-    from ppl_tok.bench.tokenization import _timed
+    from ppl_tok.bench.timing import timed
     from ppl_tok.infer.search import marginal_bounds
 
     lm.clear_cache()
     lm.stats.reset()
-    b, secs = _timed(lm.device, marginal_bounds, SENTENCE, lm, tolerance=1e-3)
+    b, secs = timed(lm.device, marginal_bounds, SENTENCE, lm, tolerance=1e-3)
     return {"text": SENTENCE, "seconds": secs, "forwards": lm.stats.forwards, "lower": b.lower, "upper": b.upper,
             "closed": b.closed, "chars_per_s": len(SENTENCE) / secs}
 
 
 def qa(lm: Any, data: Path, questions: int, num_samples: int, model: str, dtype: str | None) -> dict[str, Any]:
     """The QA study on the first OpenBookQA questions of each split: questions/min and the recorded device."""
-    from ppl_tok.bench.tokenization import _timed
+    from ppl_tok.bench.timing import timed
     from ppl_tok.qa.data import load_study
     from ppl_tok.qa.run import run_study, study_settings
 
@@ -125,7 +132,7 @@ def qa(lm: Any, data: Path, questions: int, num_samples: int, model: str, dtype:
     settings = study_settings(study, model=model, samples=num_samples, seed=0, limit=questions, dtype=dtype,
                               device=str(lm.device))
     with tempfile.TemporaryDirectory() as out:
-        store, secs = _timed(lm.device, run_study, study, lm, out, settings, progress=False)
+        store, secs = timed(lm.device, run_study, study, lm, out, settings, progress=False)
         recorded = json.loads((Path(out) / "run.json").read_text())
     n = sum(study.sizes().values())
     return {"questions": n, "num_samples": num_samples, "seconds": secs, "questions_per_min": 60 * n / secs,
@@ -181,17 +188,19 @@ def _write(report: dict[str, Any], out: Path) -> None:
 
 def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None = None, data: str | Path = "../shared/data",
           out: str | Path = "gpu-check", quick: bool = False, parts: tuple[str, ...] | None = None,
-          root: str | Path = ".") -> dict[str, Any]:
+          tests: str | Path | None = None) -> dict[str, Any]:
     """Run the parts (all by default) on ``device`` and write the report; returns it."""
     import torch
     import transformers
 
-    from ppl_tok.bench import tokenization as bench
+    from ppl_tok.bench import engine
+    from ppl_tok.bench.marginal import marginal_throughput
     from ppl_tok.lm.cards import load_lm, resolve_device
 
     dev = resolve_device(device)
     sizes = SIZES["quick" if quick else "full"]
-    data, out, root = Path(data), Path(out), Path(root)
+    data, out = Path(data), Path(out)
+    tests = Path(tests) if tests is not None else None
     wanted = parts or ("tests", "syncs", "engine", "marginal", "bracket", "qa", "memory")
     report: dict[str, Any] = {
         "device": str(dev), "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "host CPU",
@@ -217,18 +226,18 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
                                     "like ../shared/data)")
 
     runs = {
-        "tests": lambda: run_tests(str(dev), root),
+        "tests": lambda: run_tests(str(dev), tests),
         "syncs": lambda: (needs_data(), count_syncs(lm_once(), data, sizes["sync_questions"],
                                                     sizes["sync_samples"]))[1],
-        "engine": lambda: (needs_data(), bench.bench_engine(
+        "engine": lambda: (needs_data(), engine.bench_engine(
             model, data=data / "openbookqa" / "dev.jsonl", questions=sizes["questions"],
             num_samples=sizes["num_samples"], batch_questions=sizes["batch_questions"], big_n=sizes["big_n"],
             device=str(dev), dtype=dtype))[1],
-        "marginal": lambda: bench.marginal_throughput(lm_once(), SENTENCE, sizes["marginal_sizes"]),
+        "marginal": lambda: marginal_throughput(lm_once(), SENTENCE, sizes["marginal_sizes"]),
         "bracket": lambda: bracket(lm_once()),
         "qa": lambda: (needs_data(), qa(lm_once(), data, sizes["qa_questions"], sizes["num_samples"], model,
                                         dtype))[1],
-        "memory": lambda: bench.bench_memory(device=str(dev), model=model, **sizes["memory"]),
+        "memory": lambda: engine.bench_memory(device=str(dev), model=model, **sizes["memory"]),
     }
     for name in wanted:
         start = time.perf_counter()
@@ -262,13 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
     p.add_argument("--parts", help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")
+    p.add_argument("--tests", metavar="DIR", help="a checkout's test folder, for the tests part (make gpu-check: tests)")
     args = p.parse_args(argv)
     parts = tuple(x.strip() for x in args.parts.split(",")) if args.parts else None
     known = ("tests", "syncs", "engine", "marginal", "bracket", "qa", "memory")
     if parts and set(parts) - set(known):
         p.error(f"--parts: unknown {sorted(set(parts) - set(known))}; choose from {','.join(known)}")
     try:
-        report = check(args.device, args.model, args.dtype, args.data, args.out, args.quick, parts)
+        report = check(args.device, args.model, args.dtype, args.data, args.out, args.quick, parts, args.tests)
     except ValueError as err:  # an unavailable device, an unknown model
         print(f"error: {err}", file=sys.stderr)
         return 2

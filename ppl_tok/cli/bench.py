@@ -1,4 +1,7 @@
-"""``ppl-tok bench``: runs the benchmarks of :mod:`ppl_tok.bench` and prints their figures."""
+"""``ppl-tok bench NAME``: one subcommand per benchmark of :mod:`ppl_tok.bench`, each with its own flags.
+
+Every benchmark reports ratios against a baseline run in the same process (docs/benchmarks.md).
+"""
 
 from __future__ import annotations
 
@@ -6,86 +9,217 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppl_tok.cli.common import _emit
-from ppl_tok.lm.spec import DEFAULT_MODEL
+from ppl_tok.cli.arguments import POSITIVE, integer, output_file, positive
+from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
+
+DATA = "../shared/data"
 
 
-def cmd_bench(args: argparse.Namespace) -> None:
-    from ppl_tok.bench import tokenization as bench
+def _openbookqa_dev(data: str) -> str:
+    """A JSON Lines file as given, or a data folder's ``openbookqa/dev.jsonl``."""
+    return data if data.endswith(".jsonl") else str(Path(data) / "openbookqa" / "dev.jsonl")
 
-    lm_options = {"device": args.device, "dtype": args.dtype, "bos_id": args.bos_id}
-    if args.what == "mdd":
-        result = bench.bench_mdd(args.data, models=args.models or list(bench.MDD_MODELS),
-                                 naive_bytes=args.naive_bytes, max_bytes=args.max_bytes)
-        _emit(args, result, bench.format_mdd(result))
-    elif args.what == "most-likely":
-        result = bench.bench_most_likely(args.model or DEFAULT_MODEL, time_budget=args.time_budget, png=args.png,
-                                         **lm_options)
-        _emit(args, result, bench.format_most_likely(result))
-    elif args.what == "marginal":
-        quick = bench.QUICK_MARGINAL if args.quick else {}
-        result = bench.bench_marginal(args.model or DEFAULT_MODEL, **{
-            "sizes": tuple(args.sizes), "baseline_samples": args.baseline_samples, **quick, **lm_options})
-        _emit(args, result, bench.format_marginal(result))
-    elif args.what == "engine":
-        data = args.data if args.data.endswith(".jsonl") else str(Path(args.data) / "openbookqa" / "dev.jsonl")
-        result = bench.bench_engine(args.model or DEFAULT_MODEL, data=data, questions=args.questions,
-                                    num_samples=args.samples, batch_questions=args.batch_questions,
-                                    big_n=args.big_n, **lm_options)
-        _emit(args, result, bench.format_engine(result))
-    elif args.what == "estimators":
-        result = bench.bench_estimators(args.model or DEFAULT_MODEL, num_samples=args.samples, **lm_options)
-        _emit(args, result, bench.format_estimators(result))
-    elif args.what == "diagnostics":
-        from ppl_tok.bench import diagnostics as diag
 
-        if args.rescore:  # the stored runs only, with the current warning rule: no LM
-            result = {**diag.analyze(diag.load_records(args.records), num_samples=args.samples), "records": args.records}
-        else:
-            data = args.data if args.data.endswith(".jsonl") else str(Path(args.data) / "openbookqa" / "dev.jsonl")
-            sizes = diag.QUICK if args.quick else {"strings": args.strings, "seeds": args.seeds,
-                                                   "num_samples": args.samples}
-            result = diag.run(args.model or DEFAULT_MODEL, data=data, records=args.records, **sizes, **lm_options)
-        _emit(args, result, diag.format_report(result))
-    elif args.what == "memory":
-        result = bench.bench_memory(device=args.device)
-        _emit(args, result, bench.format_memory(result))
-    elif args.what == "perplexity":
-        from ppl_tok.bench import perplexity as perplexity_bench
+# ------------------------------------------------------------ the commands
+def cmd_mdd(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import mdd as bench
 
-        knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
-        if args.lockstep:
-            result = perplexity_bench.bench_lockstep(args.model or DEFAULT_MODEL, data_dir=args.data,
-                                                     documents=args.documents, min_bytes=args.lengths[0],
-                                                     max_bytes=args.lengths[1], **knobs, **lm_options)
-            _emit(args, result, perplexity_bench.format_lockstep(result))
-        elif args.prefix_bytes is not None:
-            result = perplexity_bench.bench_prefixes(args.model or DEFAULT_MODEL, data_dir=args.data,
-                                                     documents=args.documents, min_bytes=args.lengths[0],
-                                                     max_bytes=args.lengths[1], prefix_bytes=args.prefix_bytes,
-                                                     budget=args.prefix_budget, tolerance=args.prefix_tolerance,
-                                                     **knobs, **lm_options)
-            _emit(args, result, perplexity_bench.format_prefixes(result))
-        elif args.memory_bytes is not None:
-            result = perplexity_bench.bench_memory_document(args.model or DEFAULT_MODEL, data_dir=args.data,
-                                                            n_bytes=args.memory_bytes, **knobs, **lm_options)
-            _emit(args, result, perplexity_bench.format_memory_document(result))
-        else:
-            result = perplexity_bench.bench_perplexity(args.model or DEFAULT_MODEL, data_dir=args.data,
-                                                       documents=args.documents, min_bytes=args.lengths[0],
-                                                       max_bytes=args.lengths[1], out=args.out,
-                                                       progress=sys.stderr.isatty() or args.progress,
-                                                       **knobs, **lm_options)
-            _emit(args, result, perplexity_bench.format_perplexity(result))
-    elif args.what == "strings":
-        from ppl_tok.bench import strings as strings_bench
+    result = bench.bench_mdd(args.data, models=args.models or list(bench.MDD_MODELS),
+                             naive_bytes=args.naive_bytes, max_bytes=args.max_bytes)
+    _emit(args, result, bench.format_mdd(result))
 
-        if args.genlm_python:
-            result = strings_bench.bench_genlm(args.genlm_python, args.model or DEFAULT_MODEL, data=args.data,
-                                               n_bytes=args.genlm_bytes, keep=args.genlm_keep, **lm_options)
-            _emit(args, result, strings_bench.format_genlm(result))
-            return
-        result = strings_bench.bench_strings(args.model or DEFAULT_MODEL, data=args.data, long_bytes=args.long_bytes,
-                                             prompts=args.prompts, prompt_records=args.prompt_records,
-                                             prompts_only=args.prompts_only, **lm_options)
-        _emit(args, result, strings_bench.format_strings(result))
+
+def cmd_most_likely(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import most_likely as bench
+
+    spec = lm_spec(args)
+    result = bench.bench_most_likely(spec.model, time_budget=args.time_budget, png=args.png, **spec.options())
+    _emit(args, result, bench.format_most_likely(result))
+
+
+def cmd_marginal(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import marginal as bench
+
+    spec = lm_spec(args)
+    quick = bench.QUICK_MARGINAL if args.quick else {}
+    result = bench.bench_marginal(spec.model, **{"sizes": tuple(args.sizes), "baseline_samples": args.baseline_samples,
+                                                 **quick, **spec.options()})
+    _emit(args, result, bench.format_marginal(result))
+
+
+def cmd_engine(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import engine as bench
+
+    spec = lm_spec(args)
+    result = bench.bench_engine(spec.model, data=_openbookqa_dev(args.data), questions=args.questions,
+                                num_samples=args.samples, batch_questions=args.batch_questions, big_n=args.big_n,
+                                **spec.options())
+    _emit(args, result, bench.format_engine(result))
+
+
+def cmd_estimators(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import marginal as bench
+
+    spec = lm_spec(args)
+    result = bench.bench_estimators(spec.model, num_samples=args.samples, **spec.options())
+    _emit(args, result, bench.format_estimators(result))
+
+
+def cmd_diagnostics(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import diagnostics as diag
+
+    if args.rescore:  # the stored runs only, with the current warning rule: no LM
+        result = {**diag.analyze(diag.load_records(args.records), num_samples=args.samples), "records": args.records}
+    else:
+        spec = lm_spec(args)
+        sizes = diag.QUICK if args.quick else {"strings": args.strings, "seeds": args.seeds,
+                                               "num_samples": args.samples}
+        result = diag.run(spec.model, data=_openbookqa_dev(args.data), records=args.records, **sizes,
+                          **spec.options())
+    _emit(args, result, diag.format_report(result))
+
+
+def cmd_memory(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import engine as bench
+
+    result = bench.bench_memory(device=args.device)
+    _emit(args, result, bench.format_memory(result))
+
+
+def cmd_perplexity(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import perplexity as bench
+
+    spec = lm_spec(args)
+    knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
+    common = {"data_dir": args.data, **knobs, **spec.options()}
+    documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}
+    if args.lockstep:
+        result = bench.bench_lockstep(spec.model, **documents, **common)
+        _emit(args, result, bench.format_lockstep(result))
+    elif args.prefix_bytes is not None:
+        result = bench.bench_prefixes(spec.model, **documents, prefix_bytes=args.prefix_bytes,
+                                      budget=args.prefix_budget, tolerance=args.prefix_tolerance, **common)
+        _emit(args, result, bench.format_prefixes(result))
+    elif args.memory_bytes is not None:
+        result = bench.bench_memory_document(spec.model, n_bytes=args.memory_bytes, **common)
+        _emit(args, result, bench.format_memory_document(result))
+    else:
+        result = bench.bench_perplexity(spec.model, **documents, out=args.out,
+                                        progress=sys.stderr.isatty() or args.progress, **common)
+        _emit(args, result, bench.format_perplexity(result))
+
+
+def cmd_strings(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import strings as bench
+
+    spec = lm_spec(args)
+    if args.genlm_python:
+        result = bench.bench_genlm(args.genlm_python, spec.model, data=args.data, n_bytes=args.genlm_bytes,
+                                   keep=args.genlm_keep, **spec.options())
+        _emit(args, result, bench.format_genlm(result))
+        return
+    result = bench.bench_strings(spec.model, data=args.data, long_bytes=args.long_bytes, prompts=args.prompts,
+                                 prompt_records=args.prompt_records, prompts_only=args.prompts_only,
+                                 **spec.options())
+    _emit(args, result, bench.format_strings(result))
+
+
+# ----------------------------------------------------------- the parsers
+def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, lm: bool = True,
+         data: str | None = None) -> argparse.ArgumentParser:
+    p = bench_sub.add_parser(name, help=help, description=help)
+    if lm:
+        add_lm_arguments(p)
+    if data is not None:
+        p.add_argument("--data", default=DATA, help=f"{data} (default {DATA})")
+    add_json_argument(p)
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
+    p = _add(bench_sub, "perplexity", "perplexity over strings: marginal against canonical scoring, token-forwards "
+             "per byte, on documents of the shared data", cmd_perplexity, data="the data folder")
+    p.add_argument("--documents", type=POSITIVE, default=50, help="documents (default 50)")
+    p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
+                   help="document lengths in bytes, spread evenly (default 300 2000)")
+    p.add_argument("--beam", type=POSITIVE, help="the marginal's beam (default: ppl-tok perplexity's)")
+    p.add_argument("--prune", type=positive, help="the marginal's prune, nats (default: ppl-tok perplexity's)")
+    p.add_argument("--out", metavar="DIR", help="keep each document's row in this folder as it is measured; "
+                   "a rerun resumes")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
+                      help="instead, the peak RSS of the marginal of one document of BYTES bytes (progress lines "
+                           "on stderr)")
+    mode.add_argument("--lockstep", action="store_true",
+                      help="instead, the marginals of --documents documents one at a time against swept in "
+                           "lockstep (one batched forward per step)")
+    mode.add_argument("--prefix-bytes", type=POSITIVE, nargs="+", metavar="BYTES",
+                      help="instead, the beam's floor on the documents' first BYTES bytes against best-first "
+                           "search's bracket, where that closes to --prefix-tolerance")
+    p.add_argument("--prefix-budget", type=POSITIVE, default=5000,
+                   help="--prefix-bytes: forwards per prefix for the bracket (default 5000)")
+    p.add_argument("--prefix-tolerance", type=positive, default=1e-3,
+                   help="--prefix-bytes: the bracket's width, nats, at which it counts as closed (default 1e-3)")
+
+
+def _add_strings(bench_sub: argparse._SubParsersAction) -> None:
+    p = _add(bench_sub, "strings", "the LM over strings: cost per byte, prompt boundaries, generation, next-byte "
+             "walks against genlm-bytes", cmd_strings, data="the data folder")
+    p.add_argument("--long-bytes", type=integer(0), default=2000,
+                   help="bytes of the long running text (0: none; default 2000)")
+    p.add_argument("--prompts", type=integer(0), default=50,
+                   help="mid-word prompts of the prompt-boundary part (0: none; default 50)")
+    p.add_argument("--prompt-records", type=output_file, metavar="FILE",
+                   help="append each prompt's numbers to this JSON Lines file, and resume from it")
+    p.add_argument("--prompts-only", action="store_true", help="the prompt-boundary part alone")
+    p.add_argument("--genlm-python", metavar="PYTHON",
+                   help="only the comparison with genlm-bytes, run by this interpreter (its own environment)")
+    p.add_argument("--genlm-bytes", type=POSITIVE, default=1000,
+                   help="--genlm-python: bytes of OpenBookQA test questions walked (default 1000)")
+    p.add_argument("--genlm-keep", metavar="DIR",
+                   help="--genlm-python: write each walk's JSON into this folder as it finishes")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``bench`` and its one subcommand per benchmark to the ``ppl-tok`` subcommands."""
+    desc = "speed benchmarks (ratios against baselines run in the same process); ppl-tok bench NAME --help"
+    bench = sub.add_parser("bench", help=desc, description=desc)
+    bench_sub = bench.add_subparsers(dest="what", required=True, metavar="NAME", help="the benchmark")
+    p = _add(bench_sub, "mdd", "MDD compilation: bytes per second of the trie compiler against the naive one",
+             cmd_mdd, lm=False, data="a data folder or a text file")
+    p.add_argument("--models", nargs="+", help="the vocabularies (default smollm2-135m gemma3-270m)")
+    p.add_argument("--max-bytes", type=integer(0), default=2_000_000, help="texts compiled by the trie compiler")
+    p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="texts compiled by the naive compiler")
+    p = _add(bench_sub, "marginal", "importance sampling: the vectorised marginal against sequential Pyro",
+             cmd_marginal)
+    p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="numbers of samples")
+    p.add_argument("--baseline-samples", type=POSITIVE, default=64, help="N of the sequential baseline")
+    p.add_argument("--quick", action="store_true", help="one small run of each part (a smoke test)")
+    p = _add(bench_sub, "most-likely", "branch and bound: the incumbent against time", cmd_most_likely)
+    p.add_argument("--time-budget", type=positive, default=60.0, help="seconds per prefix (default 60)")
+    p.add_argument("--png", type=output_file, help="plot the curve here")
+    p = _add(bench_sub, "engine", "the batched engine: questions per minute against the raw batched forward",
+             cmd_engine, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
+    p.add_argument("--questions", type=POSITIVE, default=20, help="OpenBookQA questions (default 20)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="particles per answer (default 64)")
+    p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions per engine run (default 8)")
+    p.add_argument("--big-n", type=POSITIVE, default=256, help="particles on one sentence (default 256)")
+    p = _add(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device)", cmd_memory, lm=False)
+    p.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
+    p = _add(bench_sub, "estimators", "the marginal's estimators against the exact answer at equal cost",
+             cmd_estimators)
+    p.add_argument("--samples", type=POSITIVE, default=64, help="particles (default 64)")
+    p = _add(bench_sub, "diagnostics", "precision and recall of the estimates' warnings against exact answers",
+             cmd_diagnostics, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
+    p.add_argument("--strings", type=POSITIVE, default=30, help="strings with exact truth (default 30)")
+    p.add_argument("--seeds", type=POSITIVE, default=5, help="seeds per string and method (default 5)")
+    p.add_argument("--samples", type=POSITIVE, default=64, help="particles (default 64)")
+    p.add_argument("--records", default="diagnostics-runs.jsonl",
+                   help="the per-run JSON lines, appended and resumed (default diagnostics-runs.jsonl)")
+    p.add_argument("--rescore", action="store_true",
+                   help="score the stored --records with the current warning rule, without the LM")
+    p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
+    _add_strings(bench_sub)
+    _add_perplexity(bench_sub)

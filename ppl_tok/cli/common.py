@@ -10,13 +10,81 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ppl_tok.cli.arguments import integer
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.cards import load_lm, load_vocabulary
+from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import limits
 from ppl_tok.mdd import compile_mdd
 
-
 STDIN = "-"
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (status 2). Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# ------------------------------------------------------- argument groups
+def add_lm_arguments(p: argparse.ArgumentParser, *, bos_id: bool = True) -> None:
+    """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``.
+
+    :func:`lm_spec` turns the parsed flags into the :class:`~ppl_tok.lm.spec.LMSpec` that the command loads
+    and its study records.
+    """
+    g = p.add_argument_group("language model")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
+    g.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
+    g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
+    if bos_id:
+        g.add_argument("--bos-id", type=integer(0), metavar="ID",
+                       help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+
+
+def lm_spec(args: argparse.Namespace) -> LMSpec:
+    """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`."""
+    return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=getattr(args, "bos_id", None))
+
+
+def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
+    """``--model`` or ``--tokenizer``: for commands that need a vocabulary only."""
+    g = p.add_argument_group("vocabulary")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
+    g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
+
+
+def add_json_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (RFC 8259; non-finite numbers as \"-Infinity\", \"Infinity\", "
+                        "\"NaN\")")
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, help: str, kind: str) -> argparse.ArgumentParser:
+    """A ``ppl-tok`` subcommand with its model flags and ``--json``.
+
+    ``kind``: ``"vocab"`` (a vocabulary is enough), ``"lm"`` (runs an LM) or ``"none"`` (no model).
+    """
+    p = sub.add_parser(name, help=help, description=help)
+    if kind == "vocab":
+        add_vocabulary_arguments(p)
+    elif kind == "lm":
+        add_lm_arguments(p)
+    add_json_argument(p)
+    return p
+
+
+def add_text_arguments(p: argparse.ArgumentParser, context: bool = True) -> None:
+    """TEXT (``-``: standard input) or ``--file PATH``, and optionally ``--context``."""
+    p.add_argument("text", nargs="?", metavar="TEXT",
+                   help="the string, taken literally (- reads it from standard input)")
+    p.add_argument("--file", dest="text_file", metavar="PATH",
+                   help="read the text from this UTF-8 file (- for standard input)")
+    if context:
+        p.add_argument("--context", default="", help="text the string continues (default: none, only BOS)")
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
@@ -77,7 +145,7 @@ def _resolve_text(args: argparse.Namespace) -> None:
 
 
 def _load_lm(args: argparse.Namespace) -> Any:
-    return load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+    return load_lm(lm_spec(args))
 
 
 def _check_context(args: argparse.Namespace, lm: Any) -> None:

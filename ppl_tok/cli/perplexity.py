@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, integer, positive
-from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
+from ppl_tok.cli.common import add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
 
@@ -53,7 +53,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
     config = ScoringConfig(scoring=args.scoring, window=args.window, beam=args.beam, prune=args.prune,
                            budget=args.budget, num_samples=args.samples, seed=args.seed)
-    lm = load_lm(args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+    lm = load_lm(lm_spec(args))
     if args.scoring == "marginal":
         from ppl_tok.perplexity.score import cap_prefix_cache
 
@@ -96,10 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scoring", choices=SCORINGS, default="canonical",
                    help="canonical tokens (default), the marginal over tokenizations by the byte-synchronous beam "
                         "(certified floor), or canonical plus an importance estimate of the rest")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
-    p.add_argument("--device", help="where the LM runs: cpu, cuda, ... (default: cpu)")
-    p.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's)")
-    p.add_argument("--bos-id", type=integer(0), metavar="ID", help="the BOS id (default: the card's)")
+    add_lm_arguments(p)
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
     p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
                    help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM})")
@@ -113,6 +110,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
-    p.add_argument("--json", action="store_true", help="print one JSON object (corpus figures and per_document)")
+    add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder, positive
-from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
+from ppl_tok.cli.common import add_lm_arguments
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
 
@@ -125,20 +126,24 @@ def cmd_ensemble(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``qa`` (with ``run``, ``report`` and ``summary``) to the ``ppl-tok`` subcommands."""
-    from pathlib import Path
-
     qa = sub.add_parser("qa", help="the multiple-choice QA study (the paper's Sec. 6)",
                         description="Score multiple-choice questions with canonical, marginal, mixture and exact "
                                     "classifiers; resumable; reports the paper's Tables 1-2 and Figs. 5-6.")
     qa_sub = qa.add_subparsers(dest="qa_command", required=True)
+    _add_run(qa_sub)
+    _add_report(qa_sub)
+    _add_summary(qa_sub)
+    _add_contexts(qa_sub)
+    _add_ensemble(qa_sub)
+
+
+def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p = qa_sub.add_parser("run", help="score a dataset into a run folder (resumable)")
     p.add_argument("--dataset", required=True, help=f"one of {', '.join(DATASETS)} or a JSON Lines file "
                    "(objects with context, choices, label, optional id)")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
     p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, folder or hub id (default {DEFAULT_MODEL})")
-    p.add_argument("--device", help="torch device for the model, e.g. cuda")
-    p.add_argument("--dtype", choices=DTYPES, help="model dtype (default: the card's)")
+    add_lm_arguments(p, bos_id=False)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--scores", type=_scores, default=[],
@@ -157,6 +162,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=POSITIVE, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_run)
+
+
+def _add_report(qa_sub: argparse._SubParsersAction) -> None:
     p = qa_sub.add_parser("report", help="tables, plots and report.json of a run folder")
     p.add_argument("dir", type=Path, help="a run folder written by `ppl-tok qa run`")
     p.add_argument("--runs", type=POSITIVE, default=256, help="random k-subsets per k (default 256, as the paper)")
@@ -168,10 +176,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the largest first part of every split that is all scored (a run in progress)")
     p.add_argument("--json", action="store_true", help="print report.json's object")
     p.set_defaults(func=cmd_report)
+
+
+def _add_summary(qa_sub: argparse._SubParsersAction) -> None:
     p = qa_sub.add_parser("summary", help="one table over many run folders (their report.json, test split)")
     p.add_argument("dirs", type=Path, nargs="+", metavar="dir", help="run folders, each with a current report.json")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.set_defaults(func=cmd_summary)
+
+
+def _add_contexts(qa_sub: argparse._SubParsersAction) -> None:
     p = qa_sub.add_parser("contexts", help="log P(question) under a run's model: the mixture's evidence (resumable)",
                           description="Compute log P_m(context) of every question of a run with the run's model, "
                                       "into RUN/contexts-METHOD/, for `ppl-tok qa ensemble`.")
@@ -188,6 +202,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prune", type=positive, default=12.0, help="prefix: pruning threshold in nats (default 12)")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_contexts)
+
+
+def _add_ensemble(qa_sub: argparse._SubParsersAction) -> None:
     p = qa_sub.add_parser("ensemble", help="string-level ensembles of runs of different models (mixture, product)",
                           description="Combine the stored answer scores of runs of different models on the same "
                                       "questions at the string level: the Bayesian mixture (weights from each "

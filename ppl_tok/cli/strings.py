@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
 from typing import Any
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, positive
+from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm, add_command, add_text_arguments
 from ppl_tok.strings.beam import StringSearchConfig
 
 
@@ -17,7 +17,6 @@ def _config(args: argparse.Namespace) -> StringSearchConfig:
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm
     from ppl_tok.strings.conditional import string_conditional
 
     _check_utf8("--prompt", args.prompt)
@@ -40,7 +39,6 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from ppl_tok.cli.common import _check_utf8, _emit, _load_lm
     from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
 
     _check_utf8("--prompt", args.prompt)
@@ -64,7 +62,6 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def cmd_next(args: argparse.Namespace) -> None:
-    from ppl_tok.cli.common import _check_utf8, _emit, _load_lm
     from ppl_tok.strings.chars import next_char_log_probs
     from ppl_tok.strings.state import END_OF_STRING, StringState
 
@@ -102,9 +99,8 @@ def cmd_next(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
-def register(add: Callable[[str, str, str], argparse.ArgumentParser],
-             text_args: Callable[..., Any]) -> None:
-    """Add ``conditional``, ``generate`` and ``next`` with ``ppl-tok``'s own helpers (``add``, ``text_args`` of ``cli.py``)."""
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``conditional``, ``generate`` and ``next`` to the ``ppl-tok`` subcommands."""
 
     def search_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
@@ -114,13 +110,13 @@ def register(add: Callable[[str, str, str], argparse.ArgumentParser],
         p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
                        help="token forwards, past which the beam narrows to one prefix (default: none)")
 
-    p = add("conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
+    p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
             "certified interval (no prompt boundary problem)", "lm")
-    text_args(p)
+    add_text_arguments(p)
     p.add_argument("--prompt", required=True, help="the prompt string, cut anywhere (\"\": unconditional)")
     search_args(p)
     p.set_defaults(func=cmd_conditional)
-    p = add("generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
+    p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
     p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--max-bytes", type=POSITIVE, default=64, help="bytes to generate at most (default 64)")
@@ -134,7 +130,7 @@ def register(add: Callable[[str, str, str], argparse.ArgumentParser],
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     search_args(p)
     p.set_defaults(func=cmd_generate)
-    p = add("next", "the next-byte (or next-character) distribution after a prompt string, with certified "
+    p = add_command(sub, "next", "the next-byte (or next-character) distribution after a prompt string, with certified "
             "intervals", "lm")
     p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")

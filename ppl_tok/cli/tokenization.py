@@ -9,7 +9,9 @@ import sys
 import time
 from typing import Any
 
-from ppl_tok.cli.common import STDIN, _check_context, _emit, _load_lm, _names, _tokens, _vocab
+from ppl_tok.cli.arguments import POSITIVE, SEED, output_file, positive
+from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _tokens, _vocab, add_command,
+                                add_text_arguments)
 from ppl_tok.common.jsonout import count_fields
 from ppl_tok.limits import limits
 from ppl_tok.mdd import compile_mdd
@@ -241,3 +243,67 @@ def cmd_sat(args: argparse.Namespace) -> None:
 
 STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, not a bound)",
                    "unbiased, sampled part": " (the enumerated part exact; the ± is the sampled part's)"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the commands on one string to the ``ppl-tok`` subcommands."""
+    p = add_command(sub, "tokenize", "canonical tokens and the number of tokenizations", "vocab")
+    add_text_arguments(p, context=False)
+    p.set_defaults(func=cmd_tokenize)
+    p = add_command(sub, "count", "the exact number of tokenizations", "vocab")
+    add_text_arguments(p, context=False)
+    p.set_defaults(func=cmd_count)
+    p = add_command(sub, "mdd", "export the MDD of all tokenizations (DOT text, PNG drawing)", "vocab")
+    add_text_arguments(p, context=False)
+    p.add_argument("--dot", type=output_file, metavar="FILE", help="write Graphviz DOT here (- for standard output)")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="draw a PNG here (small MDDs)")
+    p.set_defaults(func=cmd_mdd)
+    p = add_command(sub, "score", "log-probability of the canonical tokenization", "lm")
+    add_text_arguments(p)
+    p.set_defaults(func=cmd_score)
+    p = add_command(sub, "marginal", "marginal probability of a string over all its tokenizations", "lm")
+    add_text_arguments(p)
+    p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples (default 64)")
+    p.add_argument("--proposal", default="lookahead", choices=["lookahead", "uniform", "prior", "stratified"],
+                   help="the importance proposal: the LM's look-ahead restricted to the MDD (default), uniform "
+                        "over tokenizations, the LM's prior (rejection), or look-ahead stratified by a search")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (same seed, same estimate; default 0)")
+    p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
+    p.add_argument("--max-paths", type=POSITIVE, default=100_000,
+                   help="refuse --exact above this many tokenizations (default 100000)")
+    p.add_argument("--bounds", type=positive, metavar="TOL", help="also a certified bracket, to TOL nats")
+    p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
+    p.set_defaults(func=cmd_marginal)
+    p = add_command(sub, "distribution", "the distribution over tokenizations (the paper's Fig. 2): exact, or from "
+            "importance samples", "lm")
+    add_text_arguments(p)
+    p.add_argument("--proposal", default="exact", choices=["exact", "lookahead", "uniform", "prior", "stratified"],
+                   help="exact enumeration (default), or the self-normalised weights of this importance proposal")
+    p.add_argument("--samples", type=POSITIVE, default=256, help="importance samples (default 256)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the importance samples (default 0)")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="plot the distribution here")
+    p.add_argument("--top", type=POSITIVE, default=20, help="how many tokenizations to list and plot (default 20)")
+    p.add_argument("--max-paths", type=POSITIVE, default=100_000,
+                   help="refuse --proposal exact above this many tokenizations (default 100000)")
+    p.set_defaults(func=cmd_distribution)
+    p = add_command(sub, "canonicity", "fraction of canonical generations against length (the paper's Fig. 3)", "lm")
+    p.add_argument("--samples", type=POSITIVE, default=32, help="generations sampled from the LM (default 32)")
+    p.add_argument("--max-tokens", type=POSITIVE, default=32, help="tokens per generation (default 32)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="plot the curve here")
+    p.set_defaults(func=cmd_canonicity)
+    p = add_command(sub, "most-likely", "the most likely tokenization by branch and bound", "lm")
+    add_text_arguments(p)
+    p.add_argument("--time-budget", type=positive, metavar="SECONDS",
+                   help="stop after this long (default: until optimality is proven)")
+    p.add_argument("--top-k", type=POSITIVE, default=1, help="also list the k most likely tokenizations (default 1)")
+    p.set_defaults(func=cmd_most_likely)
+    p = add_command(sub, "sat", "decide SAT (mlt) or count models (msp) through the paper's reductions", "none")
+    p.add_argument("file", metavar="FILE", help="a DIMACS .cnf file (3-CNF)")
+    p.add_argument("--problem", choices=["mlt", "msp"], default="mlt",
+                   help="mlt: satisfiability via the most likely tokenization (Thm. 4.2); msp: the model count "
+                        "via the marginal string probability (Thm. 5.2)")
+    p.add_argument("--max-paths", type=POSITIVE, default=1 << 20, help="msp: refuse above this many tokenizations")
+    p.add_argument("--time-budget", type=positive, metavar="SECONDS",
+                   help="give up after this long (mlt: 'unknown' unless a satisfying tokenization was found)")
+    p.set_defaults(func=cmd_sat)

@@ -44,7 +44,7 @@ def test_a_quick_check_on_the_cpu_writes_its_report(tmp_path):
 
 
 def test_a_run_of_some_parts_adds_them_to_the_report(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpucheck, "run_tests", lambda device, root: {"passed": True})
+    monkeypatch.setattr(gpucheck, "run_tests", lambda device, tests: {"passed": True})
     monkeypatch.setattr(gpucheck, "bracket", lambda lm: {"closed": True})
     import ppl_tok.lm.cards
 
@@ -53,3 +53,9 @@ def test_a_run_of_some_parts_adds_them_to_the_report(tmp_path, monkeypatch):
     report = gpucheck.check("cpu", out=tmp_path, quick=True, parts=("bracket",))
     assert set(report["parts"]) == {"tests", "bracket"} and report["targets"][0]["met"] is True
     assert set(json.loads((tmp_path / "report.json").read_text())["parts"]) == {"tests", "bracket"}
+
+
+def test_the_tests_part_reads_a_checkout_only_when_given_one(tmp_path):
+    assert "no test folder given" in gpucheck.run_tests("cpu", None)["skipped"]
+    assert "none of" in gpucheck.run_tests("cpu", tmp_path)["skipped"]
+    assert all(not f.startswith("tests/") for f in gpucheck.TEST_FILES)

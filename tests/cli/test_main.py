@@ -5,6 +5,7 @@ import pytest
 
 from conftest import LLAMA2, SHARED
 import ppl_tok.cli.common
+import ppl_tok.cli.tokenization
 from ppl_tok.cli.main import main
 
 
@@ -177,7 +178,9 @@ def loaded(monkeypatch, smollm2, smollm2_vocab):
     (["score", "x", "--bos-id", "-3"], "argument --bos-id"),
     (["sat", "f.cnf", "--time-budget", "-1"], "argument --time-budget"),
     (["sat", "f.cnf", "--model", "smollm2-135m"], "unrecognized arguments: --model"),
-    (["bench", "mdd", "--model", "smollm2-135m"], "bench mdd compiles with the vocabularies of --models"),
+    (["bench", "mdd", "--device", "cpu"], "unrecognized arguments: --device"),
+        (["bench", "engine", "--models", "a"], "unrecognized arguments: --models"),
+        (["bench", "engine", "--quick"], "unrecognized arguments: --quick"),
     (["bench", "marginal", "--sizes", "0"], "argument --sizes"),
     (["mdd", "x"], "--dot FILE"),
     (["mdd", "x", "--dot", "-", "--json"], "both write to standard output"),
@@ -256,7 +259,7 @@ def test_ctrl_c_exits_130_with_one_line_keeping_partial_output(capsys, monkeypat
         print("partial result")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_count", interrupted)
+    monkeypatch.setattr(ppl_tok.cli.tokenization, "cmd_count", interrupted)
     code, out, err = run(capsys, "count", "x")
     assert code == 130 and out == "partial result\n" and err == "ppl-tok count: interrupted\n"
 
@@ -296,11 +299,27 @@ def test_help_describes_the_tool_and_every_option():
     parser = cli.build_parser()
     assert "command line." not in parser.description and "tokenizations" in parser.description
     sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
-    for name, p in sub.choices.items():
-        if name == "qa":
-            continue
+    todo = [(name, p) for name, p in sub.choices.items() if name != "qa"]
+    while todo:
+        name, p = todo.pop()
         for action in p._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+            if isinstance(action, cli.argparse._SubParsersAction):  # bench NAME
+                todo += [(f"{name} {n}", q) for n, q in action.choices.items()]
+
+
+def test_each_benchmark_shows_only_its_own_flags():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    bench = next(a for a in sub.choices["bench"]._actions if isinstance(a, cli.argparse._SubParsersAction))
+    flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in bench.choices.items()}
+    assert set(flags) == {"mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics",
+                          "strings", "perplexity"}
+    assert "--genlm-python" in flags["strings"] and not any("--genlm-python" in f for n, f in flags.items()
+                                                               if n != "strings")
+    assert "--lockstep" in flags["perplexity"] and "--lockstep" not in flags["strings"]
+    assert "--model" not in flags["mdd"] and "--models" in flags["mdd"]
+    assert {"--model", "--device", "--dtype", "--bos-id"} <= flags["engine"]
 
 
 def test_sat_time_budget_bounds_a_hard_formula(capsys, tmp_path):
@@ -315,7 +334,7 @@ def test_sat_time_budget_bounds_a_hard_formula(capsys, tmp_path):
 
 
 def test_bench_marginal_quick_mode_is_wired(capsys, monkeypatch):
-    from ppl_tok.bench import tokenization as bench
+    from ppl_tok.bench import marginal as bench
 
     seen = {}
     monkeypatch.setattr(bench, "bench_marginal", lambda model, **kw: seen.update(kw, model=model) or {})
@@ -365,7 +384,7 @@ def test_bench_engine_runs_and_reports_ratios(capsys):
 
 
 def test_bench_estimators_is_wired(capsys, monkeypatch):
-    from ppl_tok.bench import tokenization as bench
+    from ppl_tok.bench import marginal as bench
 
     seen = {}
     monkeypatch.setattr(bench, "bench_estimators",

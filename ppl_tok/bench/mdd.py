@@ -1,0 +1,88 @@
+"""``ppl-tok bench mdd``: bytes per second of :func:`~ppl_tok.mdd.compile_mdd` (byte trie) against
+:func:`~ppl_tok.mdd.compile_mdd_naive` (Algorithm 1 as written: the whole vocabulary scanned at every position), on
+the same texts, and the time to compile one 10 kB text."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ppl_tok.datasets import find_data_files, load_questions, texts_of
+from ppl_tok.lm.cards import load_vocabulary
+from ppl_tok.mdd import compile_mdd, compile_mdd_naive
+
+def load_texts(source: str | Path) -> list[str]:
+    """Texts to benchmark on: every context and answer of a data folder, or the paragraphs of a file."""
+    source = Path(source)
+    if source.is_dir():
+        return [t for f in find_data_files(source) for t in texts_of(load_questions(f))]
+    if source.suffix in (".jsonl", ".gz"):
+        return list(texts_of(load_questions(source)))
+    if not source.is_file():
+        raise FileNotFoundError(f"no data folder or text file at {source}")
+    return [p for p in source.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+
+
+def _rate(texts: list[str], compile_fn, vocab, desc: str) -> tuple[float, int, float]:
+    done, start = 0, time.perf_counter()
+    for text in tqdm(texts, desc=desc, unit="text", leave=False):
+        compile_fn(text, vocab)
+        done += len(text.encode("utf-8"))
+    seconds = time.perf_counter() - start
+    return done / seconds, done, seconds
+
+
+def _take(texts: list[str], budget: int) -> list[str]:
+    out, total = [], 0
+    for t in texts:
+        if total >= budget:
+            break
+        out.append(t)
+        total += len(t.encode("utf-8"))
+    return out
+
+
+MDD_MODELS = ("smollm2-135m", "gemma3-270m")
+
+
+def bench_mdd(data: str | Path, models: list[str], naive_bytes: int = 3_000,
+              max_bytes: int = 2_000_000) -> dict[str, Any]:
+    """Compile the texts under ``data`` with each model's vocabulary, trie against naive."""
+    texts = load_texts(data)
+    # Interleave the data sets so a byte budget samples all of them.
+    texts = texts[::7] + [t for i, t in enumerate(texts) if i % 7]
+    rows = []
+    for name in models:
+        vocab = load_vocabulary(name)
+        compile_mdd("warm up the trie", vocab)
+        fast_texts = _take(texts, max_bytes)
+        fast, fast_bytes, fast_s = _rate(fast_texts, compile_mdd, vocab, f"{name}: trie compiler")
+        naive_texts = _take(texts, naive_bytes)
+        trie_same, _, _ = _rate(naive_texts, compile_mdd, vocab, f"{name}: trie compiler (same texts)")
+        naive, naive_done, naive_s = _rate(naive_texts, compile_mdd_naive, vocab, f"{name}: naive compiler")
+        big = " ".join(_take(texts, 10_000))[:10_000]
+        start = time.perf_counter()
+        mdd = compile_mdd(big, vocab)
+        big_s = time.perf_counter() - start
+        rows.append({
+            "model": name, "vocab_size": len(vocab),
+            "trie_bytes_per_s": fast, "trie_bytes": fast_bytes, "trie_seconds": fast_s,
+            "trie_bytes_per_s_on_naive_texts": trie_same,
+            "naive_bytes_per_s": naive, "naive_bytes": naive_done, "naive_seconds": naive_s,
+            "speedup": trie_same / naive,
+            "ten_kb_seconds": big_s, "ten_kb_edges": mdd.number_of_edges(),
+            "ten_kb_log10_count": len(str(mdd.count())) - 1,
+        })
+    return {"data": str(data), "texts": len(texts), "results": rows}
+
+
+def format_mdd(result: dict[str, Any]) -> list[str]:
+    lines = [f"MDD compilation on {result['data']} ({result['texts']} texts)",
+             f"{'model':<14} {'trie B/s':>10} {'naive B/s':>10} {'speedup':>8} {'10 kB text':>11}"]
+    for r in result["results"]:
+        lines.append(f"{r['model']:<14} {r['trie_bytes_per_s']:>10.0f} {r['naive_bytes_per_s']:>10.0f} "
+                     f"{r['speedup']:>7.0f}x {r['ten_kb_seconds']:>10.3f}s")
+    return lines
