@@ -16,11 +16,11 @@ from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.infer.importance import marginal
 from ppl_tok.infer.search import marginal_bounds, marginal_bounds_many, most_likely
 
-__version__ = "0.1.0"
+from ppl_tok.common.version import __version__
 
 __all__ = [
     "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMSpec", "LMState",
     "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "TableLM", "Vocabulary",
     "compile_mdd", "compile_mdd_naive", "exact_marginal", "list_cards", "load_lm", "load_vocabulary", "marginal",
-    "marginal_bounds", "marginal_bounds_many", "most_likely",
+    "marginal_bounds", "marginal_bounds_many", "most_likely", "__version__",
 ]

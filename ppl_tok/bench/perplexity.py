@@ -100,7 +100,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
     """
     from tqdm.auto import tqdm
 
-    from ppl_tok import __version__
+    from ppl_tok.common.version import __version__
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.strings import StringSearchConfig, string_marginal
     from ppl_tok.perplexity.score import canonical_scores

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ppl_tok.cli.arguments import POSITIVE, integer, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
 
 DATA = "../shared/data"

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.cli.arguments import integer
+from ppl_tok.common.arguments import integer
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.cards import load_lm, load_vocabulary
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES, LMSpec

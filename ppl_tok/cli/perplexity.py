@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, integer, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, integer, positive
 from ppl_tok.cli.common import add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.cli.common import add_lm_arguments
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES

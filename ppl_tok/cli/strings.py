@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, positive
 from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm, add_command, add_text_arguments
 from ppl_tok.strings.beam import StringSearchConfig
 

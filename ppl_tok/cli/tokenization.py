@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, output_file, positive
 from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _tokens, _vocab, add_command,
                                 add_text_arguments)
 from ppl_tok.common.jsonout import count_fields

@@ -77,7 +77,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder
+from ppl_tok.common.arguments import POSITIVE, SEED, output_folder
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp

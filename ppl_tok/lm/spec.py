@@ -3,7 +3,7 @@
 An :class:`LMSpec` holds everything about the LM that can change a number: the model (a card, a local folder
 or a hub id), the backend that loads it, the device, the dtype of the weights and the BOS id used for scoring.
 Every command builds one from its LM argument group (:func:`ppl_tok.cli.common.add_lm_arguments`), every study
-records ``spec.to_dict()`` in its run folder, and ``spec.load()`` gives the :class:`~ppl_tok.lm.base.LanguageModel`.
+records ``spec.to_dict()`` in its run folder, and ``load_lm(spec)`` gives the :class:`~ppl_tok.lm.base.LanguageModel`.
 """
 
 from __future__ import annotations
@@ -59,12 +59,6 @@ class LMSpec:
     def options(self) -> dict[str, Any]:
         """``device``, ``dtype`` and ``bos_id`` as keyword arguments (of ``load_lm`` and the benchmarks)."""
         return {"device": self.device, "dtype": self.dtype, "bos_id": self.bos_id}
-
-    def load(self) -> Any:
-        """The language model this spec names (:func:`ppl_tok.lm.cards.load_lm`)."""
-        from ppl_tok.lm.cards import load_lm
-
-        return load_lm(self)
 
     def __str__(self) -> str:
         extra = [f"{k}={v}" for k, v in (("backend", self.backend if self.backend != DEFAULT_BACKEND else None),

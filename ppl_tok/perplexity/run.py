@@ -24,7 +24,7 @@ from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore
 def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
                  split: str = "none") -> dict[str, Any]:
     """The ``run.json`` of a run: everything its records depend on."""
-    from ppl_tok import __version__
+    from ppl_tok.common.version import __version__
     from ppl_tok.perplexity.score import window_length
 
     return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ppl_tok import __version__
+from ppl_tok.common.version import __version__
 from ppl_tok.common.jsonl_store import JsonlStore, StoreError, decode_log, encode_log
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.qa.data import Study

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ppl_tok import __version__
+from ppl_tok.common.version import __version__
 from ppl_tok.datasets import Question
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits

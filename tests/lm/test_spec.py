@@ -40,5 +40,7 @@ def test_load_lm_refuses_an_unknown_backend_and_doubled_options():
 
 
 def test_spec_loads_the_bundled_model(smollm2):
-    lm = LMSpec(bos_id=smollm2.bos_id).load()
+    from ppl_tok.lm.cards import load_lm
+
+    lm = load_lm(LMSpec(bos_id=smollm2.bos_id))
     assert lm.name == smollm2.name and lm.bos_id == smollm2.bos_id
