@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.infer import diagnostics
-from ppl_tok.datasets import load_questions
+from ppl_tok.datasets import data_file, load_questions
 from ppl_tok.mdd import compile_mdd
 
 METHODS = ("lookahead", "uniform", "smc", "stratified")
@@ -69,12 +69,16 @@ def _record(result, method: str, seed: int, context: str, truth: float) -> dict[
             "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds}
 
 
-def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbookqa/dev.jsonl", strings: int = 30,
+def run(model: str = "smollm2-135m", data: str | Path | None = None, strings: int = 30,
         seeds: int = 5, num_samples: int = 64, records: str | Path = "diagnostics-runs.jsonl",
         search_budget: int = 16, methods: Sequence[str] = METHODS,
         hard: Sequence[tuple[str, str]] = HARD_STRINGS, device: str | None = None,
         dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
-    """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`."""
+    """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`.
+
+    ``data``: a multiple-choice data file (default: OpenBookQA's dev split under
+    :data:`ppl_tok.datasets.DATA_ROOT`).
+    """
     from tqdm import tqdm
 
     from ppl_tok.lm.cards import load_lm
@@ -86,7 +90,7 @@ def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbook
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}: expected some of {METHODS}")
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
-    pairs = pick_strings(data, lm.vocab, strings) + [tuple(p) for p in hard]
+    pairs = pick_strings(data_file("openbookqa", "dev") if data is None else data, lm.vocab, strings) + [tuple(p) for p in hard]
     path = Path(records)
     done = {(r["context"], r["text"], r["method"], r["num_samples"]) for r in load_records(path)} if path.exists() \
         else set()

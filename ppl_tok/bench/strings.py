@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import string_marginal
 
@@ -33,8 +34,8 @@ SHORT = (" The male athlete is standing by the two poles, raised his", HELLASWAG
 EXACT_STRING = " tongueless"  # 597 tokenizations on SmolLM2
 
 
-#: the held-out files whose contexts make a running text, by task
-RUNNING_TEXT_FILES = {"hellaswag": "hellaswag/hellaswag_val.jsonl*", "openbookqa": "openbookqa/test.jsonl"}
+#: the held-out split whose contexts make a running text, by task (:func:`ppl_tok.datasets.data_file`)
+RUNNING_TEXT_SPLITS = {"hellaswag": "val", "openbookqa": "test"}
 
 
 def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str:
@@ -42,14 +43,15 @@ def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str
 
     ``task``: ``hellaswag`` (validation contexts) or ``openbookqa`` (test question stems).
     """
-    from ppl_tok.datasets import load_questions
+    from ppl_tok.datasets import DatasetError, data_file, load_questions
 
     path = Path(data)
-    files = sorted(path.glob(RUNNING_TEXT_FILES[task])) if path.is_dir() else [path]
-    if not files:
-        raise ValueError(f"{data}: no {RUNNING_TEXT_FILES[task]} here (give --data a data folder)")
+    if path.is_dir():
+        path = data_file(task, RUNNING_TEXT_SPLITS[task], path)
+        if not path.is_file():
+            raise DatasetError(f"{data}: no {task} file here ({path}; give --data a data folder)")
     out, size = [], 0
-    for q in load_questions(files[0]):
+    for q in load_questions(path):
         out.append(" " + q.context)
         size += len(out[-1].encode())
         if size >= n_bytes:
@@ -64,10 +66,10 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     """
     import random
 
-    from ppl_tok.datasets import load_questions
+    from ppl_tok.datasets import data_file, load_questions
 
     path = Path(data)
-    path = path / "openbookqa" / "test.jsonl" if path.is_dir() else path
+    path = data_file("openbookqa", "test", path) if path.is_dir() else path
     rng = random.Random(seed)
     out = []
     for q in load_questions(path):
@@ -140,7 +142,7 @@ def _run(lm, fn) -> tuple[Any, int, float]:
     return result, lm.stats.forwards, time.perf_counter() - start
 
 
-def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = "../shared/data",
+def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = DATA_ROOT,
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                   prompt_records: str | Path | None = None, prompts_only: bool = False) -> dict[str, Any]:
@@ -221,7 +223,7 @@ OUR_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") f
 REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
 
 
-def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = "../shared/data",
+def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = DATA_ROOT,
                 n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = GENLM_SETTINGS,
                 ours: Sequence[StringSearchConfig] = OUR_SETTINGS, reference: StringSearchConfig = REFERENCE,
                 keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from ppl_tok.lm.cards import load_vocabulary
-from ppl_tok.datasets import find_data_files, load_questions, texts_of
+from ppl_tok.datasets import data_file, find_data_files, load_questions, texts_of
 from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory, synchronize
 from ppl_tok.mdd import compile_mdd, compile_mdd_naive
 
@@ -382,7 +382,7 @@ def _qa_pairs(questions) -> tuple[list[str], list[str]]:
     return [" " + c for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
 
 
-def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbookqa/dev.jsonl",
+def bench_engine(model: str = "smollm2-135m", data: str | Path | None = None,
                  questions: int = 20, num_samples: int = 64, batch_questions: int = 8, big_n: int = 256,
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The batched engine against a raw batched forward and against one ``marginal`` call per answer.
@@ -397,12 +397,14 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     padding), for the whole run and for the time inside the forwards;
     (c) look-ahead IS on one sentence with ``big_n`` particles: particle-steps/s
     against the raw forward at batch ``big_n``, and its forwards against their replay.
+    ``data``: a multiple-choice data file (default: OpenBookQA's dev split under
+    :data:`ppl_tok.datasets.DATA_ROOT`).
     """
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.infer.importance import marginal, marginals
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
-    qs = load_questions(data)[:questions]
+    qs = load_questions(data_file("openbookqa", "dev") if data is None else data)[:questions]
     out: dict[str, Any] = {"model": model, **_device_case(lm), "questions": len(qs),
                            "num_samples": num_samples, "batch_questions": batch_questions,
                            "threads": torch.get_num_threads()}

@@ -40,6 +40,7 @@ from ppl_tok.cli.arguments import POSITIVE, SEED, integer, output_file, positive
 from ppl_tok.cli.bench import cmd_bench
 from ppl_tok.cli.common import STDIN, _check_utf8, _resolve_text
 from ppl_tok.common.jsonout import unlimited_int_digits
+from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.cli.tokenization import (cmd_canonicity, cmd_count, cmd_distribution, cmd_marginal, cmd_mdd,
                                       cmd_most_likely, cmd_sat, cmd_score, cmd_tokenize)
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
@@ -188,9 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", "speed benchmarks (ratios against baselines run in the same process)", "lm")
     p.add_argument("what", choices=["mdd", "marginal", "most-likely", "engine", "memory", "estimators",
                                      "diagnostics", "strings", "perplexity"], help="what to benchmark")
-    p.add_argument("--data", default="../shared/data",
+    p.add_argument("--data", default=DATA_ROOT,
                    help="mdd: a data folder or a text file; engine: a data folder (its openbookqa/dev.jsonl) or a "
-                        "JSONL file (default ../shared/data)")
+                        f"JSONL file (default {DATA_ROOT})")
     p.add_argument("--questions", type=POSITIVE, default=20, help="engine: OpenBookQA questions (default 20)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="engine: particles per answer; estimators, diagnostics: particles (default 64)")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="engine: questions per engine run (default 8)")

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder, positive
+from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
@@ -135,7 +136,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, help=f"one of {', '.join(DATASETS)} or a JSON Lines file "
                    "(objects with context, choices, label, optional id)")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
-    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--data-dir", type=Path,
+                   help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model card, folder or hub id (default {DEFAULT_MODEL})")
     p.add_argument("--device", help="torch device for the model, e.g. cuda")
     p.add_argument("--dtype", choices=DTYPES, help="model dtype (default: the card's)")

@@ -78,6 +78,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 import numpy as np
 
 from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder
+from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp
@@ -423,8 +424,9 @@ def _write_tasks_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="ppl-tok-lm-eval write-tasks",
                                 description="Write lm-eval task YAML + JSON Lines holding the questions of "
                                             "`ppl-tok qa run` with the same arguments.")
-    p.add_argument("--dataset", required=True, help="hellaswag, socialiqa, openbookqa or a JSON Lines file")
-    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--dataset", required=True, help=f"{', '.join(TASKS)} or a JSON Lines file")
+    p.add_argument("--data-dir", type=Path,
+                   help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED)
