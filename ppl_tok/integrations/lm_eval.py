@@ -34,7 +34,7 @@ Model arguments (``--model_args key=value,...``):
     (``tolerance`` nats, ``budget`` LM forwards per answer);
   - ``stratified``: the stratified estimate of ``log p(x | c)``.
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
-  choice ``j``) use the seed :func:`ppl_tok.qa.run.pair_seed` ``(seed, split, id, j)``,
+  choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
   and ``split = d["split"]`` if the document has it, else the ``split``
   argument (default ``"test"``). This is the seed ``ppl-tok qa run`` gives the
@@ -83,7 +83,7 @@ from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.qa.data import SHUFFLE_SEED
-from ppl_tok.qa.run import pair_seed
+from ppl_tok.common.seeds import pair_seed
 
 MODEL_NAME = "ppl-tok"
 SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
