@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ppl_tok.common.bootstrap import bootstrap_mean
 from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import string_marginal
@@ -83,14 +84,6 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     return out
 
 
-def _bootstrap_mean(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """The mean and a 95% percentile bootstrap interval."""
-    x = torch.tensor(values, dtype=torch.float64)
-    g = torch.Generator().manual_seed(seed)
-    means = x[torch.randint(len(x), (resamples, len(x)), generator=g)].mean(1)
-    return float(x.mean()), float(means.quantile(0.025)), float(means.quantile(0.975))
-
-
 def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig,
                     records: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """String-level minus canonical-token ``log p(continuation | prompt)`` over ``pairs``, with a bootstrap interval.
@@ -128,7 +121,7 @@ def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig
             sink.close()
     gains = [decode_log(r["estimate"]) - decode_log(r["canonical"]) for r in rows]
     floors = [decode_log(r["lower"]) - decode_log(r["canonical"]) for r in rows]
-    mean, lo, hi = _bootstrap_mean(gains)
+    mean, lo, hi = bootstrap_mean(gains)
     return {"prompts": len(rows), "mean_gain": mean, "ci95": [lo, hi],
             "median_gain": float(torch.tensor(gains).median()), "mean_certified_gain": sum(floors) / len(floors),
             "share_gain_positive": sum(g > 0 for g in gains) / len(gains)}
