@@ -191,10 +191,9 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
 def plot_span_shares(shares: dict[str, Any], title: str, png: str | Path) -> None:
     """A bar chart of :func:`span_gain_shares`' share of the gain by kind of span."""
-    import matplotlib
+    from ppl_tok.common.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     kinds = list(SPAN_KINDS) + ["(small spans)"]
     values = [shares["gain_share"][k] for k in SPAN_KINDS] + [shares["rest_share"]]
@@ -247,10 +246,9 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
                 plot_span_shares(out["span_gain"], f"{settings['model']}: {out['span_gain']['documents']} documents",
                                  spans_png)
     if png is not None:
-        import matplotlib
+        from ppl_tok.common.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.scatter(lengths, np.maximum(gains, 1e-7), s=8)
