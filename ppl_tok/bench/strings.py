@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from ppl_tok.common.bootstrap import bootstrap_mean
+from ppl_tok.common.jsonl_store import JsonlStore, decode_log, encode_log
 from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import string_marginal
@@ -84,41 +85,47 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     return out
 
 
+class PromptRecords(JsonlStore):
+    """:func:`prompt_boundary`'s records file: one line per prompt, in the order of the prompts (not keyed)."""
+
+    record_name = "prompt record"
+    unique_keys = False
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> tuple[str, str]:
+        return record["prompt"], record["continuation"]
+
+
 def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig,
                     records: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """String-level minus canonical-token ``log p(continuation | prompt)`` over ``pairs``, with a bootstrap interval.
 
-    :param records: a JSON Lines file: one line per prompt is appended (flushed and synced) as it is
-        computed, and the prompts already there are read back instead of computed again, so a killed
-        run resumes; a line whose prompt or continuation differs from ``pairs`` is an error.
+    :param records: a JSON Lines file (:class:`PromptRecords`): one line per prompt is appended (written and
+        synced) as it is computed, and the prompts already there are read back instead of computed again, so a
+        killed run resumes; a line whose prompt or continuation differs from ``pairs`` is an error.
     """
-    import json
-    import os
-
-    from ppl_tok.common.jsonl_store import decode_log, encode_log, read_json_lines
     from ppl_tok.strings.conditional import string_conditional
 
-    done = read_json_lines(records) if records is not None else []
-    for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
-        if (row.get("prompt"), row.get("continuation")) != (prompt, cont):
-            raise ValueError(f"{records}:{n}: holds the prompt {row.get('prompt')!r} + {row.get('continuation')!r}, "
-                             f"not {prompt!r} + {cont!r}: another benchmark's records (give another file)")
-    rows = done[:len(pairs)]
-    sink = open(records, "a", encoding="utf-8") if records is not None else None
+    store = PromptRecords.open_file(records) if records is not None else None
     try:
+        done = store.records if store is not None else []
+        for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
+            if (row.get("prompt"), row.get("continuation")) != (prompt, cont):
+                raise ValueError(f"{records}:{n}: holds the prompt {row.get('prompt')!r} + "
+                                 f"{row.get('continuation')!r}, not {prompt!r} + {cont!r}: another benchmark's "
+                                 "records (give another file)")
+        rows = list(done[:len(pairs)])
         for prompt, cont in tqdm(pairs[len(rows):], desc="mid-word prompts", leave=False, disable=not progress):
             r = string_conditional(lm, prompt, cont, config=config)
             row = {"prompt": prompt, "continuation": cont, "estimate": encode_log(r.estimate),
                    "lower": encode_log(r.lower), "upper": encode_log(r.upper),
                    "canonical": encode_log(lm.canonical_log_prob(cont, prompt)), "forwards": r.forwards}
             rows.append(row)
-            if sink is not None:
-                sink.write(json.dumps(row, allow_nan=False) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
+            if store is not None:
+                store.append([row])
     finally:
-        if sink is not None:
-            sink.close()
+        if store is not None:
+            store.close()
     gains = [decode_log(r["estimate"]) - decode_log(r["canonical"]) for r in rows]
     floors = [decode_log(r["lower"]) - decode_log(r["canonical"]) for r in rows]
     mean, lo, hi = bootstrap_mean(gains)
