@@ -2,7 +2,7 @@
 
 Each row becomes a :class:`Question` with the context and choices formatted as
 in the paper's evaluation (lm-eval tasks): the answer is scored as the
-continuation ``" " + choice`` of the context.
+continuation ``" " + choice`` of the context (:func:`continuation`).
 
 * HellaSwag (``hellaswag_val.jsonl[.gz]``): ``activity_label: ctx_a Ctx_b``,
   WikiHow markup removed; gold ``label`` (0-3).
@@ -221,12 +221,17 @@ def find_data_files(root: str | Path) -> list[Path]:
     return files
 
 
+def continuation(choice: str) -> str:
+    """The scored continuation of an answer: ``" " + choice`` (lm-eval's convention)."""
+    return " " + choice
+
+
 def texts_of(questions: list[Question]) -> Iterator[str]:
-    """Every context and every continuation (``" " + choice``) of the questions."""
+    """Every context and every continuation (:func:`continuation`) of the questions."""
     for q in questions:
         yield q.context
         for c in q.choices:
-            yield " " + c
+            yield continuation(c)
 
 
 def read_multiple_choice(path: str | Path, task: str = "custom") -> list[Question]:

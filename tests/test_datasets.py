@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import SHARED
-from ppl_tok.datasets import DatasetError, find_data_files, load_questions, texts_of
+from ppl_tok.datasets import DatasetError, continuation, find_data_files, load_questions, texts_of
 
 
 def test_real_files_load_with_expected_sizes():
@@ -23,7 +23,7 @@ def test_formats_follow_the_paper_tasks():
     assert all("[" not in q.context for q in hs[:500])
     # `ind` repeats in the file (433 values), so the id is the line number: unique
     assert len({q.id for q in hs}) == len(hs) == 10042 and hs[0].id == "1"
-    assert list(texts_of(obqa[:1]))[1] == " Deep sea animals"
+    assert list(texts_of(obqa[:1]))[1] == " Deep sea animals" == continuation("Deep sea animals")
 
 
 @pytest.mark.parametrize("line,match", [

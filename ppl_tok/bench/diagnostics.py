@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.jsonl_store import JsonlStore
-from ppl_tok.datasets import data_file, load_questions
+from ppl_tok.datasets import continuation, data_file, load_questions
 from ppl_tok.infer import diagnostics
 from ppl_tok.mdd import compile_mdd
 
@@ -51,7 +51,7 @@ def pick_strings(data: str | Path, vocab, count: int, min_paths: int = 24,
     seen = set()
     for q in load_questions(data):
         for choice in q.choices:
-            text = " " + choice
+            text = continuation(choice)
             if text not in seen and min_paths <= compile_mdd(text, vocab).count() <= max_paths:
                 seen.add(text)
                 pool.append((q.context, text))

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.datasets import DATA_ROOT, data_file, read_hellaswag, read_openbookqa
+from ppl_tok.datasets import DATA_ROOT, continuation, data_file, read_hellaswag, read_openbookqa
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
 from ppl_tok.perplexity.store import PerplexityStore
@@ -53,7 +53,8 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
     """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring)."""
     if not 1 <= min_bytes <= max_bytes:
         raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
-    swag = [q.context + " " + q.choices[q.label] for q in read_hellaswag(data_file("hellaswag", "val", data_dir))]
+    swag = [q.context + continuation(q.choices[q.label])
+            for q in read_hellaswag(data_file("hellaswag", "val", data_dir))]
     obqa = [q.context for q in read_openbookqa(data_file("openbookqa", "test", data_dir))]
     sources, at = [swag, obqa], [0, 0]
     out = []

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from ppl_tok.lm.cards import load_vocabulary
-from ppl_tok.datasets import data_file, find_data_files, load_questions, texts_of
+from ppl_tok.datasets import continuation, data_file, find_data_files, load_questions, texts_of
 from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory, synchronize
 from ppl_tok.mdd import compile_mdd, compile_mdd_naive
 
@@ -378,7 +378,7 @@ def _against_replay(lm, rec, seconds: float, cpu_seconds: float) -> dict[str, An
 
 
 def _qa_pairs(questions) -> tuple[list[str], list[str]]:
-    return [" " + c for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
+    return [continuation(c) for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
 
 
 def bench_engine(model: str = "smollm2-135m", data: str | Path | None = None,
@@ -440,7 +440,7 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path | None = None,
     def per_answer() -> None:
         for q in tqdm(qs, desc="(a') one call per answer", leave=False):
             for c in q.choices:
-                marginal(" " + c, lm, num_samples, context=q.context, seed=0)
+                marginal(continuation(c), lm, num_samples, context=q.context, seed=0)
 
     _, secs = _timed(lm.device, per_answer)
     out["per_answer"] = {"seconds": secs, "questions_per_min": 60 * len(qs) / secs}

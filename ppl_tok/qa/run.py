@@ -36,7 +36,7 @@ from typing import Any
 
 from ppl_tok import __version__
 from ppl_tok.common.seeds import pair_seed
-from ppl_tok.datasets import Question
+from ppl_tok.datasets import Question, continuation
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
@@ -75,11 +75,6 @@ def device_kind(device: Any) -> str:
         return torch.device(device).type
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
-
-
-def continuation(choice: str) -> str:
-    """The scored continuation of an answer: ``" " + choice``."""
-    return " " + choice
 
 
 def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tuple[int, ...]:
