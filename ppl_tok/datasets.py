@@ -2,7 +2,7 @@
 
 Each row becomes a :class:`Question` with the context and choices formatted as
 in the paper's evaluation (lm-eval tasks): the answer is scored as the
-continuation ``" " + choice`` of the context.
+continuation ``" " + choice`` of the context (:func:`continuation`).
 
 * HellaSwag (``hellaswag_val.jsonl[.gz]``): ``activity_label: ctx_a Ctx_b``,
   WikiHow markup removed; gold ``label`` (0-3).
@@ -11,6 +11,10 @@ continuation ``" " + choice`` of the context.
 * OpenBookQA (``dev.jsonl``/``test.jsonl``): the question stem; gold ``answerKey``.
 
 A malformed row raises :class:`DatasetError` naming the file and line.
+
+The data folder's layout is held here once: :data:`DATA_ROOT` (the default
+folder), :data:`DATA_FILES` (``<root>/<task>/<file>`` by task and split) and
+:func:`data_file` (the path of one split).
 """
 
 from __future__ import annotations
@@ -22,7 +26,45 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-TASKS = ("hellaswag", "socialiqa", "openbookqa")
+#: the data folder read by default (relative to the working directory: ``shared/data`` beside the checkout)
+DATA_ROOT = "../shared/data"
+
+#: the files of each task's splits inside ``<root>/<task>/``; where several names are given, the first that
+#: exists is read (HellaSwag plain or gzipped)
+DATA_FILES: dict[str, dict[str, tuple[str, ...]]] = {
+    "hellaswag": {"val": ("hellaswag_val.jsonl", "hellaswag_val.jsonl.gz")},
+    "socialiqa": {"dev": ("dev.jsonl",)},
+    "openbookqa": {"dev": ("dev.jsonl",), "test": ("test.jsonl",)},
+}
+#: the built-in tasks
+TASKS = tuple(DATA_FILES)
+
+
+def data_file(task: str, split: str, root: str | Path = DATA_ROOT) -> Path:
+    """The file of ``task``'s ``split`` under a data folder laid out like :data:`DATA_ROOT`: ``<root>/<task>/<file>``.
+
+    ``root`` may also be the task's own folder (when it has no ``<task>/`` inside). Of several accepted file
+    names (:data:`DATA_FILES`) the first that exists is returned; if none does, the first (for the caller's
+    error message).
+    """
+    try:
+        names = DATA_FILES[task][split]
+    except KeyError:
+        raise ValueError(f"no {split!r} split of {task!r}: the built-in splits are "
+                         + ", ".join(f"{t} {s}" for t, splits in DATA_FILES.items() for s in splits)) from None
+    root = Path(root)
+    folders = [root / task] if (root / task).is_dir() else [root, root / task]
+    for folder in folders:
+        for name in names:
+            if (folder / name).is_file():
+                return folder / name
+    return root / task / names[0]
+
+
+def labels_file(path: str | Path) -> Path:
+    """The labels file of a SocialIQA data file: ``dev-labels.lst`` beside ``dev.jsonl``."""
+    path = Path(path)
+    return path.with_name(path.stem + "-labels.lst")
 
 
 class DatasetError(ValueError):
@@ -116,7 +158,7 @@ def read_hellaswag(path: Path) -> list[Question]:
 
 
 def read_socialiqa(path: Path) -> list[Question]:
-    labels_path = path.with_name(path.stem + "-labels.lst")
+    labels_path = labels_file(path)
     if not labels_path.is_file():
         raise DatasetError(f"{path}: the labels file {labels_path.name} is missing beside it")
     try:
@@ -163,27 +205,33 @@ def load_questions(path: str | Path) -> list[Question]:
     name = path.name.lower()
     if "hellaswag" in name:
         return read_hellaswag(path)
-    if path.with_name(path.stem + "-labels.lst").is_file():
+    if labels_file(path).is_file():
         return read_socialiqa(path)
     return read_openbookqa(path)
 
 
 def find_data_files(root: str | Path) -> list[Path]:
-    """The data files under a folder laid out like ``../shared/data``."""
+    """The data files (:data:`DATA_FILES`) present under a folder laid out like :data:`DATA_ROOT`."""
     root = Path(root)
-    files = sorted(root.glob("hellaswag/*.jsonl*")) + sorted(root.glob("socialiqa/dev.jsonl")) + \
-        sorted(root.glob("openbookqa/*.jsonl"))
+    files = [data_file(task, split, root) for task, splits in DATA_FILES.items() if (root / task).is_dir()
+             for split in splits]
+    files = [f for f in files if f.is_file()]
     if not files:
         raise DatasetError(f"no HellaSwag, SocialIQA or OpenBookQA files under {root}")
     return files
 
 
+def continuation(choice: str) -> str:
+    """The scored continuation of an answer: ``" " + choice`` (lm-eval's convention)."""
+    return " " + choice
+
+
 def texts_of(questions: list[Question]) -> Iterator[str]:
-    """Every context and every continuation (``" " + choice``) of the questions."""
+    """Every context and every continuation (:func:`continuation`) of the questions."""
     for q in questions:
         yield q.context
         for c in q.choices:
-            yield " " + c
+            yield continuation(c)
 
 
 def read_multiple_choice(path: str | Path, task: str = "custom") -> list[Question]:

@@ -215,11 +215,10 @@ class MDD(nx.MultiDiGraph):
                 f"the MDD has {self.number_of_edges()} edges; drawing is limited to {max_edges} "
                 "(raise max_edges, or export DOT instead)"
             )
-        import matplotlib
+        from ppl_tok.common.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import FancyArrowPatch
+        plt = pyplot()
+        from matplotlib.patches import FancyArrowPatch  # after pyplot(): the backend is chosen first
 
         nodes = sorted(self.nodes)
         fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(nodes), 1.0 + 0.7 * len(nodes)))

@@ -6,18 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ppl_tok.canonicity import Canonicity
+from ppl_tok.common.plotting import pyplot
 from ppl_tok.infer.exact import ExactMarginal
 from ppl_tok.infer.posterior import TokenizationPosterior
 from ppl_tok.vocabulary import Vocabulary
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_distribution(result: ExactMarginal | TokenizationPosterior, vocab: Vocabulary, path: str | Path,
@@ -30,7 +22,7 @@ def plot_distribution(result: ExactMarginal | TokenizationPosterior, vocab: Voca
     """
     if isinstance(result, ExactMarginal):
         result = TokenizationPosterior.from_exact(result)
-    plt = _pyplot()
+    plt = pyplot()
     post = result.probs[:top].tolist()
     labels = [" ".join(vocab.token_name(t) for t in v) for v in result.tokenizations[:top]]
     colors = ["tab:orange" if v == result.canonical else "tab:blue" for v in result.tokenizations[:top]]
@@ -49,7 +41,7 @@ def plot_distribution(result: ExactMarginal | TokenizationPosterior, vocab: Voca
 
 def plot_canonicity(result: Canonicity, path: str | Path, label: str = "") -> None:
     """Fig. 3: the fraction of canonical generations against the number of tokens generated."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(result.lengths, [100 * c for c in result.canonical], label=label or "canonical")
     ax.set_xlabel("tokens generated")
@@ -64,7 +56,7 @@ def plot_canonicity(result: Canonicity, path: str | Path, label: str = "") -> No
 def plot_estimates(num_samples: Sequence[int], estimates: Sequence[float], canonical: float, exact: float | None,
                    path: str | Path, title: str = "") -> None:
     """Fig. 4a: the marginal estimate against the number of samples, canonical and exact as lines."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(num_samples, estimates, marker="o", label="IS estimate")
     ax.axhline(canonical, color="tab:orange", ls="--", label="canonical")

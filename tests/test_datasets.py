@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import SHARED
-from ppl_tok.datasets import DatasetError, find_data_files, load_questions, texts_of
+from ppl_tok.datasets import DatasetError, continuation, find_data_files, load_questions, texts_of
 
 
 def test_real_files_load_with_expected_sizes():
@@ -23,7 +23,7 @@ def test_formats_follow_the_paper_tasks():
     assert all("[" not in q.context for q in hs[:500])
     # `ind` repeats in the file (433 values), so the id is the line number: unique
     assert len({q.id for q in hs}) == len(hs) == 10042 and hs[0].id == "1"
-    assert list(texts_of(obqa[:1]))[1] == " Deep sea animals"
+    assert list(texts_of(obqa[:1]))[1] == " Deep sea animals" == continuation("Deep sea animals")
 
 
 @pytest.mark.parametrize("line,match", [
@@ -103,3 +103,22 @@ def test_bad_socialiqa_label_cites_the_labels_file_line(tmp_path):
     (tmp_path / "dev-labels.lst").write_text("1\n\n2\n7\n")  # the third label is on line 4
     with pytest.raises(DatasetError, match=r"dev-labels.lst:4: label '7' \(for dev.jsonl line 3\)"):
         load_questions(siqa)
+
+
+def test_data_file_is_the_one_layout(tmp_path):
+    from ppl_tok.datasets import DATA_FILES, DATA_ROOT, TASKS, data_file, labels_file
+
+    assert DATA_ROOT == "../shared/data" and TASKS == tuple(DATA_FILES) == ("hellaswag", "socialiqa", "openbookqa")
+    assert data_file("openbookqa", "dev", SHARED / "data") == SHARED / "data" / "openbookqa" / "dev.jsonl"
+    assert data_file("hellaswag", "val", SHARED / "data") == SHARED / "data" / "hellaswag" / "hellaswag_val.jsonl.gz"
+    assert labels_file(data_file("socialiqa", "dev", SHARED / "data")).name == "dev-labels.lst"
+    # nothing there: the first accepted name, for the caller's message
+    assert data_file("hellaswag", "val", tmp_path) == tmp_path / "hellaswag" / "hellaswag_val.jsonl"
+    # the task's own folder is accepted too; a plain file is preferred to a gzipped one
+    (tmp_path / "hellaswag_val.jsonl").write_text("{}\n")
+    (tmp_path / "hellaswag_val.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
+    assert data_file("hellaswag", "val", tmp_path) == tmp_path / "hellaswag_val.jsonl"
+    with pytest.raises(ValueError, match="no 'test' split of 'socialiqa'"):
+        data_file("socialiqa", "test")
+    assert [f.relative_to(SHARED / "data").as_posix() for f in find_data_files(SHARED / "data")] == [
+        "hellaswag/hellaswag_val.jsonl.gz", "socialiqa/dev.jsonl", "openbookqa/dev.jsonl", "openbookqa/test.jsonl"]

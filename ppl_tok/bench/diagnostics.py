@@ -12,7 +12,8 @@ runs it flags.
 
 The LM runs once: every run is stored as one JSON line (``records``: the
 estimate, its statement, ESS, standard error, k-hat, certified lower bound,
-bracket, log-weights and the truth), appended as it finishes, so an interrupted
+bracket, log-weights and the truth), appended durably as it finishes
+(:class:`RunRecords`, a :class:`~ppl_tok.common.jsonl_store.JsonlStore` file), so an interrupted
 benchmark resumes and :func:`analyze` re-scores the stored runs with the
 current rule of :func:`ppl_tok.infer.diagnostics.estimate_checks` (and reports the
 candidate signals, k-hat included, beside it) without calling the LM again.
@@ -28,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.datasets import continuation, data_file, load_questions
 from ppl_tok.infer import diagnostics
-from ppl_tok.datasets import load_questions
 from ppl_tok.mdd import compile_mdd
 
 METHODS = ("lookahead", "uniform", "smc", "stratified")
@@ -49,7 +51,7 @@ def pick_strings(data: str | Path, vocab, count: int, min_paths: int = 24,
     seen = set()
     for q in load_questions(data):
         for choice in q.choices:
-            text = " " + choice
+            text = continuation(choice)
             if text not in seen and min_paths <= compile_mdd(text, vocab).count() <= max_paths:
                 seen.add(text)
                 pool.append((q.context, text))
@@ -69,12 +71,32 @@ def _record(result, method: str, seed: int, context: str, truth: float) -> dict[
             "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds}
 
 
-def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbookqa/dev.jsonl", strings: int = 30,
+class RunRecords(JsonlStore):
+    """The ``records`` file: one line per (string, method, seed) run, appended a method's seeds at a time.
+
+    Lines hold JSON's ``-Infinity``/``NaN`` where a run's figures are (as they always have); a key may
+    repeat (a string both picked and in ``hard`` runs twice, as before).
+    """
+
+    record_name = "diagnostics run"
+    unique_keys = False
+    allow_nan = True
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> tuple[str, str, str, int, int]:
+        return record["context"], record["text"], record["method"], record["num_samples"], record["seed"]
+
+
+def run(model: str = "smollm2-135m", data: str | Path | None = None, strings: int = 30,
         seeds: int = 5, num_samples: int = 64, records: str | Path = "diagnostics-runs.jsonl",
         search_budget: int = 16, methods: Sequence[str] = METHODS,
         hard: Sequence[tuple[str, str]] = HARD_STRINGS, device: str | None = None,
         dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
-    """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`."""
+    """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`.
+
+    ``data``: a multiple-choice data file (default: OpenBookQA's dev split under
+    :data:`ppl_tok.datasets.DATA_ROOT`).
+    """
     from tqdm import tqdm
 
     from ppl_tok.lm.cards import load_lm
@@ -86,13 +108,13 @@ def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbook
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}: expected some of {METHODS}")
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
+    data = data_file("openbookqa", "dev") if data is None else data
     pairs = pick_strings(data, lm.vocab, strings) + [tuple(p) for p in hard]
     path = Path(records)
-    done = {(r["context"], r["text"], r["method"], r["num_samples"]) for r in load_records(path)} if path.exists() \
-        else set()
     seed_list = list(range(seeds))
     start = time.perf_counter()
-    with path.open("a", encoding="utf-8") as out:
+    with RunRecords.open_file(path) as store:
+        done = {(r["context"], r["text"], r["method"], r["num_samples"]) for r in store.records}
         for context, text in tqdm(pairs, desc="diagnostics", unit="string", leave=False):
             todo = [m for m in methods if (context, text, m, num_samples) not in done]
             if not todo:
@@ -110,9 +132,8 @@ def run(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbook
                 else:
                     results = marginals([text] * seeds, lm, num_samples, contexts=[context] * seeds, guide=method,
                                         seeds=seed_list)
-                for seed, result in zip(seed_list, results):
-                    out.write(json.dumps(_record(result, method, seed, context, truth)) + "\n")
-                out.flush()
+                store.append([_record(result, method, seed, context, truth)
+                              for seed, result in zip(seed_list, results)])
     report = analyze(load_records(path), num_samples=num_samples)
     report.update(model=model, records=str(path), seconds=time.perf_counter() - start)
     return report

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from ppl_tok.bench.most_likely import BB_SENTENCE
 from ppl_tok.bench.timing import device_case, peak_rss_mb, raw_decode_rate, timed
 
-from ppl_tok.datasets import load_questions
+from ppl_tok.datasets import continuation, data_file, load_questions
 from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory
 
 #: ``ppl-tok bench marginal --quick``: every part once, small (a smoke test of the benchmark, not a measurement).
@@ -59,10 +59,10 @@ def _against_replay(lm, rec, seconds: float, cpu_seconds: float) -> dict[str, An
 
 
 def _qa_pairs(questions) -> tuple[list[str], list[str]]:
-    return [" " + c for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
+    return [continuation(c) for q in questions for c in q.choices], [q.context for q in questions for c in q.choices]
 
 
-def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data/openbookqa/dev.jsonl",
+def bench_engine(model: str = "smollm2-135m", data: str | Path | None = None,
                  questions: int = 20, num_samples: int = 64, batch_questions: int = 8, big_n: int = 256,
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The batched engine against a raw batched forward and against one ``marginal`` call per answer.
@@ -77,11 +77,13 @@ def bench_engine(model: str = "smollm2-135m", data: str | Path = "../shared/data
     padding), for the whole run and for the time inside the forwards;
     (c) look-ahead IS on one sentence with ``big_n`` particles: particle-steps/s
     against the raw forward at batch ``big_n``, and its forwards against their replay.
+    ``data``: a multiple-choice data file (default: OpenBookQA's dev split under
+    :data:`ppl_tok.datasets.DATA_ROOT`).
     """
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
-    qs = load_questions(data)[:questions]
+    qs = load_questions(data_file("openbookqa", "dev") if data is None else data)[:questions]
     out: dict[str, Any] = {"model": model, **device_case(lm), "questions": len(qs),
                            "num_samples": num_samples, "batch_questions": batch_questions,
                            "threads": torch.get_num_threads()}
@@ -135,7 +137,7 @@ def _engine_per_answer(lm: Any, qs: list, num_samples: int) -> dict[str, Any]:
     def per_answer() -> None:
         for q in tqdm(qs, desc="(a') one call per answer", leave=False):
             for c in q.choices:
-                marginal(" " + c, lm, num_samples, context=q.context, seed=0)
+                marginal(continuation(c), lm, num_samples, context=q.context, seed=0)
 
     _, secs = timed(lm.device, per_answer)
     return {"seconds": secs, "questions_per_min": 60 * len(qs) / secs}

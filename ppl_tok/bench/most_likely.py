@@ -42,10 +42,9 @@ def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, se
         if not r.optimal:
             break
     if png:
-        import matplotlib
+        from ppl_tok.common.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.plot([r["chars"] for r in rows], [r["seconds"] for r in rows], marker="o", label="seconds")

@@ -1,9 +1,10 @@
 """``ppl-tok bench perplexity``: the cost of marginal scoring against canonical scoring, in one process.
 
 Documents of ``min_bytes``..``max_bytes`` bytes (lengths spread evenly over the
-range) are running text built from ``../shared/data``: consecutive HellaSwag
-validation contexts with their gold endings, and consecutive OpenBookQA test
-question stems, joined by spaces, alternately. Each document is scored
+range) are running text built from the data folder
+(:data:`ppl_tok.datasets.DATA_ROOT`): consecutive HellaSwag validation contexts
+with their gold endings, and consecutive OpenBookQA test question stems, joined
+by spaces, alternately. Each document is scored
 
 * canonically (:func:`ppl_tok.perplexity.score.canonical_scores`: its canonical
   tokens, one chunked forward), and
@@ -40,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.datasets import read_hellaswag, read_openbookqa
+from ppl_tok.datasets import DATA_ROOT, continuation, data_file, read_hellaswag, read_openbookqa
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
 from ppl_tok.perplexity.store import PerplexityStore
@@ -52,9 +53,9 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
     """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring)."""
     if not 1 <= min_bytes <= max_bytes:
         raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
-    data = Path(data_dir)
-    swag = [q.context + " " + q.choices[q.label] for q in read_hellaswag(data / "hellaswag" / "hellaswag_val.jsonl.gz")]
-    obqa = [q.context for q in read_openbookqa(data / "openbookqa" / "test.jsonl")]
+    swag = [q.context + continuation(q.choices[q.label])
+            for q in read_hellaswag(data_file("hellaswag", "val", data_dir))]
+    obqa = [q.context for q in read_openbookqa(data_file("openbookqa", "test", data_dir))]
     sources, at = [swag, obqa], [0, 0]
     out = []
     for k in range(count):
@@ -89,7 +90,7 @@ class BenchStore(PerplexityStore):
     record_name = "benchmark row"
 
 
-def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50,
+def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50,
                      min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
                      prune: float = DEFAULT_PRUNE, out: str | Path | None = None, progress: bool = False,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
@@ -170,7 +171,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = "../shared/data", doc
             "median_bracket_width_bits_per_byte": sorted(r["bracket_width_bits_per_byte"] for r in rows)[len(rows) // 2]}
 
 
-def bench_lockstep(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 8, min_bytes: int = 100,
+def bench_lockstep(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 8, min_bytes: int = 100,
                    max_bytes: int = 300, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
                    device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The marginals of ``documents`` documents one at a time, then swept in lockstep, in one process.
@@ -215,7 +216,7 @@ def format_lockstep(r: dict[str, Any]) -> list[str]:
             f"{r['max_floor_difference_nats']:.1e} nats"]
 
 
-def bench_prefixes(model: str, *, data_dir: str | Path = "../shared/data", documents: int = 50, min_bytes: int = 300,
+def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50, min_bytes: int = 300,
                    max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64), tolerance: float = 1e-3,
                    budget: int = 5000, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
                    device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
@@ -299,7 +300,7 @@ def _rss_mb() -> tuple[float, float]:
     return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench_memory_document(model: str, *, data_dir: str | Path = "../shared/data", n_bytes: int = 20_000,
+def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_bytes: int = 20_000,
                           beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE, every: int = 500,
                           device: str | None = None,
                           dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:

@@ -23,6 +23,9 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from ppl_tok.common.bootstrap import bootstrap_mean
+from ppl_tok.common.jsonl_store import JsonlStore, decode_log, encode_log
+from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import string_marginal
 
@@ -33,8 +36,8 @@ SHORT = (" The male athlete is standing by the two poles, raised his", HELLASWAG
 EXACT_STRING = " tongueless"  # 597 tokenizations on SmolLM2
 
 
-#: the held-out files whose contexts make a running text, by task
-RUNNING_TEXT_FILES = {"hellaswag": "hellaswag/hellaswag_val.jsonl*", "openbookqa": "openbookqa/test.jsonl"}
+#: the held-out split whose contexts make a running text, by task (:func:`ppl_tok.datasets.data_file`)
+RUNNING_TEXT_SPLITS = {"hellaswag": "val", "openbookqa": "test"}
 
 
 def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str:
@@ -42,14 +45,15 @@ def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str
 
     ``task``: ``hellaswag`` (validation contexts) or ``openbookqa`` (test question stems).
     """
-    from ppl_tok.datasets import load_questions
+    from ppl_tok.datasets import DatasetError, data_file, load_questions
 
     path = Path(data)
-    files = sorted(path.glob(RUNNING_TEXT_FILES[task])) if path.is_dir() else [path]
-    if not files:
-        raise ValueError(f"{data}: no {RUNNING_TEXT_FILES[task]} here (give --data a data folder)")
+    if path.is_dir():
+        path = data_file(task, RUNNING_TEXT_SPLITS[task], path)
+        if not path.is_file():
+            raise DatasetError(f"{data}: no {task} file here ({path}; give --data a data folder)")
     out, size = [], 0
-    for q in load_questions(files[0]):
+    for q in load_questions(path):
         out.append(" " + q.context)
         size += len(out[-1].encode())
         if size >= n_bytes:
@@ -64,10 +68,10 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     """
     import random
 
-    from ppl_tok.datasets import load_questions
+    from ppl_tok.datasets import data_file, load_questions
 
     path = Path(data)
-    path = path / "openbookqa" / "test.jsonl" if path.is_dir() else path
+    path = data_file("openbookqa", "test", path) if path.is_dir() else path
     rng = random.Random(seed)
     out = []
     for q in load_questions(path):
@@ -81,52 +85,50 @@ def mid_word_prompts(data: str | Path, n: int, seed: int = 0, continuation: int 
     return out
 
 
-def _bootstrap_mean(values: list[float], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """The mean and a 95% percentile bootstrap interval."""
-    x = torch.tensor(values, dtype=torch.float64)
-    g = torch.Generator().manual_seed(seed)
-    means = x[torch.randint(len(x), (resamples, len(x)), generator=g)].mean(1)
-    return float(x.mean()), float(means.quantile(0.025)), float(means.quantile(0.975))
+class PromptRecords(JsonlStore):
+    """:func:`prompt_boundary`'s records file: one line per prompt, in the order of the prompts (not keyed)."""
+
+    record_name = "prompt record"
+    unique_keys = False
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> tuple[str, str]:
+        return record["prompt"], record["continuation"]
 
 
 def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig,
                     records: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """String-level minus canonical-token ``log p(continuation | prompt)`` over ``pairs``, with a bootstrap interval.
 
-    :param records: a JSON Lines file: one line per prompt is appended (flushed and synced) as it is
-        computed, and the prompts already there are read back instead of computed again, so a killed
-        run resumes; a line whose prompt or continuation differs from ``pairs`` is an error.
+    :param records: a JSON Lines file (:class:`PromptRecords`): one line per prompt is appended (written and
+        synced) as it is computed, and the prompts already there are read back instead of computed again, so a
+        killed run resumes; a line whose prompt or continuation differs from ``pairs`` is an error.
     """
-    import json
-    import os
-
-    from ppl_tok.common.jsonl_store import decode_log, encode_log, read_json_lines
     from ppl_tok.strings.conditional import string_conditional
 
-    done = read_json_lines(records) if records is not None else []
-    for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
-        if (row.get("prompt"), row.get("continuation")) != (prompt, cont):
-            raise ValueError(f"{records}:{n}: holds the prompt {row.get('prompt')!r} + {row.get('continuation')!r}, "
-                             f"not {prompt!r} + {cont!r}: another benchmark's records (give another file)")
-    rows = done[:len(pairs)]
-    sink = open(records, "a", encoding="utf-8") if records is not None else None
+    store = PromptRecords.open_file(records) if records is not None else None
     try:
+        done = store.records if store is not None else []
+        for n, (row, (prompt, cont)) in enumerate(zip(done, pairs), 1):
+            if (row.get("prompt"), row.get("continuation")) != (prompt, cont):
+                raise ValueError(f"{records}:{n}: holds the prompt {row.get('prompt')!r} + "
+                                 f"{row.get('continuation')!r}, not {prompt!r} + {cont!r}: another benchmark's "
+                                 "records (give another file)")
+        rows = list(done[:len(pairs)])
         for prompt, cont in tqdm(pairs[len(rows):], desc="mid-word prompts", leave=False, disable=not progress):
             r = string_conditional(lm, prompt, cont, config=config)
             row = {"prompt": prompt, "continuation": cont, "estimate": encode_log(r.estimate),
                    "lower": encode_log(r.lower), "upper": encode_log(r.upper),
                    "canonical": encode_log(lm.canonical_log_prob(cont, prompt)), "forwards": r.forwards}
             rows.append(row)
-            if sink is not None:
-                sink.write(json.dumps(row, allow_nan=False) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
+            if store is not None:
+                store.append([row])
     finally:
-        if sink is not None:
-            sink.close()
+        if store is not None:
+            store.close()
     gains = [decode_log(r["estimate"]) - decode_log(r["canonical"]) for r in rows]
     floors = [decode_log(r["lower"]) - decode_log(r["canonical"]) for r in rows]
-    mean, lo, hi = _bootstrap_mean(gains)
+    mean, lo, hi = bootstrap_mean(gains)
     return {"prompts": len(rows), "mean_gain": mean, "ci95": [lo, hi],
             "median_gain": float(torch.tensor(gains).median()), "mean_certified_gain": sum(floors) / len(floors),
             "share_gain_positive": sum(g > 0 for g in gains) / len(gains)}
@@ -140,7 +142,7 @@ def _run(lm, fn) -> tuple[Any, int, float]:
     return result, lm.stats.forwards, time.perf_counter() - start
 
 
-def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = "../shared/data",
+def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = DATA_ROOT,
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                   prompt_records: str | Path | None = None, prompts_only: bool = False) -> dict[str, Any]:
@@ -221,7 +223,7 @@ OUR_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") f
 REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
 
 
-def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = "../shared/data",
+def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = DATA_ROOT,
                 n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = GENLM_SETTINGS,
                 ours: Sequence[StringSearchConfig] = OUR_SETTINGS, reference: StringSearchConfig = REFERENCE,
                 keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,

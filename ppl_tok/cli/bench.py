@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.datasets import DATA_ROOT, data_file
 
-DATA = "../shared/data"
+DATA = str(DATA_ROOT)
 
 
 def _openbookqa_dev(data: str) -> str:
-    """A JSON Lines file as given, or a data folder's ``openbookqa/dev.jsonl``."""
-    return data if data.endswith(".jsonl") else str(Path(data) / "openbookqa" / "dev.jsonl")
+    """A JSON Lines file as given, or a data folder's OpenBookQA dev split."""
+    return data if data.endswith(".jsonl") else str(data_file("openbookqa", "dev", data))
 
 
 # ------------------------------------------------------------ the commands

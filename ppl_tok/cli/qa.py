@@ -6,8 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.cli.common import add_lm_arguments
+from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
+from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
 
@@ -142,7 +143,8 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, help=f"one of {', '.join(DATASETS)} or a JSON Lines file "
                    "(objects with context, choices, label, optional id)")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
-    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--data-dir", type=Path,
+                   help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
     add_lm_arguments(p, bos_id=False)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")

@@ -25,11 +25,16 @@ A store folder holds:
   timing line is left out (only a batch's timing is lost, never a record).
 
 Standard JSON only (``allow_nan=False``): a subclass encodes ``-inf`` and the
-like itself (:func:`encode_log`).
+like itself (:func:`encode_log`), unless it sets :attr:`JsonlStore.allow_nan`
+for a file format that has always held them.
 
 A concrete store is a subclass naming its files and the key of a record
 (:meth:`JsonlStore.key`); :class:`ppl_tok.qa.store.ScoreStore` and
 :class:`ppl_tok.perplexity.store.PerplexityStore` are two.
+
+A lone records file (a benchmark's ``--records``: no folder, no settings) is
+opened with :meth:`JsonlStore.open_file`: the same torn-line repair, strict
+reading and durable batches, the ``flock`` held on the file itself.
 """
 
 from __future__ import annotations
@@ -91,16 +96,24 @@ def write_atomic(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
-def lock_folder(folder: Path) -> int:
-    """An exclusive ``flock`` on the folder's lock file (its descriptor), or a :class:`StoreError`."""
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+def lock_file(path: Path, what: Path | None = None) -> int:
+    """An exclusive ``flock`` on ``path`` (created if missing; its descriptor), or a :class:`StoreError`.
+
+    ``what``: what the lock guards, for the message (default: ``path``).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StoreError(f"{folder} is being written by another run (it holds {folder / LOCK_FILE}); "
+        raise StoreError(f"{what or path} is being written by another run (it holds {path}); "
                          f"wait for it to finish or stop it first") from None
     return fd
+
+
+def lock_folder(folder: Path) -> int:
+    """An exclusive ``flock`` on the folder's lock file (its descriptor), or a :class:`StoreError`."""
+    return lock_file(folder / LOCK_FILE, folder)
 
 
 def repair(path: Path) -> int:
@@ -119,7 +132,8 @@ def repair(path: Path) -> int:
 
 
 def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashable], what: str = "record",
-                       validate: Callable[[Any, str], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+                       validate: Callable[[Any, str], dict[str, Any]] | None = None,
+                       unique: bool = True) -> Iterator[dict[str, Any]]:
     """The complete records of a records file; a malformed or repeated line is an error naming it.
 
     A partial last line (no newline) is not a record yet: a batch a running
@@ -127,7 +141,8 @@ def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashabl
     cuts off). It is left out, so a run in progress can be read while it appends.
     ``key(record)`` raising ``KeyError``/``TypeError`` marks the line as not a ``what``;
     ``validate(record, "file:line")``, if given, checks a record first (raising a
-    :class:`StoreError` that starts with the file and line).
+    :class:`StoreError` that starts with the file and line). ``unique=False``
+    accepts a key that repeats (a log whose lines are not keyed).
     """
     path = Path(path)
     if not path.exists():
@@ -144,7 +159,7 @@ def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashabl
                 k = key(record)
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise StoreError(f"{path}:{n}: not a {what} ({err})") from err
-            if k in seen:
+            if unique and k in seen:
                 raise StoreError(f"{path}:{n}: record {k} repeats line {seen[k]}")
             seen[k] = n
             yield record
@@ -187,14 +202,19 @@ class JsonlStore:
     what: ClassVar[str] = "run folder"
     #: what one line is, for error messages
     record_name: ClassVar[str] = "record"
+    #: whether a key is stored at most once (False: a log whose lines may repeat a key)
+    unique_keys: ClassVar[bool] = True
+    #: whether records may hold NaN and infinities (JSON's non-standard ``NaN``, ``-Infinity``)
+    allow_nan: ClassVar[bool] = False
 
     def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]],
-                 lock: int | None = None):
+                 lock: int | None = None, records_path: Path | None = None):
         self.folder = folder
         self.settings = settings
         self.records = records
         self._done = {self.key(r) for r in records}
         self._lock = lock
+        self._records_path = records_path
 
     @staticmethod
     def key(record: dict[str, Any]) -> Hashable:
@@ -219,7 +239,7 @@ class JsonlStore:
 
     @property
     def path(self) -> Path:
-        return self.folder / self.records_file
+        return self._records_path or self.folder / self.records_file
 
     @classmethod
     def open(cls, folder: str | Path, settings: dict[str, Any]):
@@ -235,6 +255,23 @@ class JsonlStore:
         except BaseException:
             os.close(lock)
             raise
+
+    @classmethod
+    def open_file(cls, path: str | Path):
+        """Open (or create) a lone records file: no folder, no settings, no timing; ``flock`` on the file itself.
+
+        A torn last line is cut off and the complete records read (:meth:`read_records`), as :meth:`open` does.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = lock_file(path)
+        try:
+            repair(path)
+            records = list(cls.read_records(path))
+        except BaseException:
+            os.close(lock)
+            raise
+        return cls(path.parent, {}, records, lock, records_path=path)
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -291,7 +328,8 @@ class JsonlStore:
     def read_records(cls, path: str | Path, settings: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """The complete records of a records file (:func:`read_jsonl_records` with this store's key and checks)."""
         return read_jsonl_records(path, cls.key, cls.record_name,
-                                  validate=lambda record, where: cls.validate(record, where, settings))
+                                  validate=lambda record, where: cls.validate(record, where, settings),
+                                  unique=cls.unique_keys)
 
     # --------------------------------------------------------------- writes
     def has_key(self, key: Hashable) -> bool:
@@ -304,9 +342,9 @@ class JsonlStore:
             raise StoreError(f"{self.folder}: the store was closed (open the folder again to write it)")
         keys = [self.key(r) for r in records]
         for k in keys:
-            if k in self._done:
+            if self.unique_keys and k in self._done:
                 raise StoreError(f"{self.path}: record {k} is already stored")
-        text = "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in records)
+        text = "".join(json.dumps(r, allow_nan=self.allow_nan, separators=(",", ":")) + "\n" for r in records)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -47,6 +47,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.infer import diagnostics
 from ppl_tok.infer.importance import MarginalResult, _result
 from ppl_tok.lm.base import LanguageModel
@@ -71,6 +72,37 @@ def smc_relative_variance(log_w: torch.Tensor, eve: torch.Tensor, resamplings: i
     by_eve = torch.zeros(n, dtype=torch.float64).index_add_(0, eve, pi)
     value = 1.0 - (n / (n - 1)) ** (resamplings + 1) * (1.0 - float((by_eve * by_eve).sum()))
     return max(value, 0.0)
+
+
+def _move_hindmost(walk: ParticleWalk, lm: LanguageModel, n: int, pairs: int, log_w: torch.Tensor,
+                   log_p: torch.Tensor) -> None:
+    """One step: in each of the ``pairs`` groups of ``n`` particles, the active ones at the group's hindmost
+    node draw a token from the look-ahead proposal.
+
+    A mover's weight gains the allowed mass ``sum p(t)`` over its out-tokens and its path ``log p(t)`` of the
+    token drawn (inverse CDF at this step's uniform); a mover whose allowed mass is zero gets weight zero and stops.
+    """
+    u = walk.uniforms()
+    node = [walk.nodes[i] if walk.active[i] else _DONE for i in range(len(walk))]
+    behind = [min(node[g * n:(g + 1) * n]) for g in range(pairs)]
+    movers = [i for i in range(len(walk)) if node[i] != _DONE and node[i] == behind[walk.group[i]]]
+    outs = [list(walk.out_tokens(i)) for i in movers]
+    lps = lm.token_log_probs([walk.states[i] for i in movers], outs)
+    tokens = torch.zeros(len(walk), dtype=torch.long)
+    which = torch.zeros(len(walk), dtype=torch.bool)
+    for i, out, lp in zip(movers, outs, lps):
+        lp = lp.double().cpu()
+        mass = float(torch.logsumexp(lp, 0))
+        if mass == -math.inf:  # every allowed token has probability zero: weight zero, stop
+            log_w[i] = -math.inf
+            walk.active[i] = False
+            continue
+        cdf = (lp - mass).exp().cumsum(0)
+        k = int(inverse_cdf(cdf[None], u[i].reshape(1, 1)))
+        tokens[i], which[i] = out[k], True
+        log_w[i] += mass
+        log_p[i] += float(lp[k])
+    walk.advance(tokens, which)
 
 
 def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 64, *,
@@ -108,27 +140,7 @@ def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 
     eve = torch.arange(len(walk))
     resamplings = [0] * pairs
     while walk.any_active():
-        u = walk.uniforms()
-        node = [walk.nodes[i] if walk.active[i] else _DONE for i in range(len(walk))]
-        behind = [min(node[g * n:(g + 1) * n]) for g in range(pairs)]
-        movers = [i for i in range(len(walk)) if node[i] != _DONE and node[i] == behind[walk.group[i]]]
-        outs = [list(walk.out_tokens(i)) for i in movers]
-        lps = lm.token_log_probs([walk.states[i] for i in movers], outs)
-        tokens = torch.zeros(len(walk), dtype=torch.long)
-        which = torch.zeros(len(walk), dtype=torch.bool)
-        for i, out, lp in zip(movers, outs, lps):
-            lp = lp.double().cpu()
-            mass = float(torch.logsumexp(lp, 0))
-            if mass == -math.inf:  # every allowed token has probability zero: weight zero, stop
-                log_w[i] = -math.inf
-                walk.active[i] = False
-                continue
-            cdf = (lp - mass).exp().cumsum(0)
-            k = min(int(torch.searchsorted(cdf, u[i] * cdf[-1], right=True)), len(out) - 1)
-            tokens[i], which[i] = out[k], True
-            log_w[i] += mass
-            log_p[i] += float(lp[k])
-        walk.advance(tokens, which)
+        _move_hindmost(walk, lm, n, pairs, log_w, log_p)
         for g in range(pairs):
             part = slice(g * n, (g + 1) * n)
             if not walk.active[part].any():

@@ -34,7 +34,7 @@ Model arguments (``--model_args key=value,...``):
     (``tolerance`` nats, ``budget`` LM forwards per answer);
   - ``stratified``: the stratified estimate of ``log p(x | c)``.
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
-  choice ``j``) use the seed :func:`ppl_tok.qa.run.pair_seed` ``(seed, split, id, j)``,
+  choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
   and ``split = d["split"]`` if the document has it, else the ``split``
   argument (default ``"test"``). This is the seed ``ppl-tok qa run`` gives the
@@ -78,11 +78,12 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 import numpy as np
 
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder
+from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.qa.data import SHUFFLE_SEED
-from ppl_tok.qa.run import pair_seed
+from ppl_tok.common.seeds import pair_seed
 
 MODEL_NAME = "ppl-tok"
 SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
@@ -423,8 +424,9 @@ def _write_tasks_main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="ppl-tok-lm-eval write-tasks",
                                 description="Write lm-eval task YAML + JSON Lines holding the questions of "
                                             "`ppl-tok qa run` with the same arguments.")
-    p.add_argument("--dataset", required=True, help="hellaswag, socialiqa, openbookqa or a JSON Lines file")
-    p.add_argument("--data-dir", type=Path, help="folder holding hellaswag/, socialiqa/, openbookqa/")
+    p.add_argument("--dataset", required=True, help=f"{', '.join(TASKS)} or a JSON Lines file")
+    p.add_argument("--data-dir", type=Path,
+                   help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED)

@@ -12,7 +12,8 @@ For documents with canonical log-likelihoods ``c_d``, the scoring's estimates
   over canonical scoring; ``certified_gain`` uses ``l_d`` for ``e_d``: the
   marginal saves at least this (a certified statement);
 * a bootstrap interval of the gain over documents (resampled with replacement,
-  ratio of sums recomputed; ``resamples``, ``seed``, 95 %).
+  ratio of sums recomputed; ``resamples``, ``seed``, 95 %:
+  :func:`ppl_tok.common.bootstrap.bootstrap_ratio`).
 """
 
 from __future__ import annotations
@@ -24,23 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
 from ppl_tok.strings.marginal import token_cuts
 from ppl_tok.perplexity.score import SPAN_GAIN_VERSION, DocumentScore
-
-
-def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 10_000,
-                    seed: int = 0, level: float = 0.95) -> dict[str, float]:
-    """``sum(num) / sum(den)`` with a bootstrap interval over the items (resampled with replacement)."""
-    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
-    if num.shape != den.shape or num.ndim != 1 or len(num) == 0:
-        raise ValueError("the bootstrap needs two equal-length, non-empty lists")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(num), size=(resamples, len(num)))
-    ratios = num[idx].sum(axis=1) / den[idx].sum(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(ratios, [tail, 1 - tail])
-    return {"value": float(num.sum() / den.sum()), "low": float(low), "high": float(high)}
 
 
 def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: int = 2_000,
@@ -70,9 +58,9 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
         out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
     den = [b * LN2 for b in nb]
     out["gain_bits_per_byte"] = bootstrap_ratio([s.log_likelihood - s.canonical for s in scores], den,
-                                                resamples=resamples, seed=seed)
+                                                resamples=resamples, seed=seed)._asdict()
     out["certified_gain_bits_per_byte"] = bootstrap_ratio([lo - s.canonical for lo, s in zip(lowers, scores)], den,
-                                                          resamples=resamples, seed=seed)
+                                                          resamples=resamples, seed=seed)._asdict()
     out["floor_to_estimate_gap_bits_per_byte"] = (math.fsum(s.log_likelihood for s in scores)
                                                   - math.fsum(lowers)) / (LN2 * sum(nb))
     return out
@@ -203,10 +191,9 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
 def plot_span_shares(shares: dict[str, Any], title: str, png: str | Path) -> None:
     """A bar chart of :func:`span_gain_shares`' share of the gain by kind of span."""
-    import matplotlib
+    from ppl_tok.common.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     kinds = list(SPAN_KINDS) + ["(small spans)"]
     values = [shares["gain_share"][k] for k in SPAN_KINDS] + [shares["rest_share"]]
@@ -259,10 +246,9 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
                 plot_span_shares(out["span_gain"], f"{settings['model']}: {out['span_gain']['documents']} documents",
                                  spans_png)
     if png is not None:
-        import matplotlib
+        from ppl_tok.common.plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.scatter(lengths, np.maximum(gains, 1e-7), s=8)

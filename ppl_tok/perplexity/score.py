@@ -334,7 +334,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     (the distinct tokenizations they drew, and the canonical one).
     """
     from ppl_tok.infer.importance import marginals
-    from ppl_tok.qa.run import pair_seed
+    from ppl_tok.common.seeds import pair_seed
 
     _require_bos(lm)
     start = time.perf_counter()

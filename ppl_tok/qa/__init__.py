@@ -14,7 +14,8 @@ from ppl_tok.qa.contexts import compute_context_log_probs
 from ppl_tok.qa.data import DATASETS, Study, load_study
 from ppl_tok.qa.ensemble import evaluate_ensemble
 from ppl_tok.qa.report import evaluate, write_report
-from ppl_tok.qa.run import pair_seed, run_study, study_settings
+from ppl_tok.common.seeds import pair_seed
+from ppl_tok.qa.run import run_study, study_settings
 from ppl_tok.qa.store import ScoreStore, SettingsMismatchError
 
 __all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "compute_context_log_probs",

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from ppl_tok.common.bootstrap import paired_difference
 from ppl_tok.qa.store import decode_log, decode_logs
 
 NEG_INF = -math.inf
@@ -255,15 +256,7 @@ def best_alpha(alphas: Sequence[float] | np.ndarray, accuracy: np.ndarray) -> fl
 
 def paired_bootstrap(correct_a: np.ndarray, correct_b: np.ndarray, *, resamples: int = 10_000, seed: int = 0,
                      level: float = 0.95) -> dict[str, float]:
-    """``mean(a) - mean(b)`` with a paired bootstrap interval at ``level`` over questions."""
-    a, b = correct_a.astype(float), correct_b.astype(float)
-    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
-        raise ValueError("paired bootstrap needs two equal-length, non-empty 1-D arrays")
-    rng = np.random.default_rng(seed)
-    d = a - b
-    idx = rng.integers(0, len(d), size=(resamples, len(d)))
-    means = d[idx].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return {"diff": float(d.mean()), "low": float(low), "high": float(high),
-            "within_noise": bool(low <= 0 <= high)}
+    """``mean(a) - mean(b)`` with a paired bootstrap interval at ``level`` over questions
+    (:func:`ppl_tok.common.bootstrap.paired_difference`)."""
+    diff, low, high = paired_difference(correct_a, correct_b, resamples=resamples, seed=seed, level=level)
+    return {"diff": diff, "low": low, "high": high, "within_noise": bool(low <= 0 <= high)}

@@ -22,9 +22,20 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ppl_tok.datasets import DatasetError, Question, read_hellaswag, read_multiple_choice, read_openbookqa, read_socialiqa
+from ppl_tok.datasets import (
+    TASKS,
+    DatasetError,
+    Question,
+    data_file,
+    labels_file,
+    read_hellaswag,
+    read_multiple_choice,
+    read_openbookqa,
+    read_socialiqa,
+)
 
-DATASETS = ("hellaswag", "socialiqa", "openbookqa")
+#: the built-in datasets (:data:`ppl_tok.datasets.TASKS`)
+DATASETS = TASKS
 SPLITS = ("tune", "test")
 SHUFFLE_SEED = 101
 
@@ -54,18 +65,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _folder(data_dir: str | Path | None, dataset: str) -> Path:
+def _one(data_dir: str | Path | None, dataset: str, split: str) -> Path:
+    """The data file of ``dataset``'s ``split`` (:func:`ppl_tok.datasets.data_file`), or a :class:`DatasetError`."""
     if data_dir is None:
         raise DatasetError(f"--data-dir is needed for the built-in dataset {dataset!r}")
-    root = Path(data_dir)
-    return root / dataset if (root / dataset).is_dir() else root
-
-
-def _one(folder: Path, pattern: str, dataset: str) -> Path:
-    found = sorted(folder.glob(pattern))
-    if not found:
-        raise DatasetError(f"no {dataset} file matching {pattern!r} in {folder}")
-    return found[0]
+    path = data_file(dataset, split, data_dir)
+    if not path.is_file():
+        raise DatasetError(f"no {dataset} file {path.name!r} in {path.parent}")
+    return path
 
 
 def _shuffled_halves(questions: list[Question], seed: int) -> tuple[list[Question], list[Question]]:
@@ -87,7 +94,7 @@ def load_study(dataset: str, data_dir: str | Path | None = None, *, tune: str | 
                limit: int | None = None, seed: int = SHUFFLE_SEED) -> Study:
     """The tuning and test questions of ``dataset`` (a built-in name or a JSON Lines path).
 
-    :param data_dir: a folder laid out like ``../shared/data`` (or the dataset's own folder).
+    :param data_dir: a folder laid out like :data:`ppl_tok.datasets.DATA_ROOT` (or the dataset's own folder).
     :param tune: a JSON Lines file of tuning questions (generic datasets only).
     :param limit: at most this many questions per split.
     :param seed: the shuffle seed of SocialIQA and HellaSwag.
@@ -98,15 +105,17 @@ def load_study(dataset: str, data_dir: str | Path | None = None, *, tune: str | 
     if dataset in DATASETS:
         if tune is not None:
             raise ValueError(f"--tune is for a JSON Lines dataset; {dataset} has its own tuning split")
-        folder = _folder(data_dir, dataset)
         if dataset == "openbookqa":
-            files = [_one(folder, "dev.jsonl", dataset), _one(folder, "test.jsonl", dataset)]
+            files = [_one(data_dir, dataset, "dev"), _one(data_dir, dataset, "test")]
             tune_qs, test_qs = read_openbookqa(files[0]), read_openbookqa(files[1])
         elif dataset == "socialiqa":
-            files = [_one(folder, "dev.jsonl", dataset), _one(folder, "dev-labels.lst", dataset)]
+            files = [_one(data_dir, dataset, "dev")]
+            if not labels_file(files[0]).is_file():
+                raise DatasetError(f"no {dataset} file {labels_file(files[0]).name!r} in {files[0].parent}")
+            files.append(labels_file(files[0]))
             tune_qs, test_qs = _shuffled_halves(read_socialiqa(files[0]), seed)
         else:
-            files = [_one(folder, "hellaswag_val.jsonl*", dataset)]
+            files = [_one(data_dir, dataset, "val")]
             tune_qs, test_qs = _shuffled_halves(read_hellaswag(files[0]), seed)
         splits = {"tune": tune_qs, "test": test_qs}
     else:

@@ -332,10 +332,9 @@ def markdown(report: dict[str, Any]) -> str:
 def _plot_splits(report: dict[str, Any], path: str | Path, key: str, xlabel: str,
                  draw: Callable[[Any, dict[str, Any]], None]) -> None:
     """One panel per split of ``report[key]``: ``draw(axes, curve)`` and the canonical accuracy (dashed)."""
-    import matplotlib
+    from ppl_tok.common.plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     splits = list(report[key])
     fig, axes = plt.subplots(1, len(splits), figsize=(4.5 * len(splits), 3.4), squeeze=False)

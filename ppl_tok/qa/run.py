@@ -19,7 +19,7 @@ new LM calls. Optional kinds need LM calls of their own:
 * ``"most-likely"``: ``max_v log p(v | c)`` by branch and bound (time budget).
 
 The particles of the pair (question ``q`` of ``split``, answer ``j``) are drawn
-with seed :func:`pair_seed` ``(seed, split, q.id, j)``: a pair's scores do not
+with seed :func:`~ppl_tok.common.seeds.pair_seed` ``(seed, split, q.id, j)``: a pair's scores do not
 depend on which other pairs share a batch, so a resumed run stores exactly what
 an uninterrupted one would. All answers of ``batch_questions`` questions go
 to :func:`ppl_tok.infer.importance.marginals` in one call, and the batch is appended
@@ -29,14 +29,14 @@ to the store before the next one starts.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.seeds import pair_seed
 from ppl_tok.common.version import __version__
-from ppl_tok.datasets import Question
+from ppl_tok.datasets import Question, continuation
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
@@ -75,17 +75,6 @@ def device_kind(device: Any) -> str:
         return torch.device(device).type
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
-
-
-def pair_seed(seed: int, split: str, question_id: str, choice: int) -> int:
-    """The RNG seed of one (question, answer) pair: a 31-bit hash of ``(seed, split, id, choice)``."""
-    digest = hashlib.sha256(f"{seed}/{split}/{question_id}/{choice}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-def continuation(choice: str) -> str:
-    """The scored continuation of an answer: ``" " + choice``."""
-    return " " + choice
 
 
 def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tuple[int, ...]:

@@ -198,7 +198,7 @@ def test_canonical_plus_rest_is_unbiased_on_average():
     assert s.lower == pytest.approx(s.canonical) and s.log_likelihood >= s.canonical
     # the plain importance estimate of the same particles, and what they certify
     from ppl_tok.infer.importance import marginals
-    from ppl_tok.qa.run import pair_seed
+    from ppl_tok.common.seeds import pair_seed
 
     (r,) = marginals(["abc de"], lm, 8, seeds=[pair_seed(0, "perplexity", "0", 0)])
     assert s.extra["is_estimate"] == pytest.approx(r.log_marginal, abs=1e-12)

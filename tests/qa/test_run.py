@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
-from ppl_tok.datasets import Question
+from ppl_tok.datasets import Question, continuation
 from ppl_tok.infer.diagnostics import log_mean_exp
 from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.infer.importance import marginal
-from ppl_tok.qa.run import continuation, pair_seed, score_batch
+from ppl_tok.common.seeds import pair_seed
+from ppl_tok.qa.run import score_batch
 from ppl_tok.qa.store import decode_log, decode_logs
 from qa_toy import toy_lm
 

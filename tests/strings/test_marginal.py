@@ -126,7 +126,7 @@ def test_smollm2_bracket_contains_the_exact_marginal(smollm2):
 
 def test_the_benchmark_texts():
     from conftest import SHARED
-    from ppl_tok.bench.strings import SHORT, _bootstrap_mean, mid_word_prompts, running_text
+    from ppl_tok.bench.strings import SHORT, mid_word_prompts, running_text
 
     assert [len(t.encode()) for t in SHORT] == [58, 101]
     text = running_text(SHARED / "data", 500)
@@ -136,8 +136,6 @@ def test_the_benchmark_texts():
     pairs = mid_word_prompts(SHARED / "data", 20)
     assert len(pairs) == 20 and pairs == mid_word_prompts(SHARED / "data", 20)
     assert all(p[-1].isalpha() and c[0].isalpha() and len(c) == 12 for p, c in pairs)
-    mean, lo, hi = _bootstrap_mean([1.0, 2.0, 3.0, 4.0])
-    assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
 
 
 def test_prompt_boundary_records_resume(tmp_path):
