@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.lm.device import resolve_device, resolve_dtype  # noqa: F401 - ppl_tok.bench.gpucheck imports it here
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
@@ -376,43 +377,6 @@ def load_vocabulary(name_or_path: str = DEFAULT_MODEL,
         return Vocabulary.from_sentencepiece(path, fallback=fallback)
     tokenizer, card = _load_tokenizer(name_or_path)
     return Vocabulary.from_hf(tokenizer, fallback=fallback, name=card.name if card else name_or_path)
-
-
-# ---------------------------------------------------------- device, dtype
-def resolve_dtype(dtype: Any) -> Any:
-    """A ``torch.dtype`` from ``"float32"``/``"bfloat16"``/``"float16"`` or one of those dtypes."""
-    import torch
-
-    allowed = {name: getattr(torch, name) for name in DTYPES}
-    if isinstance(dtype, torch.dtype):
-        if dtype not in allowed.values():
-            raise ValueError(f"dtype {dtype} is not one of {DTYPES}")
-        return dtype
-    if dtype not in allowed:
-        raise ValueError(f"unknown dtype {dtype!r}: expected one of {DTYPES} (or the torch dtype)")
-    return allowed[dtype]
-
-
-def resolve_device(device: Any) -> Any:
-    """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} is not available: torch finds no CUDA GPU on this machine "
-                             f"(torch {torch.__version__}); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r} is not available: this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s)")
-    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError(f"device {device!r} is not available on this machine; use --device cpu")
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device {device!r} is not supported: use 'cpu', 'cuda' or 'mps'")
-    return dev
 
 
 def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,

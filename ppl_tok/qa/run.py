@@ -69,12 +69,9 @@ class QAError(ValueError):
 
 def device_kind(device: Any) -> str:
     """The kind of a device as ``run.json`` records it: ``"cpu"``, ``"cuda"`` or ``"mps"`` (no index)."""
-    import torch
+    from ppl_tok.lm.device import parse_device
 
-    try:
-        return torch.device(device).type
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+    return parse_device(device).type
 
 
 def pair_seed(seed: int, split: str, question_id: str, choice: int) -> int:
