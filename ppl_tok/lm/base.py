@@ -42,6 +42,7 @@ import torch
 from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.device import to_device, to_device_all, to_host
+from ppl_tok.lm.spec import LMSpec
 
 
 def release_free_memory() -> None:
@@ -208,6 +209,8 @@ class LanguageModel(ABC):
         self.vocab = vocab
         self.bos_id = bos_id
         self.name = name
+        #: how the LM was loaded (set by :func:`~ppl_tok.lm.cards.load_lm`; ``None``: built directly)
+        self.spec: LMSpec | None = None
         self.config = config or EngineConfig()
         self.stats = LMStats()
         self._cache: OrderedDict[tuple[int, ...], LMState] = OrderedDict()

@@ -40,5 +40,7 @@ def test_load_lm_refuses_an_unknown_backend_and_doubled_options():
 
 
 def test_spec_loads_the_bundled_model(smollm2):
-    lm = LMSpec(bos_id=smollm2.bos_id).load()
-    assert lm.name == smollm2.name and lm.bos_id == smollm2.bos_id
+    spec = LMSpec(bos_id=smollm2.bos_id)
+    lm = spec.load()
+    assert lm.name == smollm2.name and lm.bos_id == smollm2.bos_id and lm.spec == spec
+    assert smollm2.spec == LMSpec()  # load_lm("smollm2-135m"): the spec it built
