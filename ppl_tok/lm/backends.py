@@ -4,7 +4,7 @@
 
     loader(spec, config=config, head_fp32=head_fp32) -> LanguageModel
 
-``config`` is the engine's :class:`~ppl_tok.lm.base.EngineConfig` (``None``: the backend's default);
+``config`` is the engine's :class:`~ppl_tok.lm.config.EngineConfig` (``None``: the backend's default);
 ``head_fp32`` asks a half-precision model for an fp32 LM head (a backend without one ignores it: take
 ``**options``). The loader reads the model, device, dtype and BOS id from the spec.
 

@@ -393,8 +393,8 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
         else float32).
     :param bos_id: the BOS id used for scoring. Default: the card's; for a folder converted by
         ppl-tok, the card recorded in it; otherwise the tokenizer's.
-    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`;
-        default: :meth:`~ppl_tok.lm.base.EngineConfig.for_device`).
+    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.config.EngineConfig`;
+        default: :meth:`~ppl_tok.lm.config.EngineConfig.for_device`).
     :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
         (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
     """

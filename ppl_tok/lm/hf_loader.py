@@ -19,8 +19,8 @@ from ppl_tok.vocabulary import Vocabulary
 def load_transformers(spec: LMSpec, *, config: Any = None, head_fp32: bool = True, **options: Any) -> Any:
     """The :class:`~ppl_tok.lm.hf.HFLanguageModel` that ``spec`` names (see :func:`ppl_tok.lm.cards.load_lm`).
 
-    :param config: the engine's limits (:class:`~ppl_tok.lm.base.EngineConfig`; default:
-        :meth:`~ppl_tok.lm.base.EngineConfig.for_device`).
+    :param config: the engine's limits (:class:`~ppl_tok.lm.config.EngineConfig`; default:
+        :meth:`~ppl_tok.lm.config.EngineConfig.for_device`).
     :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
         (:func:`~ppl_tok.lm.hf.fp32_head`).
     """
