@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ppl_tok import FunctionLM, Vocabulary, compile_mdd
+from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.hf import HFLanguageModel
