@@ -197,7 +197,8 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
 
     from ppl_tok.bench import engine
     from ppl_tok.bench.marginal import marginal_throughput
-    from ppl_tok.lm.cards import load_lm, resolve_device
+    from ppl_tok.lm.cards import load_lm
+    from ppl_tok.lm.device import resolve_device
 
     dev = resolve_device(device)
     sizes = SIZES["quick" if quick else "full"]

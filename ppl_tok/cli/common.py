@@ -28,7 +28,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------- argument groups
-def add_lm_arguments(p: argparse.ArgumentParser, *, bos_id: bool = True) -> None:
+def add_lm_arguments(p: argparse.ArgumentParser) -> None:
     """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``.
 
     :func:`lm_spec` turns the parsed flags into the :class:`~ppl_tok.lm.spec.LMSpec` that the command loads
@@ -39,14 +39,13 @@ def add_lm_arguments(p: argparse.ArgumentParser, *, bos_id: bool = True) -> None
                    help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
     g.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
-    if bos_id:
-        g.add_argument("--bos-id", type=integer(0), metavar="ID",
-                       help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+    g.add_argument("--bos-id", type=integer(0), metavar="ID",
+                   help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:
     """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`."""
-    return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=getattr(args, "bos_id", None))
+    return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

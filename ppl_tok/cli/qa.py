@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import add_lm_arguments
+from ppl_tok.cli.common import add_lm_arguments, lm_spec
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
@@ -36,8 +36,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ppl_tok.qa.run import check_study, removed_if_nothing_stored, run_study, study_settings
 
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
-    settings = study_settings(study, model=args.model, samples=args.samples, seed=args.seed, scores=args.scores,
-                              limit=args.limit, shuffle_seed=args.shuffle_seed, dtype=args.dtype,
+    spec = lm_spec(args)
+    settings = study_settings(study, lm=spec, samples=args.samples, seed=args.seed, scores=args.scores,
+                              limit=args.limit, shuffle_seed=args.shuffle_seed,
                               device=args.device or _default_device(args.ray is not None),
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
                               most_likely_time=args.time_budget)
@@ -48,11 +49,11 @@ def cmd_run(args: argparse.Namespace) -> None:
         if args.ray is not None:
             from ppl_tok.qa.distributed import LMLoader, run_study_ray
 
-            store = run_study_ray(study, LMLoader(args.model, args.device, args.dtype), args.out, settings,
+            store = run_study_ray(study, LMLoader.from_spec(spec), args.out, settings,
                                   workers=args.workers, address=args.ray or None,
                                   batch_questions=args.batch_questions, progress=not args.json)
         else:
-            lm = load_lm(args.model, device=args.device, dtype=args.dtype)
+            lm = load_lm(spec)
             store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions,
                               progress=not args.json)
     summary = {"out": str(args.out), "records": len(store.records), "splits": study.sizes(),
@@ -104,11 +105,12 @@ def cmd_contexts(args: argparse.Namespace) -> None:
 
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.qa.contexts import compute_context_log_probs, context_folder
+    from ppl_tok.qa.run import run_lm_spec
     from ppl_tok.qa.store import read_settings
 
     study = _run_study(args, args.dir)
     st = read_settings(args.dir)
-    lm = load_lm(st["model"], device=args.device, dtype=st.get("dtype"))
+    lm = load_lm(run_lm_spec(st, args.device))
     with tqdm(total=sum(len(study.splits[s]) for s in args.splits if s in study.splits), unit="q",
                       desc=f"contexts ({args.method})", disable=args.json) as bar:
         store = compute_context_log_probs(args.dir, study, lm, args.method, splits=args.splits, beam=args.beam,
@@ -145,7 +147,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
     p.add_argument("--data-dir", type=Path,
                    help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
-    add_lm_arguments(p, bos_id=False)
+    add_lm_arguments(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--scores", type=_scores, default=[],

@@ -16,8 +16,11 @@ or, in Python, ``import ppl_tok.integrations.lm_eval`` before
 Model arguments (``--model_args key=value,...``):
 
 * ``model``: a card name, a local folder or a hub id (:func:`ppl_tok.lm.cards.load_lm`);
-  ``device``, ``dtype``, ``bos_id`` as there. ``lm``: an already built
-  :class:`~ppl_tok.lm.base.LanguageModel` (Python API only).
+  ``device``, ``dtype``, ``bos_id`` as there; ``backend``: the LM backend
+  (:mod:`ppl_tok.lm.backends`, default ``transformers``). Together they make the
+  :class:`~ppl_tok.lm.spec.LMSpec` that is loaded and recorded in lm-eval's results
+  (``ppl_tok_lm``). ``lm``: an already built :class:`~ppl_tok.lm.base.LanguageModel`
+  (Python API only; its ``spec`` is recorded, if it has one).
 * ``scoring``: what ``loglikelihood`` returns for a (context, continuation) request:
 
   - ``canonical``: ``log p(v* | c)``, the tokenizer's own tokenization ``v*``;
@@ -79,7 +82,7 @@ import numpy as np
 
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder
 from ppl_tok.datasets import DATA_ROOT, TASKS
-from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
+from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.qa.data import SHUFFLE_SEED
@@ -187,7 +190,7 @@ class PPLTokLM(LM):
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
-                 prune: float | None = None, lm: Any = None) -> None:
+                 prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__()
         if scoring not in SCORINGS:
             raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
@@ -215,10 +218,13 @@ class PPLTokLM(LM):
             from ppl_tok.lm.cards import load_lm
 
             try:
-                lm = load_lm(str(model), device=None if device is None else str(device), dtype=dtype, bos_id=bos_id)
+                lm = load_lm(LMSpec(model=str(model), backend=str(backend), dtype=dtype, bos_id=bos_id,
+                                    device=None if device is None else str(device)))
             except (ValueError, LookupError, OSError) as err:
                 raise ModelArgumentError(f"model={model!r}: {err}") from err
         self.lm = lm
+        #: the LM's identity (recorded in lm-eval's results as ``ppl_tok_lm``); ``None``: an LM built in Python
+        self.spec: LMSpec | None = getattr(lm, "spec", None)
         self.model_name = str(getattr(lm, "name", model))
 
     # ------------------------------------------------------------------ lm-eval API
@@ -298,7 +304,8 @@ class PPLTokLM(LM):
     def get_model_info(self) -> dict[str, Any]:
         """Recorded in lm-eval's results ``config``."""
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
-                "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed}
+                "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
+                "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
     def score_pairs(self, pairs: Sequence[Pair], progress: bool = False) -> list[float]:

@@ -3,9 +3,15 @@
 An LM gives next-token log-probabilities for prefixes. Prefixes live in
 :class:`LMState` objects that carry the backend's incremental state (for a
 transformer, its entries in a shared KV pool, :mod:`ppl_tok.lm.kvpool`), so
-extending a prefix by one token costs one forward of that token; a prefix cache
-makes identical prefixes (particles on the same path, a question shared by its
-answers) cost one forward in all.
+extending a prefix by one token costs one token-forward; a prefix cache runs
+identical prefixes (particles on the same path, a question shared by its
+answers) once.
+
+Words: a *forward call* runs a batch of rows through the model (one backend
+call, ``lm.stats.calls``); it runs one *token-forward* per token position it
+computes (``lm.stats.forwards``). A state's next-token *row* is ``[V]``; the
+``[B, V]`` *rows* of one call are shared by the states it made. *Block* means
+only a KV pool block (:mod:`ppl_tok.lm.kvpool`, ``EngineConfig.kv_block_bytes``).
 
 A backend implements three methods:
 
@@ -21,7 +27,7 @@ Everything else is shared here: the prefix cache (bounded in bytes), the row
 cache (next-token rows are ``[V]`` tensors on the model's device and are the
 largest thing a state holds: they are kept in their own LRU and dropped first;
 the few log-probs a caller asked for are kept in ``state.known``), batching
-(at most ``max_batch`` rows per forward), scoring, and the canonical
+(at most ``max_batch`` rows per forward call), scoring, and the canonical
 tokenization of a text. Only what the caller asks for crosses to the host:
 :meth:`LanguageModel.token_log_probs` gathers the requested entries on the
 device and copies ``[B, K]`` numbers, never a ``[B, V]`` row.
@@ -41,7 +47,9 @@ import torch
 
 from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.vocabulary import Vocabulary
+from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
+from ppl_tok.lm.spec import LMSpec
 
 
 def release_free_memory() -> None:
@@ -64,12 +72,6 @@ def release_free_memory() -> None:
 _LIBC: Any = None
 
 
-#: Upper bounds of :class:`EngineConfig`'s byte budgets: beyond any one machine's memory, so a larger value
-#: is a typo that would otherwise fail at first use with an allocator error naming no setting.
-MAX_ENGINE_BYTES = 1 << 40
-MAX_KV_BLOCK_BYTES = 1 << 36
-
-
 def model_window(lm: Any) -> int | None:
     """The model's context length in token positions (a transformer's ``max_position_embeddings``), or ``None``.
 
@@ -79,85 +81,20 @@ def model_window(lm: Any) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-@dataclass
-class EngineConfig:
-    """Memory and batching limits of an LM's engine (validated).
-
-    The field defaults suit a CPU; :meth:`for_device` derives them from a GPU's memory.
-
-    :param cache_bytes: the prefix cache's budget: the bytes of the KV entries of
-        the cached prefixes (least recently used ones are evicted beyond it).
-    :param row_bytes: the budget for full next-token rows kept in memory.
-    :param max_batch: the most rows in one forward (larger batches are split).
-    :param particle_bytes: the KV memory the particles of one importance-sampling
-        run may hold at once, counted at the worst case of one token per byte
-        of text; :func:`~ppl_tok.infer.importance.marginals` runs larger workloads
-        in groups of particles that fit (long texts: a few particles at a time).
-    :param kv_block_bytes: the KV pool's unit of growth (:mod:`ppl_tok.lm.kvpool`):
-        the pool overshoots what it uses by at most this; fewer, larger blocks
-        mean fewer gather operations per forward. On the CPU a block's pages are
-        mapped only when its slots are first written, so the overshoot costs
-        address space, not memory: the default, 1 GiB (about 23,000 SmolLM2
-        positions in fp32), keeps a QA batch's past in one block, where a gather
-        is one ``index_select`` (with 128 MiB blocks a 16-question batch spans three
-        and two thirds of its gathered positions took the slower multi-block path).
-    """
-
-    cache_bytes: int = 2 << 30
-    row_bytes: int = 64 << 20
-    max_batch: int = 512
-    particle_bytes: int = 3 << 29
-    kv_block_bytes: int = 1 << 30
-
-    @classmethod
-    def for_device(cls, device: torch.device | str, model_bytes: int = 0, **overrides: Any) -> EngineConfig:
-        """The defaults for ``device``, any field overridden by ``overrides``.
-
-        The CPU (and MPS) get the class defaults. A CUDA device with ``M`` bytes of
-        memory of which the model holds ``model_bytes`` leaves ``F = M - model_bytes``:
-        the prefix cache and the particles may each hold ``F / 4``, the rows ``F / 32``,
-        a KV block is ``F / 64`` (at least 128 MiB, at most 2 GiB), and a forward
-        takes up to 1,024 rows (512 below 16 GiB free). On an 80 GB H100 with
-        SmolLM2 that is 20 GB, 20 GB, 2.5 GB, 1.2 GB and 1,024.
-        """
-        from ppl_tok.lm.device import total_memory
-
-        memory = total_memory(device)
-        if memory is None:
-            return cls(**overrides)
-        free = max(memory - model_bytes, 1 << 30)
-        derived = {"cache_bytes": free // 4, "particle_bytes": free // 4, "row_bytes": free // 32,
-                   "kv_block_bytes": min(max(free // 64, 128 << 20), 2 << 30),
-                   "max_batch": 1024 if free >= 16 << 30 else 512}
-        return cls(**{**derived, **overrides})
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.kv_block_bytes, int) or not 1 <= self.kv_block_bytes <= MAX_KV_BLOCK_BYTES:
-            raise ValueError(f"kv_block_bytes must be a number of bytes in 1..{MAX_KV_BLOCK_BYTES} (64 GiB), "
-                             f"got {self.kv_block_bytes!r}")
-        if not isinstance(self.particle_bytes, int) or not 1 <= self.particle_bytes <= MAX_ENGINE_BYTES:
-            raise ValueError(f"particle_bytes must be a number of bytes in 1..{MAX_ENGINE_BYTES} (1 TiB), "
-                             f"got {self.particle_bytes!r}")
-        for name in ("cache_bytes", "row_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not 0 <= value <= MAX_ENGINE_BYTES:
-                raise ValueError(f"{name} must be a number of bytes in 0..{MAX_ENGINE_BYTES} (1 TiB), got {value!r}")
-        if not isinstance(self.max_batch, int) or self.max_batch < 1:
-            raise ValueError(f"max_batch must be a positive integer, got {self.max_batch!r}")
-
-
 @dataclass(eq=False)
 class LMState:
     """A prefix (BOS and context included) and what the LM says about the next token.
 
     ``known`` holds the next-token log-probs fetched so far (token -> float);
     :attr:`log_probs` is the full row ``[V]`` (on the model's device), recomputed
-    if it was dropped from memory.
+    if it was dropped from memory. ``rows`` is the ``[B, V]`` tensor of the forward
+    call that computed the state (shared with the other states of that call; ``None``
+    once dropped) and ``index`` the state's row in it.
     """
 
     tokens: tuple[int, ...]
     payload: Any = field(default=None, repr=False)
-    block: torch.Tensor | None = field(default=None, repr=False)
+    rows: torch.Tensor | None = field(default=None, repr=False)
     index: int = 0
     known: dict[int, float] = field(default_factory=dict, repr=False)
     lm: LanguageModel | None = field(default=None, repr=False)
@@ -167,20 +104,26 @@ class LMState:
 
     @property
     def row(self) -> torch.Tensor | None:
-        """The held next-token row (``None`` if it was dropped): row ``index`` of the forward's ``block``."""
-        return None if self.block is None else self.block[self.index]
+        """The held next-token row (``None`` if it was dropped): row ``index`` of ``rows``."""
+        return None if self.rows is None else self.rows[self.index]
 
     @property
     def log_probs(self) -> torch.Tensor:
         """The next-token log-probs ``[V]`` after this prefix."""
-        if self.block is None:
+        if self.rows is None:
             self.lm._ensure_rows([self])
         return self.row
 
 
 @dataclass
 class LMStats:
-    """Work counters: token positions run through the model, forwards (calls), cache hits."""
+    """Work counters of an LM.
+
+    ``forwards``: token-forwards, the token positions run through the model (a prefill of
+    ``n`` tokens counts ``n``, an extension 1); ``calls``: forward calls, the batched backend
+    calls that ran them (one call runs many token-forwards); ``cache_hits``: states found in
+    the prefix cache; ``recomputed``: rows computed again after the row budget dropped them.
+    """
 
     forwards: int = 0
     calls: int = 0
@@ -208,6 +151,8 @@ class LanguageModel(ABC):
         self.vocab = vocab
         self.bos_id = bos_id
         self.name = name
+        #: how the LM was loaded (set by :func:`~ppl_tok.lm.cards.load_lm`; ``None``: built directly)
+        self.spec: LMSpec | None = None
         self.config = config or EngineConfig()
         self.stats = LMStats()
         self._cache: OrderedDict[tuple[int, ...], LMState] = OrderedDict()
@@ -240,8 +185,8 @@ class LanguageModel(ABC):
         return 64
 
     # ------------------------------------------------------------- caches
-    def _new_state(self, key: tuple[int, ...], block: torch.Tensor, index: int, payload: Any) -> LMState:
-        state = LMState(key, payload, block, index, lm=self)
+    def _new_state(self, key: tuple[int, ...], rows: torch.Tensor, index: int, payload: Any) -> LMState:
+        state = LMState(key, payload, rows, index, lm=self)
         self._hold_row(state)
         self._cache[key] = state
         self._cache_used += self._state_bytes(state)
@@ -252,17 +197,17 @@ class LanguageModel(ABC):
 
     @staticmethod
     def _row_bytes(state: LMState) -> int:
-        return state.block.shape[-1] * state.block.element_size()
+        return state.rows.shape[-1] * state.rows.element_size()
 
     def _hold_row(self, state: LMState) -> None:
         self._rows[id(state)] = state
         self._rows_used += self._row_bytes(state)
         while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
-            if next(iter(self._rows.values())).block is state.block:  # never drop the forward being read
+            if next(iter(self._rows.values())).rows is state.rows:  # never drop the rows of the call being read
                 break
             _, old = self._rows.popitem(last=False)
             self._rows_used -= self._row_bytes(old)
-            old.block = None
+            old.rows = None
 
     def _cached(self, key: tuple[int, ...]) -> LMState | None:
         state = self._cache.get(key)
@@ -274,7 +219,7 @@ class LanguageModel(ABC):
     def clear_cache(self) -> None:
         """Forget every cached prefix and row; memory no live state holds is freed."""
         for state in self._rows.values():
-            state.block = None
+            state.rows = None
         self._cache.clear()
         self._rows.clear()
         self._cache_used = self._rows_used = 0
@@ -282,13 +227,13 @@ class LanguageModel(ABC):
         release_free_memory()
 
     def _ensure_rows(self, states: Sequence[LMState]) -> None:
-        missing = list({id(s): s for s in states if s.block is None}.values())
+        missing = list({id(s): s for s in states if s.rows is None}.values())
         for lo in range(0, len(missing), self.config.max_batch):
             chunk = missing[lo: lo + self.config.max_batch]
             rows = self._recompute(chunk)
             self.stats.recomputed += len(chunk)
             for r, s in enumerate(chunk):
-                s.block, s.index = rows, r
+                s.rows, s.index = rows, r
                 self._hold_row(s)
 
     # --------------------------------------------------------------- API
@@ -338,11 +283,11 @@ class LanguageModel(ABC):
 
     def extend(self, states: Sequence[LMState], tokens: Sequence[int],
                want: Sequence[Sequence[int]] | None = None) -> list[LMState]:
-        """Extend each state by one token, in as few batched forwards as the backend allows.
+        """Extend each state by one token, in as few forward calls as the backend allows.
 
         Identical (prefix, token) pairs and prefixes already in the cache cost nothing.
         ``want[i]``: tokens whose log-probs after the new state ``i`` the caller will
-        ask for; they are gathered right after each forward, while its rows are in
+        ask for; they are gathered right after each forward call, while its rows are in
         memory (so a row budget smaller than one batch never forces a recomputation).
         """
         if len(states) != len(tokens):
@@ -393,8 +338,8 @@ class LanguageModel(ABC):
             for lo in range(0, len(need), self.config.max_batch):
                 chunk = need[lo: lo + self.config.max_batch]
                 # read the rows in memory first, then recompute the dropped ones and read them at once
-                self._gather([s for s in chunk if s.block is not None], wanted)
-                missing = [s for s in chunk if s.block is None]
+                self._gather([s for s in chunk if s.rows is not None], wanted)
+                missing = [s for s in chunk if s.rows is None]
                 if missing:
                     self._ensure_rows(missing)
                     self._gather(missing, wanted)
@@ -402,20 +347,20 @@ class LanguageModel(ABC):
 
     @staticmethod
     def _gather(states: list[LMState], wanted: dict[int, set[int]]) -> None:
-        """Copy the wanted entries of the states' rows to ``state.known``: one gather per forward's block."""
-        blocks: dict[int, list[LMState]] = {}
+        """Copy the wanted entries of the states' rows to ``state.known``: one gather per forward call's rows."""
+        calls: dict[int, list[LMState]] = {}
         for s in states:
-            blocks.setdefault(id(s.block), []).append(s)
-        for group in blocks.values():
-            block = group[0].block
+            calls.setdefault(id(s.rows), []).append(s)
+        for group in calls.values():
+            held = group[0].rows
             lists = [sorted(wanted[id(s)]) for s in group]
             width = max(len(ts) for ts in lists)
             cols = torch.zeros(len(group), width, dtype=torch.long)
             for r, ts in enumerate(lists):
                 cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
             rows = torch.tensor([s.index for s in group], dtype=torch.long)
-            rows, cols = to_device_all([rows, cols], block.device)
-            picked = to_host(block[rows.unsqueeze(1), cols].double(), "log-probs")
+            rows, cols = to_device_all([rows, cols], held.device)
+            picked = to_host(held[rows.unsqueeze(1), cols].double(), "log-probs")
             for r, (s, ts) in enumerate(zip(group, lists)):
                 s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
 
@@ -434,13 +379,13 @@ class LanguageModel(ABC):
         for r, members in enumerate(groups.values()):
             u[r, : len(members)] = uniforms[members].double()
         # a [S, V] CDF per chunk of distinct states within the row budget; one read of all the draws
-        vocab = len(self.vocab) if distinct[0].block is None else distinct[0].block.shape[-1]
+        vocab = len(self.vocab) if distinct[0].rows is None else distinct[0].rows.shape[-1]
         size = max(1, self.config.row_bytes // (8 * vocab))
         found = []
         for lo in range(0, len(distinct), size):
             held = []
             for state in distinct[lo: lo + size]:
-                if state.block is None:  # dropped by the row budget while others were recomputed
+                if state.rows is None:  # dropped by the row budget while others were recomputed
                     self._ensure_rows([state])
                 held.append(state.row)
             rows = torch.stack(held)

@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
@@ -378,48 +379,13 @@ def load_vocabulary(name_or_path: str = DEFAULT_MODEL,
     return Vocabulary.from_hf(tokenizer, fallback=fallback, name=card.name if card else name_or_path)
 
 
-# ---------------------------------------------------------- device, dtype
-def resolve_dtype(dtype: Any) -> Any:
-    """A ``torch.dtype`` from ``"float32"``/``"bfloat16"``/``"float16"`` or one of those dtypes."""
-    import torch
-
-    allowed = {name: getattr(torch, name) for name in DTYPES}
-    if isinstance(dtype, torch.dtype):
-        if dtype not in allowed.values():
-            raise ValueError(f"dtype {dtype} is not one of {DTYPES}")
-        return dtype
-    if dtype not in allowed:
-        raise ValueError(f"unknown dtype {dtype!r}: expected one of {DTYPES} (or the torch dtype)")
-    return allowed[dtype]
-
-
-def resolve_device(device: Any) -> Any:
-    """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} is not available: torch finds no CUDA GPU on this machine "
-                             f"(torch {torch.__version__}); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r} is not available: this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s)")
-    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError(f"device {device!r} is not available on this machine; use --device cpu")
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device {device!r} is not supported: use 'cpu', 'cuda' or 'mps'")
-    return dev
-
-
 def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
             bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> Any:
-    """A :class:`~ppl_tok.lm.hf.HFLanguageModel` from a card name, a local folder, a hub id or an
-    :class:`~ppl_tok.lm.spec.LMSpec` (whose device, dtype and BOS id are then taken; giving them again is an
-    error).
+    """The :class:`~ppl_tok.lm.base.LanguageModel` a card name, a local folder, a hub id or an
+    :class:`~ppl_tok.lm.spec.LMSpec` names, loaded by the spec's backend (:mod:`ppl_tok.lm.backends`;
+    a name is an ``LMSpec`` of the ``transformers`` backend, :func:`ppl_tok.lm.hf_loader.load_transformers`).
+    With a spec, its device, dtype and BOS id are taken (giving them again is an error). The LM's
+    ``spec`` attribute is the spec it was loaded from.
 
     :param device: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``;
         default: where ``transformers`` puts it, the CPU). An unavailable device is a ``ValueError``.
@@ -427,42 +393,22 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
         else float32).
     :param bos_id: the BOS id used for scoring. Default: the card's; for a folder converted by
         ppl-tok, the card recorded in it; otherwise the tokenizer's.
-    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.base.EngineConfig`;
-        default: :meth:`~ppl_tok.lm.base.EngineConfig.for_device`).
+    :param config: the engine's memory and batching limits (:class:`~ppl_tok.lm.config.EngineConfig`;
+        default: :meth:`~ppl_tok.lm.config.EngineConfig.for_device`).
     :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
         (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ppl_tok.lm.hf import HFLanguageModel, fp32_head
+    from ppl_tok.lm.backends import get_backend
+    from ppl_tok.lm.device import dtype_name, parse_device
 
     if isinstance(name_or_path, LMSpec):
         spec = name_or_path
         if (device, dtype, bos_id) != (None, None, None):
             raise TypeError("load_lm(spec): device, dtype and bos_id come from the LMSpec; do not give them again")
-        if spec.backend != DEFAULT_BACKEND:
-            raise ValueError(f"unknown LM backend {spec.backend!r}: expected {DEFAULT_BACKEND!r}")
-        name_or_path, device, dtype, bos_id = spec.model, spec.device, spec.dtype, spec.bos_id
-    dev = resolve_device(device) if device is not None else None
-    card, where = _resolve(name_or_path)
-    torch_dtype = resolve_dtype(dtype if dtype is not None else (card.dtype if card else "float32"))
-    if card is not None and card.kind != "hub":
-        where = str(_convert(card, "model"))
-    elif card is not None:
-        where = card.repo  # type: ignore[assignment]
-    if Path(where).is_dir():
-        _check_folder(Path(where), need_model=True)
-    tokenizer = _from_pretrained(AutoTokenizer, where, "tokenizer")
-    # straight onto the device in the requested dtype (no full-precision copy on the host first)
-    placement = {"device_map": dev} if dev is not None and dev.type != "cpu" else {}
-    model = _from_pretrained(AutoModelForCausalLM, where, "model", dtype=torch_dtype, **placement)
-    if dev is not None and next(model.parameters()).device != dev:
-        model = model.to(dev)
-    if head_fp32:
-        fp32_head(model)
-    recorded = _manifest(Path(where)) if card is None and Path(where).is_dir() else {}
-    if bos_id is None:
-        bos_id = card.bos_id if card else recorded.get("bos_id", tokenizer.bos_token_id)
-    name = card.name if card else recorded.get("card") or name_or_path
-    vocab = Vocabulary.from_hf(tokenizer, name=name)
-    return HFLanguageModel(model, tokenizer, bos_id, vocab=vocab, name=name, config=config)
+    else:  # names of torch values (torch.device("cuda", 1) -> "cuda:1", torch.bfloat16 -> "bfloat16")
+        spec = LMSpec(str(name_or_path), DEFAULT_BACKEND, device=None if device is None else str(parse_device(device)),
+                      dtype=None if dtype is None else dtype_name(dtype), bos_id=bos_id)
+    lm = get_backend(spec.backend)(spec, config=config, head_fp32=head_fp32)
+    if getattr(lm, "spec", None) is None:
+        lm.spec = spec
+    return lm

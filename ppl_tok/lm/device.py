@@ -12,6 +12,10 @@ goes through two functions, so that it is visible (and countable,
 * :func:`to_host`: device -> host, the engine's deliberate reads (the gathered
   log-probs, the sampled tokens); each waits for the device: a synchronisation.
 
+:func:`parse_device`, :func:`resolve_device` and :func:`resolve_dtype` turn the
+names users give (``"cuda:1"``, ``"bfloat16"``) into torch's values, with errors
+that name the argument: the one place device and dtype names are parsed.
+
 :func:`synchronize`, :func:`reset_peak_memory` and :func:`peak_memory_mb` make
 timings and memory figures device-true (a CUDA kernel launch returns before the
 kernel runs; host RSS misses device memory).
@@ -23,10 +27,59 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
+from typing import Any
+
 import torch
+
+from ppl_tok.lm.spec import DTYPES
 
 #: the label of the deliberate read in progress (see :func:`to_host`); read by :mod:`ppl_tok.lm.syncs`
 READING: contextvars.ContextVar[str | None] = contextvars.ContextVar("ppl_tok_reading", default=None)
+
+
+def parse_device(device: Any) -> torch.device:
+    """``device`` (a name such as ``"cpu"``, ``"cuda:1"``, or a ``torch.device``) as a ``torch.device``.
+
+    Only the name is checked; :func:`resolve_device` also checks that the device exists here.
+    """
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+
+
+def resolve_device(device: Any) -> torch.device:
+    """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
+    dev = parse_device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} is not available: torch finds no CUDA GPU on this machine "
+                             f"(torch {torch.__version__}); use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} is not available: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device {device!r} is not available on this machine; use --device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {device!r} is not supported: use 'cpu', 'cuda' or 'mps'")
+    return dev
+
+
+def resolve_dtype(dtype: Any) -> torch.dtype:
+    """A ``torch.dtype`` from ``"float32"``/``"bfloat16"``/``"float16"`` or one of those dtypes."""
+    allowed = {name: getattr(torch, name) for name in DTYPES}
+    if isinstance(dtype, torch.dtype):
+        if dtype not in allowed.values():
+            raise ValueError(f"dtype {dtype} is not one of {DTYPES}")
+        return dtype
+    if dtype not in allowed:
+        raise ValueError(f"unknown dtype {dtype!r}: expected one of {DTYPES} (or the torch dtype)")
+    return allowed[dtype]
+
+
+def dtype_name(dtype: Any) -> str:
+    """The name (``"bfloat16"``) of a dtype given by name or as a ``torch.dtype`` (:func:`resolve_dtype`'s checks)."""
+    return str(resolve_dtype(dtype)).removeprefix("torch.")
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

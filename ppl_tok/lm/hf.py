@@ -25,7 +25,8 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from ppl_tok.vocabulary import Vocabulary
-from ppl_tok.lm.base import EngineConfig, LanguageModel, LMState, release_free_memory
+from ppl_tok.lm.base import LanguageModel, LMState, release_free_memory
+from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
 from ppl_tok.lm.kvpool import GatherPlan, KVNode, KVPool, padded_index
 
@@ -322,10 +323,10 @@ class HFLanguageModel(LanguageModel):
         for members in groups.values():
             ids = to_device(torch.tensor([keys[i] for i in members]), self.device)
             out = self.model(input_ids=ids, use_cache=True)
-            block = self._log_softmax(out.logits[:, -1])
+            group_rows = self._log_softmax(out.logits[:, -1])
             cache = getattr(out, self._cache_arg)
             for r, i in enumerate(members):
-                rows[i], payloads[i] = block[r], (cache, r)
+                rows[i], payloads[i] = group_rows[r], (cache, r)
         return torch.stack(rows), payloads
 
     @torch.inference_mode()
@@ -374,12 +375,12 @@ class HFLanguageModel(LanguageModel):
                 totals[i] += float(picked[r][mask[r]].sum())
                 # every prefix of the sequence becomes a cached state: particles on the canonical path reuse them
                 # (its own rows only: a view would keep the whole batch's [B, T, V] alive)
-                base, block = roots[i].tokens, log_probs[r, : len(seqs[i]) - 1].clone()
+                base, own_rows = roots[i].tokens, log_probs[r, : len(seqs[i]) - 1].clone()
                 for j in range(len(seqs[i]) - 1):
                     key = base + tuple(seqs[i][: j + 1])
                     if key not in self._cache:
                         node = KVNode(self.pool, nodes[r].slots[: len(base) + j + 1])
-                        self._new_state(key, block, j, node).known[seqs[i][j + 1]] = float(picked[r, j])
+                        self._new_state(key, own_rows, j, node).known[seqs[i][j + 1]] = float(picked[r, j])
             self.stats.forwards += int(mask.sum())
             self.stats.calls += 1
         return totals

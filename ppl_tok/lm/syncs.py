@@ -124,7 +124,7 @@ class TransferCounter(TorchFunctionMode):
                     if block is not None:
                         self.watch(*block[0], *block[1])
                 self.watch(*[s for s in thing.pool._scratch if s is not None])
-                self.watch(*[s.block for s in thing._rows.values() if s.block is not None])
+                self.watch(*[s.rows for s in thing._rows.values() if s.rows is not None])
         return self
 
     # ------------------------------------------------------------ results

@@ -16,28 +16,37 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, check_coverage
 from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, score_documents
 from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore
 
 
 def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
-                 split: str = "none") -> dict[str, Any]:
-    """The ``run.json`` of a run: everything its records depend on."""
+                 split: str = "none", spec: LMSpec | None = None) -> dict[str, Any]:
+    """The ``run.json`` of a run: everything its records depend on.
+
+    ``"lm"``: the LM's :class:`~ppl_tok.lm.spec.LMSpec` as a dict (``spec``, else the one ``lm`` was
+    loaded from, :func:`~ppl_tok.lm.cards.load_lm`; ``None`` for an LM built in Python).
+    """
+    spec = spec if spec is not None else lm.spec
     from ppl_tok.common.version import __version__
     from ppl_tok.perplexity.score import window_length
 
     return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),
             "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),
             "window": window_length(lm, config), "records_version": RECORDS_VERSION,
-            "ppl_tok_version": __version__, "field": field, "split": split}
+            "ppl_tok_version": __version__, "field": field, "split": split,
+            "lm": None if spec is None else spec.to_dict()}
 
 
 def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, out: str | Path | None = None,
                    model: str | None = None, batch_docs: int = 8, progress: bool = True,
-                   limit_seconds: float | None = None, field: str | None = None, split: str = "none"
-                   ) -> list[DocumentScore]:
+                   limit_seconds: float | None = None, field: str | None = None, split: str = "none",
+                   spec: LMSpec | None = None) -> list[DocumentScore]:
     """The scores of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
+
+    ``spec``: how ``lm`` was loaded, recorded in ``run.json`` (default: ``lm.spec``).
 
     ``field``, ``split``: how the corpus was read (recorded for the reader of the folder).
     ``limit_seconds``: stop starting new batches after this long (the stored part is kept;
@@ -51,8 +60,8 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     store = None
     scores: dict[int, DocumentScore] = {}
     if out is not None:
-        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field,
-                                                          split=split))
+        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field, split=split,
+                                                          spec=spec))
         scores = {r["index"]: DocumentScore.from_record(r) for r in store.records}
     todo = [d for d in corpus.documents if d.index not in scores]
     start = time.perf_counter()

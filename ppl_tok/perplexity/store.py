@@ -6,8 +6,9 @@ on open, settings compared on open): a run killed at any point (SIGKILL
 included) resumes where it stopped and ends with the records an uninterrupted
 run writes. ``run.json`` holds the corpus (its SHA-256, documents and bytes),
 the model and the scoring settings (the number of documents and bytes, the
-source's name and the ppl-tok release are recorded but not compared: a run
-resumed with a larger ``--limit`` adds to the folder); the records hold each document's figures
+source's name, the ppl-tok release and the LM's :class:`~ppl_tok.lm.spec.LMSpec`
+under ``"lm"`` are recorded but not compared: a run resumed with a larger
+``--limit`` adds to the folder, and a folder from before ``"lm"`` resumes); the records hold each document's figures
 (:meth:`ppl_tok.perplexity.score.DocumentScore.to_record`, ``-inf`` as
 ``null``), keyed by the document's index. Seconds per batch go to
 ``timing.jsonl``, apart from the records.
@@ -27,7 +28,7 @@ class PerplexityStore(JsonlStore):
     """The records of one perplexity run folder."""
 
     records_file = "documents.jsonl"
-    informational = ("ppl_tok_version", "source", "documents", "bytes", "field", "split")
+    informational = ("ppl_tok_version", "source", "documents", "bytes", "field", "split", "lm")
     what = "perplexity run folder"
     record_name = "document record"
 

@@ -54,7 +54,7 @@ from ppl_tok.qa import classify as C
 from ppl_tok.qa.contexts import read_context_log_probs
 from ppl_tok.qa.report import format_difference
 from ppl_tok.qa.run import check_settings
-from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings
+from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings, run_num_samples
 
 SOURCES = ("canonical", "exact")
 NEG_INF = -math.inf
@@ -122,7 +122,7 @@ def load_split(folder: str | Path, split: str) -> tuple[dict[str, Any], C.SplitS
     size = settings["splits"].get(split)
     if not size:
         raise ValueError(f"{folder}: the run has no {split!r} split (it has {', '.join(settings['splits'])})")
-    records = read_records(folder / SCORES_FILE, samples=settings["samples"])
+    records = read_records(folder / SCORES_FILE, samples=run_num_samples(settings))
     return settings, C.split_scores(records, split, size)
 
 

@@ -28,6 +28,7 @@ from ppl_tok.qa.store import (
     read_settings,
     read_timing,
     records_digest,
+    run_num_samples,
 )
 
 REPORT_JSON = "report.json"
@@ -105,7 +106,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     """
     folder = Path(folder)
     settings = check_settings(read_settings(folder), str(folder / SETTINGS_FILE))
-    records = list(read_records(folder / SCORES_FILE, samples=settings["samples"]))
+    records = list(read_records(folder / SCORES_FILE, samples=run_num_samples(settings)))
     _check_labels(records, folder / SCORES_FILE)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
@@ -271,7 +272,7 @@ def markdown(report: dict[str, Any]) -> str:
     if report.get("limit"):
         planned = ", ".join(f"{s} {n}" for s, n in st["splits"].items())
         evaluated += f" (the first questions of a run planned for {planned})"
-    lines = [f"# QA study: {st['dataset']}, {model}, N = {st['samples']}", "",
+    lines = [f"# QA study: {st['dataset']}, {model}, N = {run_num_samples(st)}", "",
              f"Questions: {evaluated}; seed {st['seed']}; "
              f"look-ahead proposal; ppl-tok {st['ppl_tok_version']}. k and alpha tuned on the "
              f"**{tuned['split']}** split and applied once to the test split. Accuracies in percent; differences "

@@ -29,8 +29,9 @@ to the store before the next one starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from ppl_tok.datasets import Question, continuation
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.spec import LMSpec
 from ppl_tok.infer.search import marginal_bounds_many, most_likely
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.store import (
@@ -53,6 +55,7 @@ from ppl_tok.qa.store import (
     StoreError,
     encode_log,
     encode_logs,
+    run_num_samples,
 )
 
 KINDS = ("is",)
@@ -69,12 +72,9 @@ class QAError(ValueError):
 
 def device_kind(device: Any) -> str:
     """The kind of a device as ``run.json`` records it: ``"cpu"``, ``"cuda"`` or ``"mps"`` (no index)."""
-    import torch
+    from ppl_tok.lm.device import parse_device
 
-    try:
-        return torch.device(device).type
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
+    return parse_device(device).type
 
 
 def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tuple[int, ...]:
@@ -90,15 +90,28 @@ def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tup
     return ids
 
 
-def study_settings(study: Study, *, model: str, samples: int, seed: int, scores: Sequence[str] = (),
+def study_settings(study: Study, *, model: str | None = None, samples: int, seed: int, scores: Sequence[str] = (),
                    limit: int | None = None, shuffle_seed: int | None = None, dtype: str | None = None,
-                   device: str = "cpu", exact_tolerance: float = 1e-3, exact_budget: int = 2000,
-                   most_likely_time: float = 10.0) -> dict[str, Any]:
+                   device: str | None = None, exact_tolerance: float = 1e-3, exact_budget: int = 2000,
+                   most_likely_time: float = 10.0, lm: LMSpec | None = None) -> dict[str, Any]:
     """The ``run.json`` of a study: everything the stored scores depend on.
 
-    ``device`` is the kind of device that scores (``"cpu"``, ``"cuda"``): floating-point
-    results differ between devices (and dtypes), so a folder is resumed only on the
-    kind and dtype it was started with."""
+    The LM is ``lm`` (an :class:`~ppl_tok.lm.spec.LMSpec`, recorded under ``"lm"``) or, without
+    one, ``LMSpec(model, dtype=dtype, device=device)``; its model, dtype and BOS id are also recorded
+    as ``model``, ``dtype`` and ``bos_id`` (compared on resume; a folder from before ``bos_id`` was
+    recorded scored with the card's, ``None``).
+    ``device`` is the device that scores (default: the spec's, else the CPU); ``run.json`` records
+    its kind (``"cpu"``, ``"cuda"``): floating-point results differ between devices (and dtypes),
+    so a folder is resumed only on the kind and dtype it was started with. ``samples`` is N
+    (recorded as ``num_samples``)."""
+    if lm is None:
+        if model is None:
+            raise TypeError("study_settings needs the LM: model=... or lm=LMSpec(...)")
+        lm = LMSpec(model=model, dtype=dtype, device=device)
+    elif model is not None or dtype is not None:
+        raise TypeError("study_settings(lm=spec): the model and dtype come from the LMSpec; do not give them again")
+    if device is None:
+        device = lm.device or "cpu"
     unknown = set(scores) - set(OPTIONAL_SCORES)
     if unknown:
         raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {OPTIONAL_SCORES}")
@@ -107,19 +120,36 @@ def study_settings(study: Study, *, model: str, samples: int, seed: int, scores:
     return {
         "dataset": study.dataset, "splits": study.sizes(), "limit": limit, "shuffle_seed": shuffle_seed,
         "data_files": {Path(p).name: sha for p, sha in study.files.items()},
-        "model": model, "dtype": dtype, "device": device_kind(device), "samples": samples, "seed": seed, "proposal": "lookahead",
+        "model": lm.model, "dtype": lm.dtype, "bos_id": lm.bos_id, "device": device_kind(device),
+        "num_samples": samples, "seed": seed,
+        "proposal": "lookahead",
         "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
         "most_likely_time": most_likely_time, "scores_version": SCORES_VERSION, "ppl_tok_version": __version__,
         # half-precision models score with an fp32 LM head (load_lm): not comparable with folders from before it
-        **({"lm_head": "float32"} if dtype in ("bfloat16", "float16") else {}),
+        **({"lm_head": "float32"} if lm.dtype in ("bfloat16", "float16") else {}),
+        "lm": lm.to_dict(),
     }
+
+
+def run_lm_spec(settings: Mapping[str, Any], device: str | None) -> LMSpec:
+    """The LM a run folder was scored with (its ``run.json``), to load again on ``device`` (``None``: the CPU).
+
+    The ``"lm"`` spec where recorded; in folders from before it, the ``model`` and ``dtype``. The
+    recorded device is where the run scored, which need not exist here: ``device`` replaces it.
+    """
+    stored = settings.get("lm")
+    spec = LMSpec.from_dict(stored) if stored is not None else LMSpec(model=settings["model"],
+                                                                       dtype=settings.get("dtype"))
+    return dataclasses.replace(spec, device=device)
 
 
 def check_settings(settings: Any, where: str) -> dict[str, Any]:
     """``settings`` (a ``run.json``) if this release can read it, else a :class:`StoreError` naming ``where``.
 
     A folder of a later ``scores_version`` is refused (its records may mean something else); the
-    settings the report relies on must have their types (``samples: "four"`` is damage, not a setting).
+    settings the report relies on must have their types (``num_samples: "four"`` is damage, not a setting).
+    N is read as ``num_samples`` or, in folders from before 0.2, ``samples``; ``lm``, where recorded,
+    must be an :class:`~ppl_tok.lm.spec.LMSpec`.
     """
     def bad(what: str) -> StoreError:
         return StoreError(f"{where}: {what}")
@@ -134,17 +164,23 @@ def check_settings(settings: Any, where: str) -> dict[str, Any]:
                   f"(ppl-tok {settings.get('ppl_tok_version', '?')} wrote it): use that release or a later one")
     checks = {
         "dataset": lambda v: isinstance(v, str), "model": lambda v: isinstance(v, str),
-        "samples": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "num_samples": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
         "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
         "splits": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(n, int)
                                                         and not isinstance(n, bool) and n >= 0 for k, n in v.items()),
         "scores": lambda v: isinstance(v, list) and all(k in OPTIONAL_SCORES for k in v),
     }
     for name, check in checks.items():
-        if name not in settings:
+        key = "samples" if name == "num_samples" and name not in settings and "samples" in settings else name
+        if key not in settings:
             raise bad(f"the setting {name!r} is missing")
-        if not check(settings[name]):
-            raise bad(f"the setting {name!r} is {settings[name]!r}, not a valid value; the file is damaged")
+        if not check(settings[key]):
+            raise bad(f"the setting {key!r} is {settings[key]!r}, not a valid value; the file is damaged")
+    if settings.get("lm") is not None:
+        try:
+            LMSpec.from_dict(settings["lm"])
+        except (ValueError, TypeError) as err:
+            raise bad(f"the setting 'lm' is not an LM spec ({err}); the file is damaged") from None
     return settings
 
 
@@ -156,18 +192,19 @@ def check_study(study: Study, settings: dict[str, Any], batch_questions: int) ->
     must fit ``pairs``, ``particles`` and ``batch_bytes`` (counted for the largest question).
     """
     lim = limits()
+    n = run_num_samples(settings)
     widest = largest = 0
     for split, questions in study.splits.items():
         for q in questions:
             widest = max(widest, len(q.choices))
             largest = max(largest, sum(len(q.context.encode()) + len(continuation(c).encode()) for c in q.choices))
             try:
-                check_workload([continuation(c) for c in q.choices], [q.context] * len(q.choices), settings["samples"])
+                check_workload([continuation(c) for c in q.choices], [q.context] * len(q.choices), n)
             except LimitError as err:
                 raise LimitError(f"{split} question {q.id!r}: {err}") from None
     pairs = min(batch_questions, sum(len(qs) for qs in study.splits.values())) * widest
     lim.check("pairs", pairs, f"--batch-questions {batch_questions} times {widest} answers")
-    lim.check("particles", pairs * settings["samples"], f"a batch's particles ({pairs} answers x {settings['samples']})")
+    lim.check("particles", pairs * n, f"a batch's particles ({pairs} answers x {n})")
     lim.check("batch_bytes", min(batch_questions, sum(len(qs) for qs in study.splits.values())) * largest,
               f"--batch-questions {batch_questions} times the largest question's contexts plus answers in bytes")
 
@@ -228,7 +265,8 @@ def _exact_records(lm: LanguageModel, items: Sequence[tuple[str, int, Question]]
 
 
 def _stratified(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
-    r = marginal(continuation(q.choices[j]), lm, settings["samples"], guide="stratified", context=q.context, seed=seed)
+    r = marginal(continuation(q.choices[j]), lm, run_num_samples(settings), guide="stratified", context=q.context,
+                 seed=seed)
     return {"log_marginal": encode_log(r.log_marginal)}
 
 
@@ -266,7 +304,7 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
                 texts.append(continuation(choice))
                 contexts.append(q.context)
                 seeds.append(pair_seed(settings["seed"], split, q.id, j))
-        results = marginals(texts, lm, settings["samples"], contexts=contexts, guide="lookahead", seeds=seeds)
+        results = marginals(texts, lm, run_num_samples(settings), contexts=contexts, guide="lookahead", seeds=seeds)
         start = 0
         for split, index, q in is_items:
             end = start + len(q.choices)

@@ -1,12 +1,16 @@
 """An append-only, crash-safe store of QA scores: a folder with ``run.json`` and ``scores.jsonl``.
 
 * ``run.json``: the settings of the run (dataset, split sizes, model, N, seed,
-  scores, data checksums, scores version, ppl-tok version), written once,
+  scores, data checksums, scores version, ppl-tok version, and under ``"lm"`` the
+  LM's :class:`~ppl_tok.lm.spec.LMSpec` as a dict), written once,
   atomically, at the start. Opening the folder with other settings raises
   :class:`SettingsMismatchError` naming every differing setting. Only the set
   of optional scores may grow (a later ``--scores exact`` adds those records).
-  The ppl-tok version is the creator's, for the reader; a later release may
-  add to the folder as long as its ``scores_version`` is the same.
+  The ppl-tok version and the ``"lm"`` spec are the creator's, for the reader
+  (not compared: the model, dtype and device kind are compared as before); a
+  later release may add to the folder as long as its ``scores_version`` is the
+  same. N is ``num_samples``; folders written before 0.2 call it ``samples``
+  (both are read: :func:`run_num_samples`).
 * ``scores.jsonl``: one JSON object per line, one record per (kind, split,
   question). Records are appended a batch at a time with one ``write``,
   ``flush`` and ``fsync``. A process killed at any point leaves at most one
@@ -50,7 +54,8 @@ from ppl_tok.common.jsonl_store import (
 )
 
 __all__ = ["LOCK_FILE", "RECORD_KINDS", "ScoreStore", "SettingsMismatchError", "StoreError", "decode_log", "decode_logs", "encode_log",
-           "encode_logs", "read_records", "read_settings", "read_timing", "records_digest", "repair", "validate_record"]
+           "encode_logs", "read_records", "read_settings", "read_timing", "records_digest", "repair", "run_num_samples",
+           "validate_record"]
 
 SETTINGS_FILE = "run.json"
 SCORES_FILE = "scores.jsonl"
@@ -58,10 +63,18 @@ TIMING_FILE = "timing.jsonl"
 #: Settings that may differ between runs into one folder (merged, not compared).
 GROWABLE = ("scores",)
 #: Settings recorded for the reader but not compared: the ppl-tok release that created the folder
-#: (``scores_version`` is what decides whether another release may add to it).
-INFORMATIONAL = ("ppl_tok_version",)
+#: (``scores_version`` is what decides whether another release may add to it) and the LM's spec (its
+#: model, dtype and device kind are compared as their own settings).
+INFORMATIONAL = ("ppl_tok_version", "lm")
+#: Settings renamed since the first folders: the old name -> the name new folders write (both are read).
+RENAMED = {"samples": "num_samples"}
 #: The ``scores_version`` of folders written before that setting existed (ppl-tok 0.1.0).
 FIRST_SCORES_VERSION = 1
+
+
+def run_num_samples(settings: Mapping[str, Any]) -> Any:
+    """N, the importance samples per answer, of a ``run.json``: ``num_samples``, or ``samples`` in older folders."""
+    return settings["num_samples"] if "num_samples" in settings else settings.get("samples")
 
 
 def _is_nat(v: Any) -> bool:
@@ -165,9 +178,17 @@ class ScoreStore(JsonlStore):
     key = staticmethod(record_key)
 
     @classmethod
+    def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        """The compared settings that differ, an older folder's names read as today's (:data:`RENAMED`)."""
+        def renamed(settings: dict[str, Any]) -> dict[str, Any]:
+            return {RENAMED.get(k, k) if RENAMED.get(k, k) not in settings else k: v for k, v in settings.items()}
+
+        return super().differences(renamed(old), renamed(new))
+
+    @classmethod
     def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """:func:`validate_record` with the run's number of samples."""
-        return validate_record(record, where, None if settings is None else settings.get("samples"))
+        return validate_record(record, where, None if settings is None else run_num_samples(settings))
 
     def has(self, kind: str, split: str, index: int) -> bool:
         return self.has_key((kind, split, index))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.qa.report import REPORT_JSON, format_difference
-from ppl_tok.qa.store import SCORES_FILE, read_records, records_digest
+from ppl_tok.qa.store import SCORES_FILE, read_records, records_digest, run_num_samples
 
 #: The paper's models (Tables 1-4), looked for by family name in a run's model name.
 PAPER_MODELS = ("Llama2", "Gemma", "Mamba")
@@ -56,7 +56,8 @@ def summary_row(report: dict[str, Any], folder: str = "") -> dict[str, Any]:
     """The test-split headline of one report: canonical accuracy and each summarised classifier's difference."""
     try:
         st, acc, diff = report["settings"], report["accuracy"], report["differences_vs_canonical"]["acc"]
-        row: dict[str, Any] = {"run": folder, "dataset": st["dataset"], "model": st["model"], "samples": st["samples"],
+        row: dict[str, Any] = {"run": folder, "dataset": st["dataset"], "model": st["model"],
+                               "samples": run_num_samples(st),
                                "questions": report["evaluated"], "canonical": acc["canonical"]["test"]}
         for name, detail in SUMMARISED:
             if name in acc:

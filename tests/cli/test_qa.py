@@ -54,6 +54,17 @@ def test_qa_run_and_report(tmp_path, toy_model, capsys):
     assert "median batch, questions/min" in md
 
 
+def test_qa_run_takes_the_lm_argument_group_and_records_its_spec(tmp_path, monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda spec, **kw: seen.append(spec) or toy_lm())
+    assert _run(tmp_path, "--bos-id", "0", "--json") == 0
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert seen[0].bos_id == 0 and settings["bos_id"] == 0 and settings["lm"]["bos_id"] == 0
+    capsys.readouterr()
+    assert _run(tmp_path, "--json") == 2  # the same folder under the card's BOS: refused, naming the setting
+    assert "bos_id: folder has 0, this run has None" in capsys.readouterr().err
+
+
 def test_qa_summary(tmp_path, toy_model, capsys):
     run = tmp_path / "run"
     assert _run(tmp_path, "--json", "--scores", "exact") == 0

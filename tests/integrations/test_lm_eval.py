@@ -149,6 +149,22 @@ def test_unsupported_request_types_and_arguments_are_clear():
         lm.score_pairs([Pair("ab", " zz", 0, ("t", 0), 0)])
 
 
+def test_the_model_loads_and_records_an_lm_spec():
+    from ppl_tok.lm.backends import register_backend, unregister_backend
+    from ppl_tok.lm.spec import LMSpec
+
+    register_backend("toy-lm-eval", lambda spec, **options: toy_lm())
+    try:
+        model = PPLTokLM(model="x", backend="toy-lm-eval", dtype="bfloat16", bos_id=0, device="cpu")
+        spec = LMSpec(model="x", backend="toy-lm-eval", device="cpu", dtype="bfloat16", bos_id=0)
+        assert model.spec == spec and model.get_model_info()["ppl_tok_lm"] == spec.to_dict()
+    finally:
+        unregister_backend("toy-lm-eval")
+    assert PPLTokLM(lm=toy_lm()).get_model_info()["ppl_tok_lm"] is None  # built in Python: no spec
+    with pytest.raises(ValueError, match="model='x': unknown LM backend 'toy-lm-eval'"):
+        PPLTokLM(model="x", backend="toy-lm-eval")
+
+
 def test_trailing_space_and_batches():
     assert move_trailing_space("Q: a  ", "b") == ("Q: a", "  b")
     pairs = [Pair("c", " a", 0, ("t", i // 3), i % 3) for i in range(9)]

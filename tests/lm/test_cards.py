@@ -54,7 +54,8 @@ import time  # noqa: E402
 
 import torch  # noqa: E402
 
-from ppl_tok.lm.cards import CorruptModelError, resolve_device, resolve_dtype, verify_folder, write_manifest  # noqa: E402
+from ppl_tok.lm.cards import CorruptModelError, verify_folder, write_manifest  # noqa: E402
+from ppl_tok.lm.device import resolve_device, resolve_dtype  # noqa: E402
 
 
 def test_the_converted_folder_loads_with_the_cards_bos(smollm2):

@@ -8,7 +8,7 @@ import torch
 
 from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.infer.importance import marginal, marginals
-from ppl_tok.lm.base import EngineConfig
+from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.hf import HFLanguageModel
 
 from tests.lm.test_hf_architectures import tiny
@@ -93,7 +93,7 @@ def test_prefix_cache_is_bounded_in_bytes_and_evicts():
     assert len(lm._rows) <= 3
     # rows dropped from memory are recomputed on demand, to the same numbers
     reference = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2").state(state.tokens).log_probs
-    state.block = None
+    state.rows = None
     assert torch.allclose(state.log_probs, reference, atol=1e-5)
     assert lm.stats.recomputed >= 1
 

@@ -42,5 +42,7 @@ def test_load_lm_refuses_an_unknown_backend_and_doubled_options():
 def test_spec_loads_the_bundled_model(smollm2):
     from ppl_tok.lm.cards import load_lm
 
-    lm = load_lm(LMSpec(bos_id=smollm2.bos_id))
-    assert lm.name == smollm2.name and lm.bos_id == smollm2.bos_id
+    spec = LMSpec(bos_id=smollm2.bos_id)
+    lm = load_lm(spec)
+    assert lm.name == smollm2.name and lm.bos_id == smollm2.bos_id and lm.spec == spec
+    assert smollm2.spec == LMSpec()  # load_lm("smollm2-135m"): the spec it built

@@ -249,6 +249,28 @@ def test_store_resumes_and_refuses_other_settings(tmp_path):
         run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
 
 
+def test_run_json_records_the_lm_spec_and_a_folder_without_it_resumes(tmp_path):
+    from ppl_tok.lm.spec import LMSpec
+
+    corpus = read_corpus(_corpus_file(tmp_path, 4), field="text")
+    lm = toy_lm()
+    ref = run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    settings = PerplexityStore.read_settings(tmp_path / "run")
+    assert settings["lm"] is None  # an LM built in Python has no spec
+    lm.spec = LMSpec(model="toy", backend="toy", bos_id=lm.bos_id)  # as load_lm leaves it
+    run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "spec", progress=False, model="toy")
+    assert PerplexityStore.read_settings(tmp_path / "spec")["lm"] == lm.spec.to_dict()
+    spec = LMSpec(model="toy", dtype="bfloat16")
+    run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "given", progress=False, spec=spec)
+    assert PerplexityStore.read_settings(tmp_path / "given")["lm"] == spec.to_dict()
+    # a folder from before "lm" resumes, and keeps its run.json
+    old = {k: v for k, v in settings.items() if k != "lm"}
+    (tmp_path / "run" / "run.json").write_text(json.dumps(old))
+    again = run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    assert [s.to_record() for s in again] == [s.to_record() for s in ref]
+    assert PerplexityStore.read_settings(tmp_path / "run") == old
+
+
 CHILD = """
 import sys
 sys.path.insert(0, {tests!r})

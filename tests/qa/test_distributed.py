@@ -177,3 +177,17 @@ def test_two_smollm2_actors_on_two_questions(local_ray, tmp_path, capsys):
             assert cb["canonical_log_prob"] == pytest.approx(ca["canonical_log_prob"], abs=1e-4)
     a, b = _report(tmp_path / "single"), _report(tmp_path / "ray")
     assert a["accuracy"] == b["accuracy"] and a["tuned"] == b["tuned"]
+
+
+def test_the_lm_loader_loads_an_lm_spec(monkeypatch):
+    import ppl_tok.lm.cards
+    from ppl_tok.lm.spec import LMSpec
+    from ppl_tok.qa.distributed import LMLoader
+
+    spec = LMSpec(model="m", device="cpu", dtype="bfloat16", bos_id=2)
+    loader = LMLoader.from_spec(spec)
+    assert loader.spec() == spec and LMLoader("m", None, "float16").spec("cuda") == LMSpec("m", device="cuda",
+                                                                                           dtype="float16")
+    seen = []
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: seen.append((a, k)) or "lm")
+    assert loader() == "lm" and seen == [((spec,), {})]

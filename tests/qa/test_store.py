@@ -88,6 +88,55 @@ def test_another_release_resumes_but_another_scores_version_is_refused(tmp_path,
         run_study(study, toy_lm(), tmp_path / "run", {**first, "scores_version": 2}, progress=False)
 
 
+def test_run_json_records_the_lm_spec_and_num_samples(tmp_path):
+    from ppl_tok.lm.spec import LMSpec
+    from ppl_tok.qa.run import run_lm_spec
+
+    study = _study(tmp_path, n=2)
+    spec = LMSpec(model="toy-bigram", device="cuda:1", dtype="bfloat16", bos_id=0)
+    settings = study_settings(study, lm=spec, samples=8, seed=3)
+    assert settings["lm"] == spec.to_dict() and settings["num_samples"] == 8 and "samples" not in settings
+    assert (settings["model"], settings["dtype"], settings["device"]) == ("toy-bigram", "bfloat16", "cuda")
+    assert _settings(study, dtype="float16")["lm"] == LMSpec(model="toy-bigram", dtype="float16").to_dict()
+    assert run_lm_spec(settings, "cpu") == LMSpec(model="toy-bigram", device="cpu", dtype="bfloat16", bos_id=0)
+    # a folder from before the spec: rebuilt from model and dtype
+    assert run_lm_spec({"model": "m", "dtype": None, "samples": 4}, None) == LMSpec(model="m")
+    with pytest.raises(TypeError, match="come from the LMSpec"):
+        study_settings(study, lm=spec, model="other", samples=8, seed=3)
+    with pytest.raises(TypeError, match="needs the LM"):
+        study_settings(study, samples=8, seed=3)
+
+
+def test_a_folder_from_before_num_samples_and_lm_resumes_and_reads_as_before(tmp_path):
+    from ppl_tok.qa.report import evaluate
+    from ppl_tok.qa.run import check_settings
+
+    study = _study(tmp_path, n=3)
+    settings = _settings(study)
+    run_study(study, toy_lm(), tmp_path / "new", settings, progress=False)
+    run_study(study, toy_lm(), tmp_path / "old", settings, progress=False, batch_questions=1)
+    # an old folder: N under "samples", no "lm", only the first question scored
+    old = {("samples" if k == "num_samples" else k): v for k, v in settings.items() if k != "lm"}
+    (tmp_path / "old" / "run.json").write_text(json.dumps(old))
+    lines = (tmp_path / "old" / SCORES_FILE).read_text().splitlines(keepends=True)
+    (tmp_path / "old" / SCORES_FILE).write_text("".join(lines[:2]))
+    assert check_settings(old, "run.json") is old
+    with pytest.raises(SettingsMismatchError, match="samples: folder has 8, this run has 16"):
+        run_study(study, toy_lm(), tmp_path / "old", _settings(study, samples=16), progress=False)
+    store = run_study(study, toy_lm(), tmp_path / "old", settings, progress=False)
+    assert store.settings == old and json.loads((tmp_path / "old" / "run.json").read_text()) == old
+    assert sorted(map(json.dumps, store.records)) == sorted(
+        json.dumps(r) for r in read_records(tmp_path / "new" / SCORES_FILE))
+    a, b = evaluate(tmp_path / "old", runs=4, resamples=50), evaluate(tmp_path / "new", runs=4, resamples=50)
+    assert a["accuracy"] == b["accuracy"] and a["records_sha256"] == b["records_sha256"]
+    with pytest.raises(StoreError, match="'samples' is 0"):
+        check_settings({**old, "samples": 0}, "run.json")
+    with pytest.raises(StoreError, match="'num_samples' is missing"):
+        check_settings({k: v for k, v in old.items() if k != "samples"}, "run.json")
+    with pytest.raises(StoreError, match="'lm' is not an LM spec"):
+        check_settings({**settings, "lm": {"model": "x", "window": 3}}, "run.json")
+
+
 def test_scores_may_grow_and_only_the_missing_ones_are_computed(tmp_path, monkeypatch):
     study = _study(tmp_path, n=2)
     run_study(study, toy_lm(), tmp_path / "run", _settings(study), progress=False)

@@ -1,0 +1,69 @@
+"""LM backends: how an :class:`~ppl_tok.lm.spec.LMSpec` becomes a :class:`~ppl_tok.lm.base.LanguageModel`.
+
+:func:`ppl_tok.lm.cards.load_lm` looks up ``spec.backend`` here and calls its loader::
+
+    loader(spec, config=config, head_fp32=head_fp32) -> LanguageModel
+
+``config`` is the engine's :class:`~ppl_tok.lm.config.EngineConfig` (``None``: the backend's default);
+``head_fp32`` asks a half-precision model for an fp32 LM head (a backend without one ignores it: take
+``**options``). The loader reads the model, device, dtype and BOS id from the spec.
+
+A new backend (vLLM, say) is one module holding its loader (and its
+``LanguageModel`` subclass) plus one registration: a line in :data:`BUILT_IN`
+(``"vllm": "ppl_tok.lm.vllm:load"``) for a backend shipped with ppl-tok, or
+``register_backend("vllm", load)`` from outside the package. A loader named as
+``"module:function"`` is imported on first use, so a backend's dependencies are
+imported only when a spec names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from ppl_tok.lm.spec import DEFAULT_BACKEND
+
+#: A backend's loader: ``loader(spec, *, config=None, **options) -> LanguageModel``.
+Loader = Callable[..., Any]
+
+#: The backends shipped with ppl-tok: name -> ``"module:function"`` of the loader.
+BUILT_IN: dict[str, str] = {DEFAULT_BACKEND: "ppl_tok.lm.hf_loader:load_transformers"}
+
+_BACKENDS: dict[str, Loader | str] = dict(BUILT_IN)
+
+
+def register_backend(name: str, loader: Loader | str, *, replace: bool = False) -> None:
+    """Make ``LMSpec(backend=name)`` load with ``loader`` (a callable or ``"module:function"``).
+
+    Registering a name twice is an error unless ``replace``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
+    if not (callable(loader) or (isinstance(loader, str) and loader.count(":") == 1)):
+        raise TypeError(f"backend {name!r}: the loader must be a callable or 'module:function', got {loader!r}")
+    if name in _BACKENDS and not replace:
+        raise ValueError(f"LM backend {name!r} is already registered (pass replace=True to replace it)")
+    _BACKENDS[name] = loader
+
+
+def unregister_backend(name: str) -> None:
+    """Forget the backend ``name`` (a no-op if it is not registered)."""
+    _BACKENDS.pop(name, None)
+
+
+def backends() -> tuple[str, ...]:
+    """The names of the registered backends, sorted."""
+    return tuple(sorted(_BACKENDS))
+
+
+def get_backend(name: str) -> Loader:
+    """The loader of backend ``name``; an unknown name is a ``ValueError`` naming the registered ones."""
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown LM backend {name!r}: the registered backends are "
+                         f"{', '.join(map(repr, backends()))} (add one with ppl_tok.lm.backends.register_backend)")
+    loader = _BACKENDS[name]
+    if isinstance(loader, str):
+        module, function = loader.split(":")
+        loader = _BACKENDS[name] = getattr(importlib.import_module(module), function)
+    return loader
