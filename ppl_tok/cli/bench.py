@@ -53,7 +53,10 @@ def cmd_bench(args: argparse.Namespace) -> None:
     elif args.what == "perplexity":
         from ppl_tok.bench import perplexity as perplexity_bench
 
-        knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
+        from ppl_tok.strings.beam import StringSearchConfig
+
+        knobs = {"search": StringSearchConfig(**{k: v for k, v in (("beam", args.beam), ("prune", args.prune))
+                                                 if v is not None})}
         if args.lockstep:
             result = perplexity_bench.bench_lockstep(args.model or DEFAULT_MODEL, data_dir=args.data,
                                                      documents=args.documents, min_bytes=args.lengths[0],

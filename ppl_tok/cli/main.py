@@ -44,6 +44,7 @@ from ppl_tok.cli.tokenization import (cmd_canonicity, cmd_count, cmd_distributio
                                       cmd_most_likely, cmd_sat, cmd_score, cmd_tokenize)
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import limits
+from ppl_tok.strings.beam import StringSearchConfig
 
 
 
@@ -212,8 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--documents", type=POSITIVE, default=50, help="perplexity: documents (default 50)")
     p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
                    help="perplexity: document lengths in bytes, spread evenly (default 300 2000)")
-    p.add_argument("--beam", type=POSITIVE, help="perplexity: the marginal's beam (default: ppl-tok perplexity's, 8)")
-    p.add_argument("--prune", type=positive, help="perplexity: the marginal's prune, nats (default: ppl-tok perplexity's, 12)")
+    p.add_argument("--beam", type=POSITIVE,
+                   help=f"perplexity: the marginal's beam (default: StringSearchConfig's, {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, help="perplexity: the marginal's prune, nats "
+                   f"(default: StringSearchConfig's, {StringSearchConfig.prune:g})")
     p.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
                    help="perplexity: instead, the peak RSS of the marginal of one document of BYTES bytes "
                         "(progress lines on stderr)")

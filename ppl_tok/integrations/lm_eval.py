@@ -7,7 +7,7 @@ Run lm-eval's own CLI through ``ppl-tok-lm-eval`` (or
 ``python -m ppl_tok.integrations.lm_eval``), which registers the model first::
 
     ppl-tok-lm-eval --model ppl-tok \\
-        --model_args model=smollm2-135m,scoring=marginal,num_samples=64,device=cpu \\
+        --model_args model=smollm2-135m,scoring=importance,num_samples=64,device=cpu \\
         --tasks TASK [--include_path FOLDER] [--limit 100]
 
 or, in Python, ``import ppl_tok.integrations.lm_eval`` before
@@ -18,11 +18,13 @@ Model arguments (``--model_args key=value,...``):
 * ``model``: a card name, a local folder or a hub id (:func:`ppl_tok.lm.cards.load_lm`);
   ``device``, ``dtype``, ``bos_id`` as there. ``lm``: an already built
   :class:`~ppl_tok.lm.base.LanguageModel` (Python API only).
-* ``scoring``: what ``loglikelihood`` returns for a (context, continuation) request:
+* ``scoring`` (one of :mod:`ppl_tok.scoring`'s table): what ``loglikelihood`` returns for a
+  (context, continuation) request:
 
   - ``canonical``: ``log p(v* | c)``, the tokenizer's own tokenization ``v*``;
-  - ``marginal``: the importance-sampling estimate of ``log p(x | c)``, summed
+  - ``importance``: the importance-sampling estimate of ``log p(x | c)``, summed
     over every tokenization of the continuation ``x`` (``num_samples`` look-ahead particles);
+    ``marginal`` is its old name;
   - ``mixture``: ``log(alpha P_can + (1 - alpha) P_non)``, the paper's mixture
     of the canonical and non-canonical answer distributions of a question
     (:func:`ppl_tok.qa.classify.mixture_scores`; needs all answers of a document in one call,
@@ -42,9 +44,10 @@ Model arguments (``--model_args key=value,...``):
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
-  scorings ``canonical``, ``marginal``, ``canonical+rest``; :mod:`ppl_tok.perplexity`):
-  the window in positions (default: the model's context length, as ``hf``), and
-  the byte-synchronous beam of ``marginal`` (default: ``ppl-tok perplexity``'s, beam 8, prune 12).
+  scorings ``canonical``, ``beam``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
+  ``marginal`` means ``beam`` there): the window in positions (default: the model's context
+  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default:
+  :class:`~ppl_tok.strings.StringSearchConfig`'s).
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
@@ -77,19 +80,22 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.common.logspace import logsumexp
+from ppl_tok.cli.arguments import POSITIVE, SEED, output_folder
 from ppl_tok.qa.data import SHUFFLE_SEED
 from ppl_tok.qa.run import pair_seed
+from ppl_tok.scoring import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.strings.beam import StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
-SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
-#: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
-ROLLING_SCORINGS = ("canonical", "marginal", "canonical+rest")
-DEFAULT_BATCH = 32
 TASK_PREFIX = "ppltok_"
+#: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scoring.names`)
+SCORINGS = names(PAIR)
+#: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
+ROLLING_SCORINGS = names(DOCUMENT)
+DEFAULT_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -188,9 +194,15 @@ class PPLTokLM(LM):
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
                  prune: float | None = None, lm: Any = None) -> None:
         super().__init__()
-        if scoring not in SCORINGS:
-            raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
+        if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
+            known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
+            raise ModelArgumentError(f"scoring={scoring!r}: unknown scoring; ppl-tok supports "
+                                     f"scoring={'|'.join(known)} (marginal: the old name of importance for "
+                                     "loglikelihood and of beam for loglikelihood_rolling)")
         self.scoring = scoring
+        #: the scoring of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined there)
+        self.pair_scoring = find_scoring(scoring, PAIR).name if is_defined(scoring, PAIR) else None
+        self.document_scoring = find_scoring(scoring, DOCUMENT).name if is_defined(scoring, DOCUMENT) else None
         self.num_samples = _int_arg("num_samples", num_samples, 1)
         limits().check("samples", self.num_samples, "num_samples")
         self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
@@ -206,10 +218,11 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
-
-        self.beam = _int_arg("beam", DEFAULT_BEAM if beam is None else beam, 1)
-        self.prune = _float_arg("prune", DEFAULT_PRUNE if prune is None else prune, 0.0, math.inf, open_low=True)
+        knobs = {} if beam is None else {"beam": _int_arg("beam", beam, 1)}
+        if prune is not None:
+            knobs["prune"] = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
+        #: the byte-synchronous beam of ``beam`` (perplexity tasks)
+        self.search = StringSearchConfig(**knobs)
         if lm is None:
             from ppl_tok.lm.cards import load_lm
 
@@ -261,7 +274,7 @@ class PPLTokLM(LM):
         """The log-likelihood of each document (perplexity tasks), by :mod:`ppl_tok.perplexity`.
 
         ``canonical``: lm-eval's rolling windows over the canonical tokens (what
-        its ``hf`` model computes); ``marginal``: the byte-synchronous beam's sum
+        its ``hf`` model computes); ``beam`` (old name ``marginal``): the byte-synchronous beam's sum
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
         documents); ``canonical+rest``: the canonical term plus the importance
@@ -271,16 +284,17 @@ class PPLTokLM(LM):
 
         from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
 
-        if self.scoring not in ROLLING_SCORINGS:
+        if self.document_scoring is None:
             raise NotImplementedError(
                 f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(ROLLING_SCORINGS)}, "
                 f"not {self.scoring!r}")
         texts = [str(r.args[0]) for r in requests]
-        config = ScoringConfig(scoring=self.scoring, window=self.max_length, beam=self.beam, prune=self.prune,
+        config = ScoringConfig(scoring=self.document_scoring, window=self.max_length, search=self.search,
                                num_samples=self.num_samples, seed=self.seed)
         out = [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t]
-        with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.scoring}", unit="doc", disable=disable_tqdm) as bar:
+        with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.document_scoring}", unit="doc",
+                  disable=disable_tqdm) as bar:
             for lo in range(0, len(todo), self.batch):
                 idx = todo[lo: lo + self.batch]
                 corpus = corpus_from_texts([texts[i] for i in idx], source="lm-eval request")
@@ -304,9 +318,12 @@ class PPLTokLM(LM):
         """The score of every pair, in batches of ``batch_size`` requests (whole documents for ``mixture``)."""
         from tqdm.auto import tqdm
 
+        if self.pair_scoring is None:
+            raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(SCORINGS)}, not "
+                                      f"{self.scoring!r} (a scoring of perplexity tasks only)")
         out = [0.0] * len(pairs)
-        with tqdm(total=len(pairs), desc=f"ppl-tok {self.scoring}", unit="req", disable=not progress) as bar:
-            for idx in chunks(pairs, self.batch, whole_groups=self.scoring == "mixture"):
+        with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
+            for idx in chunks(pairs, self.batch, whole_groups=self.pair_scoring == "mixture"):
                 for i, s in zip(idx, self._score([pairs[i] for i in idx])):
                     out[i] = s
                 bar.update(len(idx))
@@ -320,23 +337,30 @@ class PPLTokLM(LM):
                              f"canonical tokenization ({err})") from err
 
     def _score(self, pairs: list[Pair]) -> list[float]:
+        """The pairs' scores under :attr:`pair_scoring` (see the module docstring)."""
+        name = find_scoring(str(self.pair_scoring), PAIR).name
+        if name == "canonical":
+            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], [p.context for p in pairs])
+        if name == "exact":
+            return self._exact(pairs)
+        if name not in ("importance", "stratified", "canonical+rest", "mixture"):
+            raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for requests but has no "
+                             "implementation here")
+        results = self._particles(pairs, guide="stratified" if name == "stratified" else "lookahead")
+        if name == "canonical+rest":
+            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
+        if name == "mixture":
+            return self._mixture(pairs, results)
+        return [float(r.log_marginal) for r in results]  # importance, stratified
+
+    def _particles(self, pairs: list[Pair], guide: str) -> list[Any]:
+        """The importance-sampling results of the pairs (``num_samples`` particles each, seeded per pair)."""
         from ppl_tok.infer.importance import marginals
 
-        contexts = [p.context for p in pairs]
-        if self.scoring == "canonical":
-            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], contexts)
-        if self.scoring == "exact":
-            return self._exact(pairs)
         for p in pairs:
             self._canonical_tokens(p)  # a clear error before sampling
-        guide = "stratified" if self.scoring == "stratified" else "lookahead"
-        results = marginals([p.continuation for p in pairs], self.lm, self.num_samples, contexts=contexts,
-                            guide=guide, seeds=[p.seed for p in pairs])
-        if self.scoring == "canonical+rest":
-            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
-        if self.scoring != "mixture":
-            return [float(r.log_marginal) for r in results]
-        return self._mixture(pairs, results)
+        return marginals([p.continuation for p in pairs], self.lm, self.num_samples,
+                         contexts=[p.context for p in pairs], guide=guide, seeds=[p.seed for p in pairs])
 
     def _exact(self, pairs: list[Pair]) -> list[float]:
         """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
@@ -455,6 +479,7 @@ def write_hf_tokenizer(model: str, out: str | Path) -> Path:
     fixed = AutoTokenizer.from_pretrained(out, bos_token=bos, add_bos_token=True)
     fixed.save_pretrained(out)
     return out
+
 
 
 def cli(argv: list[str] | None = None) -> None:
