@@ -9,7 +9,7 @@ by spaces, alternately. Each document is scored
 * canonically (:func:`ppl_tok.perplexity.score.canonical_scores`: its canonical
   tokens, one chunked forward), and
 * by the marginal (:func:`ppl_tok.strings.string_marginal`, the byte-synchronous
-  beam, ``beam``/``prune``),
+  beam, ``search``: a :class:`~ppl_tok.strings.StringSearchConfig`),
 
 each from an empty prefix cache, on the same model in the same process. Per
 document: token-forwards per byte and bytes/s of each, their ratios, the gain of
@@ -43,7 +43,7 @@ from typing import Any
 
 from ppl_tok.datasets import DATA_ROOT, continuation, data_file, read_hellaswag, read_openbookqa
 from ppl_tok.perplexity.corpus import Document
-from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
+from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.perplexity.store import PerplexityStore
 
 LN2 = math.log(2)
@@ -91,8 +91,8 @@ class BenchStore(PerplexityStore):
 
 
 def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50,
-                     min_bytes: int = 300, max_bytes: int = 2000, beam: int = DEFAULT_BEAM,
-                     prune: float = DEFAULT_PRUNE, out: str | Path | None = None, progress: bool = False,
+                     min_bytes: int = 300, max_bytes: int = 2000, search: StringSearchConfig = StringSearchConfig(),
+                     out: str | Path | None = None, progress: bool = False,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """Marginal against canonical scoring on ``documents`` documents (see the module docstring).
 
@@ -103,7 +103,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
 
     from ppl_tok.common.version import __version__
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.strings import string_marginal
     from ppl_tok.perplexity.score import canonical_scores
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
@@ -111,7 +111,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     if out is not None:
         # the document lengths follow from (documents, min_bytes, max_bytes), so all three are compared
         store = BenchStore.open(out, {"model": model, "documents": documents, "min_bytes": min_bytes,
-                                      "max_bytes": max_bytes, "beam": beam, "prune": prune,
+                                      "max_bytes": max_bytes, "beam": search.beam, "prune": search.prune,
                                       "device": device or "cpu", "dtype": dtype, "bos_id": bos_id,
                                       "ppl_tok_version": __version__})
     done = {r["index"]: r for r in store.records} if store is not None else {}
@@ -119,7 +119,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
         if i >= len(texts) or row["bytes"] != len(texts[i].encode()):
             raise ValueError(f"{store.path}: row {i} is not a row of these documents (was the data changed?)")
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
-    config = StringSearchConfig(beam=beam, prune=prune)
+    config = search
     rows = []
     bar = tqdm(total=sum(len(t.encode()) for t in texts), unit="B", unit_scale=True, desc="bench perplexity",
                disable=not progress)
@@ -162,7 +162,8 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                          "marginal_forwards_per_byte": sum(r["marginal_forwards_per_byte"] * r["bytes"]
                                                            for r in members) / total})
     total = sum(r["bytes"] for r in rows)
-    return {"model": model, "documents": len(rows), "beam": beam, "prune": prune, "rows": rows, "by_length": bins,
+    return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune, "rows": rows,
+            "by_length": bins,
             "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
             / sum(r["canonical_forwards_per_byte"] * r["bytes"] for r in rows),
             "canonical_bytes_per_s": total / sum(r["bytes"] / r["canonical_bytes_per_s"] for r in rows),
@@ -172,7 +173,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
 
 
 def bench_lockstep(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 8, min_bytes: int = 100,
-                   max_bytes: int = 300, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   max_bytes: int = 300, search: StringSearchConfig = StringSearchConfig(),
                    device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The marginals of ``documents`` documents one at a time, then swept in lockstep, in one process.
 
@@ -182,15 +183,15 @@ def bench_lockstep(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
     rounding of batched forwards).
     """
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.strings import StringSearchConfig, string_marginal, string_marginals
+    from ppl_tok.strings import string_marginal, string_marginals
     from ppl_tok.perplexity.score import cap_prefix_cache
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     cap_prefix_cache(lm)
-    config = StringSearchConfig(beam=beam, prune=prune)
+    config = search
     out: dict[str, Any] = {"model": model, "documents": documents, "bytes": sum(len(t.encode()) for t in texts),
-                           "beam": beam, "prune": prune}
+                           "beam": search.beam, "prune": search.prune}
     runs = {}
     for mode in ("alone", "lockstep"):
         lm.clear_cache()
@@ -218,7 +219,7 @@ def format_lockstep(r: dict[str, Any]) -> list[str]:
 
 def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50, min_bytes: int = 300,
                    max_bytes: int = 2000, prefix_bytes: Sequence[int] = (16, 32, 64), tolerance: float = 1e-3,
-                   budget: int = 5000, beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE,
+                   budget: int = 5000, search: StringSearchConfig = StringSearchConfig(),
                    device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The beam's floor against the exact bracket, on the documents' prefixes where that bracket closes.
 
@@ -234,7 +235,7 @@ def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
     """
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.infer.search import marginal_bounds_many
-    from ppl_tok.strings import StringSearchConfig, string_marginals
+    from ppl_tok.strings import string_marginals
     from ppl_tok.perplexity.score import cap_prefix_cache
 
     if not prefix_bytes or min(prefix_bytes) < 1:
@@ -242,7 +243,7 @@ def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     cap_prefix_cache(lm)
-    config = StringSearchConfig(beam=beam, prune=prune)
+    config = search
     rows = []
     for length in prefix_bytes:
         prefixes = [t.encode()[:length].decode("utf-8", "ignore") for t in texts]
@@ -265,7 +266,8 @@ def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
                      "within_0.01_bits_per_byte": sum(e <= 0.01 for e in per_byte),
                      "floor_above_bracket": sum(r.lower > b.upper + 1e-4
                                                 for b, r in zip(brackets, beams) if b.closed)})
-    return {"model": model, "documents": len(texts), "beam": beam, "prune": prune, "tolerance": tolerance,
+    return {"model": model, "documents": len(texts), "beam": search.beam, "prune": search.prune,
+            "tolerance": tolerance,
             "budget": budget, "rows": rows}
 
 
@@ -301,7 +303,7 @@ def _rss_mb() -> tuple[float, float]:
 
 
 def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_bytes: int = 20_000,
-                          beam: int = DEFAULT_BEAM, prune: float = DEFAULT_PRUNE, every: int = 500,
+                          search: StringSearchConfig = StringSearchConfig(), every: int = 500,
                           device: str | None = None,
                           dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """The peak RSS of the marginal of one ``n_bytes``-byte document (running text, :func:`bench_documents`).
@@ -315,7 +317,7 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
     import sys
 
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.strings import StringSearchConfig, string_marginal
+    from ppl_tok.strings import string_marginal
     from ppl_tok.perplexity.score import cap_prefix_cache
 
     (text,) = bench_documents(data_dir, 1, n_bytes, n_bytes)
@@ -335,9 +337,9 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
                           "peak_rss_mb": round(peak)})
             print(json.dumps(trace[-1]), file=sys.stderr, flush=True)
 
-    r = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=prune), on_offset=on_offset)
+    r = string_marginal(lm, text, "", search, on_offset=on_offset)
     now, peak = _rss_mb()
-    return {"model": model, "bytes": len(text.encode()), "beam": beam, "prune": prune,
+    return {"model": model, "bytes": len(text.encode()), "beam": search.beam, "prune": search.prune,
             "tokens": len(lm.canonical(text)),
             "rss_before_load_mb": before, "rss_after_load_mb": loaded, "peak_rss_mb": peak, "rss_end_mb": now,
             "seconds": r.seconds, "forwards_per_byte": r.forwards_per_byte,

@@ -142,7 +142,8 @@ def _run(lm, fn) -> tuple[Any, int, float]:
     return result, lm.stats.forwards, time.perf_counter() - start
 
 
-def bench_strings(model: str = "smollm2-135m", beam: int = 8, data: str | Path = DATA_ROOT,
+def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.beam,
+                  data: str | Path = DATA_ROOT,
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                   prompt_records: str | Path | None = None, prompts_only: bool = False) -> dict[str, Any]:
@@ -218,7 +219,7 @@ GENLM_SETTINGS = ((5, 0.05),)
 #: ppl-tok's settings: beam 5 pruned against the text's probability at genlm's threshold (0.05 = e^-3: 3 nats)
 #: and at 5, 6 and 10 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
 OUR_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") for p in (3.0, 5.0, 6.0, 10.0)) + (
-    StringSearchConfig(beam=5, prune=12.0),)
+    StringSearchConfig(beam=5),)
 #: the reference (the "certified value" where its interval is narrow): beam 32, 15 nats below the text
 REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
 

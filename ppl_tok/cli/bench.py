@@ -11,6 +11,7 @@ import sys
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.datasets import DATA_ROOT, data_file
+from ppl_tok.strings.beam import StringSearchConfig
 
 DATA = str(DATA_ROOT)
 
@@ -90,8 +91,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
     spec = lm_spec(args)
-    knobs = {k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None}
-    common = {"data_dir": args.data, **knobs, **spec.options()}
+    search = StringSearchConfig(**{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
+    common = {"data_dir": args.data, "search": search, **spec.options()}
     documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}
     if args.lockstep:
         result = bench.bench_lockstep(spec.model, **documents, **common)
@@ -143,8 +144,8 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--documents", type=POSITIVE, default=50, help="documents (default 50)")
     p.add_argument("--lengths", type=POSITIVE, nargs=2, default=[300, 2000], metavar=("MIN", "MAX"),
                    help="document lengths in bytes, spread evenly (default 300 2000)")
-    p.add_argument("--beam", type=POSITIVE, help="the marginal's beam (default: ppl-tok perplexity's)")
-    p.add_argument("--prune", type=positive, help="the marginal's prune, nats (default: ppl-tok perplexity's)")
+    p.add_argument("--beam", type=POSITIVE, help=f"the beam's width (default {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, help=f"the beam's prune, nats (default {StringSearchConfig.prune:g})")
     p.add_argument("--out", metavar="DIR", help="keep each document's row in this folder as it is measured; "
                    "a rerun resumes")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")

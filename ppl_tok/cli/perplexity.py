@@ -10,7 +10,8 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, integer, positive
 from ppl_tok.cli.common import add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.perplexity.corpus import SPLITS
-from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE, SCORINGS
+from ppl_tok.scoring import DOCUMENT, accepted
+from ppl_tok.strings.beam import StringSearchConfig
 
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
@@ -26,15 +27,18 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
              f"canonical:   bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
              f"{_fmt(s['canonical']['byte_perplexity'])}   word perplexity {_fmt(s['canonical']['word_perplexity'])}"]
     if s["scoring"] != "canonical":
-        cert = s["certified"]
-        lines += [f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
-                  f"{_fmt(s['byte_perplexity'])}   word perplexity {_fmt(s['word_perplexity'])}",
-                  f"  certified: bits/byte <= {_fmt(cert['bits_per_byte_ceiling'])}   byte perplexity <= "
-                  f"{_fmt(cert['byte_perplexity_ceiling'])}   word perplexity <= "
-                  f"{_fmt(cert['word_perplexity_ceiling'])}",
-                  f"  gain over canonical: {s['gain_bits_per_byte']['value']:.5f} bits/byte "
-                  f"(95% bootstrap {s['gain_bits_per_byte']['low']:.5f} .. {s['gain_bits_per_byte']['high']:.5f}); "
-                  f"certified at least {s['certified_gain_bits_per_byte']['value']:.5f}"]
+        lines.append(f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
+                     f"{_fmt(s['byte_perplexity'])}   word perplexity {_fmt(s['word_perplexity'])}")
+        cert = s.get("certified")
+        if cert is not None:
+            lines.append(f"  certified: bits/byte <= {_fmt(cert['bits_per_byte_ceiling'])}   byte perplexity <= "
+                         f"{_fmt(cert['byte_perplexity_ceiling'])}   word perplexity <= "
+                         f"{_fmt(cert['word_perplexity_ceiling'])}")
+        gain = s["gain_bits_per_byte"]
+        lines.append(f"  gain over canonical: {gain['value']:.5f} bits/byte "
+                     f"(95% bootstrap {gain['low']:.5f} .. {gain['high']:.5f})"
+                     + (f"; certified at least {s['certified_gain_bits_per_byte']['value']:.5f}"
+                        if "certified_gain_bits_per_byte" in s else ""))
     lines.append(f"LM token-forwards per byte: {s['forwards_per_byte']:.3f}")
     return lines
 
@@ -51,17 +55,18 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    config = ScoringConfig(scoring=args.scoring, window=args.window, beam=args.beam, prune=args.prune,
-                           budget=args.budget, num_samples=args.samples, seed=args.seed)
+    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget)
+    config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
+                           seed=args.seed)
     lm = load_lm(lm_spec(args))
-    if args.scoring == "marginal":
+    if config.scoring == "beam":
         from ppl_tok.perplexity.score import cap_prefix_cache
 
         cap_prefix_cache(lm)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
                             field=args.field, split=args.split,
                             progress=not args.json and sys.stderr.isatty() or args.progress)
-    summary = corpus_summary(scores, args.scoring)
+    summary = corpus_summary(scores, config.scoring)
     rows = [document_row(s) for s in scores]
     if args.json:
         from ppl_tok.common.jsonout import to_json
@@ -83,7 +88,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perplexity`` to the ``ppl-tok`` subcommands."""
     p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
-                       "marginal, with certified floors)",
+                       "the marginal by the beam, with certified floors)",
                        description="Score a corpus (a text file, - for standard input, or JSON Lines with --field) "
                                    "and print bits per byte, byte perplexity and word perplexity per document and "
                                    "in all. Marginal figures come with their certified ceiling on bits per byte. "
@@ -93,17 +98,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=SPLITS, default="none",
                    help="text input: one document (none, default), one per line, or one per blank-line-separated "
                         "paragraph")
-    p.add_argument("--scoring", choices=SCORINGS, default="canonical",
-                   help="canonical tokens (default), the marginal over tokenizations by the byte-synchronous beam "
-                        "(certified floor), or canonical plus an importance estimate of the rest")
+    p.add_argument("--scoring", choices=accepted(DOCUMENT), default="canonical",
+                   help="canonical tokens (default); beam: the marginal over tokenizations by the byte-synchronous "
+                        "beam (certified floor; 'marginal' is its old name); or canonical+rest: canonical plus an "
+                        "importance estimate of the rest")
     add_lm_arguments(p)
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
-    p.add_argument("--beam", type=POSITIVE, default=DEFAULT_BEAM,
-                   help=f"marginal: hypotheses kept per byte offset (default {DEFAULT_BEAM})")
-    p.add_argument("--prune", type=positive, default=DEFAULT_PRUNE,
-                   help="marginal: drop hypotheses this many nats below the "
-                   f"best at their offset (default {DEFAULT_PRUNE:g})")
-    p.add_argument("--budget", type=POSITIVE, help="marginal: token forwards per window (default: none)")
+    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                   help=f"beam: hypotheses kept per byte offset (default {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
+                   help="beam: drop hypotheses this many nats below the "
+                   f"best at their offset (default {StringSearchConfig.prune:g})")
+    p.add_argument("--budget", type=POSITIVE, help="beam: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")

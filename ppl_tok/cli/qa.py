@@ -11,6 +11,7 @@ from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
+from ppl_tok.strings.beam import StringSearchConfig
 
 
 def _scores(text: str) -> list[str]:
@@ -113,8 +114,9 @@ def cmd_contexts(args: argparse.Namespace) -> None:
     lm = load_lm(run_lm_spec(st, args.device))
     with tqdm(total=sum(len(study.splits[s]) for s in args.splits if s in study.splits), unit="q",
                       desc=f"contexts ({args.method})", disable=args.json) as bar:
-        store = compute_context_log_probs(args.dir, study, lm, args.method, splits=args.splits, beam=args.beam,
-                                          prune=args.prune, progress=lambda done, total: bar.update(done - bar.n))
+        store = compute_context_log_probs(args.dir, study, lm, args.method, splits=args.splits,
+                                          search=StringSearchConfig(beam=args.beam, prune=args.prune),
+                                          progress=lambda done, total: bar.update(done - bar.n))
     out = {"folder": str(context_folder(args.dir, args.method)), "records": len(store.records)}
     print(json.dumps(out) if args.json else f"{out['folder']}: {out['records']} context log-probabilities")
 
@@ -202,8 +204,10 @@ def _add_contexts(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tune", type=Path, help="its tuning split, if the run had one")
     p.add_argument("--splits", nargs="+", default=["test"], help="splits to compute (default: test)")
     p.add_argument("--device", help="torch device for the model")
-    p.add_argument("--beam", type=POSITIVE, default=8, help="prefix: token prefixes kept per byte (default 8)")
-    p.add_argument("--prune", type=positive, default=12.0, help="prefix: pruning threshold in nats (default 12)")
+    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                   help=f"prefix: token prefixes kept per byte (default {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
+                   help=f"prefix: pruning threshold in nats (default {StringSearchConfig.prune:g})")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_contexts)
 

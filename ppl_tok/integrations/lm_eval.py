@@ -7,7 +7,7 @@ Run lm-eval's own CLI through ``ppl-tok-lm-eval`` (or
 ``python -m ppl_tok.integrations.lm_eval``), which registers the model first::
 
     ppl-tok-lm-eval --model ppl-tok \\
-        --model_args model=smollm2-135m,scoring=marginal,num_samples=64,device=cpu \\
+        --model_args model=smollm2-135m,scoring=importance,num_samples=64,device=cpu \\
         --tasks TASK [--include_path FOLDER] [--limit 100]
 
 or, in Python, ``import ppl_tok.integrations.lm_eval`` before
@@ -21,11 +21,13 @@ Model arguments (``--model_args key=value,...``):
   :class:`~ppl_tok.lm.spec.LMSpec` that is loaded and recorded in lm-eval's results
   (``ppl_tok_lm``). ``lm``: an already built :class:`~ppl_tok.lm.base.LanguageModel`
   (Python API only; its ``spec`` is recorded, if it has one).
-* ``scoring``: what ``loglikelihood`` returns for a (context, continuation) request:
+* ``scoring`` (one of :mod:`ppl_tok.scoring`'s table): what ``loglikelihood`` returns for a
+  (context, continuation) request:
 
   - ``canonical``: ``log p(v* | c)``, the tokenizer's own tokenization ``v*``;
-  - ``marginal``: the importance-sampling estimate of ``log p(x | c)``, summed
+  - ``importance``: the importance-sampling estimate of ``log p(x | c)``, summed
     over every tokenization of the continuation ``x`` (``num_samples`` look-ahead particles);
+    ``marginal`` is its old name;
   - ``mixture``: ``log(alpha P_can + (1 - alpha) P_non)``, the paper's mixture
     of the canonical and non-canonical answer distributions of a question
     (:func:`ppl_tok.qa.classify.mixture_scores`; needs all answers of a document in one call,
@@ -45,9 +47,10 @@ Model arguments (``--model_args key=value,...``):
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
-  scorings ``canonical``, ``marginal``, ``canonical+rest``; :mod:`ppl_tok.perplexity`):
-  the window in positions (default: the model's context length, as ``hf``), and
-  the byte-synchronous beam of ``marginal`` (default: ``ppl-tok perplexity``'s, beam 8, prune 12).
+  scorings ``canonical``, ``beam``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
+  ``marginal`` means ``beam`` there): the window in positions (default: the model's context
+  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default:
+  :class:`~ppl_tok.strings.StringSearchConfig`'s).
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
@@ -62,12 +65,10 @@ BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 try:
@@ -80,20 +81,21 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 import numpy as np
 
-from ppl_tok.common.arguments import POSITIVE, SEED, output_folder
-from ppl_tok.datasets import DATA_ROOT, TASKS
+from ppl_tok.common.logspace import logsumexp
+from ppl_tok.common.seeds import pair_seed
+from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, write_tasks  # noqa: F401 - re-exported
+from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
-from ppl_tok.common.logspace import logsumexp
-from ppl_tok.qa.data import SHUFFLE_SEED
-from ppl_tok.common.seeds import pair_seed
+from ppl_tok.scoring import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.strings.beam import StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
-SCORINGS = ("canonical", "marginal", "mixture", "canonical+rest", "exact", "stratified")
+#: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scoring.names`)
+SCORINGS = names(PAIR)
 #: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
-ROLLING_SCORINGS = ("canonical", "marginal", "canonical+rest")
+ROLLING_SCORINGS = names(DOCUMENT)
 DEFAULT_BATCH = 32
-TASK_PREFIX = "ppltok_"
 
 
 @dataclass(frozen=True)
@@ -192,9 +194,15 @@ class PPLTokLM(LM):
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
                  prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__()
-        if scoring not in SCORINGS:
-            raise ModelArgumentError(f"scoring={scoring!r}: ppl-tok supports scoring={'|'.join(SCORINGS)}")
+        if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
+            known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
+            raise ModelArgumentError(f"scoring={scoring!r}: unknown scoring; ppl-tok supports "
+                                     f"scoring={'|'.join(known)} (marginal: the old name of importance for "
+                                     "loglikelihood and of beam for loglikelihood_rolling)")
         self.scoring = scoring
+        #: the scoring of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined there)
+        self.pair_scoring = find_scoring(scoring, PAIR).name if is_defined(scoring, PAIR) else None
+        self.document_scoring = find_scoring(scoring, DOCUMENT).name if is_defined(scoring, DOCUMENT) else None
         self.num_samples = _int_arg("num_samples", num_samples, 1)
         limits().check("samples", self.num_samples, "num_samples")
         self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
@@ -210,10 +218,11 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        from ppl_tok.perplexity.score import DEFAULT_BEAM, DEFAULT_PRUNE
-
-        self.beam = _int_arg("beam", DEFAULT_BEAM if beam is None else beam, 1)
-        self.prune = _float_arg("prune", DEFAULT_PRUNE if prune is None else prune, 0.0, math.inf, open_low=True)
+        knobs = {} if beam is None else {"beam": _int_arg("beam", beam, 1)}
+        if prune is not None:
+            knobs["prune"] = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
+        #: the byte-synchronous beam of ``beam`` (perplexity tasks)
+        self.search = StringSearchConfig(**knobs)
         if lm is None:
             from ppl_tok.lm.cards import load_lm
 
@@ -268,7 +277,7 @@ class PPLTokLM(LM):
         """The log-likelihood of each document (perplexity tasks), by :mod:`ppl_tok.perplexity`.
 
         ``canonical``: lm-eval's rolling windows over the canonical tokens (what
-        its ``hf`` model computes); ``marginal``: the byte-synchronous beam's sum
+        its ``hf`` model computes); ``beam`` (old name ``marginal``): the byte-synchronous beam's sum
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
         documents); ``canonical+rest``: the canonical term plus the importance
@@ -278,16 +287,17 @@ class PPLTokLM(LM):
 
         from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
 
-        if self.scoring not in ROLLING_SCORINGS:
+        if self.document_scoring is None:
             raise NotImplementedError(
                 f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(ROLLING_SCORINGS)}, "
                 f"not {self.scoring!r}")
         texts = [str(r.args[0]) for r in requests]
-        config = ScoringConfig(scoring=self.scoring, window=self.max_length, beam=self.beam, prune=self.prune,
+        config = ScoringConfig(scoring=self.document_scoring, window=self.max_length, search=self.search,
                                num_samples=self.num_samples, seed=self.seed)
         out = [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t]
-        with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.scoring}", unit="doc", disable=disable_tqdm) as bar:
+        with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.document_scoring}", unit="doc",
+                  disable=disable_tqdm) as bar:
             for lo in range(0, len(todo), self.batch):
                 idx = todo[lo: lo + self.batch]
                 corpus = corpus_from_texts([texts[i] for i in idx], source="lm-eval request")
@@ -312,9 +322,12 @@ class PPLTokLM(LM):
         """The score of every pair, in batches of ``batch_size`` requests (whole documents for ``mixture``)."""
         from tqdm.auto import tqdm
 
+        if self.pair_scoring is None:
+            raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(SCORINGS)}, not "
+                                      f"{self.scoring!r} (a scoring of perplexity tasks only)")
         out = [0.0] * len(pairs)
-        with tqdm(total=len(pairs), desc=f"ppl-tok {self.scoring}", unit="req", disable=not progress) as bar:
-            for idx in chunks(pairs, self.batch, whole_groups=self.scoring == "mixture"):
+        with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
+            for idx in chunks(pairs, self.batch, whole_groups=self.pair_scoring == "mixture"):
                 for i, s in zip(idx, self._score([pairs[i] for i in idx])):
                     out[i] = s
                 bar.update(len(idx))
@@ -328,23 +341,30 @@ class PPLTokLM(LM):
                              f"canonical tokenization ({err})") from err
 
     def _score(self, pairs: list[Pair]) -> list[float]:
+        """The pairs' scores under :attr:`pair_scoring` (see the module docstring)."""
+        name = find_scoring(str(self.pair_scoring), PAIR).name
+        if name == "canonical":
+            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], [p.context for p in pairs])
+        if name == "exact":
+            return self._exact(pairs)
+        if name not in ("importance", "stratified", "canonical+rest", "mixture"):
+            raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for requests but has no "
+                             "implementation here")
+        results = self._particles(pairs, guide="stratified" if name == "stratified" else "lookahead")
+        if name == "canonical+rest":
+            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
+        if name == "mixture":
+            return self._mixture(pairs, results)
+        return [float(r.log_marginal) for r in results]  # importance, stratified
+
+    def _particles(self, pairs: list[Pair], guide: str) -> list[Any]:
+        """The importance-sampling results of the pairs (``num_samples`` particles each, seeded per pair)."""
         from ppl_tok.infer.importance import marginals
 
-        contexts = [p.context for p in pairs]
-        if self.scoring == "canonical":
-            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], contexts)
-        if self.scoring == "exact":
-            return self._exact(pairs)
         for p in pairs:
             self._canonical_tokens(p)  # a clear error before sampling
-        guide = "stratified" if self.scoring == "stratified" else "lookahead"
-        results = marginals([p.continuation for p in pairs], self.lm, self.num_samples, contexts=contexts,
-                            guide=guide, seeds=[p.seed for p in pairs])
-        if self.scoring == "canonical+rest":
-            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
-        if self.scoring != "mixture":
-            return [float(r.log_marginal) for r in results]
-        return self._mixture(pairs, results)
+        return marginals([p.continuation for p in pairs], self.lm, self.num_samples,
+                         contexts=[p.context for p in pairs], guide=guide, seeds=[p.seed for p in pairs])
 
     def _exact(self, pairs: list[Pair]) -> list[float]:
         """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
@@ -376,100 +396,11 @@ class PPLTokLM(LM):
         return out
 
 
-# ---------------------------------------------------------------------- tasks
-def _task_yaml(task: str, data_file: Path) -> str:
-    config = {
-        "task": task,
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(data_file.resolve())}},
-        "test_split": "test",
-        "output_type": "multiple_choice",
-        "doc_to_text": "context",
-        "doc_to_choice": "choices",
-        "doc_to_target": "label",
-        "target_delimiter": " ",
-        "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in ("acc", "acc_norm")],
-        "metadata": {"version": 1.0},
-    }
-    return json.dumps(config, indent=2) + "\n"  # JSON is YAML
-
-
-def write_tasks(dataset: str, out: str | Path, *, data_dir: str | Path | None = None, tune: str | Path | None = None,
-                limit: int | None = None, shuffle_seed: int = SHUFFLE_SEED) -> list[str]:
-    """Write lm-eval tasks holding exactly the questions of ``ppl-tok qa run`` with the same arguments.
-
-    For each split of :func:`ppl_tok.qa.data.load_study` (``tune``, ``test``) it
-    writes ``out/<task>.jsonl`` (one ``{"id", "split", "context", "choices",
-    "label"}`` per question, in the study's order) and ``out/<task>.yaml``; the
-    test split's task is ``ppltok_<name>``, the tuning split's
-    ``ppltok_<name>_tune`` (``<name>``: the dataset, or the file stem). Use
-    ``--include_path out``. Returns the task names.
-    """
-    from ppl_tok.qa.data import DATASETS, load_study
-
-    study = load_study(dataset, data_dir, tune=tune, limit=limit, seed=shuffle_seed)
-    name = dataset if dataset in DATASETS else Path(dataset).stem
-    name = "".join(ch if ch.isalnum() else "_" for ch in name)
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    names = []
-    for split, questions in study.splits.items():
-        task = TASK_PREFIX + name + ("" if split == "test" else f"_{split}")
-        data_file = folder / f"{task}.jsonl"
-        with open(data_file, "w", encoding="utf-8") as f:
-            for q in questions:
-                f.write(json.dumps({"id": q.id, "split": split, "context": q.context, "choices": list(q.choices),
-                                    "label": q.label}) + "\n")
-        (folder / f"{task}.yaml").write_text(_task_yaml(task, data_file), encoding="utf-8")
-        names.append(task)
-    return names
-
-
-def _write_tasks_main(argv: list[str]) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="ppl-tok-lm-eval write-tasks",
-                                description="Write lm-eval task YAML + JSON Lines holding the questions of "
-                                            "`ppl-tok qa run` with the same arguments.")
-    p.add_argument("--dataset", required=True, help=f"{', '.join(TASKS)} or a JSON Lines file")
-    p.add_argument("--data-dir", type=Path,
-                   help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
-    p.add_argument("--tune", type=Path, help="JSON Lines tuning split (with a JSON Lines --dataset)")
-    p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
-    p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED)
-    p.add_argument("--out", type=output_folder, required=True, help="folder for the tasks (then --include_path OUT)")
-    a = p.parse_args(argv)
-    names = write_tasks(a.dataset, a.out, data_dir=a.data_dir, tune=a.tune, limit=a.limit,
-                        shuffle_seed=a.shuffle_seed)
-    print(f"wrote tasks {', '.join(names)} into {a.out}; use --include_path {a.out} --tasks {','.join(names)}")
-
-
-def write_hf_tokenizer(model: str, out: str | Path) -> Path:
-    """A tokenizer folder for lm-eval's ``hf`` model that prepends the card's BOS (e.g. id 0 for SmolLM2).
-
-    Pass it as ``--model_args pretrained=FOLDER,tokenizer=OUT,add_bos_token=True,prefix_token_id=BOS``.
-    """
-    from transformers import AutoTokenizer
-
-    from ppl_tok.lm.cards import _load_tokenizer, _manifest
-
-    tokenizer, card = _load_tokenizer(model)
-    recorded = _manifest(Path(model)) if card is None and Path(model).is_dir() else {}
-    bos_id = card.bos_id if card is not None else recorded.get("bos_id", tokenizer.bos_token_id)
-    if bos_id is None:
-        raise ValueError(f"{model}: no BOS id (neither the card nor the tokenizer names one)")
-    bos = tokenizer.convert_ids_to_tokens(int(bos_id))
-    out = Path(out)
-    tokenizer.save_pretrained(out)
-    fixed = AutoTokenizer.from_pretrained(out, bos_token=bos, add_bos_token=True)
-    fixed.save_pretrained(out)
-    return out
-
-
 def cli(argv: list[str] | None = None) -> None:
     """``ppl-tok-lm-eval``: lm-eval's own command line with the ``ppl-tok`` model registered.
 
-    ``ppl-tok-lm-eval write-tasks ...`` writes tasks over local data (:func:`write_tasks`).
+    ``ppl-tok-lm-eval write-tasks ...`` writes tasks over local data
+    (:func:`ppl_tok.integrations.lm_eval_tasks.write_tasks`).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "ppl-tok-lm-eval"

@@ -27,42 +27,55 @@ import numpy as np
 
 from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
+from ppl_tok.scoring import DOCUMENT, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
 from ppl_tok.perplexity.score import SPAN_GAIN_VERSION, DocumentScore
 
 
 def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: int = 2_000,
                    seed: int = 0) -> dict[str, Any]:
-    """The corpus figures of ``scores`` (see the module docstring)."""
+    """The corpus figures of ``scores`` (see the module docstring).
+
+    The certified figures (``certified``, ``certified_gain_bits_per_byte``,
+    ``floor_to_estimate_gap_bits_per_byte``) are reported only for a scoring that
+    gives a certified floor (:attr:`ppl_tok.scoring.Scoring.floor`) and only when
+    every document holds one; ``bits_per_byte_floor`` only for a scoring with a
+    certified ceiling, every one finite.
+
+    :raises ValueError: ``scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
+    """
+    entry = find_scoring(scoring, DOCUMENT)
     if not scores:
         raise ValueError("no documents scored yet")
     nb = [s.n_bytes for s in scores]
     nw = [s.n_words for s in scores]
-    out: dict[str, Any] = {"scoring": scoring, "documents": len(scores), "bytes": sum(nb), "words": sum(nw),
+    out: dict[str, Any] = {"scoring": entry.name, "documents": len(scores), "bytes": sum(nb), "words": sum(nw),
                            "tokens": sum(s.n_tokens for s in scores),
                            "canonical": figures([s.canonical for s in scores], nb, nw),
                            "forwards_per_byte": sum(s.forwards for s in scores) / sum(nb),
                            "canonical_forwards_per_byte": sum(s.canonical_forwards for s in scores) / sum(nb)}
-    if scoring == "canonical":
-        out.update(figures([s.log_likelihood for s in scores], nb, nw))
-        return out
     out.update(figures([s.log_likelihood for s in scores], nb, nw))
+    if entry.name == "canonical":
+        return out
     lowers = [s.lower for s in scores]
-    ceiling = figures(lowers, nb, nw)
-    out["certified"] = {"bits_per_byte_ceiling": ceiling["bits_per_byte"],
-                        "byte_perplexity_ceiling": ceiling["byte_perplexity"],
-                        "word_perplexity_ceiling": ceiling["word_perplexity"],
-                        "log_likelihood_floor": ceiling["log_likelihood"]}
-    uppers = [s.upper for s in scores]
-    if all(u is not None and math.isfinite(u) for u in uppers):
-        out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
+    certified = entry.floor and all(lo is not None for lo in lowers)
+    if certified:
+        ceiling = figures(lowers, nb, nw)
+        out["certified"] = {"bits_per_byte_ceiling": ceiling["bits_per_byte"],
+                            "byte_perplexity_ceiling": ceiling["byte_perplexity"],
+                            "word_perplexity_ceiling": ceiling["word_perplexity"],
+                            "log_likelihood_floor": ceiling["log_likelihood"]}
+        uppers = [s.upper for s in scores]
+        if entry.ceiling and all(u is not None and math.isfinite(u) for u in uppers):
+            out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
     den = [b * LN2 for b in nb]
     out["gain_bits_per_byte"] = bootstrap_ratio([s.log_likelihood - s.canonical for s in scores], den,
                                                 resamples=resamples, seed=seed)._asdict()
-    out["certified_gain_bits_per_byte"] = bootstrap_ratio([lo - s.canonical for lo, s in zip(lowers, scores)], den,
-                                                          resamples=resamples, seed=seed)._asdict()
-    out["floor_to_estimate_gap_bits_per_byte"] = (math.fsum(s.log_likelihood for s in scores)
-                                                  - math.fsum(lowers)) / (LN2 * sum(nb))
+    if certified:
+        out["certified_gain_bits_per_byte"] = bootstrap_ratio([lo - s.canonical for lo, s in zip(lowers, scores)],
+                                                              den, resamples=resamples, seed=seed)._asdict()
+        out["floor_to_estimate_gap_bits_per_byte"] = (math.fsum(s.log_likelihood for s in scores)
+                                                      - math.fsum(lowers)) / (LN2 * sum(nb))
     return out
 
 
@@ -122,7 +135,7 @@ def span_kind(text: bytes, start: int, end: int, canonical_cuts: Collection[int]
 def span_shares(scores: Sequence[DocumentScore], texts: dict[int, str]) -> dict[str, Any]:
     """Where the best non-canonical tokenization departs from the canonical one, by kind of span.
 
-    For each document with ``best_spans`` (records of ``marginal`` runs): its best
+    For each document with ``best_spans`` (records of ``beam`` runs): its best
     tokenization's gain over canonical (nats) is split equally over the spans where
     the two differ, and summed by :func:`span_kind`. A proxy for where the
     off-canonical mass sits: it counts the single best alternative, not all of them.
@@ -276,7 +289,7 @@ def folder_texts(settings: dict[str, Any]) -> dict[int, str]:
 
 
 def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
-    """Marginal runs of one model on the documents they share (matched by text), against the first folder.
+    """Beam runs of one model on the documents they share (matched by text), against the first folder.
 
     For each folder: its beam settings, LM token-forwards per byte (and against
     canonical scoring's), the certified gain over canonical in bits per byte, the
@@ -322,8 +335,8 @@ def importance_against_floor(importance: str | Path, marginal: str | Path) -> di
     a certified lower bound (where it is demonstrably too low).
     """
     (is_settings, is_scores), (m_settings, m_scores) = read_scores(importance), read_scores(marginal)
-    if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "marginal":
-        raise ValueError("compare a canonical+rest folder with a marginal one")
+    if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "beam":
+        raise ValueError("compare a canonical+rest folder with a beam one (old name: marginal)")
     m_texts, is_texts = folder_texts(m_settings), folder_texts(is_settings)
     by_text = {m_texts[s.index]: s for s in m_scores}
     pairs = [(s, by_text[is_texts[s.index]]) for s in is_scores if is_texts[s.index] in by_text]
@@ -351,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     """``python -m ppl_tok.perplexity.report DIR [--png F] [--spans-png F] [--compare DIR ...] [--importance DIR]``.
 
     The study figures of a run folder, as JSON; with ``--compare``, :func:`compare_runs` of DIR and those
-    folders; with ``--importance``, :func:`importance_against_floor` (DIR is the marginal run).
+    folders; with ``--importance``, :func:`importance_against_floor` (DIR is the beam run).
     """
     import argparse
     import json
@@ -362,9 +375,9 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a thi
     p.add_argument("--png", help="plot the gain against length here")
     p.add_argument("--spans-png", help="plot the share of the gain by kind of span here")
     p.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
-                   help="compare the marginal runs of DIR and these folders on the documents they share")
+                   help="compare the beam runs of DIR and these folders on the documents they share")
     p.add_argument("--importance", type=Path, metavar="DIR",
-                   help="DIR (a marginal run) against this canonical+rest run's importance estimates")
+                   help="DIR (a beam run) against this canonical+rest run's importance estimates")
     p.add_argument("--resamples", type=int, default=10_000)
     a = p.parse_args(argv)
     if a.importance:

@@ -1,9 +1,12 @@
 """The log-likelihood of a document under each scoring, with its certified floor where there is one.
 
+The document-level scorings of :mod:`ppl_tok.scoring` (the one table of scorings;
+``marginal``, the old name of ``beam``, is still accepted):
+
 * ``canonical``: ``log p(t_1 .. t_n | BOS)`` of the document's canonical tokens,
   in lm-eval's rolling windows (:func:`~ppl_tok.perplexity.windows.rolling_windows`);
   exactly what lm-eval's ``loglikelihood_rolling`` computes.
-* ``marginal``: ``log p(x | BOS)`` summed over every tokenization of the text
+* ``beam``: ``log p(x | BOS)`` summed over every tokenization of the text
   ``x``, by the byte-synchronous beam of :func:`ppl_tok.strings.string_marginal`
   (one search engine for ppl-tok). It returns a certified bracket
   ``lower <= log p(x) <= upper``; the figure reported is its estimate (the mass
@@ -20,7 +23,7 @@ sums over windows, floors and ceilings included (sums of bounds are bounds).
 ``forwards`` counts the token positions each document's scoring runs through
 the LM, cache hits included (so that a document's record does not depend on
 what was scored before it): for canonical scoring, the positions of its
-windows; for ``marginal``, the beam's count (:class:`ppl_tok.strings.StringMarginal`);
+windows; for ``beam``, the beam's count (:class:`ppl_tok.strings.StringMarginal`);
 for ``canonical+rest``, the particles' (``lm.stats``, from an empty cache).
 """
 
@@ -34,23 +37,21 @@ from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
+from ppl_tok.scoring import DOCUMENT, names, scoring as find_scoring
+from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.metrics import count_bytes, count_words
 from ppl_tok.perplexity.windows import rolling_windows, text_windows
 
-SCORINGS = ("canonical", "marginal", "canonical+rest")
+#: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, canonical+rest.
+SCORINGS = names(DOCUMENT)
 
-#: The layout of a marginal record's ``span_gain`` (:func:`marginal_scores`); records before it have none.
+#: The layout of a beam record's ``span_gain`` (:func:`marginal_scores`); records before it have none.
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
-#: The beam of a ``marginal`` run (:class:`ppl_tok.strings.StringSearchConfig`'s ``beam``, ``prune``): the studies'.
-#: No cheaper setting measured kept the gain (docs/results.md's knob table): beam 4, prune 4 runs 6.7x canonical
-#: scoring's token-forwards but found 3% of beam 8's gain on the 600-byte benchmark document.
-DEFAULT_BEAM = 8
-DEFAULT_PRUNE = 12.0
-#: The prefix cache of a ``marginal`` run (:func:`cap_prefix_cache`).
+#: The prefix cache of a ``beam`` run (:func:`cap_prefix_cache`).
 MARGINAL_CACHE_BYTES = 256 << 20
 
 
@@ -58,40 +59,38 @@ MARGINAL_CACHE_BYTES = 256 << 20
 class ScoringConfig:
     """What a perplexity run computes (validated).
 
-    :param scoring: ``canonical``, ``marginal`` or ``canonical+rest``.
+    :param scoring: ``canonical``, ``beam`` or ``canonical+rest`` (:data:`SCORINGS`; the old name
+        ``marginal`` is read as ``beam``).
     :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
-    :param beam, prune, budget: the byte-synchronous beam of ``marginal`` (:class:`ppl_tok.strings.StringSearchConfig`).
+    :param search: the byte-synchronous beam of ``beam`` (its ``beam``, ``prune``, ``budget``; the defaults are
+        :class:`~ppl_tok.strings.StringSearchConfig`'s).
     :param num_samples: importance particles of ``canonical+rest``.
     :param seed: the seed the particles of (document, window) derive from.
     """
 
     scoring: str = "canonical"
     window: int | None = None
-    beam: int = DEFAULT_BEAM
-    prune: float = DEFAULT_PRUNE
-    budget: int | None = None
+    search: StringSearchConfig = StringSearchConfig()
     num_samples: int = 64
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.scoring not in SCORINGS:
-            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {self.scoring!r}")
+        object.__setattr__(self, "scoring", find_scoring(self.scoring, DOCUMENT).name)  # old names resolved
         if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
             raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
         if not isinstance(self.num_samples, int) or self.num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
-        self.search_config()  # validates beam, prune, budget
-
-    def search_config(self) -> Any:
-        from ppl_tok.strings import StringSearchConfig
-
-        return StringSearchConfig(beam=self.beam, prune=self.prune, budget=self.budget)
+        if not isinstance(self.search, StringSearchConfig):
+            raise TypeError(f"search must be a StringSearchConfig, got {self.search!r}")
+        if self.search.prune_against != "offset":
+            raise ValueError(f"the beam scoring prunes against the offset only, got "
+                             f"prune_against={self.search.prune_against!r}")
 
     def settings(self) -> dict[str, Any]:
         """What the stored figures depend on (the store's settings)."""
         out: dict[str, Any] = {"scoring": self.scoring, "window": self.window}
-        if self.scoring == "marginal":
-            out.update(beam=self.beam, prune=self.prune, budget=self.budget)
+        if self.scoring == "beam":
+            out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget)
         if self.scoring == "canonical+rest":
             out.update(num_samples=self.num_samples, seed=self.seed)
         return out
@@ -151,7 +150,7 @@ class DocumentScore:
 
 
 def cap_prefix_cache(lm: LanguageModel, limit: int = MARGINAL_CACHE_BYTES) -> None:
-    """Cap ``lm``'s prefix cache at ``limit`` bytes of KV entries, for a marginal run.
+    """Cap ``lm``'s prefix cache at ``limit`` bytes of KV entries, for a ``beam`` run.
 
     The beam holds the states of its own hypotheses and runs each token prefix
     once, so cached prefixes are never looked up again. The engine's CPU default
@@ -268,7 +267,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
             toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
         plans.append((doc, toks, pieces, canon, canon_forwards))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
-    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search_config()))
+    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
@@ -360,10 +359,16 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
 
 
 def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
-    """The scores of ``docs`` under ``config.scoring`` (canonical and marginal: batched; canonical+rest: one
-    document at a time)."""
-    if config.scoring == "canonical":
+    """The scores of ``docs`` under ``config.scoring`` (canonical and beam: batched; canonical+rest: one
+    document at a time).
+
+    :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
+    """
+    name = find_scoring(config.scoring, DOCUMENT).name
+    if name == "canonical":
         return canonical_scores(lm, docs, window_length(lm, config))
-    if config.scoring == "marginal":
+    if name == "beam":
         return marginal_scores(lm, docs, config)
-    return [canonical_plus_rest_score(lm, d, config) for d in docs]
+    if name == "canonical+rest":
+        return [canonical_plus_rest_score(lm, d, config) for d in docs]
+    raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for documents but has no implementation here")

@@ -11,14 +11,18 @@ under ``"lm"`` are recorded but not compared: a run resumed with a larger
 ``--limit`` adds to the folder, and a folder from before ``"lm"`` resumes); the records hold each document's figures
 (:meth:`ppl_tok.perplexity.score.DocumentScore.to_record`, ``-inf`` as
 ``null``), keyed by the document's index. Seconds per batch go to
-``timing.jsonl``, apart from the records.
+``timing.jsonl``, apart from the records. A folder written under an old
+scoring name (``marginal``, now ``beam``: :data:`ppl_tok.scoring.ALIASES`) is
+read under the new one, so it resumes and reports as before.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.scoring import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1
@@ -38,3 +42,12 @@ class PerplexityStore(JsonlStore):
         if not isinstance(index, int):
             raise TypeError(f"index should be an integer, got {index!r}")
         return index
+
+    @classmethod
+    def read_settings(cls, folder: str | Path) -> dict[str, Any]:
+        """The folder's ``run.json``, its scoring under its current name (the file is left as it is)."""
+        settings = super().read_settings(folder)
+        old = settings.get("scoring")
+        if isinstance(old, str) and old in ALIASES[DOCUMENT]:
+            settings["scoring"] = ALIASES[DOCUMENT][old]
+        return settings

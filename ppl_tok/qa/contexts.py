@@ -33,6 +33,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.run import check_settings
 from ppl_tok.qa.store import SETTINGS_FILE, read_settings
+from ppl_tok.strings.beam import StringSearchConfig
 
 METHODS = ("canonical", "prefix")
 
@@ -57,14 +58,17 @@ def context_folder(run: str | Path, method: str) -> Path:
     return Path(run) / f"contexts-{method}"
 
 
-def context_settings(run: str | Path, method: str, beam: int = 8, prune: float = 12.0) -> dict[str, Any]:
-    """The store's settings: the run's model and data, the method and (prefix) the beam."""
+def context_settings(run: str | Path, method: str, search: StringSearchConfig = StringSearchConfig()
+                     ) -> dict[str, Any]:
+    """The store's settings: the run's model and data, the method and (prefix) the beam's settings."""
     run = Path(run)
     st = check_settings(read_settings(run), str(run / SETTINGS_FILE))
     out = {"model": st["model"], "dtype": st.get("dtype"), "dataset": st["dataset"],
            "data_files": st.get("data_files", {}), "method": method, "ppl_tok_version": __version__}
     if method == "prefix":
-        out.update(beam=beam, prune=prune)
+        out.update(beam=search.beam, prune=search.prune)
+        out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against))
+                    if v != getattr(StringSearchConfig, k)})  # recorded when they are not the default
     return out
 
 
@@ -77,29 +81,30 @@ def check_study_matches(study: Study, settings: dict[str, Any], where: str) -> N
                          "point --data-dir at the data the run was scored on")
 
 
-def _log_prob(lm: LanguageModel, method: str, text: str, beam: int, prune: float) -> dict[str, Any]:
+def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig) -> dict[str, Any]:
     if method == "canonical":
         before = lm.stats.forwards
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
-    from ppl_tok.strings import StringSearchConfig, StringState
+    from ppl_tok.strings import StringState
 
-    state = StringState(lm, "", StringSearchConfig(beam=beam, prune=prune)).extend(text)
+    state = StringState(lm, "", search).extend(text)
     p = state.prefix_log_prob()
     return {"log_prob": encode_log(p.estimate), "lower": encode_log(p.lower), "upper": encode_log(p.upper),
             "forwards": state.forwards}
 
 
 def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, method: str = "canonical", *,
-                              splits: Sequence[str] = ("test",), beam: int = 8, prune: float = 12.0,
+                              splits: Sequence[str] = ("test",), search: StringSearchConfig = StringSearchConfig(),
                               progress: Callable[[int, int], None] | None = None) -> ContextStore:
     """Compute (or resume) ``log P_m(context)`` of every question of ``splits``; returns the closed store.
 
     :param study: the run's questions (:func:`ppl_tok.qa.data.load_study` with the run's settings).
     :param lm: the run's model.
+    :param search: ``prefix``: the byte-synchronous beam.
     :param progress: called with (questions done, questions in all) after each question.
     """
     run = Path(run)
-    settings = context_settings(run, method, beam, prune)
+    settings = context_settings(run, method, search)
     check_study_matches(study, settings, str(run / SETTINGS_FILE))
     unknown = [s for s in splits if s not in study.splits]
     if unknown:
@@ -109,7 +114,7 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
         for done, (split, i, q) in enumerate(todo, 1):
             if not store.has_key((split, i)):
                 start = time.perf_counter()
-                row = _log_prob(lm, method, q.context, beam, prune)
+                row = _log_prob(lm, method, q.context, search)
                 store.append([{"split": split, "index": i, "id": q.id, **row}],
                              timing={"seconds": time.perf_counter() - start, "bytes": len(q.context.encode())})
             if progress is not None:

@@ -19,6 +19,7 @@ import numpy as np
 from ppl_tok.qa import classify as C
 from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
 from ppl_tok.qa.run import OPTIONAL_SCORES, check_settings
+from ppl_tok.scoring import classifiers
 from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
@@ -35,17 +36,19 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
-#: Classifiers in report order; those whose scores are missing are left out.
-CLASSIFIERS = ("canonical", "marginal", "marginal-all", "mixture", "canonical+rest", "exact", "stratified",
-               "most-likely")
+#: Classifiers in report order (:func:`ppl_tok.scoring.classifiers`); those whose scores are missing are left out.
+CLASSIFIERS = classifiers()
 
 
 def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
-    """Each classifier as ``(split scores, norm) -> [Q, C] scores``, with k and alpha from ``tuned``."""
+    """Each classifier of :data:`CLASSIFIERS` as ``(split scores, norm) -> [Q, C] scores``, k and alpha from ``tuned``.
+
+    :raises ValueError: a classifier of the table of scorings has no scorer here.
+    """
     def mixture(t: C.SplitScores, norm: bool) -> np.ndarray:
         return C.mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]
 
-    return {
+    scorers: dict[str, Callable[[C.SplitScores, bool], np.ndarray]] = {
         "canonical": lambda t, norm: C.canonical_scores(t, norm),
         "marginal": lambda t, norm: C.marginal_scores(t, tuned["k_norm" if norm else "k"], norm),
         "marginal-all": lambda t, norm: C.marginal_scores(t, None, norm),
@@ -55,6 +58,10 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
         "stratified": lambda t, norm: C.per_byte(t.optional["stratified"]["log_marginal"], t, norm),
         "most-likely": lambda t, norm: C.per_byte(t.optional["most-likely"]["log_prob"], t, norm),
     }
+    missing = [c for c in CLASSIFIERS if c not in scorers]
+    if missing:
+        raise ValueError(f"QA classifiers {missing} are in ppl_tok.scoring's table but have no scorer here")
+    return scorers
 
 
 def _available(name: str, t: C.SplitScores) -> bool:
@@ -108,49 +115,16 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     settings = check_settings(read_settings(folder), str(folder / SETTINGS_FILE))
     records = list(read_records(folder / SCORES_FILE, samples=run_num_samples(settings)))
     _check_labels(records, folder / SCORES_FILE)
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
-    if complete and limit is not None:
-        raise ValueError("give a limit or ask for the complete prefix, not both")
-    planned = settings["splits"]
-    done = scored_prefix(records, planned)
-    if complete:
-        if done == 0:
-            raise ValueError(f"{folder / SCORES_FILE}: no question is scored on every split yet")
-        limit = None if done >= max(planned.values()) else done
-    elif done < min(max(planned.values()), limit or math.inf):
-        raise ValueError(f"{folder}: the run is unfinished; the first {done} questions of every split are scored "
-                         f"(`ppl-tok qa report {folder} --complete` reports those, or finish the run with "
-                         "`ppl-tok qa run`)" if done else
-                         f"{folder}: the run is unfinished and no question is scored on every split yet; "
-                         "finish it with `ppl-tok qa run`")
+    limit = _evaluated_limit(folder, records, settings["splits"], limit, complete)
     sizes = {split: size if limit is None else min(size, limit) for split, size in settings["splits"].items()}
     tables = {split: C.split_scores(records, split, size) for split, size in sizes.items() if size}
     if "test" not in tables:
         raise ValueError(f"{folder / SETTINGS_FILE}: the run has no test questions")
-    tuning = "tune" if "tune" in tables else "test"
-    n = tables["test"].num_samples
-    ks = np.arange(1, n + 1)
-    curves = {s: C.choose_k(t, ks, runs, seed) for s, t in tables.items()}
-    mix = {s: {"acc": C.mixture_curve(t, alphas), "norm": C.mixture_curve(t, alphas, norm=True)}
-           for s, t in tables.items()}
-    tuned = {"split": tuning, "k": C.best_k(ks, curves[tuning]["mean"]),
-             "k_norm": C.best_k(ks, curves[tuning]["mean_norm"]),
-             "alpha": C.best_alpha(alphas, mix[tuning]["acc"]), "alpha_norm": C.best_alpha(alphas, mix[tuning]["norm"])}
+    ks = np.arange(1, tables["test"].num_samples + 1)
+    curves, mix, tuned = _tune(tables, ks, runs, seed, alphas)
     scorers = _classifier_scores(tuned)
     names = [c for c in CLASSIFIERS if all(_available(c, t) for t in tables.values())]
-    accuracy: dict[str, dict[str, float]] = {c: {} for c in names}
-    acc_norm: dict[str, dict[str, float]] = {c: {} for c in names}
-    hits: dict[tuple[str, bool], np.ndarray] = {}
-    picks: dict[tuple[str, bool], np.ndarray] = {}
-    for c in names:
-        for s, t in tables.items():
-            for norm, out in ((False, accuracy), (True, acc_norm)):
-                pred = C.predictions(scorers[c](t, norm), t)
-                ok = pred == t.labels
-                out[c][s] = float(ok.mean())
-                if s == "test":
-                    hits[c, norm], picks[c, norm] = ok, pred
+    accuracy, acc_norm, hits, picks = _accuracies(names, tables, scorers)
     metrics = (("acc", False), ("acc_norm", True))
     differences = {
         metric: {c: C.paired_bootstrap(hits[c, norm], hits["canonical", norm], resamples=resamples, seed=seed)
@@ -175,16 +149,75 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
                   "tuned_mixture": TUNED_MIXTURE.get(settings["dataset"])},
     }
     if "exact" in names:
-        report["exact"] = {}
-        for s, t in tables.items():
-            _, cert = C.exact_scores(t)
-            _, cert_norm = C.exact_scores(t, norm=True)
-            ok = C.correct(scorers["exact"](t, False), t)
-            report["exact"][s] = {
-                "questions": len(t), "not_certified": int((~cert).sum()), "not_certified_norm": int((~cert_norm).sum()),
-                "brackets_open": int((~t.optional["exact"]["closed"] & t.valid).sum()),
-                "accuracy_certified": float(ok[cert].mean()) if cert.any() else None}
+        report["exact"] = _exact_report(tables, scorers["exact"])
     return report
+
+
+def _evaluated_limit(folder: Path, records: list[dict[str, Any]], planned: dict[str, int], limit: int | None,
+                     complete: bool) -> int | None:
+    """The questions per split to evaluate (``None``: all), after checking that they are all scored."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if complete and limit is not None:
+        raise ValueError("give a limit or ask for the complete prefix, not both")
+    done = scored_prefix(records, planned)
+    if complete:
+        if done == 0:
+            raise ValueError(f"{folder / SCORES_FILE}: no question is scored on every split yet")
+        return None if done >= max(planned.values()) else done
+    if done < min(max(planned.values()), limit or math.inf):
+        raise ValueError(f"{folder}: the run is unfinished; the first {done} questions of every split are scored "
+                         f"(`ppl-tok qa report {folder} --complete` reports those, or finish the run with "
+                         "`ppl-tok qa run`)" if done else
+                         f"{folder}: the run is unfinished and no question is scored on every split yet; "
+                         "finish it with `ppl-tok qa run`")
+    return limit
+
+
+def _tune(tables: dict[str, C.SplitScores], ks: np.ndarray, runs: int, seed: int, alphas: np.ndarray
+          ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The choose-k and mixture curves of every split, and k and alpha tuned on the tuning split (else test)."""
+    tuning = "tune" if "tune" in tables else "test"
+    curves = {s: C.choose_k(t, ks, runs, seed) for s, t in tables.items()}
+    mix = {s: {"acc": C.mixture_curve(t, alphas), "norm": C.mixture_curve(t, alphas, norm=True)}
+           for s, t in tables.items()}
+    tuned = {"split": tuning, "k": C.best_k(ks, curves[tuning]["mean"]),
+             "k_norm": C.best_k(ks, curves[tuning]["mean_norm"]),
+             "alpha": C.best_alpha(alphas, mix[tuning]["acc"]), "alpha_norm": C.best_alpha(alphas, mix[tuning]["norm"])}
+    return curves, mix, tuned
+
+
+def _accuracies(names: list[str], tables: dict[str, C.SplitScores],
+                scorers: dict[str, Callable[[C.SplitScores, bool], np.ndarray]]) -> tuple[Any, Any, Any, Any]:
+    """``acc`` and ``acc_norm`` of each classifier on each split; the test split's hits and picks per (name, norm)."""
+    accuracy: dict[str, dict[str, float]] = {c: {} for c in names}
+    acc_norm: dict[str, dict[str, float]] = {c: {} for c in names}
+    hits: dict[tuple[str, bool], np.ndarray] = {}
+    picks: dict[tuple[str, bool], np.ndarray] = {}
+    for c in names:
+        for s, t in tables.items():
+            for norm, out in ((False, accuracy), (True, acc_norm)):
+                pred = C.predictions(scorers[c](t, norm), t)
+                ok = pred == t.labels
+                out[c][s] = float(ok.mean())
+                if s == "test":
+                    hits[c, norm], picks[c, norm] = ok, pred
+    return accuracy, acc_norm, hits, picks
+
+
+def _exact_report(tables: dict[str, C.SplitScores],
+                  exact: Callable[[C.SplitScores, bool], np.ndarray]) -> dict[str, Any]:
+    """Per split: how many questions the exact brackets leave uncertified, and the accuracy on the certified ones."""
+    out = {}
+    for s, t in tables.items():
+        _, cert = C.exact_scores(t)
+        _, cert_norm = C.exact_scores(t, norm=True)
+        ok = C.correct(exact(t, False), t)
+        out[s] = {
+            "questions": len(t), "not_certified": int((~cert).sum()), "not_certified_norm": int((~cert_norm).sum()),
+            "brackets_open": int((~t.optional["exact"]["closed"] & t.valid).sum()),
+            "accuracy_certified": float(ok[cert].mean()) if cert.any() else None}
+    return out
 
 
 def _questions(t: C.SplitScores) -> list[dict[str, Any]]:

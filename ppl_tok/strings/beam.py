@@ -53,6 +53,14 @@ class ContextLengthError(ValueError):
 class StringSearchConfig:
     """The accuracy/speed controls of the byte-synchronous beam (validated).
 
+    The one place of the beam's defaults (beam 8, prune 12 nats, the studies'
+    setting): the ``beam`` scoring of :mod:`ppl_tok.perplexity`, lm-eval's
+    ``beam``/``prune`` model arguments, the benchmarks and the commands' flags
+    hold or build one of these. No cheaper setting measured kept the marginal's
+    gain (docs/results.md's knob table): beam 4, prune 4 runs 6.7x canonical
+    scoring's token-forwards but found 3% of beam 8's gain on the 600-byte
+    benchmark document.
+
     :param beam: the most hypotheses (token prefixes ending at the same byte
         offset) kept per offset, besides the canonical one; each costs one
         token forward. Larger is tighter and slower.

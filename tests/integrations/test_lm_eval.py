@@ -105,7 +105,7 @@ def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
         assert 0.0 <= res["results"]["ppltok_test"]["acc,none"] <= 1.0
         per[scoring] = _per_request(res, "ppltok_test")
     assert len(per["canonical"]) == 15
-    for s in ("marginal", "canonical+rest", "exact", "stratified"):  # a marginal is at least the canonical probability
+    for s in ("importance", "canonical+rest", "exact", "stratified"):  # a marginal is at least the canonical probability
         assert all(m >= c - 1e-9 for m, c in zip(per[s], per["canonical"])), s
     # the exact midpoint and the stratified estimate agree with the exact toy marginal
     assert per["exact"] == pytest.approx(per["stratified"], abs=1e-3)
@@ -116,7 +116,7 @@ def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
 
 
 def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
-    """canonical, marginal, mixture and canonical+rest through lm-eval equal the QA study's stored scores (seed 7)."""
+    """canonical, importance, mixture and canonical+rest through lm-eval equal the QA study's stored scores (seed 7)."""
     test, tune, names, folder = toy_tasks
     study = load_study(str(test), tune=tune)
     settings = study_settings(study, model="toy", samples=8, seed=7)
@@ -124,7 +124,7 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
     for split, task in (("test", "ppltok_test"), ("tune", "ppltok_test_tune")):
         t = classify.split_scores(store.records, split, len(study.splits[split]))
         for scoring, expect in (("canonical", classify.canonical_scores(t)),
-                                ("marginal", classify.marginal_scores(t)),
+                                ("importance", classify.marginal_scores(t)),
                                 ("mixture", classify.mixture_scores(t, [0.3])[..., 0]),
                                 ("canonical+rest", classify.canonical_plus_rest_scores(t))):
             res = _evaluate([task], folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "num_samples": 8,
@@ -137,11 +137,14 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
 def test_unsupported_request_types_and_arguments_are_clear():
     lm = PPLTokLM(lm=toy_lm())
     assert lm.loglikelihood_rolling([]) == []
-    with pytest.raises(NotImplementedError, match=r"loglikelihood_rolling .*scoring=canonical\|marginal\|canonical\+rest"):
+    with pytest.raises(NotImplementedError, match=r"loglikelihood_rolling .*scoring=canonical\|beam\|canonical\+rest"):
         PPLTokLM(lm=toy_lm(), scoring="mixture").loglikelihood_rolling([])
+    with pytest.raises(NotImplementedError, match=r"loglikelihood is defined for .*not 'beam'"):
+        PPLTokLM(lm=toy_lm(), scoring="beam").score_pairs([Pair("ab", " ab", 0, ("t", 0), 0)])
     with pytest.raises(NotImplementedError, match="generate_until .*not supported"):
         lm.generate_until([])
-    with pytest.raises(ValueError, match=r"canonical\|marginal\|mixture\|canonical\+rest\|exact\|stratified"):
+    with pytest.raises(ValueError, match=r"'greedy': unknown scoring.*canonical\|importance\|mixture\|canonical\+rest"
+                                         r"\|exact\|stratified\|marginal\|beam"):
         PPLTokLM(lm=toy_lm(), scoring="greedy")
     with pytest.raises(ValueError, match="alpha"):
         PPLTokLM(lm=toy_lm(), alpha=2)
@@ -163,6 +166,25 @@ def test_the_model_loads_and_records_an_lm_spec():
     assert PPLTokLM(lm=toy_lm()).get_model_info()["ppl_tok_lm"] is None  # built in Python: no spec
     with pytest.raises(ValueError, match="model='x': unknown LM backend 'toy-lm-eval'"):
         PPLTokLM(model="x", backend="toy-lm-eval")
+
+
+def test_scoring_names_are_those_of_the_one_table():
+    """Distinct estimators, distinct names; the old name ``marginal`` keeps meaning what it meant per request type."""
+    from ppl_tok.scoring import DOCUMENT, PAIR, names
+
+    assert SCORINGS == names(PAIR) and ppl_lm_eval.ROLLING_SCORINGS == names(DOCUMENT)
+    old = PPLTokLM(lm=toy_lm(), scoring="marginal")
+    assert (old.pair_scoring, old.document_scoring) == ("importance", "beam")
+    assert (PPLTokLM(lm=toy_lm(), scoring="importance").document_scoring, PPLTokLM(lm=toy_lm(), scoring="beam")
+            .pair_scoring) == (None, None)
+    pairs = [Pair("ab", " ab", 3, ("t", 0), 0), Pair("ab", " ba", 4, ("t", 0), 1)]
+    assert old.score_pairs(pairs) == PPLTokLM(lm=toy_lm(), scoring="importance").score_pairs(pairs)
+    with pytest.raises(ppl_lm_eval.ModelArgumentError, match="unknown scoring"):
+        PPLTokLM.create_from_arg_string("scoring=nonsense", {})
+    from ppl_tok.strings import StringSearchConfig
+
+    assert PPLTokLM(lm=toy_lm()).search == StringSearchConfig()  # the beam's defaults: StringSearchConfig's
+    assert PPLTokLM(lm=toy_lm(), beam="3", prune=2).search == StringSearchConfig(beam=3, prune=2.0)
 
 
 def test_trailing_space_and_batches():
@@ -211,13 +233,13 @@ TOY_PAGES = [" ab cd ef gh", "abc de fgh ab cd ba", " a b c abc de", "hgfe dcba 
 
 
 def test_rolling_scorings_through_simple_evaluate(tmp_path):
-    """Perplexity tasks run for canonical, marginal and canonical+rest; the figures are lm-eval's aggregates."""
+    """Perplexity tasks run for canonical, beam and canonical+rest; the figures are lm-eval's aggregates."""
     from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
     from ppl_tok.perplexity.metrics import figures
 
     folder = _rolling_task(tmp_path, TOY_PAGES)
     docs = corpus_from_texts(TOY_PAGES).documents
-    for scoring in ("canonical", "marginal", "canonical+rest"):
+    for scoring in ("canonical", "beam", "canonical+rest"):
         res = _evaluate(["wiki_local"], folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "max_length": 4,
                                                              "num_samples": 8})
         got = _per_document(res, "wiki_local")

@@ -28,6 +28,7 @@ from ppl_tok.perplexity.metrics import figures
 from ppl_tok.perplexity.report import corpus_summary
 from ppl_tok.perplexity.run import run_perplexity
 from ppl_tok.perplexity.store import PerplexityStore
+from ppl_tok.strings.beam import StringSearchConfig
 from qa_toy import toy_lm
 from sigkill import kill_while_appending, line_count
 
@@ -138,13 +139,14 @@ def test_canonical_windows_of_a_bigram_lm_equal_the_whole_document():
 def test_marginal_brackets_the_exact_marginal_and_beats_canonical():
     lm = toy_lm()
     corpus = corpus_from_texts(DOCS)
-    scores = score_documents(lm, corpus.documents, ScoringConfig("marginal", beam=4))
+    scores = score_documents(lm, corpus.documents, ScoringConfig("beam", search=StringSearchConfig(beam=4)))
     for d, s in zip(corpus.documents, scores):
         exact = exact_marginal(d.text, lm).log_marginal
         assert s.canonical <= s.lower + 1e-12
         assert s.lower <= exact + 1e-9 <= s.upper + 2e-9
         assert s.log_likelihood == s.lower
-    wide = score_documents(lm, corpus.documents, ScoringConfig("marginal", beam=100_000, prune=math.inf))
+    wide = score_documents(lm, corpus.documents,
+                           ScoringConfig("beam", search=StringSearchConfig(beam=100_000, prune=math.inf)))
     for d, s in zip(corpus.documents, wide):  # nothing pruned on these short strings: exact
         assert s.lower == pytest.approx(exact_marginal(d.text, lm).log_marginal, abs=1e-9)
 
@@ -153,7 +155,7 @@ def test_marginal_brackets_the_exact_marginal_and_beats_canonical():
 def test_span_gain_adds_up_to_the_gain_over_canonical(window):
     lm = toy_lm()
     for s in score_documents(lm, corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents,
-                             ScoringConfig("marginal", beam=4, window=window)):
+                             ScoringConfig("beam", window=window, search=StringSearchConfig(beam=4))):
         record = s.extra["span_gain"]
         assert record["version"] == 1
         spans = sum(nats for _, _, nats in record["spans"])
@@ -167,7 +169,7 @@ def test_a_batch_of_documents_scores_as_each_document_alone(window):
     """Marginal documents (and their windows) are swept in lockstep; each record is the one it gets alone."""
     lm = toy_lm()
     docs = corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents
-    config = ScoringConfig("marginal", beam=3, prune=2.0, window=window)
+    config = ScoringConfig("beam", window=window, search=StringSearchConfig(beam=3, prune=2.0))
     batch = score_documents(lm, docs, config)
     for d, s in zip(docs, batch):
         (alone,) = score_documents(lm, [d], config)
@@ -178,7 +180,7 @@ def test_a_batch_of_documents_scores_as_each_document_alone(window):
 def test_windowed_marginal_holds_the_canonical_slice_and_bounds():
     lm = toy_lm()
     corpus = corpus_from_texts(["abc de fgh ab cd ef gh ba ab"])
-    (s,) = score_documents(lm, corpus.documents, ScoringConfig("marginal", window=5))
+    (s,) = score_documents(lm, corpus.documents, ScoringConfig("beam", window=5))
     assert s.windows > 1
     assert s.canonical <= s.lower <= s.upper
 
@@ -207,12 +209,56 @@ def test_canonical_plus_rest_is_unbiased_on_average():
 
 def test_corpus_summary_certifies_the_gain():
     lm = toy_lm()
-    scores = score_documents(lm, corpus_from_texts(DOCS).documents, ScoringConfig("marginal"))
+    scores = score_documents(lm, corpus_from_texts(DOCS).documents, ScoringConfig("beam"))
     summary = corpus_summary(scores, "marginal", resamples=200)
     assert summary["certified"]["bits_per_byte_ceiling"] >= summary["bits_per_byte"] - 1e-12
     assert summary["canonical"]["bits_per_byte"] >= summary["certified"]["bits_per_byte_ceiling"] - 1e-12
     gain = summary["gain_bits_per_byte"]
     assert gain["low"] <= gain["value"] <= gain["high"] and gain["value"] >= 0
+
+
+def test_an_unknown_scoring_is_an_error():
+    """Every dispatcher looks its name up in ppl_tok.scoring: no silent fallback to another scoring."""
+    with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, canonical\+rest"):
+        ScoringConfig("nonsense")
+    config = ScoringConfig("canonical")
+    object.__setattr__(config, "scoring", "nonsense")  # past the config's own check
+    with pytest.raises(ValueError, match="unknown scoring 'nonsense'"):
+        score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, config)
+    scores = score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, ScoringConfig("canonical"))
+    with pytest.raises(ValueError, match="unknown scoring 'importance'"):  # a scoring of requests, not of documents
+        corpus_summary(scores, "importance")
+
+
+def test_marginal_is_the_old_name_of_beam():
+    config = ScoringConfig("marginal", search=StringSearchConfig(beam=3))
+    assert config == ScoringConfig("beam", search=StringSearchConfig(beam=3))
+    assert config.settings() == {"scoring": "beam", "window": None, "beam": 3, "prune": StringSearchConfig.prune,
+                                 "budget": None}
+    with pytest.raises(ValueError, match="prune_against"):
+        ScoringConfig("beam", search=StringSearchConfig(prune_against="text"))
+
+
+def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
+    """A document scoring whose table entry gives no certified floor reports its gain, and no certified figure."""
+    from ppl_tok import scoring
+    from ppl_tok.cli.perplexity import summary_lines
+
+    plain = scoring.Scoring("plain", "a test estimate", (scoring.DOCUMENT,), floor=False, ceiling=False,
+                            unit=scoring.NATS, doc="the beam's estimate, claimed uncertified")
+    monkeypatch.setitem(scoring.SCORINGS, "plain", plain)
+    scores = score_documents(toy_lm(), corpus_from_texts(DOCS).documents, ScoringConfig("beam"))
+    summary = corpus_summary(scores, "plain", resamples=100)
+    assert summary["scoring"] == "plain" and summary["gain_bits_per_byte"]["value"] >= 0
+    assert not {"certified", "certified_gain_bits_per_byte", "floor_to_estimate_gap_bits_per_byte"} & set(summary)
+    assert not any("certified" in line for line in summary_lines(summary))
+    # a scoring with a floor but without its records' floors (lower=None) reports none either
+    for s in scores:
+        s.lower = None
+    assert "certified" not in corpus_summary(scores, "beam", resamples=100)
+    # canonical+rest: a floor and no ceiling, so no bits_per_byte_floor
+    rest = score_documents(toy_lm(), corpus_from_texts(DOCS).documents, ScoringConfig("canonical+rest", num_samples=4))
+    assert "bits_per_byte_floor" not in corpus_summary(rest, "canonical+rest", resamples=100)["certified"]
 
 
 def test_no_bos_is_a_clear_error():
@@ -234,19 +280,20 @@ def _corpus_file(tmp_path, n=24):
 
 def test_store_resumes_and_refuses_other_settings(tmp_path):
     corpus = read_corpus(_corpus_file(tmp_path, 6), field="text")
-    ref = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", batch_docs=2,
+    ref = run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", batch_docs=2,
                          progress=False)
     path = tmp_path / "run" / PerplexityStore.records_file
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 20])  # a torn last line
-    again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", batch_docs=2,
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", batch_docs=2,
                            progress=False)
     assert path.read_bytes() == data and [s.to_record() for s in again] == [s.to_record() for s in ref]
     with pytest.raises(StoreError, match="beam: folder has 8, this run has 2"):
-        run_perplexity(toy_lm(), corpus, ScoringConfig("marginal", beam=2), out=tmp_path / "run", progress=False)
+        run_perplexity(toy_lm(), corpus, ScoringConfig("beam", search=StringSearchConfig(beam=2)), out=tmp_path / "run",
+                       progress=False)
     path.write_bytes(data + b"{broken}\n")
     with pytest.raises(StoreError, match=r"documents.jsonl:7: not a document record"):
-        run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+        run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", progress=False)
 
 
 def test_run_json_records_the_lm_spec_and_a_folder_without_it_resumes(tmp_path):
@@ -273,24 +320,25 @@ def test_run_json_records_the_lm_spec_and_a_folder_without_it_resumes(tmp_path):
 
 CHILD = """
 import sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {root!r}]  # the checkout's ppl_tok, not another install's
 from qa_toy import toy_lm
 from ppl_tok.perplexity import ScoringConfig, read_corpus
 from ppl_tok.perplexity.run import run_perplexity
-run_perplexity(toy_lm(), read_corpus({corpus!r}, field="text"), ScoringConfig("marginal", beam=16), out={out!r},
-               batch_docs=1, progress=False)
+from ppl_tok.strings.beam import StringSearchConfig
+config = ScoringConfig("beam", search=StringSearchConfig(beam=16))
+run_perplexity(toy_lm(), read_corpus({corpus!r}, field="text"), config, out={out!r}, batch_docs=1, progress=False)
 """
 
 
 def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     corpus_path = _corpus_file(tmp_path, 40)
     ref = tmp_path / "ref"
-    run_perplexity(toy_lm(), read_corpus(corpus_path, field="text"), ScoringConfig("marginal", beam=16), out=ref,
-                   batch_docs=1, progress=False)
+    run_perplexity(toy_lm(), read_corpus(corpus_path, field="text"),
+                   ScoringConfig("beam", search=StringSearchConfig(beam=16)), out=ref, batch_docs=1, progress=False)
     reference = (ref / PerplexityStore.records_file).read_bytes()
     out = tmp_path / "run"
     script = tmp_path / "child.py"
-    script.write_text(CHILD.format(tests=str(TESTS), corpus=str(corpus_path), out=str(out)))
+    script.write_text(CHILD.format(tests=str(TESTS), root=str(TESTS.parent), corpus=str(corpus_path), out=str(out)))
     records = out / PerplexityStore.records_file
     kills = kill_while_appending(script, records, delays=(0.0, 0.013))
     assert kills >= 2, "the child finished before it could be killed"
@@ -347,7 +395,8 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     from ppl_tok.common.jsonl_store import SettingsMismatchError
     from ppl_tok.bench import perplexity as bench
 
-    knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20, "beam": 2, "prune": 3.0}
+    knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20,
+             "search": StringSearchConfig(beam=2, prune=3.0)}
     first = bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **knobs)
     assert [r["bytes"] for r in first["rows"]] == [12, 20]
     assert all(r["gain_bits_per_byte"] >= -1e-6 and r["marginal_forwards_per_byte"] > 0 for r in first["rows"])
@@ -365,7 +414,8 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     assert len(calls) == 1 and again["rows"][0] == first["rows"][0]
     assert again["rows"][1]["bytes"] == 20
     with pytest.raises(SettingsMismatchError, match="beam"):
-        bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", **{**knobs, "beam": 3})
+        bench.bench_perplexity("smollm2-135m", out=tmp_path / "b",
+                               **{**knobs, "search": StringSearchConfig(beam=3, prune=3.0)})
 
 
 def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
@@ -373,7 +423,7 @@ def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
     from ppl_tok.bench import perplexity as bench
 
     r = bench.bench_lockstep("smollm2-135m", data_dir=SHARED / "data", documents=3, min_bytes=15, max_bytes=30,
-                             beam=2, prune=3.0)
+                             search=StringSearchConfig(beam=2, prune=3.0))
     assert r["alone"]["forwards"] == r["lockstep"]["forwards"] > 0
     assert r["lockstep"]["calls"] < r["alone"]["calls"] and r["calls_ratio"] > 1
     assert r["max_floor_difference_nats"] < 1e-3  # float32 rounding of batched rows only
@@ -434,7 +484,7 @@ def test_study_report_of_a_run_folder(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
     corpus = read_corpus(path, field="text")
-    run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", field="text", progress=False)
+    run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", field="text", progress=False)
     report = study_report(tmp_path / "run", resamples=100, png=tmp_path / "gain.png")
     assert report["documents"] == len(DOCS) and (tmp_path / "gain.png").stat().st_size > 0
     kinds = report["span_kinds"]
@@ -471,6 +521,31 @@ def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypat
     assert (tmp_path / "run" / "documents.jsonl").read_text().count("\n") == len(DOCS)
 
 
+def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
+    from ppl_tok.cli.main import main
+
+    path = tmp_path / "c.txt"
+    path.write_text("ab\n")
+    assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
+    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'canonical+rest', 'marginal')" in \
+        capsys.readouterr().err
+
+
+def test_a_folder_stored_under_the_old_name_resumes(tmp_path):
+    """Run folders written before the rename say ``marginal``: they resume, and read as ``beam``."""
+    from ppl_tok.perplexity.report import read_scores
+
+    corpus = corpus_from_texts(DOCS)
+    run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", progress=False)
+    settings_file = tmp_path / "run" / "run.json"
+    old = json.loads(settings_file.read_text())
+    settings_file.write_text(json.dumps({**old, "scoring": "marginal"}))
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    assert len(again) == len(DOCS) and json.loads(settings_file.read_text())["scoring"] == "marginal"
+    settings, scores = read_scores(tmp_path / "run")
+    assert settings["scoring"] == "beam" and len(scores) == len(DOCS)
+
+
 def test_compare_runs_matches_documents_by_text(tmp_path):
     from ppl_tok.perplexity.report import compare_runs
 
@@ -478,8 +553,8 @@ def test_compare_runs_matches_documents_by_text(tmp_path):
     for name, docs, beam in [("wide", DOCS, 16), ("narrow", DOCS[::-1], 1)]:  # the same texts, other indices
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
-        run_perplexity(lm, read_corpus(path, field="text"), ScoringConfig("marginal", beam=beam), out=tmp_path / name,
-                       field="text", progress=False)
+        run_perplexity(lm, read_corpus(path, field="text"), ScoringConfig("beam", search=StringSearchConfig(beam=beam)),
+                       out=tmp_path / name, field="text", progress=False)
     out = compare_runs([tmp_path / "wide", tmp_path / "narrow"])
     assert out["documents"] == len(DOCS)
     wide, narrow = out["runs"]
@@ -496,8 +571,8 @@ def test_importance_against_the_beams_floor(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
     corpus = read_corpus(path, field="text")
-    run_perplexity(lm, corpus, ScoringConfig("marginal", beam=100_000, prune=1e9), out=tmp_path / "m",
-                   field="text", progress=False)
+    run_perplexity(lm, corpus, ScoringConfig("beam", search=StringSearchConfig(beam=100_000, prune=1e9)),
+                   out=tmp_path / "m", field="text", progress=False)
     run_perplexity(lm, corpus, ScoringConfig("canonical+rest", num_samples=4), out=tmp_path / "is", field="text",
                    progress=False)
     out = importance_against_floor(tmp_path / "is", tmp_path / "m")

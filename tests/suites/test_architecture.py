@@ -14,7 +14,7 @@ PACKAGE = ROOT / "ppl_tok"
 #: bottom to top; a unit may import its own modules and any unit of a lower layer, nothing else
 LAYERS = [
     ["common"],
-    ["vocabulary", "limits", "datasets", "distributions"],
+    ["vocabulary", "limits", "datasets", "distributions", "scoring"],
     ["mdd", "lm"],
     ["model", "sat", "canonicity"],
     ["proposals"],

@@ -1,0 +1,45 @@
+"""The one table of scorings (ppl_tok/scoring.py): names, levels, old names, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppl_tok import scoring
+from ppl_tok.scoring import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classifier_scoring, classifiers, names
+
+
+def test_each_level_names_its_scorings():
+    assert names(DOCUMENT) == ("canonical", "beam", "canonical+rest")
+    assert names(PAIR) == ("canonical", "importance", "mixture", "canonical+rest", "exact", "stratified")
+    assert "beam" not in names(QUESTION) and "most-likely" in names(QUESTION)
+
+
+def test_distinct_estimators_have_distinct_names():
+    estimators = [s.estimator for s in SCORINGS.values()]
+    assert len(set(estimators)) == len(estimators) == len(SCORINGS)
+    # the old name marginal meant the beam for documents and importance sampling for requests
+    assert ALIASES == {DOCUMENT: {"marginal": "beam"}, PAIR: {"marginal": "importance"}}
+    assert scoring.scoring("marginal", DOCUMENT).name == "beam"
+    assert scoring.scoring("marginal", PAIR).name == "importance"
+    with pytest.raises(ValueError, match="unknown scoring 'marginal'"):
+        scoring.scoring("marginal", QUESTION)
+
+
+def test_an_unknown_name_is_an_error_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown scoring 'nope' for documents .*canonical, beam, canonical\+rest "
+                                         r"\(old names: marginal = beam\)"):
+        scoring.scoring("nope", DOCUMENT)
+    with pytest.raises(ValueError, match="unknown level"):
+        names("page")
+
+
+def test_floors_and_the_qa_classifiers():
+    assert [s.name for s in SCORINGS.values() if s.floor] == ["beam", "canonical+rest", "exact"]
+    assert [s.name for s in SCORINGS.values() if s.ceiling] == ["beam", "exact"]
+    from ppl_tok.qa.report import CLASSIFIERS
+
+    assert CLASSIFIERS == classifiers() == ("canonical", "marginal", "marginal-all", "mixture", "canonical+rest",
+                                            "exact", "stratified", "most-likely")
+    assert classifier_scoring("marginal-all").name == "importance"
+    with pytest.raises(ValueError, match="unknown QA classifier"):
+        classifier_scoring("beam")
