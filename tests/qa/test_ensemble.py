@@ -80,7 +80,7 @@ def test_bad_weights_and_evidence():
 @pytest.fixture
 def two_toys(monkeypatch):
     lms = {"toy-a": toy_lm(0), "toy-b": toy_lm(1)}
-    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda name, **kw: lms[name])
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda spec, **kw: lms[getattr(spec, "model", spec)])
     return lms
 
 
