@@ -42,7 +42,7 @@ DEVICE     ?= cuda
 GPU_PYTHON ?= python3
 DATA       ?= ../shared/data
 gpu-check:
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m ppl_tok.bench.gpucheck --device $(DEVICE) \
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m ppl_tok.cli bench gpu-check --device $(DEVICE) \
 		--data $(DATA) --tests tests --out gpu-check $(GPU_CHECK_ARGS)
 
 clean:

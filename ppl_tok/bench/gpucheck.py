@@ -1,6 +1,6 @@
 """One command that checks a machine end to end, a GPU one above all: ``make gpu-check``.
 
-``python -m ppl_tok.bench.gpucheck --device cuda --out gpu-check`` runs, in order, and
+``ppl-tok bench gpu-check --device cuda --out gpu-check`` (``make gpu-check``) runs, in order, and
 writes ``report.json`` and ``report.md`` into ``--out`` after every part (a part
 that fails is recorded with its error and the others still run):
 
@@ -28,7 +28,6 @@ folder (``--data``, default :data:`ppl_tok.datasets.DATA_ROOT`; on a machine wit
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -41,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.datasets import DATA_ROOT, data_file
+
+#: the parts, in the order they run
+PARTS = ("tests", "syncs", "engine", "marginal", "bracket", "qa", "memory")
 
 #: ``(part, figure, comparison, target, device kind it applies to, what it is)``
 TARGETS = [
@@ -204,7 +206,7 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
     sizes = SIZES["quick" if quick else "full"]
     data, out = Path(data), Path(out)
     tests = Path(tests) if tests is not None else None
-    wanted = parts or ("tests", "syncs", "engine", "marginal", "bracket", "qa", "memory")
+    wanted = parts or PARTS
     report: dict[str, Any] = {
         "device": str(dev), "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "host CPU",
         "model": model, "dtype": dtype or "card default", "quick": quick, "torch": torch.__version__,
@@ -263,35 +265,3 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
         report["targets"] = _judge(report["parts"], dev.type, quick)
         _write(report, out)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ppl_tok.bench.gpucheck", description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cuda", help="where to run: cuda, cuda:1, cpu (default cuda)")
-    p.add_argument("--model", default="smollm2-135m", help="a model card, folder or hub id (default smollm2-135m)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="model dtype (default: the card's)")
-    p.add_argument("--data", default=DATA_ROOT, help="a folder with openbookqa/dev.jsonl and test.jsonl")
-    p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
-    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
-    p.add_argument("--parts", help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")
-    p.add_argument("--tests", metavar="DIR", help="a checkout's test folder, for the tests part (make gpu-check: tests)")
-    args = p.parse_args(argv)
-    parts = tuple(x.strip() for x in args.parts.split(",")) if args.parts else None
-    known = ("tests", "syncs", "engine", "marginal", "bracket", "qa", "memory")
-    if parts and set(parts) - set(known):
-        p.error(f"--parts: unknown {sorted(set(parts) - set(known))}; choose from {','.join(known)}")
-    try:
-        report = check(args.device, args.model, args.dtype, args.data, args.out, args.quick, parts, args.tests)
-    except ValueError as err:  # an unavailable device, an unknown model
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(markdown(report))
-    failed = [t for t in report["targets"] if t["met"] is False]
-    errors = [n for n, part in report["parts"].items() if "error" in part]
-    print(f"wrote {Path(args.out) / 'report.md'} and report.json; {len(failed)} target(s) missed, "
-          f"{len(errors)} part(s) failed", file=sys.stderr)
-    return 1 if errors or failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
@@ -125,6 +126,30 @@ def cmd_strings(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_strings(result))
 
 
+def _parts(text: str) -> tuple[str, ...]:
+    from ppl_tok.bench.gpucheck import PARTS
+
+    parts = tuple(x.strip() for x in text.split(","))
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {unknown}; choose from {','.join(PARTS)}")
+    return parts
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from ppl_tok.bench import gpucheck
+
+    spec = lm_spec(args)
+    report = gpucheck.check(spec.device or "cuda", spec.model, spec.dtype, args.data, args.out, args.quick,
+                            args.parts, args.tests)
+    print(gpucheck.markdown(report))
+    failed = [t for t in report["targets"] if t["met"] is False]
+    errors = [n for n, part in report["parts"].items() if "error" in part]
+    print(f"wrote {Path(args.out) / 'report.md'} and report.json; {len(failed)} target(s) missed, "
+          f"{len(errors)} part(s) failed", file=sys.stderr)
+    return 1 if errors or failed else 0
+
+
 # ----------------------------------------------------------- the parsers
 def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, lm: bool = True,
          data: str | None = None) -> argparse.ArgumentParser:
@@ -224,3 +249,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
     _add_strings(bench_sub)
     _add_perplexity(bench_sub)
+    p = _add(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
+             "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "
+             "targets; --device defaults to cuda here; exit status 1 if a target is missed or a part fails",
+             cmd_gpu_check, data="a folder with openbookqa/dev.jsonl and test.jsonl")
+    p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
+    p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
+    p.add_argument("--parts", type=_parts, help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")
+    p.add_argument("--tests", metavar="DIR", help="a checkout's test folder, for the tests part (make gpu-check: tests)")

@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog = f"ppl-tok {args.command}"
         try:
             _prepare(args)
-            args.func(args)
+            status = args.func(args)  # None, or a command's own exit status (bench gpu-check: 1, a target missed)
             sys.stdout.flush()  # a closed pipe shows here, not at exit
         except BrokenPipeError:  # `ppl-tok ... | head`: the reader has all it wants, a normal end
             _silence_stdout()
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{prog}: internal error: {type(err).__name__}: {_one_line(err)} "
                   "(PPL_TOK_DEBUG=1 shows the traceback; please report it)", file=sys.stderr)
             return 2
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, integer, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
 from ppl_tok.cli.common import add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
@@ -85,6 +85,29 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         print(f"stored in {args.out} (resumable)")
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    """The study figures of a run folder as JSON; ``--compare``: runs on the documents they share;
+    ``--importance``: the folder (a beam run) against a canonical+rest run's importance estimates."""
+    import json
+
+    from ppl_tok.perplexity.report import compare_runs, importance_against_floor, study_report
+
+    for folder in (args.dir, *(args.compare or ()), *([args.importance] if args.importance else [])):
+        if not folder.is_dir():
+            raise ValueError(f"{folder} is not a run folder (no such folder)")
+    if args.importance:
+        out = importance_against_floor(args.importance, args.dir)
+    elif args.compare:
+        out = compare_runs([args.dir, *args.compare])
+    else:
+        from ppl_tok.lm.cards import load_vocabulary
+        from ppl_tok.perplexity.store import PerplexityStore
+
+        vocab = load_vocabulary(PerplexityStore.read_settings(args.dir)["model"])
+        out = study_report(args.dir, resamples=args.resamples, png=args.png, spans_png=args.spans_png, vocab=vocab)
+    print(json.dumps(out, indent=1, allow_nan=False))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perplexity`` to the ``ppl-tok`` subcommands."""
     p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
@@ -118,4 +141,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)
-
+    p = sub.add_parser("perplexity-report", help="the study figures of a perplexity run folder (JSON): gain, "
+                       "certified gain, spans; --compare runs; --importance against the floor",
+                       description="The study figures of a `ppl-tok perplexity --out` folder as JSON (bits per "
+                                   "byte, the certified gain with its bootstrap interval, the gain by length and by "
+                                   "kind of span); with --compare, the runs of DIR and those folders on the "
+                                   "documents they share; with --importance, DIR (a beam run) against that "
+                                   "canonical+rest run's importance estimates.")
+    p.add_argument("dir", type=Path, metavar="DIR", help="a run folder written by ppl-tok perplexity --out")
+    p.add_argument("--png", type=output_file, metavar="FILE", help="plot the gain against length here")
+    p.add_argument("--spans-png", type=output_file, metavar="FILE",
+                   help="plot the share of the gain by kind of span here")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
+                      help="compare the beam runs of DIR and these folders on the documents they share")
+    what.add_argument("--importance", type=Path, metavar="DIR",
+                      help="DIR (a beam run) against this canonical+rest run's importance estimates")
+    p.add_argument("--resamples", type=POSITIVE, default=10_000, help="bootstrap resamples (default 10000)")
+    p.set_defaults(func=cmd_report)

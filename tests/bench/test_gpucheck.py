@@ -5,18 +5,26 @@ import json
 import pytest
 import torch
 
+import ppl_tok.lm.cards
 from ppl_tok.bench import gpucheck
+from ppl_tok.cli.main import main
 
 from conftest import SHARED
 
 
-def test_bad_arguments_are_one_line_errors(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        gpucheck.main(["--parts", "engine,warp"])
-    assert exit_.value.code == 2 and "--parts: unknown ['warp']" in capsys.readouterr().err
-    if not torch.cuda.is_available():
-        assert gpucheck.main(["--device", "cuda", "--out", "unused"]) == 2
+def test_bad_arguments_are_one_line_errors(capsys, tmp_path):
+    assert main(["bench", "gpu-check", "--parts", "engine,warp"]) == 2
+    assert "--parts: unknown ['warp']" in capsys.readouterr().err
+    if not torch.cuda.is_available():  # the default device is cuda
+        assert main(["bench", "gpu-check", "--out", str(tmp_path / "unused")]) == 2
         assert "error: device 'cuda' is not available" in capsys.readouterr().err
+
+
+def test_the_command_returns_1_when_a_part_fails(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck, "bracket", lambda lm: 1 / 0)
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: object())
+    assert main(["bench", "gpu-check", "--device", "cpu", "--parts", "bracket", "--out", str(tmp_path)]) == 1
+    assert "1 part(s) failed" in capsys.readouterr().err and (tmp_path / "report.json").is_file()
 
 
 def test_targets_are_judged_for_the_device_and_never_at_toy_sizes():
