@@ -255,7 +255,7 @@ def test_report_refuses_damaged_settings_and_edited_labels(tmp_path, capsys, toy
     settings_path = run_dir / "run.json"
     good = json.loads(settings_path.read_text())
     for change, message in (({"scores_version": 99}, "written with scores version 99, newer than"),
-                            ({"samples": "four"}, "the setting 'samples' is 'four'")):
+                            ({"num_samples": "four"}, "the setting 'num_samples' is 'four'")):
         settings_path.write_text(json.dumps({**good, **change}))
         capsys.readouterr()
         assert main(["qa", "report", str(run_dir)]) == 2

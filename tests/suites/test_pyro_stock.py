@@ -17,6 +17,7 @@ from pyro.infer.importance import psis_diagnostic, vectorized_importance_weights
 import ppl_tok.cli.common
 from ppl_tok import FunctionLM, Vocabulary, compile_mdd
 from ppl_tok.cli import main as cli
+from ppl_tok.common.jsonout import to_json
 from ppl_tok.infer.diagnostics import CERTIFIED, estimate_checks, estimate_warnings, psis_khat
 from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.infer.importance import TokenizationImportance, checked_importance, marginal, marginals
@@ -211,7 +212,7 @@ def test_every_result_carries_se_ess_khat_and_a_short_repr():
     assert abs(r.log_marginal - EXACT.log_marginal) < 4 * r.log_se
     assert "±" in repr(r) and len(repr(r)) < 200
     d = r.to_dict()
-    assert json.loads(cli.to_json(d))["log_se"] == pytest.approx(r.log_se)
+    assert json.loads(to_json(d))["log_se"] == pytest.approx(r.log_se)
     covered = [abs(m.log_marginal - EXACT.log_marginal) < 2 * m.log_se for m in marginals([TEXT] * 40, LM, 64)]
     assert sum(covered) >= 30  # the standard error is calibrated (about 95% expected)
 
