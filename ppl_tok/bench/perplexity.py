@@ -44,6 +44,7 @@ from typing import Any
 from ppl_tok.datasets import DATA_ROOT, continuation, data_file, read_hellaswag, read_openbookqa
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.common.jsonl_store import JsonlStore
 from ppl_tok.perplexity.store import PerplexityStore
 
 LN2 = math.log(2)
@@ -88,6 +89,11 @@ class BenchStore(PerplexityStore):
     informational = ("ppl_tok_version",)
     what = "perplexity benchmark folder"
     record_name = "benchmark row"
+
+    @classmethod
+    def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        """Every setting compared as written (a benchmark folder has none of a run folder's later settings)."""
+        return JsonlStore.differences.__func__(cls, old, new)
 
 
 def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50,

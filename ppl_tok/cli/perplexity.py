@@ -50,6 +50,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.run import run_perplexity
     from ppl_tok.perplexity.score import ScoringConfig
 
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
     corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
     if args.limit is not None:
         from ppl_tok.perplexity.corpus import Corpus

@@ -11,8 +11,13 @@ A document is taken literally (no stripping): its bytes are what is scored.
 Every problem is a :class:`CorpusError` naming the file and line and the fix:
 a file that is not UTF-8 or holds NUL bytes (a binary file), a line that is
 not JSON or not an object, a missing or non-string field, an empty document,
-bytes no token of the vocabulary covers (:func:`check_coverage`). Nothing is
-skipped silently.
+bytes no token of the vocabulary covers (:func:`check_coverage`); in JSON Lines, a
+string escape that is not text (a lone surrogate such as ``"\\ud800"``, or ``"\\u0000"``,
+a NUL). Nothing is skipped silently.
+
+Sizes are checked as the input is read, against :mod:`ppl_tok.limits`: the whole
+input against ``corpus_bytes`` (a file's size before it is read; standard input
+is read no further than the limit), each document against ``text_bytes``.
 """
 
 from __future__ import annotations
@@ -67,12 +72,32 @@ class Corpus:
 
 
 def _read_bytes(path: str) -> tuple[bytes, str]:
+    """The input's bytes, read no further than the ``corpus_bytes`` limit (a :class:`~ppl_tok.limits.LimitError`)."""
+    from ppl_tok.limits import limits
+
+    most = limits().corpus_bytes
     if path == STDIN:
-        return sys.stdin.buffer.read(), "<stdin>"
+        data = sys.stdin.buffer.read(most + 1)
+        limits().check("corpus_bytes", len(data), "standard input's length in bytes (at least)")
+        return data, "<stdin>"
     try:
-        return Path(path).read_bytes(), path
+        size = Path(path).stat().st_size
+        limits().check("corpus_bytes", size, f"{path}'s length in bytes")
+        with open(path, "rb") as f:
+            data = f.read(most + 1)
     except OSError as err:
         raise CorpusError(f"cannot read {path}: {err.strerror or err}") from err
+    limits().check("corpus_bytes", len(data), f"{path}'s length in bytes (at least)")
+    return data, path
+
+
+def check_sizes(documents: Sequence[Document]) -> None:
+    """Each document within the ``text_bytes`` limit (a :class:`~ppl_tok.limits.LimitError` naming it)."""
+    from ppl_tok.limits import limits
+
+    lim = limits()
+    for doc in documents:
+        lim.check("text_bytes", doc.n_bytes, f"{doc.where}: document {doc.index}'s length in bytes")
 
 
 def _decode(data: bytes, source: str) -> str:
@@ -119,6 +144,20 @@ def _text_documents(text: str, source: str, split: str) -> list[Document]:
     return docs
 
 
+def _check_text(value: str, where: str, field: str) -> None:
+    """A JSON string that is text: no NUL (an escaped ``\\u0000``) and no lone surrogate (``\\ud800``)."""
+    nul = value.find("\0")
+    if nul >= 0:
+        raise CorpusError(f"{where}: field {field!r} holds a NUL character (an escaped \\u0000) at character {nul}: "
+                          "not text; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise CorpusError(f"{where}: field {field!r} holds a lone surrogate {value[err.start]!r} at character "
+                          f"{err.start} (an escape such as \\ud800 without its pair): not text; fix the escape") \
+            from None
+
+
 def _jsonl_documents(text: str, source: str, field: str) -> list[Document]:
     docs: list[Document] = []
     for n, line in enumerate(text.split("\n"), 1):
@@ -141,6 +180,7 @@ def _jsonl_documents(text: str, source: str, field: str) -> list[Document]:
         if not value:
             raise CorpusError(f"{source}:{n}: field {field!r} is empty: an empty document has no "
                               "perplexity; remove the line")
+        _check_text(value, f"{source}:{n}", field)
         docs.append(Document(len(docs), value, source, n))
     if not docs:
         raise CorpusError(f"{source}: no documents (the input is empty or holds only blank lines)")
@@ -156,6 +196,7 @@ def read_corpus(path: str | Path, *, field: str | None = None, split: str = "non
     data, source = _read_bytes(str(path))
     text = _decode(data, source)
     docs = _text_documents(text, source, split) if field is None else _jsonl_documents(text, source, field)
+    check_sizes(docs)
     return Corpus(source, tuple(docs), hashlib.sha256(data).hexdigest())
 
 
@@ -167,6 +208,7 @@ def corpus_from_texts(texts: Sequence[str], source: str = "<texts>") -> Corpus:
             raise CorpusError(f"{source}:{i + 1}: document {i} is {'empty' if t == '' else repr(type(t).__name__)}: "
                               "every document must be a non-empty string")
         docs.append(Document(i, t, source, i + 1))
+    check_sizes(docs)
     digest = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()
     return Corpus(source, tuple(docs), digest)
 

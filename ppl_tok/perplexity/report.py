@@ -276,31 +276,74 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
 
 
 def folder_texts(settings: dict[str, Any]) -> dict[int, str]:
-    """The documents of a run folder's corpus, by index (read from the source its ``run.json`` names)."""
-    from ppl_tok.perplexity.corpus import read_corpus
+    """The documents of a run folder's corpus, by index (read from the source its ``run.json`` names).
 
-    source = Path(settings.get("source", ""))
+    The source's bytes are checked against the ``corpus_sha256`` the run recorded before any text is
+    read: a file changed since the run (a line edited, two lines swapped) is an error, never read.
+    """
+    import hashlib
+
+    from ppl_tok.perplexity.corpus import read_corpus
+    from ppl_tok.perplexity.store import PerplexityStore
+
+    settings = PerplexityStore.complete(settings)  # folders written before ``field`` was recorded
+    name = str(settings.get("source", ""))
+    if name == "<stdin>":
+        raise ValueError("the run read its corpus from standard input, so the report cannot read its texts; "
+                         "run it on a file (ppl-tok perplexity FILE) to compare runs or classify spans")
+    source = Path(name)
     if not source.is_file():
         raise FileNotFoundError(f"the run's corpus {source} is not there: run the report where the run ran")
-    # folders written before ``field`` was recorded: JSON Lines corpora were read with --field text
-    field = settings.get("field", "text" if source.suffix == ".jsonl" else None)
-    corpus = read_corpus(source, field=field, split=settings.get("split", "none") if field is None else "none")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    if digest != settings.get("corpus_sha256"):
+        raise ValueError(f"the run's corpus {source} has changed since the run (its SHA-256 is {digest[:12]}..., "
+                         f"run.json records {str(settings.get('corpus_sha256'))[:12]}...): its documents are not "
+                         "those scored; restore the file the run read")
+    field = settings["field"]
+    corpus = read_corpus(source, field=field, split=settings["split"] if field is None else "none")
     return {d.index: d.text for d in corpus.documents}
 
 
-def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
-    """Beam runs of one model on the documents they share (matched by text), against the first folder.
+def check_comparable(runs: Sequence[tuple[str | Path, dict[str, Any]]]) -> None:
+    """A ``ValueError`` naming the first setting of :data:`~ppl_tok.perplexity.store.COMPARABLE` (the LM's
+    identity and the window) on which a folder differs from the first, with both values."""
+    from ppl_tok.perplexity.store import COMPARABLE, PerplexityStore
 
-    For each folder: its beam settings, LM token-forwards per byte (and against
-    canonical scoring's), the certified gain over canonical in bits per byte, the
-    share of the first folder's gain it finds, and the largest shortfall of one
+    first_folder, first = runs[0][0], PerplexityStore.complete(runs[0][1])
+    for folder, settings in runs[1:]:
+        settings = PerplexityStore.complete(settings)
+        for key in COMPARABLE:
+            a, b = first.get(key), settings.get(key)
+            if a != b:
+                raise ValueError(f"{folder} cannot be compared with {first_folder}: {key} differs ({first_folder} "
+                                 f"has {'not recorded' if key not in first else repr(a)}, {folder} has "
+                                 f"{'not recorded' if key not in settings else repr(b)}); compare runs of one LM "
+                                 "and window")
+
+
+def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
+    """Beam runs of one LM on the documents they share (matched by text), against the first folder.
+
+    Every folder must be a ``beam`` run, and all of one LM (model, backend, dtype, device kind, BOS)
+    and window (:func:`check_comparable`); else a ``ValueError`` names the difference. Their corpora
+    may differ (a sample of a corpus): documents are matched by text, each source checked against
+    its SHA-256 (:func:`folder_texts`).
+
+    For each folder: its model and beam settings, LM token-forwards per byte (and
+    against canonical scoring's), the certified gain over its own canonical figure
+    in bits per byte (never negative: the beam's floor holds its canonical path),
+    the share of the first folder's gain it finds, and the largest shortfall of one
     document's floor below the first folder's (nats; negative: never below).
-    The documents are those every folder has scored; the canonical figure of each
-    is the first folder's, so that the gains differ only by the mass found.
+    The documents are those every folder has scored.
     """
     runs = []
-    for folder in folders:
-        settings, scores = read_scores(folder)
+    loaded = [(folder, *read_scores(folder)) for folder in folders]
+    for folder, settings, _ in loaded:
+        if settings.get("scoring") != "beam":
+            raise ValueError(f"{folder} is a {settings.get('scoring')} run: --compare compares beam runs "
+                             "(use --importance for a canonical+rest run)")
+    check_comparable([(folder, settings) for folder, settings, _ in loaded])
+    for folder, settings, scores in loaded:
         texts = folder_texts(settings)
         runs.append((folder, settings, {texts[s.index]: s for s in scores}))
     common = set.intersection(*(set(r[2]) for r in runs))
@@ -313,7 +356,7 @@ def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
     base_gain = math.fsum(first[t].lower - first[t].canonical for t in texts)
     rows = []
     for folder, settings, by_text in runs:
-        gain = math.fsum(by_text[t].lower - first[t].canonical for t in texts)
+        gain = math.fsum(by_text[t].lower - by_text[t].canonical for t in texts)
         forwards = sum(by_text[t].forwards for t in texts)
         rows.append({"folder": str(folder), "model": settings["model"], "beam": settings.get("beam"),
                      "prune": settings.get("prune"), "forwards_per_byte": forwards / n_bytes,
@@ -332,11 +375,14 @@ def importance_against_floor(importance: str | Path, marginal: str | Path) -> di
     plain importance estimate, of ``canonical+rest``, of the beam's certified
     floor and of the canonical tokens; and, per document, the importance estimate
     minus the floor (nats): its quantiles and how many documents it puts *below*
-    a certified lower bound (where it is demonstrably too low).
+    a certified lower bound (where it is demonstrably too low). The two runs must be of one LM and
+    window (:func:`check_comparable`): another LM's floor bounds nothing of this one's.
     """
     (is_settings, is_scores), (m_settings, m_scores) = read_scores(importance), read_scores(marginal)
     if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "beam":
-        raise ValueError("compare a canonical+rest folder with a beam one (old name: marginal)")
+        raise ValueError(f"compare a canonical+rest folder with a beam one (old name: marginal): {importance} is "
+                         f"a {is_settings['scoring']} run, {marginal} a {m_settings['scoring']} run")
+    check_comparable([(marginal, m_settings), (importance, is_settings)])
     m_texts, is_texts = folder_texts(m_settings), folder_texts(is_settings)
     by_text = {m_texts[s.index]: s for s in m_scores}
     pairs = [(s, by_text[is_texts[s.index]]) for s in is_scores if is_texts[s.index] in by_text]

@@ -19,15 +19,17 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, check_coverage
 from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, score_documents
-from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore
+from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore, check_documents, lm_identity
 
 
 def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
                  split: str = "none", spec: LMSpec | None = None) -> dict[str, Any]:
-    """The ``run.json`` of a run: everything its records depend on.
+    """The ``run.json`` of a run: everything its records depend on (compared on resume, :mod:`.store`).
 
     ``"lm"``: the LM's :class:`~ppl_tok.lm.spec.LMSpec` as a dict (``spec``, else the one ``lm`` was
-    loaded from, :func:`~ppl_tok.lm.cards.load_lm`; ``None`` for an LM built in Python).
+    loaded from, :func:`~ppl_tok.lm.cards.load_lm`; ``None`` for an LM built in Python), recorded for
+    the reader; its ``backend``, ``dtype`` and device kind are also recorded at the top, compared
+    (``None`` for an LM built in Python).
     """
     spec = spec if spec is not None else lm.spec
     from ppl_tok.common.version import __version__
@@ -37,6 +39,7 @@ def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: Language
             "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),
             "window": window_length(lm, config), "records_version": RECORDS_VERSION,
             "ppl_tok_version": __version__, "field": field, "split": split,
+            **lm_identity(None if spec is None else spec.to_dict()),
             "lm": None if spec is None else spec.to_dict()}
 
 
@@ -44,7 +47,10 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
                    model: str | None = None, batch_docs: int = 8, progress: bool = True,
                    limit_seconds: float | None = None, field: str | None = None, split: str = "none",
                    spec: LMSpec | None = None) -> list[DocumentScore]:
-    """The scores of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
+    """The scores of the documents of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
+
+    Exactly ``corpus``'s documents: records ``out`` holds of other documents (a run with a larger
+    ``--limit``) are kept in the folder and left out of the result.
 
     ``spec``: how ``lm`` was loaded, recorded in ``run.json`` (default: ``lm.spec``).
 
@@ -62,7 +68,13 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     if out is not None:
         store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field, split=split,
                                                           spec=spec))
-        scores = {r["index"]: DocumentScore.from_record(r) for r in store.records}
+        try:
+            check_documents(store, {d.index: d.n_bytes for d in corpus.documents})
+        except BaseException:
+            store.close()
+            raise
+        wanted = {d.index for d in corpus.documents}
+        scores = {r["index"]: DocumentScore.from_record(r) for r in store.records if r["index"] in wanted}
     todo = [d for d in corpus.documents if d.index not in scores]
     start = time.perf_counter()
     try:

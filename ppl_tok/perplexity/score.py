@@ -90,7 +90,8 @@ class ScoringConfig:
         """What the stored figures depend on (the store's settings)."""
         out: dict[str, Any] = {"scoring": self.scoring, "window": self.window}
         if self.scoring == "beam":
-            out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget)
+            out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget,
+                       prune_against=self.search.prune_against)
         if self.scoring == "canonical+rest":
             out.update(num_samples=self.num_samples, seed=self.seed)
         return out

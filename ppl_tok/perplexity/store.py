@@ -4,11 +4,31 @@ The folder's I/O is :class:`ppl_tok.common.jsonl_store.JsonlStore`'s (an exclusi
 ``flock``, one durable ``write``/``fsync`` per batch, a torn last line cut off
 on open, settings compared on open): a run killed at any point (SIGKILL
 included) resumes where it stopped and ends with the records an uninterrupted
-run writes. ``run.json`` holds the corpus (its SHA-256, documents and bytes),
-the model and the scoring settings (the number of documents and bytes, the
-source's name, the ppl-tok release and the LM's :class:`~ppl_tok.lm.spec.LMSpec`
-under ``"lm"`` are recorded but not compared: a run resumed with a larger
-``--limit`` adds to the folder, and a folder from before ``"lm"`` resumes); the records hold each document's figures
+run writes.
+
+``run.json`` records every setting that can change a number, and a resume
+compares each (:data:`COMPARED`), refusing a difference with one line per
+setting naming both values: the corpus's SHA-256 (its bytes, a file's or
+standard input's), ``field`` and ``split`` (which documents the indices
+name), the LM's identity (``model``, ``backend``, ``dtype``, the ``device``
+kind, ``bos_id``), ``window``, ``scoring`` and its settings (the beam's
+``beam``, ``prune``, ``budget``, ``prune_against``; ``num_samples`` and
+``seed`` of ``canonical+rest``) and ``records_version``. Recorded for the
+reader, not compared: the source's name (a moved file with the same bytes
+resumes; the report reads texts from it after checking its SHA-256), the
+number of documents and bytes (the first run's: a later ``--limit`` selects
+the first LIMIT documents of the same corpus, so folders grow), the ppl-tok
+release and the whole :class:`~ppl_tok.lm.spec.LMSpec` under ``"lm"`` (with the
+device's index, which changes no number).
+
+Folders written before a compared setting existed are completed where their
+value is knowable (:meth:`PerplexityStore.complete`): ``split`` ``"none"``,
+``field`` ``"text"`` for a ``.jsonl`` source (else none), ``prune_against``
+``"offset"``, and ``backend``/``dtype``/``device`` from their ``"lm"`` entry. A
+folder with neither (ppl-tok 0.1.0) cannot say on which dtype and device it ran
+(0.1.0 had ``--dtype`` and ``--device``): resuming it is refused, with the fix.
+
+The records hold each document's figures
 (:meth:`ppl_tok.perplexity.score.DocumentScore.to_record`, ``-inf`` as
 ``null``), keyed by the document's index. Seconds per batch go to
 ``timing.jsonl``, apart from the records. A folder written under an old
@@ -18,21 +38,38 @@ read under the new one, so it resumes and reports as before.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.common.jsonl_store import JsonlStore, StoreError
 from ppl_tok.scoring import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1
+#: The settings of the LM's identity that change numbers, recorded at the top of ``run.json``.
+LM_IDENTITY = ("model", "backend", "dtype", "device", "bos_id")
+#: What two runs of the report must share to be compared (besides the scorings each comparison needs).
+COMPARABLE = (*LM_IDENTITY, "window")
+#: Settings a folder of ppl-tok 0.1.0 lacks and no rule can fill in.
+UNKNOWABLE = ("backend", "dtype", "device")
+
+
+def lm_identity(spec: dict[str, Any] | None) -> dict[str, Any]:
+    """``backend``, ``dtype`` and the ``device`` kind of an ``LMSpec.to_dict()`` (all ``None`` without one)."""
+    if spec is None:
+        return dict.fromkeys(UNKNOWABLE)
+    from ppl_tok.lm.device import parse_device
+
+    return {"backend": spec.get("backend"), "dtype": spec.get("dtype"),
+            "device": parse_device(spec.get("device") or "cpu").type}
 
 
 class PerplexityStore(JsonlStore):
     """The records of one perplexity run folder."""
 
     records_file = "documents.jsonl"
-    informational = ("ppl_tok_version", "source", "documents", "bytes", "field", "split", "lm")
+    informational = ("ppl_tok_version", "source", "documents", "bytes", "lm")
     what = "perplexity run folder"
     record_name = "document record"
 
@@ -51,3 +88,41 @@ class PerplexityStore(JsonlStore):
         if isinstance(old, str) and old in ALIASES[DOCUMENT]:
             settings["scoring"] = ALIASES[DOCUMENT][old]
         return settings
+
+    @staticmethod
+    def complete(settings: dict[str, Any]) -> dict[str, Any]:
+        """``settings`` with the compared settings an older folder lacks, where their value is knowable."""
+        out = dict(settings)
+        out.setdefault("split", "none")
+        if "field" not in out:  # before ``field`` was recorded, JSON Lines corpora were read with --field text
+            out["field"] = "text" if str(out.get("source", "")).endswith(".jsonl") else None
+        if out.get("scoring") == "beam":
+            out.setdefault("prune_against", "offset")  # the only pruning the perplexity beam has had
+        if not all(k in out for k in UNKNOWABLE) and isinstance(out.get("lm"), dict):
+            for k, v in lm_identity(out["lm"]).items():
+                out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        """The compared settings that differ, one line each; an old folder's knowable settings filled in."""
+        old = cls.complete(old)
+        missing = [k for k in UNKNOWABLE if k not in old and k in new]
+        if missing:
+            version = old.get("ppl_tok_version", "0.1.0")
+            this_run = ", ".join(f"{k}={new[k]!r}" for k in missing)
+            return [f"{', '.join(missing)}: not recorded (a folder of ppl-tok {version}), so its records cannot be "
+                    f"checked against this run's ({this_run}); use a new --out folder, or, if you know the folder "
+                    "was scored so, add " + ", ".join(f'"{k}": {json.dumps(new[k])}' for k in missing)
+                    + " to its run.json"]
+        return super().differences(old, new)
+
+
+def check_documents(store: PerplexityStore, sizes: dict[int, int]) -> None:
+    """Each stored record of a document in ``sizes`` (index -> bytes) has that document's length, else an error."""
+    for record in store.records:
+        want = sizes.get(record["index"])
+        if want is not None and record.get("n_bytes") != want:
+            raise StoreError(f"{store.path}: document {record['index']} was stored with {record.get('n_bytes')} "
+                             f"bytes, this run's has {want}: the folder holds other documents; use a new --out "
+                             "folder")

@@ -7,7 +7,7 @@
   :class:`SettingsMismatchError` naming every differing setting. Only the set
   of optional scores may grow (a later ``--scores exact`` adds those records).
   The ppl-tok version and the ``"lm"`` spec are the creator's, for the reader
-  (not compared: the model, dtype and device kind are compared as before); a
+  (not compared as a whole: its model, dtype, device kind, BOS id and backend are); a
   later release may add to the folder as long as its ``scores_version`` is the
   same. N is ``num_samples``; folders written before 0.2 call it ``samples``
   (both are read: :func:`run_num_samples`).
@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.lm.spec import DEFAULT_BACKEND
 from ppl_tok.common.jsonl_store import (
     LOCK_FILE,
     JsonlStore,
@@ -64,7 +65,8 @@ TIMING_FILE = "timing.jsonl"
 GROWABLE = ("scores",)
 #: Settings recorded for the reader but not compared: the ppl-tok release that created the folder
 #: (``scores_version`` is what decides whether another release may add to it) and the LM's spec (its
-#: model, dtype and device kind are compared as their own settings).
+#: model, dtype, device kind and BOS id are compared as their own settings, its backend by
+#: :meth:`ScoreStore.differences`).
 INFORMATIONAL = ("ppl_tok_version", "lm")
 #: Settings renamed since the first folders: the old name -> the name new folders write (both are read).
 RENAMED = {"samples": "num_samples"}
@@ -179,9 +181,18 @@ class ScoreStore(JsonlStore):
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-        """The compared settings that differ, an older folder's names read as today's (:data:`RENAMED`)."""
+        """The compared settings that differ, an older folder's names read as today's (:data:`RENAMED`).
+
+        The ``"lm"`` spec is informational, but its number-changing parts are compared: its model,
+        dtype, device kind and BOS id as the settings of those names, its ``backend`` here (a folder
+        from before ``"lm"``: ``transformers``, 0.1.0's only loader).
+        """
         def renamed(settings: dict[str, Any]) -> dict[str, Any]:
-            return {RENAMED.get(k, k) if RENAMED.get(k, k) not in settings else k: v for k, v in settings.items()}
+            out = {RENAMED.get(k, k) if RENAMED.get(k, k) not in settings else k: v for k, v in settings.items()}
+            lm = settings.get("lm")
+            if "backend" not in out:
+                out["backend"] = lm.get("backend") if isinstance(lm, dict) else DEFAULT_BACKEND
+            return out
 
         return super().differences(renamed(old), renamed(new))
 

@@ -44,3 +44,45 @@ def test_bad_input_is_one_line(run_folder, tmp_path, capsys, argv, message):
     assert main(["perplexity-report", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+# ------------------------------------------------------------ perplexity: refused before the model loads
+def _no_model(*args, **kwargs):
+    raise AssertionError("the model was loaded before the input was checked")
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"text": "\\ud800x"}', "c.jsonl:2: field 'text' holds a lone surrogate '\\ud800' at character 0"),
+    ('{"text": "a\\u0000b"}', "c.jsonl:2: field 'text' holds a NUL character (an escaped \\u0000) at character 1"),
+])
+def test_a_jsonl_string_that_is_not_text_is_a_file_line_error(tmp_path, monkeypatch, capsys, line, message):
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", _no_model)
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "a b"}\n' + line + "\n")
+    assert main(["perplexity", str(path), "--field", "text"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PPL_TOK_MAX_TEXT_BYTES": "8"}, "c.txt:1: document 0's length in bytes is 11, more than the limit text_bytes=8"),
+    ({"PPL_TOK_MAX_CORPUS_BYTES": "8"}, "c.txt's length in bytes is 11, more than the limit corpus_bytes=8"),
+])
+def test_the_input_size_is_checked_before_the_model_loads(tmp_path, monkeypatch, capsys, env, message):
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", _no_model)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    path = tmp_path / "c.txt"
+    path.write_text("a b c a b c")
+    assert main(["perplexity", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_naming_a_file_is_one_line_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", _no_model)
+    path = tmp_path / "c.txt"
+    path.write_text("a b")
+    assert main(["perplexity", str(path), "--out", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a run folder" in err and len(err.strip().splitlines()) == 1

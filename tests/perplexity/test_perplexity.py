@@ -234,7 +234,7 @@ def test_marginal_is_the_old_name_of_beam():
     config = ScoringConfig("marginal", search=StringSearchConfig(beam=3))
     assert config == ScoringConfig("beam", search=StringSearchConfig(beam=3))
     assert config.settings() == {"scoring": "beam", "window": None, "beam": 3, "prune": StringSearchConfig.prune,
-                                 "budget": None}
+                                 "budget": None, "prune_against": "offset"}
     with pytest.raises(ValueError, match="prune_against"):
         ScoringConfig("beam", search=StringSearchConfig(prune_against="text"))
 
@@ -313,7 +313,7 @@ def test_run_json_records_the_lm_spec_and_a_folder_without_it_resumes(tmp_path):
     # a folder from before "lm" resumes, and keeps its run.json
     old = {k: v for k, v in settings.items() if k != "lm"}
     (tmp_path / "run" / "run.json").write_text(json.dumps(old))
-    again = run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
     assert [s.to_record() for s in again] == [s.to_record() for s in ref]
     assert PerplexityStore.read_settings(tmp_path / "run") == old
 

@@ -263,3 +263,20 @@ def test_two_runs_never_write_one_folder_at_once(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=False)
     with ScoreStore.open(tmp_path / "run", settings) as again:
         assert len(again.records) == 4
+
+
+def test_the_lm_backend_is_compared_and_a_folder_from_before_lm_is_transformers(tmp_path):
+    """Issue 37: the number-changing parts of the recorded LMSpec are compared (the backend was not)."""
+    from ppl_tok.lm.spec import LMSpec
+
+    study = _study(tmp_path, n=2)
+    settings = study_settings(study, lm=LMSpec(model="toy-bigram"), samples=8, seed=3)
+    run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
+    other = study_settings(study, lm=LMSpec(model="toy-bigram", backend="other"), samples=8, seed=3)
+    with pytest.raises(SettingsMismatchError, match="backend: folder has 'transformers', this run has 'other'"):
+        run_study(study, toy_lm(), tmp_path / "run", other, progress=False)
+    old = {k: v for k, v in settings.items() if k != "lm"}  # a folder from before "lm"
+    (tmp_path / "run" / "run.json").write_text(json.dumps(old))
+    run_study(study, toy_lm(), tmp_path / "run", settings, progress=False)
+    with pytest.raises(SettingsMismatchError, match="backend: folder has 'transformers', this run has 'other'"):
+        run_study(study, toy_lm(), tmp_path / "run", other, progress=False)
