@@ -63,8 +63,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
