@@ -380,7 +380,7 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
         (lo0, up0), (lo1, up1) = events[k], events[k + 1]
         if lo0 == -math.inf:
             raise DeadEndError(f"unit {k} ({texts[k]!r}): the beam found no mass for the text before it")
-        lower = -min(0.0, up1 - lo0) / LN2
+        lower = max(0.0, -min(0.0, up1 - lo0) / LN2)
         upper = math.inf if lo1 == -math.inf else -(lo1 - up0) / LN2
         informative = upper - lower <= wide
         rows.append(UnitSurprisal(
