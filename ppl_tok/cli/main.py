@@ -36,7 +36,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ppl_tok.cli import bench, perplexity, qa, strings, tokenization
+from ppl_tok.cli import bench, perplexity, qa, strings, surprisal, tokenization
 from ppl_tok.cli.common import STDIN, Parser, _check_utf8, _resolve_text
 from ppl_tok.common.jsonout import unlimited_int_digits
 from ppl_tok.limits import limits
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                     epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tokenization, bench, qa, perplexity, strings):
+    for module in (tokenization, bench, qa, perplexity, strings, surprisal):
         module.register(sub)
     return parser
 

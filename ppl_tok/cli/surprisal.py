@@ -1,0 +1,240 @@
+"""``ppl-tok surprisal FILE|-``: per-unit surprisal over strings (word-end corrected) beside canonical surprisal.
+
+Input: one item (sentence) per line of a UTF-8 text file, or JSON Lines with
+``--field``; blank lines are skipped, and items are numbered 0, 1, ... in order.
+Output: one row per unit, with the item and unit index, as reading-time
+pipelines expect: TSV (default), CSV or JSON Lines on standard output
+(:mod:`ppl_tok.strings.surprisal` defines the columns). ``--out FILE`` also
+keeps the rows in a JSON Lines record file (:class:`SurprisalRecords`): each
+item's rows are appended durably as the item is done, and a run started again
+with the same ``--out`` reads them back instead of computing them, so a killed
+run resumes and standard output still gets every row, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from ppl_tok.cli.common import STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.common.arguments import POSITIVE, output_file, positive
+from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.strings.beam import StringSearchConfig
+
+#: the columns of a row, in order
+COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "surprisal", "canonical", "lower",
+           "upper", "informative", "followed_by", "tokens", "hint", "model")
+
+
+class SurprisalRecords(JsonlStore):
+    """``--out``: one JSON line per unit (the columns of :data:`COLUMNS`; ``upper`` ``null`` when infinite)."""
+
+    record_name = "surprisal row"
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> tuple[int, int]:
+        item, unit = record["item"], record["unit"]
+        if not isinstance(item, int) or not isinstance(unit, int):
+            raise TypeError(f"item and unit should be integers, got {item!r}, {unit!r}")
+        return item, unit
+
+
+def read_items(path: str, field: str | None) -> list[str]:
+    """The items of the input: its non-blank lines, or the ``field`` of each JSON line."""
+    text = _read_text(path)
+    where = "standard input" if path == STDIN else path
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if field is None:
+            items.append(line)
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}:{n}: not a JSON line ({err.msg}); without --field the input is text") from None
+        if not isinstance(record, dict) or not isinstance(record.get(field), str):
+            raise ValueError(f"{where}:{n}: no string field {field!r}")
+        if not record[field]:
+            raise ValueError(f"{where}:{n}: the field {field!r} is empty")
+        items.append(record[field])
+    if not items:
+        raise ValueError(f"{where} holds no items (no non-blank line)")
+    return items
+
+
+def read_regions(path: str, n_items: int) -> list[list[tuple[int, int]]]:
+    """``--regions``: a CSV of ``item,start,end`` character spans (a header line is allowed), per item."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except OSError as err:
+        raise ValueError(f"--regions: cannot read {path}: {err.strerror or err}") from None
+    regions: list[list[tuple[int, int]]] = [[] for _ in range(n_items)]
+    for n, row in enumerate(lines, 1):
+        if not row or (n == 1 and row[0].strip().lower() == "item"):
+            continue
+        try:
+            item, start, end = (int(v) for v in row)
+        except ValueError:
+            raise ValueError(f"{path}:{n}: a region is item,start,end (three integers), got {','.join(row)!r}") from None
+        if not 0 <= item < n_items:
+            raise ValueError(f"{path}:{n}: item {item} is not in the input (items 0..{n_items - 1})")
+        regions[item].append((start, end))
+    missing = [k for k, r in enumerate(regions) if not r]
+    if missing:
+        raise ValueError(f"{path}: no regions for item {missing[0]}" + (f" (and {len(missing) - 1} more)"
+                                                                          if len(missing) > 1 else ""))
+    return regions
+
+
+def _row(item: int, r: Any, model: str) -> dict[str, Any]:
+    d = {"item": item, **r.to_dict(), "model": model}
+    d["upper"] = None if d["upper"] == math.inf else d["upper"]
+    return {k: d[k] for k in COLUMNS}
+
+
+class _Writer:
+    """Rows to standard output in the chosen format."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.csv = None if fmt == "jsonl" else csv.writer(sys.stdout, dialect="excel-tab" if fmt == "tsv" else "excel",
+                                                          lineterminator="\n")
+        if self.csv is not None:
+            self.csv.writerow(COLUMNS)
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            if self.csv is None:
+                print(json.dumps(row, ensure_ascii=False, allow_nan=False))
+            else:
+                self.csv.writerow(["inf" if row[k] is None and k == "upper" else
+                                   ("" if row[k] is None else row[k]) for k in COLUMNS])
+        sys.stdout.flush()
+
+
+def _stored(store: SurprisalRecords | None) -> dict[int, list[dict[str, Any]]]:
+    done: dict[int, list[dict[str, Any]]] = {}
+    for r in store.records if store is not None else []:
+        done.setdefault(r["item"], []).append(r)
+    return done
+
+
+def _check_stored(out: str, item: int, stored: list[dict[str, Any]], texts: list[str], model: str) -> None:
+    for r in stored:
+        u = r["unit"]
+        if r.get("model") != model or u >= len(texts) or r.get("text") != texts[u]:
+            raise ValueError(f"{out}: item {item} unit {u} holds {r.get('text')!r} under {r.get('model')}, not "
+                             f"{texts[u] if u < len(texts) else None!r} under {model}: another input, --units or "
+                             "--model wrote it (give another --out)")
+
+
+def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
+    """Each item's rows in order: read back from ``--out`` or computed (and appended there)."""
+    from tqdm import tqdm
+
+    from ppl_tok.strings.surprisal import WordRules, surprisals, unit_byte_spans
+
+    config = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget)
+    rules = WordRules(split_punctuation=not args.keep_punctuation)
+    store = SurprisalRecords.open_file(args.out) if args.out else None
+    lm = None
+    try:
+        done = _stored(store)
+        model = args.model
+        progress = tqdm(total=len(items), unit="item", file=sys.stderr, leave=False,
+                        disable=not (args.progress or sys.stderr.isatty()))
+        for item, text in enumerate(items):
+            units = args.units if regions is None else regions[item]
+            spans, _ = unit_byte_spans(text, units, rules)
+            data = text.encode("utf-8")
+            texts = [data[a:b].decode("utf-8", errors="backslashreplace") for a, b in spans]
+            stored = sorted(done.get(item, []), key=lambda r: r["unit"])
+            _check_stored(args.out, item, stored, texts, model)
+            if len(stored) < len(spans):
+                if lm is None:
+                    lm = _load_lm(args)
+                rows = [_row(item, r, model) for r in surprisals(lm, text, units=units, context=args.context,
+                                                                 config=config, rules=rules, wide=args.wide)]
+                new = [r for r in rows if store is None or not store.has_key((item, r["unit"]))]
+                if store is not None:
+                    store.append(new)
+                stored = rows
+            progress.update(1)
+            yield stored
+        progress.close()
+    finally:
+        if store is not None:
+            store.close()
+
+
+def cmd_surprisal(args: argparse.Namespace) -> None:
+    lm_spec(args)  # the LM flags, checked before any work
+    items = read_items(args.file, args.field)
+    regions = read_regions(args.regions, len(items)) if args.regions else None
+    if regions is not None:
+        from ppl_tok.strings.surprisal import region_spans
+
+        for item, (text, spans) in enumerate(zip(items, regions)):
+            try:
+                region_spans(text, spans)
+            except ValueError as err:
+                raise ValueError(f"--regions: item {item}: {err}") from None
+    if args.json:
+        from ppl_tok.common.jsonout import to_json
+
+        rows = [r for rs in _run(args, items, regions) for r in rs]
+        print(to_json({"model": args.model, "units": "regions" if regions else args.units, "items": len(items),
+                       "beam": args.beam, "prune": args.prune, "rows": rows}))
+        return
+    writer = _Writer(args.format)
+    for rows in _run(args, items, regions):
+        writer.write(rows)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``surprisal`` to the ``ppl-tok`` subcommands."""
+    p = sub.add_parser("surprisal", help="per-word (character, byte, region) surprisal over strings with the "
+                       "word-end correction, beside canonical-token surprisal, one row per unit",
+                       description="Per-unit surprisal in bits over strings (every tokenization summed; a word's end "
+                                   "conditioned on: the next character is whitespace, punctuation or the end), "
+                                   "beside canonical-token surprisal and a certified bracket (docs/strings.md). "
+                                   "Input: one item per line, or JSON Lines with --field (blank lines skipped; items "
+                                   "numbered from 0). Output: one row per unit with the item and unit index, TSV, "
+                                   "CSV or JSON Lines on standard output. --out FILE also keeps the rows (JSON "
+                                   "Lines), item by item: a killed run started again with the same --out resumes, "
+                                   "and standard output still gets every row, in order.")
+    p.add_argument("file", metavar="FILE", help="one item per line (UTF-8), JSON Lines with --field, or - (stdin)")
+    p.add_argument("--field", help="JSON Lines: the field holding each item's text")
+    p.add_argument("--units", choices=("word", "char", "byte"), default="word",
+                   help="word (default: whitespace and punctuation rules of docs/strings.md), char (UTF-8), byte")
+    p.add_argument("--regions", metavar="CSV", help="a CSV of item,start,end character spans that tile each item "
+                   "(overrides --units; the word-end correction applies where the text goes on with a boundary)")
+    p.add_argument("--keep-punctuation", action="store_true",
+                   help="words keep their punctuation (\" boat.\" one unit) instead of punctuation runs being units")
+    p.add_argument("--context", default="", help="text every item continues, canonically tokenized (default: none)")
+    p.add_argument("--format", choices=("tsv", "csv", "jsonl"), default="tsv", help="the rows' format (default tsv)")
+    p.add_argument("--out", type=output_file, metavar="FILE",
+                   help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
+    add_lm_arguments(p)
+    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                   help=f"token prefixes kept per byte offset (default {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune, metavar="NATS",
+                   help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
+    p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
+                   help="token forwards per item, past which the beam narrows (default: none)")
+    p.add_argument("--wide", type=positive, default=3.0, metavar="BITS",
+                   help="flag a certified bracket wider than this as uninformative (default 3)")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    add_json_argument(p)
+    p.set_defaults(func=cmd_surprisal)
+
+
+__all__ = ["register"]

@@ -1,0 +1,106 @@
+"""``ppl-tok surprisal`` on a toy LM: TSV, CSV and JSON Lines rows, regions, resuming from --out, bad input."""
+
+import csv
+import io
+import json
+
+import pytest
+
+import ppl_tok.cli.common
+from ppl_tok.cli.main import main
+from ppl_tok.strings.surprisal import surprisals
+from tests.strings.test_state import WIDE, history_lm
+from tests.strings.test_surprisal import VOCAB
+
+SENTENCES = "ab ba.\n\nb ab a\n"
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    lm = history_lm(3, VOCAB)
+    loads = []
+    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: loads.append(a) or lm)
+    lm.loads = loads
+    return lm
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+WIDE_ARGS = ("--beam", "10000", "--prune", "1e9")
+
+
+def test_tsv_csv_and_jsonl_rows(toy, capsys, tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    code, out, err = run(capsys, "surprisal", str(path), *WIDE_ARGS)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out), dialect="excel-tab"))
+    assert [(r["item"], r["unit"], r["text"]) for r in rows] == [
+        ("0", "0", "ab"), ("0", "1", " ba"), ("0", "2", "."), ("1", "0", "b"), ("1", "1", " ab"), ("1", "2", " a")]
+    expected = surprisals(toy, "b ab a", config=WIDE)
+    assert [float(r["surprisal"]) for r in rows[3:]] == pytest.approx([r.surprisal for r in expected], abs=1e-9)
+    assert rows[2]["followed_by"] == "end" and rows[0]["followed_by"] == "boundary"
+    code, out, _ = run(capsys, "surprisal", str(path), "--format", "csv", "--units", "char", *WIDE_ARGS)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 6 + 6 and rows[0]["text"] == "a"
+    code, out, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--units", "byte", *WIDE_ARGS)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(rows) == 12 and rows[-1]["model"] == "smollm2-135m"
+    assert sum(r["surprisal"] for r in rows[6:]) == pytest.approx(sum(r.surprisal for r in expected), abs=1e-9)
+
+
+def test_json_lines_input_regions_and_json(toy, capsys, tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"sentence": "ab ba."}\n{"sentence": "b ab a"}\n')
+    regions = tmp_path / "r.csv"
+    regions.write_text("item,start,end\n0,0,3\n0,3,6\n1,0,6\n")
+    code, out, err = run(capsys, "surprisal", str(path), "--field", "sentence", "--regions", str(regions),
+                         "--json", *WIDE_ARGS)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["units"] == "regions" and [r["text"] for r in data["rows"]] == ["ab ", "ba.", "b ab a"]
+    toy.loads.clear()
+    regions.write_text("0,0,2\n0,3,6\n1,0,6\n")
+    code, _, err = run(capsys, "surprisal", str(path), "--field", "sentence", "--regions", str(regions))
+    assert code == 2 and "item 0: regions do not tile the text: characters 2..3 (' ') are in no region" in err
+    regions.write_text("0,0,6\n")
+    code, _, err = run(capsys, "surprisal", str(path), "--field", "sentence", "--regions", str(regions))
+    assert code == 2 and "no regions for item 1" in err
+    assert not toy.loads  # every input check before the model loads
+
+
+def test_out_resumes(toy, capsys, tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    out_file = tmp_path / "rows.jsonl"
+    code, whole, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 0 and len(out_file.read_text().splitlines()) == 6
+    lines = out_file.read_text().splitlines(keepends=True)
+    out_file.write_text("".join(lines[:4]) + lines[4][:10])  # a kill: item 1 half written, a torn line
+    toy.loads.clear()
+    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 0 and again == whole and out_file.read_text() == "".join(lines)
+    assert len(toy.loads) == 1
+    toy.loads.clear()
+    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 0 and again == whole and not toy.loads  # all stored: no LM loaded
+    path.write_text("ab ab.\n")
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file))
+    assert code == 2 and "another input, --units or --model wrote it" in err
+
+
+def test_bad_input(toy, capsys, tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("\n\n")
+    code, _, err = run(capsys, "surprisal", str(path))
+    assert code == 2 and "holds no items" in err
+    path.write_text("ab c\n")
+    code, _, err = run(capsys, "surprisal", str(path))
+    assert code == 2 and "unit 1 (' c'" in err and "no token spells byte 0x63" in err
+    path.write_text('{"text": 3}\n')
+    code, _, err = run(capsys, "surprisal", str(path), "--field", "text")
+    assert code == 2 and ":1: no string field 'text'" in err

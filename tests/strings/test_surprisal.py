@@ -1,0 +1,164 @@
+"""Surprisal per unit over strings: brute force over all token sequences, the chain rule, bad input, SmolLM2."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok import Vocabulary
+from ppl_tok.common.logspace import logsumexp
+from ppl_tok.strings import DeadEndError, StringSearchConfig
+from ppl_tok.strings.surprisal import WordRules, region_spans, surprisals, word_spans
+from tests.strings.test_state import WIDE, brute_exact, brute_prefix, history_lm
+
+PIECES = [None, "a", "b", " ", ".", "ab", " a", " b", "ba", " ab", "a.", "b ", ". ", "é", b"\xc3", b"\xa9", " é"]
+VOCAB = Vocabulary.from_tokens(PIECES)
+LN2 = math.log(2)
+
+
+def brute_events(lm, text: str, spans, rules: WordRules, word_end: bool = True) -> list[float]:
+    """log P(E_k), k = 0..n, by enumerating token sequences (the definition of ppl_tok.strings.surprisal)."""
+    data = text.encode()
+    boundary = rules.boundary_chars
+    events = [0.0]
+    for k, (_, b) in enumerate(spans):
+        x = data[:b]
+        if k == len(spans) - 1:
+            events.append(brute_exact(lm, x))
+        elif word_end and data[b:].decode()[:1] in boundary:
+            events.append(logsumexp([brute_prefix(lm, x + c.encode()) for c in boundary] + [brute_exact(lm, x)]))
+        else:
+            events.append(brute_prefix(lm, x))
+    return events
+
+
+def byte_spans(text, spans):
+    off = [len(text[:i].encode()) for i in range(len(text) + 1)]
+    return [(off[a], off[b]) for a, b in spans]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.booleans())
+def test_word_surprisal_equals_brute_force_and_sums_to_the_text_with_end(seed, text, split):
+    lm = history_lm(seed, VOCAB)
+    rules = WordRules(split_punctuation=split)
+    rows = surprisals(lm, text, config=WIDE, rules=rules)
+    spans = word_spans(text, rules)
+    assert [(r.start, r.end) for r in rows] == spans and "".join(r.text for r in rows) == text
+    events = brute_events(lm, text, byte_spans(text, spans), rules)
+    for r, (e0, e1) in zip(rows, zip(events, events[1:])):
+        assert r.surprisal == pytest.approx(-(e1 - e0) / LN2, abs=1e-9)
+        assert r.lower == pytest.approx(r.surprisal, abs=1e-9) and r.upper == pytest.approx(r.surprisal, abs=1e-9)
+        assert r.informative and r.hint is None
+    exact = brute_exact(lm, text.encode())
+    assert sum(r.surprisal for r in rows) == pytest.approx(-exact / LN2, abs=1e-9)
+    assert sum(r.canonical for r in rows) == pytest.approx(-lm.canonical_log_prob(text) / LN2, abs=1e-9)
+
+
+@pytest.mark.parametrize("units", ["char", "byte", [(0, 2), (2, 5), (5, 7)], [3, 4]])
+def test_every_unit_kind_sums_to_the_text_with_end(units):
+    lm = history_lm(4, VOCAB)
+    text = "ab é.a "
+    rows = surprisals(lm, text, units=units, config=WIDE)
+    assert sum(r.surprisal for r in rows) == pytest.approx(-brute_exact(lm, text.encode()) / LN2, abs=1e-9)
+    assert sum(r.canonical for r in rows) == pytest.approx(-lm.canonical_log_prob(text) / LN2, abs=1e-9)
+    assert sum(r.tokens for r in rows) == len(lm.canonical(text))
+    if units == "byte":
+        assert len(rows) == len(text.encode()) and rows[3].text == "\\xc3" and (rows[3].start, rows[3].end) == (3, 4)
+    if units == "char":  # uncorrected: each character's surprisal is -log2 p(c | the text before it)
+        assert [r.followed_by for r in rows] == ["any"] * 6 + ["end"]
+        assert rows[0].surprisal == pytest.approx(-brute_prefix(lm, b"a") / LN2, abs=1e-9)
+
+
+def test_regions_are_corrected_where_the_text_goes_on_with_a_boundary():
+    lm = history_lm(2, VOCAB)
+    text = "ab ba.b"
+    spans = [(0, 1), (1, 3), (3, 6), (6, 7)]  # "a" | "b " | "ba." | "b": cuts before "b", "b", "b": none corrected
+    rows = surprisals(lm, text, units=spans, config=WIDE)
+    assert [r.followed_by for r in rows] == ["any", "any", "any", "end"]
+    spans = [(0, 2), (2, 5), (5, 7)]  # "ab" | " ba" | ".b": cuts before " " and "."
+    rows = surprisals(lm, text, units=spans, config=WIDE)
+    assert [r.followed_by for r in rows] == ["boundary", "boundary", "end"]
+    events = brute_events(lm, text, byte_spans(text, spans), WordRules())
+    assert [r.surprisal for r in rows] == pytest.approx([-(b - a) / LN2 for a, b in zip(events, events[1:])],
+                                                        abs=1e-9)
+
+
+def test_a_non_ascii_boundary_character_is_explored_on_a_copy():
+    lm = history_lm(5, VOCAB)
+    rules = WordRules(boundary=" .é")
+    text = "ab éa"
+    rows = surprisals(lm, text, config=WIDE, rules=rules)
+    events = brute_events(lm, text, byte_spans(text, word_spans(text, rules)), rules)
+    assert events[1] > logsumexp([brute_prefix(lm, b"ab "), brute_prefix(lm, b"ab."), brute_exact(lm, b"ab")])
+    assert [r.surprisal for r in rows] == pytest.approx([-(b - a) / LN2 for a, b in zip(events, events[1:])],
+                                                        abs=1e-9)
+
+
+@pytest.mark.parametrize("beam,prune", [(1, 0.5), (2, 2.0), (3, math.inf)])
+def test_narrow_beams_bracket_the_exact_surprisal(beam, prune):
+    lm = history_lm(7, VOCAB)
+    text = "ab ba. ab"
+    rows = surprisals(lm, text, config=StringSearchConfig(beam=beam, prune=prune), wide=0.01)
+    spans = byte_spans(text, word_spans(text))
+    events = brute_events(lm, text, spans, WordRules())
+    for r, (e0, e1) in zip(rows, zip(events, events[1:])):
+        exact = -(e1 - e0) / LN2
+        assert r.lower - 1e-9 <= exact <= r.upper + 1e-9
+        assert r.informative == (r.upper - r.lower <= 0.01)
+        assert r.informative or "raise beam" in r.hint
+
+
+def test_word_rules():
+    assert word_spans("The old man the boat.") == [(0, 3), (3, 7), (7, 11), (11, 15), (15, 20), (20, 21)]
+    assert word_spans("  Hi, you!  ") == [(0, 4), (4, 5), (5, 9), (9, 12)]
+    assert word_spans("don't man-eating") == [(0, 5), (5, 16)]
+    assert word_spans("a boat.", WordRules(split_punctuation=False)) == [(0, 1), (1, 7)]
+    assert word_spans("   ") == [(0, 3)]
+    with pytest.raises(ValueError, match="both space and punctuation"):
+        WordRules(punctuation=" .")
+
+
+def test_bad_input_is_a_clear_error():
+    lm = history_lm(3, VOCAB)
+    with pytest.raises(ValueError, match="the text is empty"):
+        surprisals(lm, "")
+    with pytest.raises(ValueError, match="units must be one of"):
+        surprisals(lm, "ab", units="sentence")
+    with pytest.raises(ValueError, match="no regions"):
+        surprisals(lm, "ab", units=[])
+    with pytest.raises(ValueError, match=r"characters 2..3 \(' '\) are in no region \(a gap before region 1\)"):
+        region_spans("ab ba", [(0, 2), (3, 5)])
+    with pytest.raises(ValueError, match="region 1 .* overlaps the one before"):
+        region_spans("ab ba", [(0, 3), (2, 5)])
+    with pytest.raises(ValueError, match=r"characters 4..5 \('a'\) are in no region"):
+        region_spans("ab ba", [(0, 2), (2, 4)])
+    with pytest.raises(ValueError, match="past the text"):
+        region_spans("ab ba", [(0, 2), (2, 6)])
+    with pytest.raises(ValueError, match="empty or reversed"):
+        region_spans("ab ba", [(0, 0), (0, 5)])
+    with pytest.raises(ValueError, match="cuts must increase"):
+        region_spans("ab ba", [3, 2])
+    with pytest.raises(ValueError, match="outside the text"):
+        region_spans("ab ba", [9])
+    assert region_spans("ab ba", [0, 2, 5]) == region_spans("ab ba", [2]) == [(0, 2), (2, 5)]
+    with pytest.raises(DeadEndError, match=r"unit 1 \(' c'.*no token spells byte 0x63"):
+        surprisals(lm, "ab c", config=WIDE)
+
+
+@pytest.mark.slow
+def test_smollm2_garden_path(smollm2):
+    """The issue's example: the word-end correction moves " the" up and " boat" down (" old" no longer counts
+    " older"); "The", a single token whose continuations all start with a space or punctuation, is canonical."""
+    text = "The old man the boat."
+    rows = surprisals(smollm2, text)
+    plain = surprisals(smollm2, text, word_end=False)
+    by = {r.text: r for r in rows}
+    assert [r.text for r in rows] == ["The", " old", " man", " the", " boat", "."]
+    assert abs(by["The"].surprisal - by["The"].canonical) < 0.05 and by["The"].informative
+    assert by[" the"].surprisal > plain[3].surprisal + 1.5  # about 13.7 -> 15.7 bits
+    assert by[" boat"].surprisal < plain[4].surprisal - 1.5  # about 16.7 -> 14.4 bits
+    assert not by[" boat"].informative and "raise beam" in by[" boat"].hint
+    # the chain rule: both sum to -log2 P(text, end) (the end is scored by the last unit either way)
+    assert sum(r.surprisal for r in rows) == pytest.approx(sum(r.surprisal for r in plain), abs=1e-6)
