@@ -201,7 +201,11 @@ def read_corpus(path: str | Path, *, field: str | None = None, split: str = "non
 
 
 def corpus_from_texts(texts: Sequence[str], source: str = "<texts>") -> Corpus:
-    """A corpus of the given strings (Python callers); empty strings are errors."""
+    """A corpus of the given strings (Python callers); empty strings are errors, and so is one string (a ``str`` is
+    a sequence of characters, not of documents: pass ``[text]``)."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"texts must be a sequence of documents, got the {type(texts).__name__} {texts[:40]!r}: "
+                        "pass [text] for one document")
     docs = []
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t:

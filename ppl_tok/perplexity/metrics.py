@@ -40,6 +40,9 @@ def count_bytes(text: str) -> int:
 
 
 def _ratio(log_likelihoods: Sequence[float], units: Sequence[int]) -> float:
+    if len(log_likelihoods) != len(units):
+        raise ValueError(f"{len(log_likelihoods)} log-likelihoods against {len(units)} counts: give one count per "
+                         "document, in the same order")
     total = sum(units)
     if total <= 0:
         raise ValueError("no bytes or words to divide by")
