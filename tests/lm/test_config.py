@@ -1,0 +1,29 @@
+"""The engine's memory and batching limits (ppl_tok.lm.config.EngineConfig): validated, derived from the device."""
+
+import pytest
+
+from ppl_tok.lm.config import EngineConfig
+
+
+def test_engine_config_is_validated():
+    with pytest.raises(ValueError, match="max_batch"):
+        EngineConfig(max_batch=0)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        EngineConfig(cache_bytes=-1)
+    with pytest.raises(ValueError, match="kv_block_bytes"):
+        EngineConfig(kv_block_bytes=0)
+    with pytest.raises(ValueError, match="particle_bytes"):
+        EngineConfig(particle_bytes=0)
+
+
+def test_engine_config_defaults_follow_the_device(monkeypatch):
+    from ppl_tok.lm import device as device_module
+
+    assert EngineConfig.for_device("cpu") == EngineConfig()
+    assert EngineConfig.for_device("cpu", max_batch=7).max_batch == 7
+    monkeypatch.setattr(device_module, "total_memory", lambda d: 80 << 30)  # an 80 GiB GPU
+    big = EngineConfig.for_device("cuda", model_bytes=16 << 30)  # a 7B model in fp16 leaves 64 GiB
+    assert (big.cache_bytes, big.particle_bytes, big.row_bytes) == (16 << 30, 16 << 30, 2 << 30)
+    assert big.kv_block_bytes == 1 << 30 and big.max_batch == 1024
+    small = EngineConfig.for_device("cuda", model_bytes=72 << 30, kv_block_bytes=1 << 20)  # 8 GiB left
+    assert small.max_batch == 512 and small.kv_block_bytes == 1 << 20 and small.cache_bytes == 2 << 30
