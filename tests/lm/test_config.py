@@ -1,5 +1,7 @@
 """The engine's memory and batching limits (ppl_tok.lm.config.EngineConfig): validated, derived from the device."""
 
+import re
+
 import pytest
 
 from ppl_tok.lm.config import EngineConfig
@@ -27,3 +29,24 @@ def test_engine_config_defaults_follow_the_device(monkeypatch):
     assert big.kv_block_bytes == 1 << 30 and big.max_batch == 1024
     small = EngineConfig.for_device("cuda", model_bytes=72 << 30, kv_block_bytes=1 << 20)  # 8 GiB left
     assert small.max_batch == 512 and small.kv_block_bytes == 1 << 20 and small.cache_bytes == 2 << 30
+
+
+@pytest.mark.parametrize("field,bad,bound", [
+    ("kv_block_bytes", (1 << 36) + 1, "1..68719476736 (64 GiB)"),
+    ("particle_bytes", (1 << 40) + 1, "1..1099511627776 (1 TiB)"),
+    ("cache_bytes", (1 << 40) + 1, "0..1099511627776 (1 TiB)"),
+    ("row_bytes", 1.5, "0..1099511627776 (1 TiB)"),
+])
+def test_byte_budgets_have_upper_bounds_and_must_be_integers(field, bad, bound):
+    with pytest.raises(ValueError, match="^" + re.escape(f"{field} must be a number of bytes in {bound}, got {bad!r}") + "$"):
+        EngineConfig(**{field: bad})
+    assert getattr(EngineConfig(**{field: 1}), field) == 1  # the smallest allowed
+    assert EngineConfig(cache_bytes=0, row_bytes=0).cache_bytes == 0  # the caches may be off
+
+
+def test_for_device_floors_the_free_memory_and_the_block_size(monkeypatch):
+    from ppl_tok.lm import device as device_module
+
+    monkeypatch.setattr(device_module, "total_memory", lambda d: 4 << 30)  # a 4 GiB GPU, a model bigger than it
+    tiny = EngineConfig.for_device("cuda", model_bytes=8 << 30)  # free memory floored at 1 GiB
+    assert (tiny.cache_bytes, tiny.row_bytes, tiny.kv_block_bytes, tiny.max_batch) == (256 << 20, 32 << 20, 128 << 20, 512)
