@@ -31,6 +31,13 @@ def test_engine_config_defaults_follow_the_device(monkeypatch):
     assert small.max_batch == 512 and small.kv_block_bytes == 1 << 20 and small.cache_bytes == 2 << 30
 
 
+
+def test_engine_config_refuses_budgets_beyond_any_machine():
+    with pytest.raises(ValueError, match="kv_block_bytes must be a number of bytes in 1.."):
+        EngineConfig(kv_block_bytes=10**20)
+    with pytest.raises(ValueError, match="cache_bytes"):
+        EngineConfig(cache_bytes=10**20)
+
 @pytest.mark.parametrize("field,bad,bound", [
     ("kv_block_bytes", (1 << 36) + 1, "1..68719476736 (64 GiB)"),
     ("particle_bytes", (1 << 40) + 1, "1..1099511627776 (1 TiB)"),
