@@ -38,7 +38,7 @@ from ppl_tok.integrations.lm_eval import (  # noqa: E402
 from ppl_tok.qa import classify  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402
-from qa_toy import toy_lm, write_questions  # noqa: E402
+from qa_toy import toy_lm  # noqa: E402
 
 OBQA_YAML = """\
 task: obqa_local
@@ -73,27 +73,9 @@ def _evaluate(tasks: list[str], folder: Path, model: str, model_args, **kw) -> d
                                    verbosity="ERROR", **kw)
 
 
-@pytest.fixture
-def toy_tasks(tmp_path):
-    test = write_questions(tmp_path / "test.jsonl", 5, seed=1)
-    tune = write_questions(tmp_path / "tune.jsonl", 3, seed=2)
-    names = write_tasks(str(test), tmp_path / "tasks", tune=tune)
-    return test, tune, names, tmp_path / "tasks"
-
-
 def test_registered_beside_lm_evals_own_models():
     assert get_model(MODEL_NAME) is PPLTokLM
     assert get_model("hf").__name__ == "HFLM"  # registering ppl-tok did not hide lm-eval's models
-
-
-def test_write_tasks_holds_the_qa_study(toy_tasks):
-    test, tune, names, folder = toy_tasks
-    assert names == ["ppltok_test_tune", "ppltok_test"]
-    study = load_study(str(test), tune=tune)
-    rows = [json.loads(line) for line in (folder / "ppltok_test.jsonl").read_text().splitlines()]
-    assert [(r["id"], r["context"], tuple(r["choices"]), r["label"]) for r in rows] == \
-        [(q.id, q.context, q.choices, q.label) for q in study.splits["test"]]
-    assert {r["split"] for r in rows} == {"test"}
 
 
 def test_every_scoring_runs_through_simple_evaluate(toy_tasks):

@@ -98,30 +98,6 @@ def test_prefix_cache_is_bounded_in_bytes_and_evicts():
     assert lm.stats.recomputed >= 1
 
 
-def test_engine_config_is_validated():
-    with pytest.raises(ValueError, match="max_batch"):
-        EngineConfig(max_batch=0)
-    with pytest.raises(ValueError, match="cache_bytes"):
-        EngineConfig(cache_bytes=-1)
-    with pytest.raises(ValueError, match="kv_block_bytes"):
-        EngineConfig(kv_block_bytes=0)
-    with pytest.raises(ValueError, match="particle_bytes"):
-        EngineConfig(particle_bytes=0)
-
-
-def test_engine_config_defaults_follow_the_device(monkeypatch):
-    from ppl_tok.lm import device as device_module
-
-    assert EngineConfig.for_device("cpu") == EngineConfig()
-    assert EngineConfig.for_device("cpu", max_batch=7).max_batch == 7
-    monkeypatch.setattr(device_module, "total_memory", lambda d: 80 << 30)  # an 80 GiB GPU
-    big = EngineConfig.for_device("cuda", model_bytes=16 << 30)  # a 7B model in fp16 leaves 64 GiB
-    assert (big.cache_bytes, big.particle_bytes, big.row_bytes) == (16 << 30, 16 << 30, 2 << 30)
-    assert big.kv_block_bytes == 1 << 30 and big.max_batch == 1024
-    small = EngineConfig.for_device("cuda", model_bytes=72 << 30, kv_block_bytes=1 << 20)  # 8 GiB left
-    assert small.max_batch == 512 and small.kv_block_bytes == 1 << 20 and small.cache_bytes == 2 << 30
-
-
 def test_batched_scoring_equals_stepwise(lm):
     seqs = [[1, 2, 3], [4], [5, 6, 7, 8, 9], [10, 11]]
     batched = lm.log_probs_many(seqs, CONTEXTS)

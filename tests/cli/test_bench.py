@@ -1,0 +1,69 @@
+"""``ppl-tok bench NAME`` (ppl_tok.cli.bench): each benchmark's flags and its wiring to ppl_tok.bench."""
+
+import json
+
+import pytest
+
+import ppl_tok.cli.main as cli
+from cli_run import run
+from conftest import SHARED
+
+
+def test_bench_mdd_on_a_small_file(capsys, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("Tokenizations grow rapidly.\n\nWith sentence length.\n")
+    code, out, _ = run(capsys, "bench", "mdd", "--data", str(text), "--models", "smollm2-135m",
+                       "--naive-bytes", "40", "--json")
+    row = json.loads(out)["results"][0]
+    assert code == 0 and row["speedup"] > 1 and row["naive_bytes"] > 0
+
+
+def test_each_benchmark_shows_only_its_own_flags():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    bench = next(a for a in sub.choices["bench"]._actions if isinstance(a, cli.argparse._SubParsersAction))
+    flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in bench.choices.items()}
+    assert set(flags) == {"mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics",
+                          "strings", "perplexity", "gpu-check"}
+    assert "--genlm-python" in flags["strings"] and not any("--genlm-python" in f for n, f in flags.items()
+                                                               if n != "strings")
+    assert "--lockstep" in flags["perplexity"] and "--lockstep" not in flags["strings"]
+    assert "--model" not in flags["mdd"] and "--models" in flags["mdd"]
+    assert {"--model", "--device", "--dtype", "--bos-id"} <= flags["engine"]
+
+
+def test_bench_marginal_quick_mode_is_wired(capsys, monkeypatch):
+    from ppl_tok.bench import marginal as bench
+
+    seen = {}
+    monkeypatch.setattr(bench, "bench_marginal", lambda model, **kw: seen.update(kw, model=model) or {})
+    monkeypatch.setattr(bench, "format_marginal", lambda r: ["done"])
+    code, out, _ = run(capsys, "bench", "marginal", "--quick", "--dtype", "bfloat16", "--device", "cpu")
+    assert code == 0 and out == "done\n"
+    assert seen["sizes"] == (8,) and seen["strings"] == (" Tokens",) and seen["dtype"] == "bfloat16"
+
+
+@pytest.mark.slow
+def test_bench_engine_runs_and_reports_ratios(capsys):
+    code, out, _ = run(capsys, "bench", "engine", "--questions", "1", "--samples", "2", "--batch-questions", "1",
+                       "--big-n", "2", "--data", str(SHARED / "data"), "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["questions"] == 1 and r["batched"]["forwards"] > 0
+    for part in ("batched", "many_particles"):
+        assert r[part]["ratio_to_raw"] > 0
+        # the raw baseline at the engine's own shapes: the replay runs the same forwards
+        assert r[part]["ratio_to_raw_at_engine_shapes"] > 0 and r[part]["forward_ratio_to_raw_at_engine_shapes"] > 0
+        assert r[part]["ratio_to_raw_at_engine_shapes"] <= r[part]["forward_ratio_to_raw_at_engine_shapes"]
+        assert r[part]["cpu_ratio_to_raw_at_engine_shapes"] <= r[part]["cpu_forward_ratio_to_raw_at_engine_shapes"]
+    assert r["speedup_over_per_answer"] > 0
+
+
+def test_bench_estimators_is_wired(capsys, monkeypatch):
+    from ppl_tok.bench import marginal as bench
+
+    seen = {}
+    monkeypatch.setattr(bench, "bench_estimators",
+                        lambda model, **kw: seen.update(kw, model=model) or {"model": model, "seed": 0, "rows": []})
+    code, out, _ = run(capsys, "bench", "estimators", "--samples", "8")
+    assert code == 0 and seen["num_samples"] == 8 and seen["model"] == "smollm2-135m"
