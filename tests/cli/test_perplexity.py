@@ -10,6 +10,14 @@ from ppl_tok.cli.main import main
 from ppl_tok.perplexity import ScoringConfig, read_corpus
 from ppl_tok.perplexity.run import run_perplexity
 from qa_toy import toy_lm
+import math
+import os
+import subprocess
+import sys
+from ppl_tok.perplexity import (
+    count_words,
+)
+from tests.perplexity import DOCS as PPL_DOCS, TESTS
 
 DOCS = ["a b c", "ab ba", "c a b b"]
 
@@ -86,3 +94,67 @@ def test_out_naming_a_file_is_one_line_before_the_model_loads(tmp_path, monkeypa
     assert main(["perplexity", str(path), "--out", str(path)]) == 2
     err = capsys.readouterr().err
     assert "is a file, not a run folder" in err and len(err.strip().splitlines()) == 1
+
+
+def _cli(args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "ppl_tok.cli", *args], input=stdin, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, timeout=300)
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
+    from ppl_tok.cli.main import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a"}\n{"txt": "b"}\n')
+    assert main(["perplexity", str(bad), "--field", "text"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"ppl-tok perplexity: error: {bad}:2: missing field 'text' (fields: 'txt'); choose it with --field"]
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(b"\x7fELF\x00\x01")
+    assert main(["perplexity", str(binary)]) == 2
+    assert "binary file" in capsys.readouterr().err
+    assert main(["perplexity", str(bad), "--field", "text", "--split", "lines"]) == 2
+    assert "--split applies to text input" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_json_from_stdin_equals_the_canonical_log_prob(smollm2):
+    text = "The cat sat on the mat. It was 42 degrees outside!\n"
+    r = _cli(["perplexity", "-", "--json"], stdin=text.encode())
+    assert r.returncode == 0, r.stderr.decode()
+    out = json.loads(r.stdout)
+    ll = smollm2.canonical_log_prob(text)
+    assert out["canonical"]["log_likelihood"] == pytest.approx(ll, abs=1e-4)
+    assert out["bits_per_byte"] == pytest.approx(-ll / (math.log(2) * len(text.encode())), abs=1e-6)
+    assert out["per_document"][0]["words"] == count_words(text)
+
+
+def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypatch):
+    import ppl_tok.lm.cards
+    from ppl_tok.cli.main import main
+
+    from ppl_tok.perplexity.score import MARGINAL_CACHE_BYTES
+
+    lm = toy_lm()
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: lm)
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(PPL_DOCS) + "\n")
+    assert main(["perplexity", str(path), "--split", "lines", "--scoring", "marginal", "--json",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert lm.config.cache_bytes == MARGINAL_CACHE_BYTES  # the beam holds its own states: a small prefix cache
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert out["documents"] == len(PPL_DOCS) and len(out["per_document"]) == len(PPL_DOCS)
+    assert out["certified"]["bits_per_byte_ceiling"] == pytest.approx(out["bits_per_byte"])
+    assert out["canonical"]["bits_per_byte"] >= out["bits_per_byte"]
+    assert out["gain_bits_per_byte"]["low"] <= out["gain_bits_per_byte"]["value"]
+    assert (tmp_path / "run" / "documents.jsonl").read_text().count("\n") == len(PPL_DOCS)
+
+
+def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
+    from ppl_tok.cli.main import main
+
+    path = tmp_path / "c.txt"
+    path.write_text("ab\n")
+    assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
+    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'canonical+rest', 'marginal')" in \
+        capsys.readouterr().err

@@ -5,6 +5,10 @@ import math
 import pytest
 
 from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, word_perplexity
+from ppl_tok.perplexity import (
+    count_words,
+)
+from ppl_tok.perplexity.metrics import figures
 
 
 def test_figures_are_the_ratios_of_the_sums():
@@ -20,3 +24,16 @@ def test_lists_of_different_lengths_are_an_error(figure):
     """Issue 37: bits_per_byte took [ll1, ll2] against [n1] and divided by the wrong total."""
     with pytest.raises(ValueError, match="2 log-likelihoods against 1 counts"):
         figure([-1.0, -2.0], [3])
+
+
+def test_words_are_counted_as_lm_eval_counts_them():
+    assert count_words("a b") == 2
+    assert count_words(" a  b\n") == 4  # re.split(r"\s+"): empty pieces at both ends count
+    assert count_words("a\tb\nc") == 3
+
+
+def test_figures_are_ratios_of_sums():
+    f = figures([-10.0, -30.0], [10, 30], [2, 6])
+    assert f["bits_per_byte"] == pytest.approx(1 / math.log(2))
+    assert f["byte_perplexity"] == pytest.approx(math.e)
+    assert f["word_perplexity"] == pytest.approx(math.exp(5))

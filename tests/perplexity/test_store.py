@@ -1,4 +1,5 @@
-"""A resumed perplexity run refuses records made under other settings (issue 37, finding 1)."""
+"""The run folder (``ppl_tok/perplexity/store.py``): resumes, SIGKILL-safe, and refuses records made under other
+settings (issue 37, finding 1)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from ppl_tok.perplexity.run import run_perplexity
 from ppl_tok.perplexity.store import PerplexityStore
 from ppl_tok.strings.beam import StringSearchConfig
 from qa_toy import toy_lm
+import os
+import subprocess
+import sys
+from ppl_tok.perplexity import (
+    corpus_from_texts,
+)
+from sigkill import kill_while_appending, line_count
+from tests.perplexity import DOCS, TESTS
 
 PARAGRAPHS = "a b\nc a\n\nab ba\nb\n\nc a b b\n"
 
@@ -127,3 +136,95 @@ def test_a_folder_of_0_1_0_resumes_where_knowable_and_else_says_how_to_proceed(t
     assert [s.to_record() for s in again] == [s.to_record() for s in ref]
     with pytest.raises(SettingsMismatchError, match="field: folder has 'text', this run has 'title'"):
         _run(path, tmp_path / "run", field="title", spec=LMSpec("toy"))
+
+
+def _corpus_file(tmp_path, n=24):
+    path = tmp_path / "corpus.jsonl"
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"text": DOCS[i % len(DOCS)] + " " + "ab" * (i % 3)}) + "\n")
+    return path
+
+
+def test_store_resumes_and_refuses_other_settings(tmp_path):
+    corpus = read_corpus(_corpus_file(tmp_path, 6), field="text")
+    ref = run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", batch_docs=2,
+                         progress=False)
+    path = tmp_path / "run" / PerplexityStore.records_file
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 20])  # a torn last line
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", batch_docs=2,
+                           progress=False)
+    assert path.read_bytes() == data and [s.to_record() for s in again] == [s.to_record() for s in ref]
+    with pytest.raises(StoreError, match="beam: folder has 8, this run has 2"):
+        run_perplexity(toy_lm(), corpus, ScoringConfig("beam", search=StringSearchConfig(beam=2)), out=tmp_path / "run",
+                       progress=False)
+    path.write_bytes(data + b"{broken}\n")
+    with pytest.raises(StoreError, match=r"documents.jsonl:7: not a document record"):
+        run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", progress=False)
+
+
+def test_run_json_records_the_lm_spec_and_a_folder_without_it_resumes(tmp_path):
+    from ppl_tok.lm.spec import LMSpec
+
+    corpus = read_corpus(_corpus_file(tmp_path, 4), field="text")
+    lm = toy_lm()
+    ref = run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    settings = PerplexityStore.read_settings(tmp_path / "run")
+    assert settings["lm"] is None  # an LM built in Python has no spec
+    lm.spec = LMSpec(model="toy", backend="toy", bos_id=lm.bos_id)  # as load_lm leaves it
+    run_perplexity(lm, corpus, ScoringConfig("marginal"), out=tmp_path / "spec", progress=False, model="toy")
+    assert PerplexityStore.read_settings(tmp_path / "spec")["lm"] == lm.spec.to_dict()
+    spec = LMSpec(model="toy", dtype="bfloat16")
+    run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "given", progress=False, spec=spec)
+    assert PerplexityStore.read_settings(tmp_path / "given")["lm"] == spec.to_dict()
+    # a folder from before "lm" resumes, and keeps its run.json
+    old = {k: v for k, v in settings.items() if k != "lm"}
+    (tmp_path / "run" / "run.json").write_text(json.dumps(old))
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    assert [s.to_record() for s in again] == [s.to_record() for s in ref]
+    assert PerplexityStore.read_settings(tmp_path / "run") == old
+
+
+CHILD = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]  # the checkout's ppl_tok, not another install's
+from qa_toy import toy_lm
+from ppl_tok.perplexity import ScoringConfig, read_corpus
+from ppl_tok.perplexity.run import run_perplexity
+from ppl_tok.strings.beam import StringSearchConfig
+config = ScoringConfig("beam", search=StringSearchConfig(beam=16))
+run_perplexity(toy_lm(), read_corpus({corpus!r}, field="text"), config, out={out!r}, batch_docs=1, progress=False)
+"""
+
+
+def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
+    corpus_path = _corpus_file(tmp_path, 40)
+    ref = tmp_path / "ref"
+    run_perplexity(toy_lm(), read_corpus(corpus_path, field="text"),
+                   ScoringConfig("beam", search=StringSearchConfig(beam=16)), out=ref, batch_docs=1, progress=False)
+    reference = (ref / PerplexityStore.records_file).read_bytes()
+    out = tmp_path / "run"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(tests=str(TESTS), root=str(TESTS.parent), corpus=str(corpus_path), out=str(out)))
+    records = out / PerplexityStore.records_file
+    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
+    assert kills >= 2, "the child finished before it could be killed"
+    assert 0 < line_count(records) < reference.count(b"\n")
+    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    assert sorted(records.read_bytes().splitlines()) == sorted(reference.splitlines())
+
+
+def test_a_folder_stored_under_the_old_name_resumes(tmp_path):
+    """Run folders written before the rename say ``marginal``: they resume, and read as ``beam``."""
+    from ppl_tok.perplexity.report import read_scores
+
+    corpus = corpus_from_texts(DOCS)
+    run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", progress=False)
+    settings_file = tmp_path / "run" / "run.json"
+    old = json.loads(settings_file.read_text())
+    settings_file.write_text(json.dumps({**old, "scoring": "marginal"}))
+    again = run_perplexity(toy_lm(), corpus, ScoringConfig("marginal"), out=tmp_path / "run", progress=False)
+    assert len(again) == len(DOCS) and json.loads(settings_file.read_text())["scoring"] == "marginal"
+    settings, scores = read_scores(tmp_path / "run")
+    assert settings["scoring"] == "beam" and len(scores) == len(DOCS)

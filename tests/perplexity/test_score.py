@@ -1,0 +1,130 @@
+"""The scorings of a document (``ppl_tok/perplexity/score.py``) against exact values on toy LMs."""
+
+from __future__ import annotations
+import math
+import pytest
+from ppl_tok.infer.exact import exact_marginal
+from ppl_tok.perplexity import (
+    ScoringConfig,
+    corpus_from_texts,
+    rolling_windows,
+    score_documents,
+)
+from ppl_tok.perplexity.report import corpus_summary
+from ppl_tok.strings.beam import StringSearchConfig
+from qa_toy import toy_lm
+from tests.perplexity import DOCS
+
+
+def test_canonical_windows_of_a_bigram_lm_equal_the_whole_document():
+    """A bigram LM sees only the previous token, which every window keeps: windows change nothing."""
+    lm = toy_lm()
+    corpus = corpus_from_texts(DOCS)
+    whole = score_documents(lm, corpus.documents, ScoringConfig("canonical"))
+    windowed = score_documents(lm, corpus.documents, ScoringConfig("canonical", window=3))
+    for d, a, b in zip(corpus.documents, whole, windowed):
+        assert a.log_likelihood == pytest.approx(lm.canonical_log_prob(d.text), abs=1e-12)
+        assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-12)
+        assert a.windows == 1 and b.windows == len(rolling_windows(b.n_tokens, 3))
+    assert max(b.windows for b in windowed) >= 3
+
+
+def test_marginal_brackets_the_exact_marginal_and_beats_canonical():
+    lm = toy_lm()
+    corpus = corpus_from_texts(DOCS)
+    scores = score_documents(lm, corpus.documents, ScoringConfig("beam", search=StringSearchConfig(beam=4)))
+    for d, s in zip(corpus.documents, scores):
+        exact = exact_marginal(d.text, lm).log_marginal
+        assert s.canonical <= s.lower + 1e-12
+        assert s.lower <= exact + 1e-9 <= s.upper + 2e-9
+        assert s.log_likelihood == s.lower
+    wide = score_documents(lm, corpus.documents,
+                           ScoringConfig("beam", search=StringSearchConfig(beam=100_000, prune=math.inf)))
+    for d, s in zip(corpus.documents, wide):  # nothing pruned on these short strings: exact
+        assert s.lower == pytest.approx(exact_marginal(d.text, lm).log_marginal, abs=1e-9)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_span_gain_adds_up_to_the_gain_over_canonical(window):
+    lm = toy_lm()
+    for s in score_documents(lm, corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents,
+                             ScoringConfig("beam", window=window, search=StringSearchConfig(beam=4))):
+        record = s.extra["span_gain"]
+        assert record["version"] == 1
+        spans = sum(nats for _, _, nats in record["spans"])
+        assert spans + record["rest"] == pytest.approx(s.log_likelihood - s.canonical, abs=1e-9)
+        assert 0 <= record["single_span"] <= s.log_likelihood - s.canonical + 1e-9
+        assert all(0 <= a < b <= s.n_bytes and nats >= 0 for a, b, nats in record["spans"])
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_batch_of_documents_scores_as_each_document_alone(window):
+    """Marginal documents (and their windows) are swept in lockstep; each record is the one it gets alone."""
+    lm = toy_lm()
+    docs = corpus_from_texts(DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents
+    config = ScoringConfig("beam", window=window, search=StringSearchConfig(beam=3, prune=2.0))
+    batch = score_documents(lm, docs, config)
+    for d, s in zip(docs, batch):
+        (alone,) = score_documents(lm, [d], config)
+        got, want = s.to_record(), alone.to_record()
+        assert got == want
+
+
+def test_windowed_marginal_holds_the_canonical_slice_and_bounds():
+    lm = toy_lm()
+    corpus = corpus_from_texts(["abc de fgh ab cd ef gh ba ab"])
+    (s,) = score_documents(lm, corpus.documents, ScoringConfig("beam", window=5))
+    assert s.windows > 1
+    assert s.canonical <= s.lower <= s.upper
+
+
+def test_canonical_plus_rest_is_unbiased_on_average():
+    """log(p(v*) + m): exp of it averages to the exact marginal over seeds (12 seeds, 4 sigma)."""
+    lm = toy_lm()
+    corpus = corpus_from_texts(["abc de"])
+    exact = exact_marginal("abc de", lm).log_marginal
+    values = [math.exp(score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8,
+                                                                            seed=s))[0].log_likelihood)
+              for s in range(12)]
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    assert abs(mean - math.exp(exact)) <= 4 * sd / len(values) ** 0.5 + 1e-12
+    s = score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8))[0]
+    assert s.lower == pytest.approx(s.canonical) and s.log_likelihood >= s.canonical
+    # the plain importance estimate of the same particles, and what they certify
+    from ppl_tok.infer.importance import marginals
+    from ppl_tok.common.seeds import pair_seed
+
+    (r,) = marginals(["abc de"], lm, 8, seeds=[pair_seed(0, "perplexity", "0", 0)])
+    assert s.extra["is_estimate"] == pytest.approx(r.log_marginal, abs=1e-12)
+    assert s.canonical - 1e-12 <= s.extra["is_certified_lower"] <= exact + 1e-9
+
+
+def test_an_unknown_scoring_is_an_error():
+    """Every dispatcher looks its name up in ppl_tok.scoring: no silent fallback to another scoring."""
+    with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, canonical\+rest"):
+        ScoringConfig("nonsense")
+    config = ScoringConfig("canonical")
+    object.__setattr__(config, "scoring", "nonsense")  # past the config's own check
+    with pytest.raises(ValueError, match="unknown scoring 'nonsense'"):
+        score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, config)
+    scores = score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, ScoringConfig("canonical"))
+    with pytest.raises(ValueError, match="unknown scoring 'importance'"):  # a scoring of requests, not of documents
+        corpus_summary(scores, "importance")
+
+
+def test_marginal_is_the_old_name_of_beam():
+    config = ScoringConfig("marginal", search=StringSearchConfig(beam=3))
+    assert config == ScoringConfig("beam", search=StringSearchConfig(beam=3))
+    assert config.settings() == {"scoring": "beam", "window": None, "beam": 3, "prune": StringSearchConfig.prune,
+                                 "budget": None, "prune_against": "offset"}
+    with pytest.raises(ValueError, match="prune_against"):
+        ScoringConfig("beam", search=StringSearchConfig(prune_against="text"))
+
+
+def test_no_bos_is_a_clear_error():
+    from ppl_tok import BigramLM, Vocabulary
+
+    lm = BigramLM.random(Vocabulary.from_tokens([None, "a", "b"]), seed=0, bos_id=None)
+    with pytest.raises(ValueError, match="no BOS"):
+        score_documents(lm, corpus_from_texts(["ab"]).documents, ScoringConfig("canonical"))
