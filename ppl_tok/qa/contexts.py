@@ -67,8 +67,11 @@ def context_settings(run: str | Path, method: str, search: StringSearchConfig = 
            "data_files": st.get("data_files", {}), "method": method, "ppl_tok_version": __version__}
     if method == "prefix":
         out.update(beam=search.beam, prune=search.prune)
-        out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against))
+        out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against),
+                                      ("prefill_tail", search.prefill_tail))
                     if v != getattr(StringSearchConfig, k)})  # recorded when they are not the default
+        if search.prefill != "exact":  # stores from before the prefill modes were computed exactly
+            out["prefill"] = search.prefill
     return out
 
 
@@ -87,10 +90,10 @@ def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchCon
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
     from ppl_tok.strings import StringState
 
-    state = StringState(lm, "", search).extend(text)
+    state = StringState(lm, "", search, prompt=text)
     p = state.prefix_log_prob()
     return {"log_prob": encode_log(p.estimate), "lower": encode_log(p.lower), "upper": encode_log(p.upper),
-            "forwards": state.forwards}
+            "forwards": state.forwards, "head_bytes": state.base}
 
 
 def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, method: str = "canonical", *,
@@ -100,7 +103,9 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
 
     :param study: the run's questions (:func:`ppl_tok.qa.data.load_study` with the run's settings).
     :param lm: the run's model.
-    :param search: ``prefix``: the byte-synchronous beam.
+    :param search: ``prefix``: the byte-synchronous beam and its prefill mode (``canonical-head``:
+        ``log P_H(context) = log p(h* | BOS) + log P(tail | h*)``, the coverings of the context
+        that start with its canonical head; :mod:`ppl_tok.strings.prefill`).
     :param progress: called with (questions done, questions in all) after each question.
     """
     run = Path(run)
