@@ -84,13 +84,27 @@ def check_study_matches(study: Study, settings: dict[str, Any], where: str) -> N
                          "point --data-dir at the data the run was scored on")
 
 
-def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig) -> dict[str, Any]:
+#: ``prefix``: the contexts whose canonical heads are prefilled together, in one batched call
+HEAD_BATCH = 16
+
+
+def _heads(lm: LanguageModel, method: str, texts: list[str], search: StringSearchConfig) -> list[Any]:
+    """``prefix``: the contexts' canonical heads (:func:`~ppl_tok.strings.prefill.prefill_heads`, one call)."""
+    if method != "prefix" or not texts:
+        return [None] * len(texts)
+    from ppl_tok.strings.prefill import prefill_heads
+
+    return prefill_heads(lm, [t.encode("utf-8") for t in texts], [""] * len(texts), search)
+
+
+def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig, head: Any = None
+              ) -> dict[str, Any]:
     if method == "canonical":
         before = lm.stats.forwards
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
     from ppl_tok.strings import StringState
 
-    state = StringState(lm, "", search, prompt=text)
+    state = StringState(lm, "", search, prompt=text, head=head)
     p = state.prefix_log_prob()
     return {"log_prob": encode_log(p.estimate), "lower": encode_log(p.lower), "upper": encode_log(p.upper),
             "forwards": state.forwards, "head_bytes": state.base}
@@ -107,6 +121,10 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
         ``log P_H(context) = log p(h* | BOS) + log P(tail | h*)``, the coverings of the context
         that start with its canonical head; :mod:`ppl_tok.strings.prefill`).
     :param progress: called with (questions done, questions in all) after each question.
+
+    ``prefix``: the canonical heads of :data:`HEAD_BATCH` questions at a time are prefilled in one
+    batched call (each record's ``seconds`` carries an equal share of it); the tails are walked one
+    question at a time.
     """
     run = Path(run)
     settings = context_settings(run, method, search)
@@ -116,14 +134,23 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
         raise ValueError(f"the run has no split {unknown[0]!r} (it has {', '.join(study.splits)})")
     todo = [(s, i, q) for s in splits for i, q in enumerate(study.splits[s])]
     with ContextStore.open(context_folder(run, method), settings) as store:
-        for done, (split, i, q) in enumerate(todo, 1):
-            if not store.has_key((split, i)):
-                start = time.perf_counter()
-                row = _log_prob(lm, method, q.context, search)
-                store.append([{"split": split, "index": i, "id": q.id, **row}],
-                             timing={"seconds": time.perf_counter() - start, "bytes": len(q.context.encode())})
-            if progress is not None:
-                progress(done, len(todo))
+        done = 0
+        for lo in range(0, len(todo), HEAD_BATCH):
+            chunk = todo[lo: lo + HEAD_BATCH]
+            new = [k for k, (split, i, _) in enumerate(chunk) if not store.has_key((split, i))]
+            start = time.perf_counter()
+            heads = dict(zip(new, _heads(lm, method, [chunk[k][2].context for k in new], search)))
+            share = (time.perf_counter() - start) / max(1, len(new))
+            for k, (split, i, q) in enumerate(chunk):
+                if k in heads:
+                    start = time.perf_counter()
+                    row = _log_prob(lm, method, q.context, search, heads[k])
+                    store.append([{"split": split, "index": i, "id": q.id, **row}],
+                                 timing={"seconds": time.perf_counter() - start + share,
+                                         "bytes": len(q.context.encode())})
+                done += 1
+                if progress is not None:
+                    progress(done, len(todo))
         return store
 
 

@@ -377,3 +377,18 @@ def initial(lm: LanguageModel, prompt: str | bytes = "", context: str | Sequence
     that start with the canonical head (:mod:`ppl_tok.strings.prefill`).
     """
     return StringState(lm, context, config, prompt=prompt)
+
+
+def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Sequence[str | Sequence[int]] | None = None,
+                 config: StringSearchConfig | None = None) -> list[StringState]:
+    """:func:`initial` of many prompts, their canonical heads prefilled in one batched call.
+
+    Each state equals ``initial(lm, prompts[i], contexts[i], config)``; only the heads'
+    forwards are shared (:func:`~ppl_tok.strings.prefill.prefill_heads`), the tails are
+    walked one prompt at a time.
+    """
+    config = config or StringSearchConfig()
+    contexts = [""] * len(prompts) if contexts is None else list(contexts)
+    data = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
+    heads = prefill_heads(lm, data, contexts, config)
+    return [StringState(lm, c, config, prompt=p, head=h) for p, c, h in zip(data, contexts, heads)]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppl_tok import Vocabulary
-from ppl_tok.strings import DeadEndError, StringSearchConfig, StringState, initial, string_conditional
+from ppl_tok.strings import DeadEndError, StringSearchConfig, StringState, initial, initial_many, string_conditional
 from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.generate import generate
 from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS, Head, head_tokens, prefill_heads
@@ -144,6 +144,11 @@ def test_heads_prefilled_in_one_batch_equal_heads_prefilled_alone():
         assert alone.head == h
         given_head = StringState(lm, c, HEAD, prompt=p, head=h)
         assert given_head.prefix_log_prob() == alone.prefix_log_prob()
+    many = initial_many(lm, prompts, contexts, HEAD)
+    for p, c, state in zip(prompts, contexts, many):
+        alone = StringState(lm, c, HEAD, prompt=p)
+        assert state.head == alone.head and state.prefix_log_prob() == alone.prefix_log_prob()
+        assert torch.equal(state.next_byte_log_probs().log_probs, alone.next_byte_log_probs().log_probs)
     with pytest.raises(ValueError, match="does not spell the start of the prompt"):
         StringState(lm, (), HEAD, prompt=b"babbabbabab", head=heads[0])
 
