@@ -44,8 +44,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ppl_tok.lm.base import LanguageModel
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.lm.base import LanguageModel, model_window
+from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
 from ppl_tok.strings.cover import cover_index
 from ppl_tok.vocabulary import Vocabulary
 
@@ -127,8 +127,15 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     longest = cover_index(lm.vocab).longest
     split = [head_tokens(lm.vocab, bytes(p), config, longest) for p in prompts]
     todo = [i for i, (ids, _) in enumerate(split) if ids]
-    log_probs = lm.log_probs_after([lm.prefix_ids(contexts[i]) for i in todo], [split[i][0] for i in todo]) \
-        if todo else []
+    prefixes = [lm.prefix_ids(contexts[i]) for i in todo]
+    window = model_window(lm)
+    for i, prefix in zip(todo, prefixes):
+        if window is not None and len(prefix) + len(split[i][0]) > window:
+            raise ContextLengthError(
+                f"the prompt's canonical head needs {len(prefix) + len(split[i][0])} token positions (BOS and "
+                f"context included), more than {lm.name}'s context window of {window}: the LM over strings "
+                "conditions on the whole prompt and does not window; shorten the prompt (e.g. keep its last bytes)")
+    log_probs = lm.log_probs_after(prefixes, [split[i][0] for i in todo]) if todo else []
     heads = [Head() for _ in prompts]
     for i, lp in zip(todo, log_probs):
         heads[i] = Head(split[i][0], split[i][1], float(lp))

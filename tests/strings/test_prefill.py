@@ -169,3 +169,16 @@ def test_generation_and_ensembles_take_the_prefill_mode():
         assert g.forwards >= len(initial(a, prompt, config=HEAD).head.ids)
     first = initial(a, prompt, config=HEAD).next_byte_log_probs().log_probs
     assert float(first.exp().sum()) == pytest.approx(1.0, abs=1e-9) and not math.isnan(float(first[97]))
+
+
+def test_a_head_longer_than_the_context_window_is_refused_before_any_forward():
+    from types import SimpleNamespace
+
+    from ppl_tok.strings import ContextLengthError
+
+    lm = history_lm(3)
+    lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=6))  # BOS + 5 positions
+    before = lm.stats.forwards
+    with pytest.raises(ContextLengthError, match="canonical head needs"):
+        initial(lm, "ab" * 12, config=HEAD)
+    assert lm.stats.forwards == before
