@@ -24,6 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.datasets import DATA_ROOT
 from ppl_tok.lm.base import LanguageModel
@@ -68,24 +70,35 @@ def midword_difference(lm: LanguageModel, pairs: Sequence[tuple[str, str]], conf
     """``|log p_H(y | x) - log p(y | x)|`` of the 12-byte continuations: canonical-head against exact.
 
     ``records``: the prompt-boundary benchmark's JSON Lines (exact's estimate per prompt, in order);
-    the prompts not there are computed exactly here.
+    the prompts not there are computed exactly here. A prompt that gets no head is canonical-head's
+    exact computation (tested bit for bit), so its difference is 0 without running it. Also the mean
+    gain of each over canonical-token conditioning ``log p(v*(y) | v*(x))``.
     """
     from ppl_tok.bench.strings import PromptRecords
     from ppl_tok.strings.conditional import string_conditional
+    from ppl_tok.strings.prefill import head_tokens
 
     done = list(PromptRecords.read_records(Path(records))) if records is not None and Path(records).is_file() else []
-    diffs, heads = [], 0
-    for k, (prompt, cont) in enumerate(pairs):
+    ch_config = replace(config, prefill="canonical-head")
+    diffs, gains_exact, gains_ch, heads = [], [], [], 0
+    for k, (prompt, cont) in tqdm(list(enumerate(pairs)), desc="mid-word prompts", leave=False):
         if k < len(done) and (done[k]["prompt"], done[k]["continuation"]) == (prompt, cont):
-            exact = decode_log(done[k]["estimate"])
+            exact, canonical = decode_log(done[k]["estimate"]), decode_log(done[k]["canonical"])
         else:
             exact = string_conditional(lm, prompt, cont, config=replace(config, prefill="exact")).estimate
-        ch = string_conditional(lm, prompt, cont, config=replace(config, prefill="canonical-head"))
-        heads += ch.head_bytes > 0
-        diffs.append(abs(ch.estimate - exact))
+            canonical = lm.canonical_log_prob(cont, prompt)
+        if head_tokens(lm.vocab, prompt.encode(), ch_config)[0]:
+            ch = string_conditional(lm, prompt, cont, config=ch_config).estimate
+            heads += 1
+        else:
+            ch = exact
+        diffs.append(abs(ch - exact))
+        gains_exact.append(exact - canonical)
+        gains_ch.append(ch - canonical)
     diffs.sort()
     return {"prompts": len(diffs), "with_a_head": heads, "median_abs_diff": statistics.median(diffs),
             "p95_abs_diff": diffs[min(len(diffs) - 1, int(0.95 * len(diffs)))], "max_abs_diff": diffs[-1],
+            "mean_gain_exact": statistics.fmean(gains_exact), "mean_gain_canonical_head": statistics.fmean(gains_ch),
             "prefill_tail": config.prefill_tail}
 
 

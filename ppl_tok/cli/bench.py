@@ -148,7 +148,8 @@ def _prefill(args: argparse.Namespace, spec: Any) -> None:
         result["midword"] = m = bench.midword_difference(lm, pairs, replace(config, prefill="exact"),
                                                          args.prompt_records)
         lines.append(f"mid-word prompts: {m['prompts']} ({m['with_a_head']} with a head): |canonical-head - exact| "
-                     f"median {m['median_abs_diff']:.4g}, 95th percentile {m['p95_abs_diff']:.4g} nats")
+                     f"median {m['median_abs_diff']:.4g}, 95th percentile {m['p95_abs_diff']:.4g} nats; mean gain over "
+                     f"canonical tokens {m['mean_gain_canonical_head']:.2f} nats (exact {m['mean_gain_exact']:.2f})")
     _emit(args, result, lines)
 
 
