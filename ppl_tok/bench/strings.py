@@ -159,7 +159,7 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
     from ppl_tok.strings.generate import generate
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
-    narrow = StringSearchConfig(beam=beam)
+    narrow = StringSearchConfig(beam=beam, prefill="exact")  # the recorded prompt-boundary figures are exact's
     if prompts_only:
         if not prompts:
             raise ValueError("prompts_only needs prompts >= 1")

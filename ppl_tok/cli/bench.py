@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
+from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
@@ -115,6 +117,9 @@ def cmd_strings(args: argparse.Namespace) -> None:
     from ppl_tok.bench import strings as bench
 
     spec = lm_spec(args)
+    if args.prefill_bytes or args.prefill_prompts:
+        _prefill(args, spec)
+        return
     if args.genlm_python:
         result = bench.bench_genlm(args.genlm_python, spec.model, data=args.data, n_bytes=args.genlm_bytes,
                                    keep=args.genlm_keep, **spec.options())
@@ -124,6 +129,28 @@ def cmd_strings(args: argparse.Namespace) -> None:
                                  prompt_records=args.prompt_records, prompts_only=args.prompts_only,
                                  **spec.options())
     _emit(args, result, bench.format_strings(result))
+
+
+def _prefill(args: argparse.Namespace, spec: Any) -> None:
+    from ppl_tok.bench import prefill as bench
+    from ppl_tok.bench.strings import mid_word_prompts
+    from ppl_tok.lm.cards import load_lm
+
+    lm = load_lm(spec.model, **spec.options())
+    config = StringSearchConfig(prefill_tail=args.prefill_tail)
+    result: dict[str, Any] = {"model": spec.model, "beam": config.beam, "prefill_tail": args.prefill_tail}
+    lines: list[str] = []
+    if args.prefill_bytes:
+        result["prefill"] = bench.prefill_sizes(lm, args.prefill_bytes, args.data, config=config)
+        lines += bench.format_prefill(result["prefill"])
+    if args.prefill_prompts:
+        pairs = mid_word_prompts(Path(args.data), args.prefill_prompts)
+        result["midword"] = m = bench.midword_difference(lm, pairs, replace(config, prefill="exact"),
+                                                         args.prompt_records)
+        lines.append(f"mid-word prompts: {m['prompts']} ({m['with_a_head']} with a head): |canonical-head - exact| "
+                     f"median {m['median_abs_diff']:.4g}, 95th percentile {m['p95_abs_diff']:.4g} nats; mean gain over "
+                     f"canonical tokens {m['mean_gain_canonical_head']:.2f} nats (exact {m['mean_gain_exact']:.2f})")
+    _emit(args, result, lines)
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -200,6 +227,14 @@ def _add_strings(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-records", type=output_file, metavar="FILE",
                    help="append each prompt's numbers to this JSON Lines file, and resume from it")
     p.add_argument("--prompts-only", action="store_true", help="the prompt-boundary part alone")
+    p.add_argument("--prefill-bytes", type=POSITIVE, nargs="+", metavar="N",
+                   help="only the prefill part: prompts of N bytes of held-out text, canonical scoring against "
+                        "canonical-head and (N <= 400) exact conditioning (e.g. 100 400 2000 8000)")
+    p.add_argument("--prefill-prompts", type=integer(0), default=0, metavar="N",
+                   help="prefill part: also the first N mid-word prompts, canonical-head against exact (exact's "
+                        "figures from --prompt-records when it holds them)")
+    p.add_argument("--prefill-tail", type=POSITIVE, metavar="BYTES",
+                   help="prefill part: the fewest bytes the beam walks (default: the longest token)")
     p.add_argument("--genlm-python", metavar="PYTHON",
                    help="only the comparison with genlm-bytes, run by this interpreter (its own environment)")
     p.add_argument("--genlm-bytes", type=POSITIVE, default=1000,

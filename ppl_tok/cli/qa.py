@@ -11,7 +11,8 @@ from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.qa.run import OPTIONAL_SCORES
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
+from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
 
 
 def _scores(text: str) -> list[str]:
@@ -115,7 +116,8 @@ def cmd_contexts(args: argparse.Namespace) -> None:
     with tqdm(total=sum(len(study.splits[s]) for s in args.splits if s in study.splits), unit="q",
                       desc=f"contexts ({args.method})", disable=args.json) as bar:
         store = compute_context_log_probs(args.dir, study, lm, args.method, splits=args.splits,
-                                          search=StringSearchConfig(beam=args.beam, prune=args.prune),
+                                          search=StringSearchConfig(beam=args.beam, prune=args.prune,
+                                                                    prefill=args.prefill),
                                           progress=lambda done, total: bar.update(done - bar.n))
     out = {"folder": str(context_folder(args.dir, args.method)), "records": len(store.records)}
     print(json.dumps(out) if args.json else f"{out['folder']}: {out['records']} context log-probabilities")
@@ -208,6 +210,11 @@ def _add_contexts(qa_sub: argparse._SubParsersAction) -> None:
                    help=f"prefix: token prefixes kept per byte (default {StringSearchConfig.beam})")
     p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
                    help=f"prefix: pruning threshold in nats (default {StringSearchConfig.prune:g})")
+    p.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
+                   help="prefix: exact (every covering of the context), canonical-head (the context's canonical head in "
+                        "one forward, the beam over its tail: log P(context, head tokenized canonically)) or auto "
+                        f"(canonical-head when the head has at least {AUTO_HEAD_TOKENS} tokens; default "
+                        f"{StringSearchConfig.prefill})")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_contexts)
 

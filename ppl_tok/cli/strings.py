@@ -8,12 +8,13 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, positive
 from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm, add_command, add_text_arguments
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
+from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
 
 
 def _config(args: argparse.Namespace) -> StringSearchConfig:
     return StringSearchConfig(beam=args.beam, prune=math.inf if args.prune is None else args.prune,
-                              budget=args.search_budget)
+                              budget=args.search_budget, prefill=args.prefill)
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
@@ -34,7 +35,8 @@ def cmd_conditional(args: argparse.Namespace) -> None:
              f"  log P(prompt is a prefix):        [{result.prompt_prefix.lower:.4f}, {result.prompt_prefix.upper:.4f}]",
              f"  log P(prompt+text is a prefix):   [{result.joint_prefix.lower:.4f}, {result.joint_prefix.upper:.4f}]",
              f"log p(canonical tokens of text | canonical tokens of prompt): {canonical:.4f}",
-             f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam})"]
+             f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam}, prefill {result.prefill}"
+             + (f": a canonical head of {result.head_bytes} bytes, the conditional given it)" if result.head_bytes else ")")]
     _emit(args, payload, lines)
 
 
@@ -68,7 +70,7 @@ def cmd_next(args: argparse.Namespace) -> None:
     _check_utf8("--prompt", args.prompt)
     config = _config(args)
     lm = _load_lm(args)
-    state = StringState(lm, args.context, config).extend(args.prompt)
+    state = StringState(lm, args.context, config, prompt=args.prompt)
     prefix = state.prefix_log_prob()
     rows: list[tuple[str, float, float, float]] = []
     if args.chars:
@@ -88,7 +90,7 @@ def cmd_next(args: argparse.Namespace) -> None:
         extra = []
     rows.sort(key=lambda r: -r[1])
     payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
-                   prefix={"lower": prefix.lower, "upper": prefix.upper})
+                   prefix={"lower": prefix.lower, "upper": prefix.upper}, prefill=state.prefill, head_bytes=state.base)
     unit = "character" if args.chars else "byte"
     lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
              f"[{prefix.lower:.4f}, {prefix.upper:.4f}]",
@@ -109,6 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
         p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
                        help="token forwards, past which the beam narrows to one prefix (default: none)")
+        p.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
+                       help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
+                            "canonical tokens up to a token boundary a longest token before its end in one forward, "
+                            "the beam over the rest: the LM over strings given that head tokenized canonically) or "
+                            f"auto (canonical-head when that head has at least {AUTO_HEAD_TOKENS} tokens; default "
+                            f"{StringSearchConfig.prefill})")
 
     p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
             "certified interval (no prompt boundary problem)", "lm")

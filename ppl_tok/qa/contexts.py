@@ -67,8 +67,11 @@ def context_settings(run: str | Path, method: str, search: StringSearchConfig = 
            "data_files": st.get("data_files", {}), "method": method, "ppl_tok_version": __version__}
     if method == "prefix":
         out.update(beam=search.beam, prune=search.prune)
-        out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against))
+        out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against),
+                                      ("prefill_tail", search.prefill_tail))
                     if v != getattr(StringSearchConfig, k)})  # recorded when they are not the default
+        if search.prefill != "exact":  # stores from before the prefill modes were computed exactly
+            out["prefill"] = search.prefill
     return out
 
 
@@ -81,16 +84,30 @@ def check_study_matches(study: Study, settings: dict[str, Any], where: str) -> N
                          "point --data-dir at the data the run was scored on")
 
 
-def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig) -> dict[str, Any]:
+#: ``prefix``: the contexts whose canonical heads are prefilled together, in one batched call
+HEAD_BATCH = 16
+
+
+def _heads(lm: LanguageModel, method: str, texts: list[str], search: StringSearchConfig) -> list[Any]:
+    """``prefix``: the contexts' canonical heads (:func:`~ppl_tok.strings.prefill.prefill_heads`, one call)."""
+    if method != "prefix" or not texts:
+        return [None] * len(texts)
+    from ppl_tok.strings.prefill import prefill_heads
+
+    return prefill_heads(lm, [t.encode("utf-8") for t in texts], [""] * len(texts), search)
+
+
+def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig, head: Any = None
+              ) -> dict[str, Any]:
     if method == "canonical":
         before = lm.stats.forwards
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
     from ppl_tok.strings import StringState
 
-    state = StringState(lm, "", search).extend(text)
+    state = StringState(lm, "", search, prompt=text, head=head)
     p = state.prefix_log_prob()
     return {"log_prob": encode_log(p.estimate), "lower": encode_log(p.lower), "upper": encode_log(p.upper),
-            "forwards": state.forwards}
+            "forwards": state.forwards, "head_bytes": state.base}
 
 
 def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, method: str = "canonical", *,
@@ -100,8 +117,14 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
 
     :param study: the run's questions (:func:`ppl_tok.qa.data.load_study` with the run's settings).
     :param lm: the run's model.
-    :param search: ``prefix``: the byte-synchronous beam.
+    :param search: ``prefix``: the byte-synchronous beam and its prefill mode (``canonical-head``:
+        ``log P_H(context) = log p(h* | BOS) + log P(tail | h*)``, the coverings of the context
+        that start with its canonical head; :mod:`ppl_tok.strings.prefill`).
     :param progress: called with (questions done, questions in all) after each question.
+
+    ``prefix``: the canonical heads of :data:`HEAD_BATCH` questions at a time are prefilled in one
+    batched call (each record's ``seconds`` carries an equal share of it); the tails are walked one
+    question at a time.
     """
     run = Path(run)
     settings = context_settings(run, method, search)
@@ -111,14 +134,23 @@ def compute_context_log_probs(run: str | Path, study: Study, lm: LanguageModel, 
         raise ValueError(f"the run has no split {unknown[0]!r} (it has {', '.join(study.splits)})")
     todo = [(s, i, q) for s in splits for i, q in enumerate(study.splits[s])]
     with ContextStore.open(context_folder(run, method), settings) as store:
-        for done, (split, i, q) in enumerate(todo, 1):
-            if not store.has_key((split, i)):
-                start = time.perf_counter()
-                row = _log_prob(lm, method, q.context, search)
-                store.append([{"split": split, "index": i, "id": q.id, **row}],
-                             timing={"seconds": time.perf_counter() - start, "bytes": len(q.context.encode())})
-            if progress is not None:
-                progress(done, len(todo))
+        done = 0
+        for lo in range(0, len(todo), HEAD_BATCH):
+            chunk = todo[lo: lo + HEAD_BATCH]
+            new = [k for k, (split, i, _) in enumerate(chunk) if not store.has_key((split, i))]
+            start = time.perf_counter()
+            heads = dict(zip(new, _heads(lm, method, [chunk[k][2].context for k in new], search)))
+            share = (time.perf_counter() - start) / max(1, len(new))
+            for k, (split, i, q) in enumerate(chunk):
+                if k in heads:
+                    start = time.perf_counter()
+                    row = _log_prob(lm, method, q.context, search, heads[k])
+                    store.append([{"split": split, "index": i, "id": q.id, **row}],
+                                 timing={"seconds": time.perf_counter() - start + share,
+                                         "bytes": len(q.context.encode())})
+                done += 1
+                if progress is not None:
+                    progress(done, len(todo))
         return store
 
 

@@ -5,7 +5,9 @@ See ``docs/strings.md``.
 * :func:`string_marginal`: a certified bracket on ``log p(x | c)`` (the text exactly, no EOS);
   :func:`string_marginals` sweeps several strings in lockstep, one batched forward per step;
 * :class:`StringState` / :func:`initial`: prefix probabilities ``P(x | c)`` and next-byte
-  distributions, incrementally;
+  distributions, incrementally, a prompt walked exactly or after its canonical head
+  (``StringSearchConfig.prefill``, :mod:`ppl_tok.strings.prefill`); :func:`initial_many`
+  prefills many prompts' heads in one batched call;
 * :func:`next_char_log_probs`: the same read in UTF-8 characters;
 * :func:`string_conditional`: ``log p(y | x)`` for a prompt string ``x``, with a certified interval.
 """
@@ -14,8 +16,9 @@ from ppl_tok.strings.beam import ByteBeam, ContextLengthError, StringSearchConfi
 from ppl_tok.strings.chars import NextChars, next_char_log_probs
 from ppl_tok.strings.conditional import StringConditional, string_conditional
 from ppl_tok.strings.marginal import StringMarginal, string_marginal, string_marginals
-from ppl_tok.strings.state import DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial
+from ppl_tok.strings.state import (DeadEndError, EndUnavailableError, NextBytes, PrefixProbability, StringState, initial,
+                                   initial_many)
 
 __all__ = ["ByteBeam", "ContextLengthError", "DeadEndError", "EndUnavailableError", "NextBytes", "NextChars", "PrefixProbability",
-           "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial",
+           "StringConditional", "StringMarginal", "StringSearchConfig", "StringState", "initial", "initial_many",
            "next_char_log_probs", "string_conditional", "string_marginal", "string_marginals"]

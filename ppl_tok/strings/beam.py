@@ -45,6 +45,10 @@ from dataclasses import dataclass
 from ppl_tok.lm.base import LanguageModel, LMState, model_window
 
 
+#: how a prompt is conditioned on (:class:`StringSearchConfig`'s ``prefill``; :mod:`ppl_tok.strings.prefill`)
+PREFILL_MODES = ("auto", "exact", "canonical-head")
+
+
 class ContextLengthError(ValueError):
     """A token prefix of the string is longer than the model's context window."""
 
@@ -80,12 +84,28 @@ class StringSearchConfig:
         next byte (a dead end); the state heals it by reviving the prefixes
         dropped in the last ``longest token`` bytes and sweeping those bytes
         again (:attr:`~ppl_tok.strings.state.StringState.heals` counts them).
+    :param prefill: how a prompt is conditioned on (:mod:`ppl_tok.strings.prefill`):
+        ``"exact"``, the beam over the whole prompt, ``P(x | c)``; ``"canonical-head"``,
+        the prompt's canonical tokens up to a back-off point (the *head* ``h*``) run in
+        one batched prefill forward and the beam over the *tail* only, which gives the
+        LM over strings conditioned on "the head is tokenized canonically",
+        ``P(x, head canonical | c) = p(h* | c) P(tail | c h*)`` (equal to ``exact``
+        where the head is empty; otherwise a different conditional, bracketed by the
+        beam on its own quantity); ``"auto"`` (default), ``canonical-head`` when the
+        head holds at least :data:`~ppl_tok.strings.prefill.AUTO_HEAD_TOKENS` (8)
+        canonical tokens, else ``exact``. A walk with no prompt (bytes fed one by one
+        to a :class:`~ppl_tok.strings.state.StringState`) is always exact.
+    :param prefill_tail: the fewest bytes the tail holds (``None``: the vocabulary's
+        longest token, in bytes, so every token that can run past the end of the
+        prompt starts inside the tail).
     """
 
     beam: int = 8
     prune: float = 12.0
     budget: int | None = None
     prune_against: str = "offset"
+    prefill: str = "auto"
+    prefill_tail: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -97,6 +117,13 @@ class StringSearchConfig:
             raise ValueError(f"budget must be a positive number of token forwards or None, got {self.budget!r}")
         if self.prune_against not in ("offset", "text"):
             raise ValueError(f"prune_against must be 'offset' or 'text', got {self.prune_against!r}")
+        if self.prefill not in PREFILL_MODES:
+            raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_MODES))} (how a prompt is "
+                             f"conditioned on), got {self.prefill!r}")
+        if self.prefill_tail is not None and (isinstance(self.prefill_tail, bool)
+                                              or not isinstance(self.prefill_tail, int) or self.prefill_tail < 1):
+            raise ValueError(f"prefill_tail must be a positive number of bytes or None (the longest token), "
+                             f"got {self.prefill_tail!r}")
 
 
 class Hypothesis:
@@ -138,13 +165,15 @@ class ByteBeam:
     :param config: the beam's controls.
     :param canonical: the canonical tokens' start offsets: ``{offset: token}``
         (a hypothesis is canonical when all its tokens are).
+    :param start: the byte offset of the root (a canonical head's length: :mod:`ppl_tok.strings.prefill`).
+    :param log_prob: the root's log-probability (``log p(h* | c)`` after a canonical head).
     """
 
     def __init__(self, lm: LanguageModel, root: LMState, config: StringSearchConfig,
-                 canonical: dict[int, int] | None = None):
+                 canonical: dict[int, int] | None = None, start: int = 0, log_prob: float = 0.0):
         self.lm, self.config = lm, config
         self.canonical_at = canonical or {}
-        self.open: dict[int, list[Hypothesis]] = {0: [Hypothesis(0.0, state=root, canonical=True)]}
+        self.open: dict[int, list[Hypothesis]] = {start: [Hypothesis(log_prob, state=root, canonical=True)]}
         self.pruned: list[float] = []
         self.window = model_window(lm)
         self._check_length(len(root.tokens))

@@ -12,6 +12,12 @@ quotient has a certified interval:
     log P^(xy) - log P^+(x)  <=  log p(y | x)  <=  min(0, log P^+(xy) - log P^(x)),
 
 where ``P^`` is the mass found and ``P^+`` adds the pruned mass.
+
+Under ``config.prefill`` ``canonical-head`` (:mod:`ppl_tok.strings.prefill`) both
+prefix probabilities are ``P_H``, the coverings that start with the prompt's
+canonical head ``h*``, and the quotient is ``p(y | x, the head is tokenized
+canonically) = P(tail y | c h*) / P(tail | c h*)``; the interval is certified for
+that quantity (it equals the exact one where the head is empty).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ class StringConditional:
     :param estimate: ``log P^(prompt text) - log P^(prompt)`` (the beam's masses).
     :param prompt_prefix: the bracket on ``log P(prompt | context)``.
     :param joint_prefix: the bracket on ``log P(prompt text | context)``.
-    :param forwards: token positions run through the LM.
+    :param forwards: token positions run through the LM (the canonical head's included).
+    :param prefill: the mode the prompt got (``"exact"`` or ``"canonical-head"``).
+    :param head_bytes: the canonical head's bytes (0: exact).
     """
 
     prompt: str
@@ -47,6 +55,8 @@ class StringConditional:
     forwards: int
     n_bytes: int
     seconds: float
+    prefill: str = "exact"
+    head_bytes: int = 0
 
     @property
     def width(self) -> float:
@@ -62,7 +72,8 @@ class StringConditional:
                 "estimate": self.estimate, "width": self.width,
                 "prompt_prefix": {"lower": self.prompt_prefix.lower, "upper": self.prompt_prefix.upper},
                 "joint_prefix": {"lower": self.joint_prefix.lower, "upper": self.joint_prefix.upper},
-                "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds}
+                "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds,
+                "prefill": self.prefill, "head_bytes": self.head_bytes}
 
 
 def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float, float, float]:
@@ -82,13 +93,16 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
     :param prompt: the prompt string (any cut: mid-word, trailing space); ``""`` is
         the unconditional case, ``log P(text | context)`` as a prefix.
     :param context: token ids or a canonically tokenized string before the prompt (after BOS).
+    :param config: the beam's controls and the prefill mode (``canonical-head``: the
+        conditional given that the prompt's head is tokenized canonically; see the module docstring).
     """
     start = time.perf_counter()
-    state = StringState(lm, context, config).extend(prompt)
+    state = StringState(lm, context, config, prompt=prompt)
     before = state.prefix_log_prob()
     state.extend(text)
     joint = state.prefix_log_prob()
     lower, estimate, upper = quotient(joint, before)
     return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
                              prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
-                             n_bytes=len(state.data), seconds=time.perf_counter() - start)
+                             n_bytes=len(state.data), seconds=time.perf_counter() - start, prefill=state.prefill,
+                             head_bytes=state.base)

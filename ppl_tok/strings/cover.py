@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
+from weakref import WeakKeyDictionary
 
 import torch
 
@@ -107,3 +108,14 @@ def group_log_masses(values: list[torch.Tensor], segs: list[torch.Tensor]) -> to
     shift = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     total = torch.zeros(size, dtype=torch.float64, device=device).scatter_add(0, seg, (v - shift[seg]).exp())
     return (total.log() + shift).view(len(values), GROUPS).cpu()
+
+
+_INDEXES: WeakKeyDictionary[Vocabulary, CoverIndex] = WeakKeyDictionary()
+
+
+def cover_index(vocab: Vocabulary) -> CoverIndex:
+    """The vocabulary's :class:`CoverIndex` (built once per vocabulary)."""
+    index = _INDEXES.get(vocab)
+    if index is None:
+        index = _INDEXES[vocab] = CoverIndex(vocab)
+    return index

@@ -103,8 +103,14 @@ class Ensemble:
     @classmethod
     def of(cls, lms: Sequence[LanguageModel], prompt: str | bytes = "", kind: str = "mixture",
            weights: Sequence[float] | None = None, config: StringSearchConfig | None = None) -> Ensemble:
-        """The ensemble of ``lms`` after ``prompt``."""
-        return cls([StringState(lm, "", config).extend(prompt) for lm in lms], kind, weights)
+        """The ensemble of ``lms`` after ``prompt``.
+
+        Each member conditions on the prompt under ``config.prefill``: with ``canonical-head``
+        member ``k`` is its LM over strings given that *its own* canonical head of the prompt
+        (its tokenizer's) is tokenized canonically, ``P_k`` is its ``P_H``, and the mixture
+        weights ``pi_k P_H,k(x)`` and certified bounds are those of these quantities.
+        """
+        return cls([StringState(lm, "", config, prompt=prompt) for lm in lms], kind, weights)
 
     @property
     def data(self) -> bytearray:

@@ -7,6 +7,9 @@ tempered and truncated to its top-p nucleus, by inverse CDF at a seeded uniform
 ppl-tok), then extends the state by it. The prompt is summed over all its
 tokenizations, so a prompt that ends inside a token ("https://www.goo") is
 continued as the LM would continue the string, not the canonical tokens.
+Under ``config.prefill`` ``canonical-head`` the prompt's canonical head is run in
+one prefill forward and the continuation is drawn from the LM over strings
+conditioned on "the head is tokenized canonically" (:mod:`ppl_tok.strings.prefill`).
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_b
     mode = sampling_mode(mode, temperature, top_p, greedy, isinstance(lm, Ensemble))
     start = time.perf_counter()
     if isinstance(lm, LanguageModel):
-        state: StringState | Ensemble = StringState(lm, context, config).extend(prompt)
+        state: StringState | Ensemble = StringState(lm, context, config, prompt=prompt)
     else:
         if config is not None or context:
             raise ValueError("config and context belong to a new state: give them when building the state")

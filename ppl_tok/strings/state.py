@@ -35,28 +35,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import torch
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig
-from ppl_tok.strings.cover import EQUAL, CoverIndex, group_log_masses
+from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
+from ppl_tok.strings.prefill import Head, prefill_heads
 
 #: the index of the end of the string in a next-byte vector (0-255 are the bytes)
 END_OF_STRING = 256
-
-_INDEXES: WeakKeyDictionary[Vocabulary, CoverIndex] = WeakKeyDictionary()
-
-
-def cover_index(vocab: Vocabulary) -> CoverIndex:
-    """The vocabulary's :class:`CoverIndex` (built once per vocabulary)."""
-    index = _INDEXES.get(vocab)
-    if index is None:
-        index = _INDEXES[vocab] = CoverIndex(vocab)
-    return index
 
 
 class EndUnavailableError(ValueError):
@@ -145,22 +134,38 @@ class StringState:
     :param context: a string (canonically tokenized) or token ids, after BOS, that the
         string continues (``""``: the string starts right after BOS).
     :param config: the beam's controls (:class:`StringSearchConfig`).
+    :param prompt: bytes (or a str, its UTF-8) fed at once, under the config's ``prefill``
+        mode (:mod:`ppl_tok.strings.prefill`): with ``canonical-head`` the prompt's canonical
+        head ``h*`` is run in one prefill forward and the beam walks only the tail, so every
+        figure is the LM over strings conditioned on "the head is tokenized canonically"
+        (``P_H(x) = p(h* | c) P(tail | c h*)``, the prefix probabilities included). Bytes
+        fed later with :meth:`extend` are always walked exactly.
+    :param head: the prompt's head if already prefilled (:func:`~ppl_tok.strings.prefill.prefill_heads`,
+        many prompts in one batched call); ``None``: chosen and run here.
     """
 
     def __init__(self, lm: LanguageModel, context: str | Sequence[int] = "",
-                 config: StringSearchConfig | None = None):
+                 config: StringSearchConfig | None = None, *, prompt: str | bytes = b"", head: Head | None = None):
         self.lm = lm
         self.config = config or StringSearchConfig()
         self.index = cover_index(lm.vocab)
-        self.data = bytearray()
-        self.beam = ByteBeam(lm, lm.initial(context), self.config)
+        data = prompt.encode("utf-8") if isinstance(prompt, str) else bytes(prompt)
+        if head is None:
+            head = prefill_heads(lm, [data], [context], self.config)[0]
+        elif b"".join(lm.vocab[t] or b"" for t in head.ids) != data[:head.n_bytes]:
+            raise ValueError("the head given does not spell the start of the prompt")
+        self.head, self.base = head, head.n_bytes
+        self.data = bytearray(data[:self.base])
+        root = lm.state(lm.prefix_ids(context) + head.ids) if head.ids else lm.initial(context)
+        self.beam = ByteBeam(lm, root, self.config, start=self.base, log_prob=head.log_prob)
         if self.config.prune_against == "text":
             self.beam.keep_dropped = self.index.longest  # what a dead-end heal may revive
         self.window: dict[int, list[_Cover]] = {}
         self.heals = 0
         self._healing = False
         self._shared = False  # a copy shares its hypotheses' LM states with others: never release them
-        self._settle(0)
+        self._settle(self.base)
+        self.extend(data[self.base:])
 
     def copy(self) -> StringState:
         """An independent state at the same bytes (sharing the LM states already computed).
@@ -172,6 +177,7 @@ class StringState:
         """
         new = object.__new__(StringState)
         new.lm, new.config, new.index = self.lm, self.config, self.index
+        new.head, new.base = self.head, self.base
         new.data = bytearray(self.data)
         new.beam = self.beam.copy()
         new.window = {i: [_Cover(c.hyp, c.a, c.vals, c.end) for c in cs] for i, cs in self.window.items()}
@@ -183,7 +189,7 @@ class StringState:
     def _settle(self, offset: int) -> None:
         """Prune and run the prefixes ending at ``offset``; their rows, in byte order, join the window."""
         floor = -math.inf
-        if self.config.prune_against == "text" and offset > 0:
+        if self.config.prune_against == "text" and offset > self.base:
             floor = self.prefix_log_prob().lower - self.config.prune
         hyps = self.beam.settle(offset, floor=floor)
         if not hyps:
@@ -272,8 +278,13 @@ class StringState:
     # ------------------------------------------------------------- questions
     @property
     def forwards(self) -> int:
-        """Token positions the beam ran through the LM (cache hits included)."""
-        return self.beam.forwards
+        """Token positions run through the LM: the beam's (cache hits included) and the canonical head's."""
+        return self.beam.forwards + len(self.head.ids)
+
+    @property
+    def prefill(self) -> str:
+        """The prefill mode the prompt got: ``"canonical-head"`` (a head of :attr:`base` bytes) or ``"exact"``."""
+        return self.head.mode
 
     def pruned_log_mass(self) -> float:
         """``log Pi``: the total probability of the pruned prefixes (``-inf``: nothing pruned)."""
@@ -286,8 +297,8 @@ class StringState:
     def prefix_log_prob(self) -> PrefixProbability:
         """The bracket on ``log P(x | c)`` for the bytes ``x`` fed so far."""
         covers = self._covers_before()
-        if not self.data:
-            found = 0.0
+        if len(self.data) == self.base:
+            found = self.head.log_prob
         elif covers:
             masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for c in covers]).cpu().tolist()
             found = logsumexp(c.hyp.log_prob + m for c, m in zip(covers, masses))
@@ -308,9 +319,9 @@ class StringState:
         """
         from ppl_tok.distributions import OverCandidates
 
-        if not self.data:
-            (root,) = [c.hyp for c in self.window[0]]
-            return root, None, 0
+        if len(self.data) == self.base:
+            (root,) = [c.hyp for c in self.window[self.base]]
+            return root, None, self.base
         covers = [(i, c) for i, cs in self.window.items() if i < len(self.data) for c in cs]
         masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for _, c in covers]).cpu()
         masses = masses + torch.tensor([c.hyp.log_prob for _, c in covers], dtype=torch.float64)
@@ -337,8 +348,8 @@ class StringState:
         per = torch.cat([table[:, :256], ends.unsqueeze(1)], 1) + lp.unsqueeze(1)  # [Q, 257]
         unnormalised = torch.logsumexp(per, 0)
         before = torch.tensor([not h for h in heads])
-        if n == 0:
-            found = 0.0
+        if n == self.base:
+            found = self.head.log_prob
         elif before.any():
             found = float(torch.logsumexp(torch.logsumexp(table[before][:, : EQUAL + 1], 1) + lp[before], 0))
         else:
@@ -360,5 +371,24 @@ class StringState:
 
 def initial(lm: LanguageModel, prompt: str | bytes = "", context: str | Sequence[int] = "",
             config: StringSearchConfig | None = None) -> StringState:
-    """The LM over strings after ``prompt`` (summed over all its tokenizations), after BOS and ``context``."""
-    return StringState(lm, context, config).extend(prompt)
+    """The LM over strings after ``prompt``, after BOS and ``context``, under ``config.prefill``.
+
+    ``exact``: summed over all the prompt's tokenizations; ``canonical-head``: over those
+    that start with the canonical head (:mod:`ppl_tok.strings.prefill`).
+    """
+    return StringState(lm, context, config, prompt=prompt)
+
+
+def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Sequence[str | Sequence[int]] | None = None,
+                 config: StringSearchConfig | None = None) -> list[StringState]:
+    """:func:`initial` of many prompts, their canonical heads prefilled in one batched call.
+
+    Each state equals ``initial(lm, prompts[i], contexts[i], config)``; only the heads'
+    forwards are shared (:func:`~ppl_tok.strings.prefill.prefill_heads`), the tails are
+    walked one prompt at a time.
+    """
+    config = config or StringSearchConfig()
+    contexts = [""] * len(prompts) if contexts is None else list(contexts)
+    data = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
+    heads = prefill_heads(lm, data, contexts, config)
+    return [StringState(lm, c, config, prompt=p, head=h) for p, c, h in zip(data, contexts, heads)]

@@ -162,3 +162,27 @@ def test_cli_ensemble_refuses_other_questions(tmp_path, two_toys, capsys):
     assert "weights must be 2" in capsys.readouterr().err
     with pytest.raises(StoreError, match="no context log-probabilities"):
         read_context_log_probs(tmp_path / "toy-a", "prefix", "test", ["q0"])
+
+
+@pytest.mark.parametrize("prefill", ["exact", "canonical-head"])
+def test_cli_prefix_contexts_take_the_prefill_mode_and_batch_the_heads(tmp_path, two_toys, capsys, monkeypatch, prefill):
+    import ppl_tok.qa.contexts as contexts
+    from ppl_tok.strings import StringSearchConfig, initial
+
+    monkeypatch.setattr(contexts, "HEAD_BATCH", 4)  # 10 questions: heads prefilled in three batched calls
+    test = _runs(tmp_path)
+    run = tmp_path / "toy-a"
+    assert main(["qa", "contexts", str(run), "--dataset", str(test), "--method", "prefix", "--prefill", prefill,
+                 "--json"]) == 0
+    capsys.readouterr()
+    study = load_study(str(test))
+    ids = [q.id for q in study.splits["test"]]
+    got = read_context_log_probs(run, "prefix", "test", ids)
+    config = StringSearchConfig(prefill=prefill)
+    want = [initial(two_toys["toy-a"], q.context, config=config).prefix_log_prob().estimate
+            for q in study.splits["test"]]
+    assert np.allclose(got, want, rtol=0, atol=1e-9)
+    records = [json.loads(line) for line in (context_folder(run, "prefix") / "contexts.jsonl").read_text().splitlines()]
+    assert len(records) == 10 and (any(r["head_bytes"] > 0 for r in records) == (prefill == "canonical-head"))
+    settings = json.loads((context_folder(run, "prefix") / contexts.ContextStore.settings_file).read_text())
+    assert settings.get("prefill", "exact") == prefill

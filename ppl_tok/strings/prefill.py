@@ -1,0 +1,145 @@
+"""Prefill modes: how the LM over strings conditions on a prompt.
+
+``exact`` sums the prefix probability of the prompt ``x`` over every covering
+(:mod:`ppl_tok.strings.state`): the byte-synchronous beam walks all of ``x``,
+about eight token forwards per byte.
+
+``canonical-head`` splits ``x = head . tail`` at a boundary of its canonical
+tokenization ``v*(x) = (v_1 .. v_n)``: the **head** ``h* = (v_1 .. v_k)`` is
+run through the LM in one batched prefill forward (as canonical scoring of the
+prompt is), and the beam walks only the tail, from the state after ``c h*``.
+What it computes is the LM over strings restricted to the coverings of ``x``
+whose first ``k`` tokens are ``h*``:
+
+    P_H(x | c) = P(output starts with x, and its first k tokens are h* | c)
+               = p(h* | c) * P(tail | c h*),
+
+and every figure derived from it: next bytes ``p_H(b | x) = P_H(x b) / P_H(x)``
+and conditionals ``p_H(y | x) = P_H(x y) / P_H(x)`` are the LM over strings
+**conditioned on "the head is tokenized canonically"** (the factor
+``p(h* | c)`` cancels in them). Relation to ``exact``: ``P_H(x) <= P(x)`` (a
+subset of the coverings), with equality of every figure where the head is empty
+(``k = 0``: then canonical-head *is* exact); otherwise ``p_H(. | x)`` is a
+different conditional from ``p(. | x)``: it leaves out the coverings that split
+the head non-canonically (the share ``1 - P_H(x) / P(x)``, small on ordinary
+text). The head's probability is computed exactly, so the beam's certified
+bracket on ``P(tail | c h*)`` is a certified bracket on ``P_H(x)`` and every
+interval derived from it holds for the canonical-head quantity (not for exact's).
+
+**Back-off.** ``k`` is the largest number of canonical tokens whose bytes end
+at least ``tail`` bytes before the end of ``x`` (``tail``: the config's
+``prefill_tail``, default the vocabulary's longest token in bytes, so every
+token that can run past the end of the prompt starts inside the tail) and not
+inside a UTF-8 character. A prompt whose canonical tokens do not spell it byte
+for byte (a tokenizer that normalises text) or that is not UTF-8 gets no head.
+
+**Default** (``prefill="auto"``): ``canonical-head`` when the head so chosen
+holds at least :data:`AUTO_HEAD_TOKENS` tokens, else ``exact``: a short prompt
+is cheap to walk exactly, and there the head would change the quantity for
+little gain in speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ppl_tok.lm.base import LanguageModel, model_window
+from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
+from ppl_tok.strings.cover import cover_index
+from ppl_tok.vocabulary import Vocabulary
+
+#: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
+AUTO_HEAD_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Head:
+    """The part of a prompt run by one prefill forward.
+
+    :param ids: the head's canonical tokens ``h*`` (empty: the prompt is walked exactly).
+    :param n_bytes: the head's length in bytes (the tail starts there).
+    :param log_prob: ``log p(h* | c)`` (0 for an empty head).
+    """
+
+    ids: tuple[int, ...] = ()
+    n_bytes: int = 0
+    log_prob: float = 0.0
+
+    @property
+    def mode(self) -> str:
+        """``"canonical-head"`` where there is a head, else ``"exact"``."""
+        return "canonical-head" if self.ids else "exact"
+
+
+def _canonical_ends(vocab: Vocabulary, prompt: bytes) -> tuple[list[int], list[int]]:
+    """The prompt's canonical tokens and the byte offset where each ends (none if they do not spell it)."""
+    try:
+        text = prompt.decode("utf-8")
+        ids = vocab.encode(text)
+    except (UnicodeDecodeError, ValueError):
+        return [], []
+    ends, at = [], 0
+    for t in ids:
+        surface = vocab[t]
+        if surface is None or prompt[at: at + len(surface)] != surface:
+            return [], []
+        at += len(surface)
+        ends.append(at)
+    return (list(ids), ends) if at == len(prompt) else ([], [])
+
+
+def head_tokens(vocab: Vocabulary, prompt: bytes, config: StringSearchConfig,
+                longest: int | None = None) -> tuple[tuple[int, ...], int]:
+    """``(h*, its bytes)``: the head the config's prefill mode takes from ``prompt`` (``((), 0)``: exact).
+
+    The back-off rule and the default are the module docstring's.
+    """
+    if config.prefill == "exact" or not prompt:
+        return (), 0
+    tail = config.prefill_tail
+    if tail is None:
+        tail = longest if longest is not None else max(len(s) for s in vocab.surfaces if s is not None)
+    if len(prompt) <= tail:
+        return (), 0
+    ids, ends = _canonical_ends(vocab, prompt)
+    k = 0
+    for j, e in enumerate(ends, 1):
+        if e > len(prompt) - tail:
+            break
+        if prompt[e] & 0xC0 != 0x80:  # the tail starts on a character, not inside one
+            k = j
+    if k == 0 or (config.prefill == "auto" and k < AUTO_HEAD_TOKENS):
+        return (), 0
+    return tuple(ids[:k]), ends[k - 1]
+
+
+def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequence[str | Sequence[int]],
+                  config: StringSearchConfig) -> list[Head]:
+    """Each prompt's :class:`Head` with ``log p(h* | c)``, the heads of all prompts run in one batched call.
+
+    ``lm.log_probs_after`` runs every head on top of its context (one batched forward
+    on a pooled transformer) and caches the states along it, so the state after
+    ``c h*`` that the beam starts from costs one more token.
+    """
+    if len(prompts) != len(contexts):
+        raise ValueError(f"{len(prompts)} prompts but {len(contexts)} contexts")
+    longest = cover_index(lm.vocab).longest
+    split = [head_tokens(lm.vocab, bytes(p), config, longest) for p in prompts]
+    todo = [i for i, (ids, _) in enumerate(split) if ids]
+    prefixes = [lm.prefix_ids(contexts[i]) for i in todo]
+    window = model_window(lm)
+    for i, prefix in zip(todo, prefixes):
+        if window is not None and len(prefix) + len(split[i][0]) > window:
+            raise ContextLengthError(
+                f"the prompt's canonical head needs {len(prefix) + len(split[i][0])} token positions (BOS and "
+                f"context included), more than {lm.name}'s context window of {window}: the LM over strings "
+                "conditions on the whole prompt and does not window; shorten the prompt (e.g. keep its last bytes)")
+    log_probs = lm.log_probs_after(prefixes, [split[i][0] for i in todo]) if todo else []
+    heads = [Head() for _ in prompts]
+    for i, lp in zip(todo, log_probs):
+        heads[i] = Head(split[i][0], split[i][1], float(lp))
+    return heads
+
+
+__all__ = ["AUTO_HEAD_TOKENS", "Head", "head_tokens", "prefill_heads"]
