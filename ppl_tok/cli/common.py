@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import integer
+from ppl_tok.common.arguments import POSITIVE, integer, positive
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.cards import load_lm, load_vocabulary
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES, LMSpec
@@ -46,6 +46,36 @@ def add_lm_arguments(p: argparse.ArgumentParser) -> None:
 def lm_spec(args: argparse.Namespace) -> LMSpec:
     """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`."""
     return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+
+
+def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) -> None:
+    """The byte-synchronous beam's flags, defaults from :class:`~ppl_tok.strings.beam.StringSearchConfig`:
+    ``--beam``, ``--prune``, ``--search-budget`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
+    from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
+    from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
+
+    g = p.add_argument_group("the beam over strings")
+    g.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                   help=f"token prefixes kept per byte offset (default {StringSearchConfig.beam})")
+    g.add_argument("--prune", type=positive, default=StringSearchConfig.prune, metavar="NATS",
+                   help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
+    g.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
+                   help="token forwards, past which the beam narrows to one prefix (default: none)")
+    if prefill:
+        g.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
+                       help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
+                            "canonical tokens up to a token boundary a longest token before its end in one forward, "
+                            "the beam over the rest: the LM over strings given that head tokenized canonically) or "
+                            f"auto (canonical-head when that head has at least {AUTO_HEAD_TOKENS} tokens; default "
+                            f"{StringSearchConfig.prefill})")
+
+
+def search_config(args: argparse.Namespace) -> Any:
+    """The :class:`~ppl_tok.strings.beam.StringSearchConfig` of the flags of :func:`add_search_arguments`."""
+    from ppl_tok.strings.beam import StringSearchConfig
+
+    options = {"prefill": args.prefill} if hasattr(args, "prefill") else {}
+    return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget, **options)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

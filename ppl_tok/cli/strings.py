@@ -7,21 +7,15 @@ import math
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, positive
-from ppl_tok.cli.common import _check_context, _check_utf8, _emit, _load_lm, add_command, add_text_arguments
-from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
-from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
-
-
-def _config(args: argparse.Namespace) -> StringSearchConfig:
-    return StringSearchConfig(beam=args.beam, prune=math.inf if args.prune is None else args.prune,
-                              budget=args.search_budget, prefill=args.prefill)
+from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
+                                add_text_arguments, search_config)
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
     from ppl_tok.strings.conditional import string_conditional
 
     _check_utf8("--prompt", args.prompt)
-    config = _config(args)
+    config = search_config(args)
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm)
     result = string_conditional(lm, args.prompt, args.text, args.context, config)
@@ -48,7 +42,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         _check_utf8("--stop", s)
     check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
     sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
-    config = _config(args)
+    config = search_config(args)
     lm = _load_lm(args)
     result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
                       greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
@@ -68,7 +62,7 @@ def cmd_next(args: argparse.Namespace) -> None:
     from ppl_tok.strings.state import END_OF_STRING, StringState
 
     _check_utf8("--prompt", args.prompt)
-    config = _config(args)
+    config = search_config(args)
     lm = _load_lm(args)
     state = StringState(lm, args.context, config, prompt=args.prompt)
     prefix = state.prefix_log_prob()
@@ -104,25 +98,11 @@ def cmd_next(args: argparse.Namespace) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``conditional``, ``generate`` and ``next`` to the ``ppl-tok`` subcommands."""
 
-    def search_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
-                       help=f"token prefixes kept per byte offset (default {StringSearchConfig.beam})")
-        p.add_argument("--prune", type=positive, default=StringSearchConfig.prune, metavar="NATS",
-                       help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
-        p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
-                       help="token forwards, past which the beam narrows to one prefix (default: none)")
-        p.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
-                       help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
-                            "canonical tokens up to a token boundary a longest token before its end in one forward, "
-                            "the beam over the rest: the LM over strings given that head tokenized canonically) or "
-                            f"auto (canonical-head when that head has at least {AUTO_HEAD_TOKENS} tokens; default "
-                            f"{StringSearchConfig.prefill})")
-
     p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
             "certified interval (no prompt boundary problem)", "lm")
     add_text_arguments(p)
     p.add_argument("--prompt", required=True, help="the prompt string, cut anywhere (\"\": unconditional)")
-    search_args(p)
+    add_search_arguments(p)
     p.set_defaults(func=cmd_conditional)
     p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
     p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
@@ -136,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
                    help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
-    search_args(p)
+    add_search_arguments(p)
     p.set_defaults(func=cmd_generate)
     p = add_command(sub, "next", "the next-byte (or next-character) distribution after a prompt string, with certified "
             "intervals", "lm")
@@ -146,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-log-prob", type=float, default=-12.0, metavar="NATS",
                    help="--chars: leave partial characters below this unexplored (default -12)")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
-    search_args(p)
+    add_search_arguments(p)
     p.set_defaults(func=cmd_next)
 
 

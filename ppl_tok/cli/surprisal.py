@@ -21,10 +21,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ppl_tok.cli.common import STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, lm_spec
-from ppl_tok.common.arguments import POSITIVE, output_file, positive
+from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_search_arguments,
+                                lm_spec, search_config)
+from ppl_tok.common.arguments import output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
-from ppl_tok.strings.beam import StringSearchConfig
 
 #: the columns of a row, in order
 COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "surprisal", "canonical", "lower",
@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
 
     from ppl_tok.strings.surprisal import WordRules, surprisals, unit_byte_spans
 
-    config = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget)
+    config = search_config(args)
     rules = WordRules(split_punctuation=not args.keep_punctuation)
     store = SurprisalRecords.open_file(args.out) if args.out else None
     lm = None
@@ -224,12 +224,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=output_file, metavar="FILE",
                    help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
     add_lm_arguments(p)
-    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
-                   help=f"token prefixes kept per byte offset (default {StringSearchConfig.beam})")
-    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune, metavar="NATS",
-                   help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
-    p.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
-                   help="token forwards per item, past which the beam narrows (default: none)")
+    add_search_arguments(p, prefill=False)
     p.add_argument("--wide", type=positive, default=3.0, metavar="BITS",
                    help="flag a certified bracket wider than this as uninformative (default 3)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
