@@ -96,6 +96,10 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
     :param config: the beam's controls and the prefill mode (``canonical-head``: the
         conditional given that the prompt's head is tokenized canonically; see the module docstring).
     """
+    for name, value in (("prompt", prompt), ("text", text)):
+        if not isinstance(value, (str, bytes)):
+            raise TypeError(f"string_conditional: {name} must be a str (or bytes), got {value!r} "
+                            f"({type(value).__name__})")
     start = time.perf_counter()
     state = StringState(lm, context, config, prompt=prompt)
     before = state.prefix_log_prob()

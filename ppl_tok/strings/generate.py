@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from ppl_tok.distributions import OverCandidates
+from ppl_tok.limits import check_seed
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.ensemble import Ensemble
@@ -76,7 +77,7 @@ def nucleus(log_probs: torch.Tensor, temperature: float = 1.0, top_p: float = 1.
     return logits - torch.logsumexp(logits, 0)
 
 
-def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: Sequence[str]) -> list[bytes]:
+def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: str | Sequence[str]) -> list[bytes]:
     """Validate the sampling arguments of :func:`generate`; the stop strings as bytes."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
@@ -84,7 +85,12 @@ def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: Seque
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    stops = [s.encode("utf-8") for s in stop]
+    if isinstance(stop, (str, bytes)):  # one stop string, not one per character
+        stop = [stop]
+    bad = [s for s in stop if not isinstance(s, (str, bytes))]
+    if bad:
+        raise TypeError(f"stop strings must be str or bytes, got {bad[0]!r} ({type(bad[0]).__name__})")
+    stops = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in stop]
     if any(not s for s in stops):
         raise ValueError("a stop string must not be empty")
     return stops
@@ -135,14 +141,14 @@ def _sample_tokens(state: StringState, max_bytes: int, stops: list[bytes], rng: 
 
 
 def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
-             top_p: float = 1.0, greedy: bool = False, seed: int = 0, stop: Sequence[str] = (),
+             top_p: float = 1.0, greedy: bool = False, seed: int = 0, stop: str | Sequence[str] = (),
              context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
              progress: bool | None = None, mode: str = "auto") -> Generation:
     """Sample (or, with ``greedy``, decode) up to ``max_bytes`` bytes after ``prompt`` from the LM over strings.
 
     ``lm`` may also be a :class:`StringState` or an :class:`~ppl_tok.strings.ensemble.Ensemble`
     (walked in place, ``prompt`` appended to what it was fed).
-    :param stop: strings that end the generation (excluded from the result).
+    :param stop: a string, or strings, that end the generation (excluded from the result).
     :param progress: show a progress bar (``None``: on a terminal).
     :param mode: ``"bytes"``: each byte from :meth:`StringState.next_byte_log_probs` (one batched
         forward per byte); ``"tokens"``: draw a covering of the prompt with its probability, then
@@ -160,7 +166,7 @@ def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_b
         if config is not None or context:
             raise ValueError("config and context belong to a new state: give them when building the state")
         state = lm.extend(prompt)
-    rng = torch.Generator().manual_seed(seed)
+    rng = torch.Generator().manual_seed(check_seed("seed", seed))
     out, lps, stopped = bytearray(), [], "max-bytes"
     candidates = [list(range(END_OF_STRING + 1))]
     with tqdm(total=max_bytes, desc="generating", unit="B", disable=(not progress) if progress is not None else None,

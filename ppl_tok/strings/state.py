@@ -205,6 +205,8 @@ class StringState:
 
     def extend(self, data: bytes | int | str) -> StringState:
         """Append bytes (an int is one byte, a str its UTF-8) and advance the beam; returns ``self``."""
+        if isinstance(data, bool) or not isinstance(data, (int, str, bytes, bytearray, memoryview)):
+            raise TypeError(f"extend takes bytes, a str or one byte as an int, got {data!r} ({type(data).__name__})")
         if isinstance(data, int):
             if not 0 <= data < 256:
                 raise ValueError(f"a byte is an integer in 0..255, got {data}")
