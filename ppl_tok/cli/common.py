@@ -12,6 +12,7 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, integer, positive
 from ppl_tok.common.jsonout import to_json
+from ppl_tok.lm.base import model_window
 from ppl_tok.lm.cards import load_lm, load_vocabulary
 from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import limits
@@ -187,9 +188,9 @@ def _check_context(args: argparse.Namespace, lm: Any) -> None:
             ids = tuple(lm.vocab.encode(args.context))
         except ValueError as err:
             raise ValueError(f"--context: {err}") from None
-    window = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
+    window = model_window(lm)
     total = (lm.bos_id is not None) + len(ids) + text_tokens
-    if isinstance(window, int) and total > window:
+    if window is not None and total > window:
         print(f"ppl-tok {args.command}: warning: BOS, context and text are {total} tokens, more than "
               f"{lm.name}'s window of {window}: positions past it are scored out of distribution",
               file=sys.stderr)

@@ -48,6 +48,12 @@ def parse_device(device: Any) -> torch.device:
         raise ValueError(f"unknown device {device!r}: expected e.g. 'cpu', 'cuda', 'cuda:0' or 'mps'") from err
 
 
+def device_kind(device: Any) -> str:
+    """The kind of a device as run folders record it: ``"cpu"``, ``"cuda"`` or ``"mps"`` (no index: the index
+    changes no number, the kind does)."""
+    return parse_device(device).type
+
+
 def resolve_device(device: Any) -> torch.device:
     """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
     dev = parse_device(device)

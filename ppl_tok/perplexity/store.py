@@ -59,10 +59,10 @@ def lm_identity(spec: dict[str, Any] | None) -> dict[str, Any]:
     """``backend``, ``dtype`` and the ``device`` kind of an ``LMSpec.to_dict()`` (all ``None`` without one)."""
     if spec is None:
         return dict.fromkeys(UNKNOWABLE)
-    from ppl_tok.lm.device import parse_device
+    from ppl_tok.lm.device import device_kind
 
     return {"backend": spec.get("backend"), "dtype": spec.get("dtype"),
-            "device": parse_device(spec.get("device") or "cpu").type}
+            "device": device_kind(spec.get("device") or "cpu")}
 
 
 class PerplexityStore(JsonlStore):

@@ -41,6 +41,7 @@ from ppl_tok.datasets import Question, continuation
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.device import device_kind
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.infer.search import marginal_bounds_many, most_likely
 from ppl_tok.qa.data import Study
@@ -68,13 +69,6 @@ OPTIONAL_SCORES = tuple(k for k in RECORD_KINDS if k not in KINDS)  # exact, str
 
 class QAError(ValueError):
     """A question that cannot be scored as asked."""
-
-
-def device_kind(device: Any) -> str:
-    """The kind of a device as ``run.json`` records it: ``"cpu"``, ``"cuda"`` or ``"mps"`` (no index)."""
-    from ppl_tok.lm.device import parse_device
-
-    return parse_device(device).type
 
 
 def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tuple[int, ...]:
