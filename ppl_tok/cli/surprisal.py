@@ -25,6 +25,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
                                 lm_spec, search_config)
 from ppl_tok.common.arguments import output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.perplexity.corpus import check_text
 
 #: the columns of a row, in order
 COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "surprisal", "canonical", "lower",
@@ -63,6 +64,7 @@ def read_items(path: str, field: str | None) -> list[str]:
             raise ValueError(f"{where}:{n}: no string field {field!r}")
         if not record[field]:
             raise ValueError(f"{where}:{n}: the field {field!r} is empty")
+        check_text(record[field], f"{where}:{n}", field)  # no escaped NUL, no lone surrogate, as perplexity's input
         items.append(record[field])
     if not items:
         raise ValueError(f"{where} holds no items (no non-blank line)")

@@ -144,7 +144,7 @@ def _text_documents(text: str, source: str, split: str) -> list[Document]:
     return docs
 
 
-def _check_text(value: str, where: str, field: str) -> None:
+def check_text(value: str, where: str, field: str) -> None:
     """A JSON string that is text: no NUL (an escaped ``\\u0000``) and no lone surrogate (``\\ud800``)."""
     nul = value.find("\0")
     if nul >= 0:
@@ -180,7 +180,7 @@ def _jsonl_documents(text: str, source: str, field: str) -> list[Document]:
         if not value:
             raise CorpusError(f"{source}:{n}: field {field!r} is empty: an empty document has no "
                               "perplexity; remove the line")
-        _check_text(value, f"{source}:{n}", field)
+        check_text(value, f"{source}:{n}", field)
         docs.append(Document(len(docs), value, source, n))
     if not docs:
         raise CorpusError(f"{source}: no documents (the input is empty or holds only blank lines)")

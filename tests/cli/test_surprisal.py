@@ -104,3 +104,12 @@ def test_bad_input(toy, capsys, tmp_path):
     path.write_text('{"text": 3}\n')
     code, _, err = run(capsys, "surprisal", str(path), "--field", "text")
     assert code == 2 and ":1: no string field 'text'" in err
+
+
+@pytest.mark.parametrize("line, message", [('{"text": "a\\ud800b"}', ":1: field 'text' holds a lone surrogate"),
+                                           ('{"text": "a\\u0000b"}', ":1: field 'text' holds a NUL character")])
+def test_json_escapes_that_are_not_text_are_refused_by_line(toy, capsys, tmp_path, line, message):
+    path = tmp_path / "s.jsonl"
+    path.write_text(line + "\n")
+    code, _, err = run(capsys, "surprisal", str(path), "--field", "text")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
