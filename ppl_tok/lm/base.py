@@ -416,7 +416,13 @@ class LanguageModel(ABC):
         return self.log_probs_after([self.prefix_ids(c) for c in contexts], texts_tokens)
 
     def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
-        """``log p(texts_tokens[i] | prefixes[i])`` for whole prefixes, taken as given (no BOS added).
+        """``log p(texts_tokens[i] | prefixes[i])`` for whole prefixes, taken as given (no BOS added): the sums of
+        :meth:`token_log_probs_after`, in token order."""
+        return [sum(lps, 0.0) for lps in self.token_log_probs_after(prefixes, texts_tokens)]
+
+    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]],
+                              texts_tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+        """``out[i][k] = log p(texts_tokens[i][k] | prefixes[i], texts_tokens[i][:k])``.
 
         The prefixes are run once (one batched prefill, or the cache); the token
         sequences then advance together, one batched extension per position.
@@ -425,7 +431,7 @@ class LanguageModel(ABC):
             raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
         states = self.states([tuple(int(t) for t in p) for p in prefixes])
         seqs = [list(map(int, t)) for t in texts_tokens]
-        totals = [0.0] * len(seqs)
+        out: list[list[float]] = [[] for _ in seqs]
         for step in range(max((len(s) for s in seqs), default=0)):
             live = [i for i, s in enumerate(seqs) if step < len(s)]
             if step:
@@ -434,8 +440,8 @@ class LanguageModel(ABC):
                     states[i] = st
             lps = self.token_log_probs([states[i] for i in live], [[seqs[i][step]] for i in live])
             for i, lp in zip(live, lps):
-                totals[i] += float(lp[0])
-        return totals
+                out[i].append(float(lp[0]))
+        return out
 
     def canonical(self, text: str) -> list[int]:
         """The canonical tokenization of ``text`` (the tokenizer's own encoding, taken literally)."""

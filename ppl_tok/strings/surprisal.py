@@ -318,12 +318,11 @@ def _canonical(lm: LanguageModel, text: str, data: bytes, context: str | Sequenc
     for k, (a, b) in enumerate(spans):
         owner[a:b] = [k] * (b - a)
     sums, counts = [0.0] * len(spans), [0] * len(spans)
-    state, at = lm.initial(context), 0
-    for j, (t, s) in enumerate(zip(ids, surfaces)):
-        if j:
-            state = lm.extend([state], [ids[j - 1]])[0]
+    (lps,) = lm.token_log_probs_after([lm.prefix_ids(context)], [ids])
+    at = 0
+    for lp, s in zip(lps, surfaces):
         k = owner[at]
-        sums[k] += float(lm.token_log_probs([state], [[t]])[0][0])
+        sums[k] += lp
         counts[k] += 1
         at += len(s)
     return sums, counts

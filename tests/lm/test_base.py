@@ -34,3 +34,13 @@ def test_log_probs_many_is_the_chain_rule_over_exact_rows():
         assert value == pytest.approx(want, abs=1e-5)
     with pytest.raises(ValueError, match="3 token sequences but 2 contexts"):
         LM.log_probs_many(seqs, contexts[:2])
+
+
+def test_token_log_probs_after_are_the_chain_rules_terms_and_sum_to_log_probs_after():
+    prefixes, seqs = [(0,), (0, 1)], [[1, 3, 2], [4]]
+    per = LM.token_log_probs_after(prefixes, seqs)
+    for prefix, seq, lps in zip(prefixes, seqs, per):
+        want = [float(LM.transition([*prefix, *seq[:k]][-1])[t]) for k, t in enumerate(seq)]
+        assert lps == pytest.approx(want, abs=1e-5)
+    assert LM.log_probs_after(prefixes, seqs) == [sum(lps, 0.0) for lps in per]
+    assert LM.token_log_probs_after([(0,)], [[]]) == [[]] and LM.log_probs_after([(0,)], [[]]) == [0.0]
