@@ -234,7 +234,8 @@ def _add_strings(bench_sub: argparse._SubParsersAction) -> None:
                    help="prefill part: also the first N mid-word prompts, canonical-head against exact (exact's "
                         "figures from --prompt-records when it holds them)")
     p.add_argument("--prefill-tail", type=POSITIVE, metavar="BYTES",
-                   help="prefill part: the fewest bytes the beam walks (default: the longest token)")
+                   help="prefill part: the fewest bytes the beam walks (default: none beyond the reach of the "
+                        "tokens that can run past the prompt's end)")
     p.add_argument("--genlm-python", metavar="PYTHON",
                    help="only the comparison with genlm-bytes, run by this interpreter (its own environment)")
     p.add_argument("--genlm-bytes", type=POSITIVE, default=1000,

@@ -65,7 +65,8 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
     if prefill:
         g.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
                        help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
-                            "canonical tokens up to a token boundary a longest token before its end in one forward, "
+                            "canonical tokens up to a token boundary before the last bytes a token could run past the "
+                            "end of, in one forward, "
                             "the beam over the rest: the LM over strings given that head tokenized canonically) or "
                             f"auto (canonical-head when that head has at least {AUTO_HEAD_TOKENS} tokens; default "
                             f"{StringSearchConfig.prefill})")

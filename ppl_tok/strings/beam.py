@@ -95,9 +95,9 @@ class StringSearchConfig:
         head holds at least :data:`~ppl_tok.strings.prefill.AUTO_HEAD_TOKENS` (8)
         canonical tokens, else ``exact``. A walk with no prompt (bytes fed one by one
         to a :class:`~ppl_tok.strings.state.StringState`) is always exact.
-    :param prefill_tail: the fewest bytes the tail holds (``None``: the vocabulary's
-        longest token, in bytes, so every token that can run past the end of the
-        prompt starts inside the tail).
+    :param prefill_tail: the fewest bytes the tail holds (``None``: no minimum). Whatever it is, the tail
+        reaches back to the earliest offset from which a token can run past the end of the prompt
+        (:func:`~ppl_tok.strings.prefill.reach`), so no covering of the prompt's end is cut by the head.
     """
 
     beam: int = 8
@@ -122,7 +122,7 @@ class StringSearchConfig:
                              f"conditioned on), got {self.prefill!r}")
         if self.prefill_tail is not None and (isinstance(self.prefill_tail, bool)
                                               or not isinstance(self.prefill_tail, int) or self.prefill_tail < 1):
-            raise ValueError(f"prefill_tail must be a positive number of bytes or None (the longest token), "
+            raise ValueError(f"prefill_tail must be a positive number of bytes or None (no minimum), "
                              f"got {self.prefill_tail!r}")
 
 

@@ -26,12 +26,20 @@ text). The head's probability is computed exactly, so the beam's certified
 bracket on ``P(tail | c h*)`` is a certified bracket on ``P_H(x)`` and every
 interval derived from it holds for the canonical-head quantity (not for exact's).
 
-**Back-off.** ``k`` is the largest number of canonical tokens whose bytes end
-at least ``tail`` bytes before the end of ``x`` (``tail``: the config's
-``prefill_tail``, default the vocabulary's longest token in bytes, so every
-token that can run past the end of the prompt starts inside the tail) and not
-inside a UTF-8 character. A prompt whose canonical tokens do not spell it byte
-for byte (a tokenizer that normalises text) or that is not UTF-8 gets no head.
+**Back-off.** The tail must hold every token that can run past the end of the
+prompt: a token starting at offset ``s`` does when its surface starts with
+``x[s:]`` and is longer. The **reach** ``r(x)`` is the earliest such ``s`` (the
+prompt's last ``longest token`` bytes are searched in the vocabulary's sorted
+surfaces, :mod:`ppl_tok.strings.cover`); on prose it is the start of the last
+word or two, 3-20 bytes before the end, where the vocabulary's longest tokens
+(SmolLM2's 81 bytes of ``=``) only matter for prompts that end in such runs.
+``k`` is the largest number of canonical tokens whose bytes end at or before
+``min(r(x), |x| - tail)`` and not inside a UTF-8 character (``tail``: the
+config's ``prefill_tail``, default ``None``: no minimum beyond the reach). So
+whatever the tail's length, no covering that the exact LM over strings sums at
+the prompt's end is cut by the head: the head only fixes how the bytes before
+the reach are split. A prompt whose canonical tokens do not spell it byte for
+byte (a tokenizer that normalises text) or that is not UTF-8 gets no head.
 
 **Default** (``prefill="auto"``): ``canonical-head`` when the head so chosen
 holds at least :data:`AUTO_HEAD_TOKENS` tokens, else ``exact``: a short prompt
@@ -46,7 +54,7 @@ from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel, model_window
 from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
-from ppl_tok.strings.cover import cover_index
+from ppl_tok.strings.cover import CoverIndex, cover_index
 from ppl_tok.vocabulary import Vocabulary
 
 #: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
@@ -89,23 +97,38 @@ def _canonical_ends(vocab: Vocabulary, prompt: bytes) -> tuple[list[int], list[i
     return (list(ids), ends) if at == len(prompt) else ([], [])
 
 
+def reach(index: CoverIndex, prompt: bytes) -> int:
+    """The earliest offset ``s`` from which a token longer than ``prompt[s:]`` starts with ``prompt[s:]``.
+
+    Every token that can run past the end of ``prompt`` starts at or after it
+    (``len(prompt)`` where none can, e.g. an empty prompt).
+    """
+    n = len(prompt)
+    for s in range(max(0, n - index.longest + 1), n):
+        rest = prompt[s:]
+        a, b = index.run(rest)
+        if index.equal(rest, a, b) < b:  # a token strictly longer than the rest starts with it
+            return s
+    return n
+
+
 def head_tokens(vocab: Vocabulary, prompt: bytes, config: StringSearchConfig,
-                longest: int | None = None) -> tuple[tuple[int, ...], int]:
+                index: CoverIndex | None = None) -> tuple[tuple[int, ...], int]:
     """``(h*, its bytes)``: the head the config's prefill mode takes from ``prompt`` (``((), 0)``: exact).
 
-    The back-off rule and the default are the module docstring's.
+    The back-off rule (the :func:`reach` and ``prefill_tail``) and the default are the module docstring's.
     """
     if config.prefill == "exact" or not prompt:
         return (), 0
-    tail = config.prefill_tail
-    if tail is None:
-        tail = longest if longest is not None else max(len(s) for s in vocab.surfaces if s is not None)
-    if len(prompt) <= tail:
+    limit = min(reach(index if index is not None else cover_index(vocab), prompt), len(prompt) - 1)
+    if config.prefill_tail is not None:
+        limit = min(limit, len(prompt) - config.prefill_tail)
+    if limit <= 0:
         return (), 0
     ids, ends = _canonical_ends(vocab, prompt)
     k = 0
     for j, e in enumerate(ends, 1):
-        if e > len(prompt) - tail:
+        if e > limit:
             break
         if prompt[e] & 0xC0 != 0x80:  # the tail starts on a character, not inside one
             k = j
@@ -124,8 +147,8 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     """
     if len(prompts) != len(contexts):
         raise ValueError(f"{len(prompts)} prompts but {len(contexts)} contexts")
-    longest = cover_index(lm.vocab).longest
-    split = [head_tokens(lm.vocab, bytes(p), config, longest) for p in prompts]
+    index = cover_index(lm.vocab)
+    split = [head_tokens(lm.vocab, bytes(p), config, index) for p in prompts]
     todo = [i for i, (ids, _) in enumerate(split) if ids]
     prefixes = [lm.prefix_ids(contexts[i]) for i in todo]
     window = model_window(lm)
@@ -142,4 +165,4 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     return heads
 
 
-__all__ = ["AUTO_HEAD_TOKENS", "Head", "head_tokens", "prefill_heads"]
+__all__ = ["AUTO_HEAD_TOKENS", "Head", "head_tokens", "prefill_heads", "reach"]

@@ -12,7 +12,8 @@ from ppl_tok import Vocabulary
 from ppl_tok.strings import DeadEndError, StringSearchConfig, StringState, initial, initial_many, string_conditional
 from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.generate import generate
-from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS, Head, head_tokens, prefill_heads
+from ppl_tok.strings.cover import cover_index
+from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS, Head, head_tokens, prefill_heads, reach
 from tests.strings.test_state import VOCAB, WIDE, brute_prefix, history_lm
 
 HEAD = replace(WIDE, prefill="canonical-head")
@@ -48,7 +49,7 @@ def test_canonical_head_equals_brute_force_over_the_tails_coverings(seed, prompt
     exact_h, head = brute_head(lm, x, config)
     state = initial(lm, prompt, config=config)
     assert state.prefill == "canonical-head" and state.head.ids == head.ids and state.base == head.n_bytes
-    assert len(x) - state.base >= (tail or max(len(s) for s in VOCAB.surfaces if s is not None))
+    assert state.base <= reach(cover_index(VOCAB), x) and len(x) - state.base >= (tail or 1)
     got = state.prefix_log_prob()
     assert got.lower == pytest.approx(exact_h, abs=1e-9) and got.upper == pytest.approx(exact_h, abs=1e-9)
     nb = state.next_byte_log_probs()
@@ -63,15 +64,41 @@ def test_canonical_head_equals_brute_force_over_the_tails_coverings(seed, prompt
     assert exact_h <= brute_prefix(lm, x) + 1e-9
 
 
-def test_the_back_off_is_a_canonical_boundary_a_longest_token_back_and_maximal():
-    lm = history_lm(2)
-    prompt = b"abababbabaabab"
-    ids, n = head_tokens(lm.vocab, prompt, HEAD)
-    canon = lm.vocab.encode(prompt.decode())
-    longest = max(len(s) for s in VOCAB.surfaces if s is not None)
+def crossing_starts(vocab, prompt: bytes) -> list[int]:
+    """Brute force: every offset where some token starts that runs past the end of ``prompt``."""
+    return [s for s in range(len(prompt)) for t in vocab.surfaces
+            if t is not None and len(t) > len(prompt) - s and t.startswith(prompt[s:])]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 9), st.text("ab", min_size=1, max_size=14), st.sampled_from([None, 1, 3]))
+def test_the_back_off_is_the_canonical_boundary_before_the_reach_and_maximal(seed, text, tail):
+    lm = history_lm(seed % 3)
+    prompt = text.encode()
+    config = replace(HEAD, prefill_tail=tail)
+    ids, n = head_tokens(lm.vocab, prompt, config)
+    crossing = crossing_starts(VOCAB, prompt)
+    assert reach(cover_index(VOCAB), prompt) == min(crossing, default=len(prompt))
+    canon = lm.vocab.encode(text)
     assert tuple(canon[:len(ids)]) == ids and sum(len(VOCAB[t]) for t in ids) == n
-    assert len(prompt) - n >= longest
-    assert n + len(VOCAB[canon[len(ids)]]) > len(prompt) - longest  # one more token would leave too short a tail
+    assert all(s >= n for s in crossing)  # every token that can run past the end starts in the tail
+    assert n < len(prompt) and (n == 0 or len(prompt) - n >= (tail or 1))
+    limit = min(min(crossing, default=len(prompt)), len(prompt) - 1, len(prompt) - (tail or 0))
+    if len(ids) < len(canon):  # one more canonical token would end past the limit
+        assert n + len(VOCAB[canon[len(ids)]]) > limit
+
+
+def test_on_prose_the_tail_is_the_last_word_not_the_longest_token(smollm2):
+    index = cover_index(smollm2.vocab)
+    assert index.longest >= 64  # runs of "=", "#" or spaces
+    prose = b"The committee met on Tuesday to discuss the budget for the next fiscal year and the"
+    ids, n = head_tokens(smollm2.vocab, prose, HEAD)
+    assert 0 < len(prose) - n <= 12 and prose[n:].startswith(b" ")
+    cut = len(prose) - index.longest  # no token starts earlier than a longest token before the end
+    assert all(cut + s >= n for s in crossing_starts(smollm2.vocab, prose[cut:]))
+    ruled = prose + b"\n" + b"=" * 40  # tokens of 64 "=" could run past this end: the tail reaches back
+    ids, n = head_tokens(smollm2.vocab, ruled, HEAD)
+    assert len(ruled) - n >= 40
 
 
 def test_the_back_off_never_cuts_a_character():
