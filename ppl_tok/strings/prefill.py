@@ -57,6 +57,9 @@ from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
 from ppl_tok.strings.cover import CoverIndex, cover_index
 from ppl_tok.vocabulary import Vocabulary
 
+#: the back-off rule's name, recorded by stores of canonical-head figures (0.2.0 backed off a longest token)
+BACKOFF = "reach"
+
 #: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
 AUTO_HEAD_TOKENS = 8
 
@@ -165,4 +168,4 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     return heads
 
 
-__all__ = ["AUTO_HEAD_TOKENS", "Head", "head_tokens", "prefill_heads", "reach"]
+__all__ = ["AUTO_HEAD_TOKENS", "BACKOFF", "Head", "head_tokens", "prefill_heads", "reach"]

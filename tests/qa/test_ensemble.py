@@ -186,3 +186,9 @@ def test_cli_prefix_contexts_take_the_prefill_mode_and_batch_the_heads(tmp_path,
     assert len(records) == 10 and (any(r["head_bytes"] > 0 for r in records) == (prefill == "canonical-head"))
     settings = json.loads((context_folder(run, "prefix") / contexts.ContextStore.settings_file).read_text())
     assert settings.get("prefill", "exact") == prefill
+    assert settings.get("prefill_backoff") == (None if prefill == "exact" else "reach")
+    if prefill == "canonical-head":  # a store of 0.2.0's longest-token back-off is refused, not mixed
+        settings.pop("prefill_backoff")
+        (context_folder(run, "prefix") / contexts.ContextStore.settings_file).write_text(json.dumps(settings))
+        code = main(["qa", "contexts", str(run), "--dataset", str(test), "--method", "prefix", "--prefill", prefill])
+        assert code == 2 and "prefill_backoff" in capsys.readouterr().err
