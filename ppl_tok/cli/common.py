@@ -29,6 +29,18 @@ class Parser(argparse.ArgumentParser):
 
 
 # ------------------------------------------------------- argument groups
+def device_name(text: str) -> str:
+    """``--device``: a name torch knows (checked before the model loads; whether it exists here is checked by
+    the loader, so a Ray driver without the workers' GPUs can still name them)."""
+    from ppl_tok.lm.device import parse_device
+
+    try:
+        parse_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def add_lm_arguments(p: argparse.ArgumentParser) -> None:
     """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``.
 
@@ -38,7 +50,7 @@ def add_lm_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("language model")
     g.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
-    g.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
+    g.add_argument("--device", type=device_name, help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
     g.add_argument("--bos-id", type=integer(0), metavar="ID",
                    help="the BOS id used for scoring (default: the card's, else the tokenizer's)")

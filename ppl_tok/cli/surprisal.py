@@ -103,16 +103,19 @@ def _row(item: int, r: Any, model: str) -> dict[str, Any]:
 
 
 class _Writer:
-    """Rows to standard output in the chosen format."""
+    """Rows to standard output in the chosen format (the header with the first rows: a run refused at its
+    first item prints nothing)."""
 
     def __init__(self, fmt: str):
         self.fmt = fmt
         self.csv = None if fmt == "jsonl" else csv.writer(sys.stdout, dialect="excel-tab" if fmt == "tsv" else "excel",
                                                           lineterminator="\n")
-        if self.csv is not None:
-            self.csv.writerow(COLUMNS)
+        self.started = False
 
     def write(self, rows: list[dict[str, Any]]) -> None:
+        if not self.started and self.csv is not None:
+            self.csv.writerow(COLUMNS)
+        self.started = True
         for row in rows:
             if self.csv is None:
                 print(json.dumps(row, ensure_ascii=False, allow_nan=False))
@@ -163,8 +166,13 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
             if len(stored) < len(spans):
                 if lm is None:
                     lm = _load_lm(args)
-                rows = [_row(item, r, model) for r in surprisals(lm, text, units=units, context=args.context,
-                                                                 config=config, rules=rules, wide=args.wide)]
+                try:
+                    found = surprisals(lm, text, units=units, context=args.context, config=config, rules=rules,
+                                       wide=args.wide)
+                except ValueError as err:  # e.g. a byte no token covers: name the item (the rows before are kept)
+                    raise ValueError(f"{'standard input' if args.file == STDIN else args.file}: item {item}: {err}"
+                                     ) from None
+                rows = [_row(item, r, model) for r in found]
                 new = [r for r in rows if store is None or not store.has_key((item, r["unit"]))]
                 if store is not None:
                     store.append(new)
@@ -188,7 +196,7 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
             try:
                 region_spans(text, spans)
             except ValueError as err:
-                raise ValueError(f"--regions: item {item}: {err}") from None
+                raise ValueError(f"--regions {args.regions}: item {item}: {err}") from None
     if args.json:
         from ppl_tok.common.jsonout import to_json
 
