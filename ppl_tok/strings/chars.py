@@ -29,6 +29,7 @@ not named). With the beam's estimates, the characters, the end of the string and
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 
 from ppl_tok.common.logspace import logsumexp
@@ -36,6 +37,27 @@ from ppl_tok.strings.state import END_OF_STRING, NextBytes, StringState
 
 #: a character's log-probability and its certified interval
 Entry = tuple[float, float, float]
+
+#: :func:`next_char_log_probs`' default ``min_log_prob`` (nats)
+DEFAULT_MIN_LOG_PROB = -12.0
+
+#: how :func:`visible` shows the characters that print as nothing or move the cursor
+ESCAPES = {" ": "\u2420", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def visible(char: str) -> str:
+    """A character as a table shows it: space ``␠``, newline ``\\n``, tab ``\\t``, return ``\\r``;
+    every other control, format, separator, private-use or unassigned character ``U+XXXX``; the rest itself."""
+    if char in ESCAPES:
+        return ESCAPES[char]
+    if len(char) == 1 and unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"):
+        return f"U+{ord(char):04X}"
+    return char
+
+
+def visible_byte(byte: int) -> str:
+    """A next byte as a table shows it: an ASCII byte as :func:`visible` shows its character, any other ``\\xNN``."""
+    return visible(chr(byte)) if byte < 0x80 else f"\\x{byte:02X}"
 
 
 def utf8_length(lead: int) -> int:
@@ -97,7 +119,7 @@ def trailing_partial(data: bytes) -> tuple[bytes, int]:
     return b"", 0
 
 
-def next_char_log_probs(state: StringState, min_log_prob: float = -12.0) -> NextChars:
+def next_char_log_probs(state: StringState, min_log_prob: float = DEFAULT_MIN_LOG_PROB) -> NextChars:
     """The next-character distribution after the bytes ``state`` has read (``state`` itself is not changed).
 
     :param min_log_prob: a partly read character whose probability so far is below this
