@@ -22,8 +22,8 @@ next-byte distribution's total, a conditional's quotient), so
 
     tolerance(dtype, terms, V) = (terms + 1) * u * (32 + 4 sqrt(V))
 
-nats, added on both sides: every reported interval is ``[lo - tol, hi + tol]`` with
-``[lo, hi]`` the bracket of exact arithmetic. The float64 sums of the walk itself add
+nats, added on both sides: every reported interval is ``[lo - tol, min(0, hi + tol)]`` with
+``[lo, hi]`` the bracket of exact arithmetic (a log-probability is at most 0). The float64 sums of the walk itself add
 under ``1e-13`` per term, inside that margin. Float32 SmolLM2: ``5.5e-5`` nats per term
 (a 3-byte prompt: ``2e-4``); bfloat16 rows: ``0.12 + 0.016 sqrt(V)`` per term. The
 ``transformers`` adapter computes the head and the log-softmax in float32 for bfloat16

@@ -93,14 +93,15 @@ def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float
     """``(lower, estimate, upper)`` of ``log P(xy) - log P(x)`` from the two brackets.
 
     The bracket of exact arithmetic, ``[found(xy) - bound(x), min(0, bound(xy) - found(x))]``, widened
-    by both tolerances; the estimate ``found(xy) - found(x)`` is not clamped into it.
+    by both tolerances (and kept at most 0); the estimate ``found(xy) - found(x)`` is not clamped into it
+    (only to at most 0).
     """
     if prompt.found == -math.inf:
         raise ValueError("the prompt has probability zero under the beam: the conditional is undefined")
     tol = joint.tolerance + prompt.tolerance
     lower = joint.found - prompt.bound - tol
-    estimate = joint.found - prompt.found
-    upper = min(0.0, joint.bound - prompt.found) + tol
+    estimate = min(0.0, joint.found - prompt.found)
+    upper = min(0.0, joint.bound - prompt.found + tol)
     return lower, estimate, upper
 
 

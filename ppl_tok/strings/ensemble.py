@@ -164,7 +164,7 @@ class Ensemble:
         tol = max(m.tolerance for m in members)  # the members' masses found are rounded by at most this
         lower = n_lo - d_hi - tol  # (d_hi is built from the members' widened prefix upper bounds)
         upper = torch.zeros_like(n_hi) if d_lo == -math.inf else (n_hi - d_lo).clamp(max=0.0)
-        return EnsembleNextBytes(estimate, lower, upper + 2 * tol)
+        return EnsembleNextBytes(estimate, lower, (upper + 2 * tol).clamp(max=0.0))
 
     def _product(self, members: list[NextBytes]) -> EnsembleNextBytes:
         alpha = self.log_weights.exp().unsqueeze(1)  # every exponent is > 0, so 0 * -inf (NaN) never happens

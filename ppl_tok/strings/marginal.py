@@ -13,7 +13,7 @@ branch that reaches the sink is a complete tokenization. Then
   not an estimate of it);
 * ``lower`` = ``estimate - tolerance`` (certified: the found mass less the rows'
   rounding tolerance, :mod:`ppl_tok.strings.certified`);
-* ``upper`` = log of found + the mass of every pruned prefix, ``+ tolerance`` (certified);
+* ``upper`` = log of found + the mass of every pruned prefix, ``+ tolerance``, at most 0 (certified);
 * ``canonical`` = log p of the canonical tokenization, which the beam always
   keeps, so ``canonical <= estimate``;
 * ``departures``: where the mass found beyond the canonical tokenization sits.
@@ -195,11 +195,11 @@ class _Sweep:
         tol = beam.tolerance()
         best = max(found, key=found.__getitem__) if found else self.canonical
         spans, single = departures(self.lm.vocab, found, self.canonical)
-        return StringMarginal(text=self.text, lower=estimate - tol, upper=upper + tol, estimate=estimate,
+        return StringMarginal(text=self.text, lower=estimate - tol, upper=min(0.0, upper + tol), estimate=estimate,
                               canonical=self.canonical_lp, best=best, best_log_prob=found.get(best, -math.inf),
                               found=len(found), forwards=beam.forwards, n_bytes=len(self.mdd.text), seconds=seconds,
                               departures=spans, single_span_mass=single, tolerance=tol,
-                              hint=uninformative_hint(upper - estimate + 2 * tol, self.config))
+                              hint=uninformative_hint(min(0.0, upper + tol) - estimate + tol, self.config))
 
 
 def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,

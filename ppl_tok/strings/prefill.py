@@ -161,7 +161,7 @@ def check_window(lm: LanguageModel, data: bytes, context: str | Sequence[int] = 
         except (UnicodeDecodeError, ValueError):
             canonical = ""
         raise ContextLengthError(
-            f"{what} needs at least {need} token positions (BOS and context included{canonical}), more than "
+            f"{what} needs {need} token positions at least (BOS and context included{canonical}), more than "
             f"{lm.name}'s context window of {window}: the LM over strings conditions on the whole string and does "
             f"not window; shorten {what} or the context (e.g. keep the last bytes)")
 

@@ -66,7 +66,7 @@ class PrefixProbability:
     :param found: ``log P^(x)``, the mass the beam found: the estimate.
     :param bound: ``min(0, log(P^(x) + Pi))``, the top of the bracket in exact arithmetic.
     :param tolerance: nats of rounding (:func:`~ppl_tok.strings.certified.tolerance`): the
-        interval is ``[found - tolerance, bound + tolerance]``.
+        interval is ``[found - tolerance, min(0, bound + tolerance)]``.
     """
 
     found: float
@@ -75,7 +75,7 @@ class PrefixProbability:
 
     @property
     def estimate(self) -> float:
-        return self.found
+        return min(self.found, 0.0)
 
     @property
     def lower(self) -> float:
@@ -83,7 +83,7 @@ class PrefixProbability:
 
     @property
     def upper(self) -> float:
-        return self.bound + self.tolerance
+        return min(0.0, self.bound + self.tolerance)
 
     @property
     def width(self) -> float:
@@ -100,7 +100,7 @@ class NextBytes:
     :param log_probs: the estimate: the beam's masses ``P^(x b)``, ``P^(x, end)``
         normalised to sum to one.
     :param lower: certified lower bounds on ``log p(b | x)`` (``tolerance`` below the bracket of exact arithmetic).
-    :param upper: certified upper bounds on ``log p(b | x)`` (at most ``tolerance`` above 0).
+    :param upper: certified upper bounds on ``log p(b | x)`` (``tolerance`` above the bracket, at most 0).
     :param prefix: the bracket on ``log P(x | c)``.
     :param unnormalised: ``log P^(x b)`` and ``log P^(x, end)``: with nothing pruned
         their log-sum-exp is ``log P^(x)``.
@@ -393,7 +393,7 @@ class StringState:
             upper = torch.zeros_like(unnormalised)
         else:
             upper = (torch.logaddexp(unnormalised, torch.tensor(pruned, dtype=torch.float64)) - found).clamp(max=0.0)
-        return NextBytes(log_probs=unnormalised - total, lower=lower, upper=upper + tol,
+        return NextBytes(log_probs=unnormalised - total, lower=lower, upper=(upper + tol).clamp(max=0.0),
                          prefix=PrefixProbability(found, upper_prefix, tol), unnormalised=unnormalised,
                          has_end=self.index.has_end, tolerance=tol)
 

@@ -244,3 +244,23 @@ def test_at_synchronisation_points_the_conditional_is_the_marginal_given_the_pro
     cond = string_conditional(lm, prompt, text, config=WIDE)
     marginal = exact_marginal(text, lm, context=v).log_marginal
     assert cond.estimate == pytest.approx(marginal, abs=1e-9) and cond.width == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_prompt_past_the_window_is_refused_before_any_walk():
+    """Issue 37: a prompt whose tokens cannot fit walked for hours before ContextLengthError; its shortest covering
+    is known up front (fewest_tokens), so the refusal comes before any forward."""
+    from types import SimpleNamespace
+
+    from ppl_tok.strings.prefill import check_window, fewest_tokens
+
+    assert [fewest_tokens(VOCAB, x) for x in (b"", b"a", b"abab", b"abababab")] == [0, 1, 2, 3]
+    assert fewest_tokens(VOCAB, b"ab", covering=False) == 1 and fewest_tokens(VOCAB, b"c") == 3  # none: past any
+    lm = history_lm(5)
+    lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4))
+    before = lm.stats.forwards
+    with pytest.raises(ContextLengthError, match="the prompt needs 7 token positions at least .*window of 4"):
+        initial(lm, "abababab" * 2, config=WIDE)  # 16 bytes, tokens of at most 3: 6 covering tokens, and BOS
+    with pytest.raises(ContextLengthError, match="shorten the text or the context"):
+        check_window(lm, b"abababab" * 2, "", "the text")
+    assert lm.stats.forwards == before
+    check_window(lm, b"ababab", "")  # "aba" "bab" fits: BOS + 2 tokens
