@@ -112,11 +112,5 @@ def uninformative_hint(width: float, config: Any, wide: float = WIDE_NATS, *, un
     if width <= wide:
         return None
     shown = "unbounded" if width == math.inf else f"{width:.1f} {unit} wide"
-    return f"uninformative (interval {shown}, more than {wide:.3g}): {tighten(config, prefill, prompt_bytes)}"
+    return f"uninformative (interval {shown}, more than {wide:.3g} {unit}): {tighten(config, prefill, prompt_bytes)}"
 
-
-def certificate(width: float, tol: float, config: Any, *, prefill: str | None = None,
-                prompt_bytes: int = 0) -> dict[str, Any]:
-    """The JSON fields every certified interval carries: its tolerance, whether it informs, and the hint."""
-    hint = uninformative_hint(width, config, prefill=prefill, prompt_bytes=prompt_bytes)
-    return {"tolerance_nats": tol, "informative": hint is None, "hint": hint}
