@@ -70,10 +70,34 @@ def cmd_generate(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
+def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
+               ) -> tuple[list[tuple[str, str, float, float, float]], dict[str, Any], list[str], float]:
+    """``next``'s rows ``(JSON key, shown name, log p, lower, upper)``, its payload, extra lines and tolerance."""
+    from ppl_tok.strings.chars import next_char_log_probs, visible, visible_byte
+    from ppl_tok.strings.state import END_OF_STRING
+
+    if args.chars:
+        dist = next_char_log_probs(state, min_log_prob)
+        rows = [(c, visible(c), *e) for c, e in dist.chars.items()]
+        if dist.end is not None:
+            rows.append(("end", "<end>", *dist.end))
+        extra = [f"not a character or below {min_log_prob:g} nats: log p = {dist.other:.4f}"]
+        if dist.partial:
+            extra.insert(0, f"the prompt ends inside a character (bytes {dist.partial.hex(' ')}): the rows complete it")
+        return rows, {"unit": "char", **dist.to_dict()}, extra, dist.tolerance
+    nb = state.next_byte_log_probs()
+    rows = []
+    for i in range(END_OF_STRING + 1):
+        if nb.log_probs[i] > -math.inf:
+            key, name = ("end", "<end>") if i == END_OF_STRING else (str(i), visible_byte(i))
+            rows.append((key, name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
+    return rows, {"unit": "byte", **nb.to_dict()}, [], nb.tolerance
+
+
 def cmd_next(args: argparse.Namespace) -> None:
     from ppl_tok.strings.certified import uninformative_hint
-    from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB, next_char_log_probs, visible, visible_byte
-    from ppl_tok.strings.state import END_OF_STRING, StringState
+    from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
+    from ppl_tok.strings.state import StringState
 
     _check_utf8("--prompt", args.prompt)
     if args.min_log_prob is not None and not args.chars:
@@ -86,29 +110,10 @@ def cmd_next(args: argparse.Namespace) -> None:
                    walk="the prompt")
     state = StringState(lm, args.context, config, prompt=args.prompt)
     prefix = state.prefix_log_prob()
-    rows: list[tuple[str, float, float, float]] = []
-    if args.chars:
-        dist = next_char_log_probs(state, min_log_prob)
-        rows = [(visible(c), *e) for c, e in dist.chars.items()]
-        if dist.end is not None:
-            rows.append(("<end>", *dist.end))
-        payload: dict[str, Any] = {"unit": "char", **dist.to_dict()}
-        extra = [f"not a character or below {min_log_prob:g} nats: log p = {dist.other:.4f}"]
-        if dist.partial:
-            extra.insert(0, f"the prompt ends inside a character (bytes {dist.partial.hex(' ')}): the rows complete it")
-        tol = dist.tolerance
-    else:
-        nb = state.next_byte_log_probs()
-        for i in range(END_OF_STRING + 1):
-            if nb.log_probs[i] > -math.inf:
-                name = "<end>" if i == END_OF_STRING else visible_byte(i)
-                rows.append((name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
-        payload = {"unit": "byte", **nb.to_dict()}
-        extra, tol = [], nb.tolerance
-    rows.sort(key=lambda r: -r[1])
-    shown = rows[:args.top]
-    wide = [name for name, _, lo, hi in shown if uninformative_hint(hi - lo, config) is not None]
-    hint = (uninformative_hint(max(hi - lo for _, _, lo, hi in shown), config, prefill=state.prefill,
+    rows, payload, extra, tol = _next_rows(args, state, min_log_prob)
+    shown = sorted(rows, key=lambda r: -r[2])[:args.top]
+    wide = [key for key, _, _, lo, hi in shown if uninformative_hint(hi - lo, config) is not None]
+    hint = (uninformative_hint(max(hi - lo for *_, lo, hi in shown), config, prefill=state.prefill,
                                prompt_bytes=len(state.data) - state.base) if wide else None)
     payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
                    prefix=prefix.to_dict(), prefill=state.prefill, head_bytes=state.base, informative=not wide,
@@ -117,9 +122,9 @@ def cmd_next(args: argparse.Namespace) -> None:
     lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
              f"[{prefix.lower:.4f}, {prefix.upper:.4f}]; intervals include a rounding tolerance of {tol:.1e} nats",
              f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
-    for name, lp, lo, hi in shown:
+    for key, name, lp, lo, hi in shown:
         lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
-                     + ("   uninformative" if name in wide else ""))
+                     + ("   uninformative" if key in wide else ""))
     lines += extra + ([hint] if hint else [])
     _emit(args, payload, lines)
 
