@@ -137,37 +137,37 @@ def _sample_tokens(state: StringState, max_bytes: int, stops: list[bytes], rng: 
     """A covering of the prompt (:meth:`StringState.sample_covering`), then the LM's own tokens.
 
     Returns the bytes, why it stopped, the forwards, ``log p(h t v | c)`` of the tokens drawn and
-    their number. A token that would take a position past the model's context window raises
-    :class:`ContextLengthError`, as the byte walk does.
+    the number of rows it rests on. A token is run only to sample what follows it; one that would
+    take a position past the model's context window raises :class:`ContextLengthError`, as the
+    byte walk does.
     """
     lm, window = state.lm, model_window(state.lm)
-    hyp, token, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
-    out, lm_state, forwards, log_p, n = bytearray(), hyp.state, 0, hyp.log_prob, len(state.head.ids) + len(hyp.tokens())
-
-    def step(t: int) -> None:
-        nonlocal lm_state, forwards, log_p, n
-        if window is not None and len(lm_state.tokens) + 1 > window:
-            raise ContextLengthError(f"generation reached {lm.name}'s context window of {window} token positions "
-                                     f"after {len(out)} bytes: lower the most bytes generated or shorten the prompt")
-        log_p += float(lm_state.log_probs[t])
-        lm_state, forwards, n = lm.extend([lm_state], [t])[0], forwards + 1, n + 1
-
-    if token is not None:
-        out += lm.vocab[token][len(state.data) - offset:]
-        step(token)
+    hyp, pending, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
+    out, lm_state, forwards = bytearray(), hyp.state, 0
+    log_p, rows = hyp.log_prob, len(state.head.ids) + len(hyp.tokens()) + 1
+    if pending is not None:
+        out += lm.vocab[pending][len(state.data) - offset:]
+        log_p += float(lm_state.log_probs[pending])
     while True:
         cut = _first_stop(out[:max_bytes], stops)
         if cut >= 0:
-            return bytes(out[:cut]), "stop", forwards, log_p, n
+            return bytes(out[:cut]), "stop", forwards, log_p, rows
         if len(out) >= max_bytes:
-            return bytes(out[:max_bytes]), "max-bytes", forwards, log_p, n
+            return bytes(out[:max_bytes]), "max-bytes", forwards, log_p, rows
+        if pending is not None:
+            if window is not None and len(lm_state.tokens) + 1 > window:
+                raise ContextLengthError(f"generation reached {lm.name}'s context window of {window} token "
+                                         f"positions after {len(out)} bytes: lower the most bytes generated "
+                                         "(max_bytes, --max-bytes) or shorten the prompt")
+            lm_state, forwards, rows = lm.extend([lm_state], [pending])[0], forwards + 1, rows + 1
         t = int(lm.sample_tokens([lm_state], torch.rand(1, generator=rng, dtype=torch.float64))[0])
         surface = lm.vocab[t]
         if surface is None:
-            return bytes(out), "end", forwards, log_p, n
+            return bytes(out), "end", forwards, log_p, rows
         out += surface
+        log_p += float(lm_state.log_probs[t])
+        pending = t
         bar.update(min(len(out), max_bytes) - bar.n)
-        step(t)
 
 
 def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
