@@ -13,7 +13,7 @@ from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.strings import StringSearchConfig, initial, next_char_log_probs, string_conditional, string_marginal
 from ppl_tok.strings.certified import WIDE_NATS, tolerance, uninformative_hint, unit_roundoff
 from ppl_tok.strings.state import END_OF_STRING
-from tests.strings.test_state import VOCAB, brute_exact, brute_prefix
+from tests.strings.test_state import VOCAB, WIDE, brute_exact, brute_prefix, history_lm
 
 
 class RoundedLM(FunctionLM):
@@ -86,17 +86,19 @@ def test_uninformative_is_one_rule_with_a_hint_naming_the_fix():
     assert "unbounded" in uninformative_hint(math.inf, config)
 
 
-def test_a_narrow_beam_on_a_long_prompt_says_it_is_uninformative(smollm2):
-    cond = string_conditional(smollm2, "The quick brown fox jumps over the lazy", " dog",
-                              config=StringSearchConfig(beam=1, prune=2.0, prefill="exact"))
+def test_a_narrow_beam_on_a_long_prompt_says_it_is_uninformative():
+    lm = history_lm(3)
+    narrow = StringSearchConfig(beam=1, prune=0.5, prefill="exact")
+    cond = string_conditional(lm, "abababab", "ab", config=narrow)  # 2.6 nats wide
     assert cond.width > WIDE_NATS and not cond.informative
-    assert "a wider beam (now 1)" in cond.hint and "prefill canonical-head" in cond.hint
+    assert "a wider beam (now 1)" in cond.hint and "a shorter prompt (now 8 bytes walked)" in cond.hint
+    assert "prefill canonical-head" in cond.hint
     d = cond.to_dict()
-    assert d["informative"] is False and d["hint"] == cond.hint and 0 < d["tolerance_nats"] < 1e-2
-    narrow = string_marginal(smollm2, " tongueless", config=StringSearchConfig(beam=8))  # 2.5 nats wide
-    assert not narrow.informative and narrow.to_dict()["hint"].startswith("uninformative (interval 2.5 nats")
-    short = string_marginal(smollm2, " the", config=StringSearchConfig(beam=8))
-    assert short.informative and short.to_dict()["hint"] is None
+    assert d["informative"] is False and d["hint"] == cond.hint and 0 < d["tolerance_nats"] < 1e-12
+    assert string_conditional(lm, "ab", "ab", config=narrow).informative  # 0.25 nats
+    whole = string_marginal(lm, "ababababab", config=narrow)  # 3.2 nats wide
+    assert not whole.informative and whole.to_dict()["hint"].startswith("uninformative (interval 3.2 nats wide")
+    assert string_marginal(lm, "ababab", config=WIDE).informative
 
 
 def test_smollm2_after_caf_no_estimate_leaves_its_interval(smollm2):
