@@ -54,6 +54,8 @@ class Limits:
     :param paths: tokenizations enumerated exactly (``--max-paths``), each kept with its log-probability.
     :param search_forwards: LM forwards of one certified search (``--budget``): its frontier grows with them.
     :param generated_tokens: tokens generated in all (``canonicity``: samples times ``--max-tokens``).
+    :param generated_bytes: bytes one ``generate`` call draws (``--max-bytes``): each is a step of the walk
+        (bytes mode) or part of a sampled token (tokens mode), and the LM's states along it are held.
     :param corpus_bytes: bytes of one corpus read by ``perplexity`` (a file or standard input): it is held in
         memory, decoded and split into documents (each also within ``text_bytes``).
     """
@@ -68,6 +70,7 @@ class Limits:
     paths: int = 1 << 23
     search_forwards: int = 1_000_000
     generated_tokens: int = 1 << 15
+    generated_bytes: int = 1 << 16
     corpus_bytes: int = 1 << 28
 
     def __post_init__(self) -> None:

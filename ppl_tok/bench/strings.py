@@ -173,11 +173,11 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
     for text in tqdm(texts, desc="bench strings", leave=False):
         r, fwd, secs = _run(lm, lambda: string_marginal(lm, text, config=narrow))
         row = {"bytes": r.n_bytes, "lower": r.lower, "upper": r.upper, "canonical": r.canonical,
-               "gain_over_canonical": r.lower - r.canonical, "forwards": fwd, "forwards_per_byte": fwd / r.n_bytes,
+               "gain_over_canonical": r.estimate - r.canonical, "forwards": fwd, "forwards_per_byte": fwd / r.n_bytes,
                "seconds": secs, "ms_per_byte": 1000 * secs / r.n_bytes}
         if r.n_bytes <= 128 or wide_long:
             w, wfwd, wsecs = _run(lm, lambda: string_marginal(lm, text, config=wide))
-            row.update(wide_lower=w.lower, wide_upper=w.upper, gap_to_wide=w.lower - r.lower, wide_forwards=wfwd,
+            row.update(wide_lower=w.lower, wide_upper=w.upper, gap_to_wide=w.estimate - r.estimate, wide_forwards=wfwd,
                        wide_seconds=wsecs)
         if r.n_bytes <= 128:
             b, bfwd, bsecs = _run(lm, lambda: marginal_bounds(text, lm, tolerance=1e-3, budget=fwd, batch=beam))

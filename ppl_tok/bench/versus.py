@@ -108,7 +108,7 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
             heals = state.heals
             state.extend(b)
             if state.heals > heals and lps[-1] == -math.inf:
-                lps[-1] = state.prefix_log_prob().lower - nb.prefix.estimate
+                lps[-1] = state.prefix_log_prob().estimate - nb.prefix.estimate
                 healed.append(k)
     except DeadEndError as err:
         error = f"dead end at byte {k}: {str(err)[-120:]}"

@@ -57,7 +57,15 @@ def add_lm_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:
-    """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`."""
+    """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`.
+
+    ``--bos-id`` is checked against the model's vocabulary here, before any weights load.
+    """
+    if args.bos_id is not None:
+        size = len(load_vocabulary(args.model))
+        if args.bos_id >= size:
+            raise ValueError(f"--bos-id {args.bos_id} is not a token of {args.model} (ids 0..{size - 1}): give an id "
+                             "below that, or drop --bos-id for the card's (else the tokenizer's) BOS")
     return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
 
 
@@ -191,9 +199,16 @@ def _load_lm(args: argparse.Namespace) -> Any:
     return load_lm(lm_spec(args))
 
 
-def _check_context(args: argparse.Namespace, lm: Any) -> None:
-    """``--context`` must have a tokenization; warn when context and text exceed the model's window."""
-    text_tokens = len(lm.canonical(args.text)) if getattr(args, "text", None) else 0
+def _check_context(args: argparse.Namespace, lm: Any, walk: str | None = None, covering: bool = True) -> None:
+    """``--context`` must have a tokenization; the context and ``args.text`` must fit the model's window.
+
+    ``walk``: what the command scores whole (``"the prompt"``, ...): it is refused before any work when even
+    its shortest tokenization (``covering``: a covering, for a walk over strings) overflows the window
+    (:func:`~ppl_tok.strings.prefill.check_window`). Otherwise (and for a walk over tokenizations, not
+    ``covering``) a canonical tokenization past the window is a warning: its positions past it are scored
+    out of distribution.
+    """
+    text = getattr(args, "text", None) or ""
     ids: tuple[int, ...] = ()
     if args.context:
         try:
@@ -201,8 +216,14 @@ def _check_context(args: argparse.Namespace, lm: Any) -> None:
             ids = tuple(lm.vocab.encode(args.context))
         except ValueError as err:
             raise ValueError(f"--context: {err}") from None
+    if walk is not None:
+        from ppl_tok.strings.prefill import check_window
+
+        check_window(lm, text.encode("utf-8"), args.context, walk, covering)
+        if covering:  # a walk over strings stops with ContextLengthError rather than score past the window
+            return
     window = model_window(lm)
-    total = (lm.bos_id is not None) + len(ids) + text_tokens
+    total = (lm.bos_id is not None) + len(ids) + (len(lm.canonical(text)) if text else 0)
     if window is not None and total > window:
         print(f"ppl-tok {args.command}: warning: BOS, context and text are {total} tokens, more than "
               f"{lm.name}'s window of {window}: positions past it are scored out of distribution",

@@ -1,7 +1,7 @@
 """Count, enumerate and score the tokenizations of a string under a language model.
 
 ``ppl-tok COMMAND --help`` describes each command. Commands that run an LM
-(score, marginal, distribution, canonicity, most-likely, bench) take
+({lm_commands}) take
 ``--model NAME`` (a card, a local folder or a hub id; default
 ``smollm2-135m``), ``--device`` (``cpu``, ``cuda``, ``cuda:1``), ``--dtype``
 (``float32``, ``bfloat16``, ``float16``) and ``--bos-id``; those that need only
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from ppl_tok.cli import bench, perplexity, qa, strings, surprisal, tokenization
@@ -81,7 +82,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (tokenization, bench, qa, perplexity, strings, surprisal):
         module.register(sub)
+    first, rest = parser.epilog.split("\n\n", 1)  # the paragraph that names the commands, filled again
+    first = " ".join(first.split()).replace("{lm_commands}", ", ".join(lm_commands(sub)))
+    parser.epilog = textwrap.fill(first, 79) + "\n\n" + rest
     return parser
+
+
+def lm_commands(sub: argparse._SubParsersAction, prefix: str = "") -> list[str]:
+    """The (sub)commands that run an LM: those with the LM argument group's ``--bos-id``, nested ones by full name."""
+    out = []
+    for name, p in sub.choices.items():
+        nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            out += lm_commands(nested[0], f"{prefix}{name} ")
+        elif "--bos-id" in p._option_string_actions:
+            out.append(prefix + name)
+    return out
 
 
 def _one_line(err: BaseException) -> str:

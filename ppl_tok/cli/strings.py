@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
                                 add_text_arguments, search_config)
 
@@ -17,7 +17,8 @@ def cmd_conditional(args: argparse.Namespace) -> None:
     _check_utf8("--prompt", args.prompt)
     config = search_config(args)
     lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm)
+    _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm,
+                   walk="the prompt and the text")
     result = string_conditional(lm, args.prompt, args.text, args.context, config)
     context = args.context + args.prompt
     canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
@@ -25,12 +26,14 @@ def cmd_conditional(args: argparse.Namespace) -> None:
                "beam": args.beam, "prune": args.prune}
     lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
              f"log p(text | prompt), over strings: {result.estimate:.4f}   certified in "
-             f"[{result.lower:.4f}, {result.upper:.4f}]",
+             f"[{result.lower:.4f}, {result.upper:.4f}] (rounding tolerance {result.tolerance:.1e} nats included)",
              f"  log P(prompt is a prefix):        [{result.prompt_prefix.lower:.4f}, {result.prompt_prefix.upper:.4f}]",
              f"  log P(prompt+text is a prefix):   [{result.joint_prefix.lower:.4f}, {result.joint_prefix.upper:.4f}]",
              f"log p(canonical tokens of text | canonical tokens of prompt): {canonical:.4f}",
              f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam}, prefill {result.prefill}"
              + (f": a canonical head of {result.head_bytes} bytes, the conditional given it)" if result.head_bytes else ")")]
+    if result.hint:
+        lines.append(result.hint)
     _emit(args, payload, lines)
 
 
@@ -40,58 +43,89 @@ def cmd_generate(args: argparse.Namespace) -> None:
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
         _check_utf8("--stop", s)
+    if args.greedy and (args.temperature is not None or args.top_p is not None):
+        raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
+                         "(drop them, or drop --greedy to sample)")
+    args.temperature = 1.0 if args.temperature is None else args.temperature
+    args.top_p = 1.0 if args.top_p is None else args.top_p
     check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
     sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
     config = search_config(args)
     lm = _load_lm(args)
+    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
+                   walk="the prompt")
     result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
                       greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
                       progress=None if not args.json else False, mode=args.mode)
     payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
                "top_p": args.top_p, "seed": args.seed, **result.to_dict()}
     rate = len(result.data) / result.seconds if result.seconds > 0 else float("nan")
-    log_p = f"log p = {sum(result.log_probs):.4f}, " if result.mode == "bytes" else ""
+    if result.mode == "bytes":
+        log_p = f"log p = {result.log_prob:.4f}, "
+    else:
+        log_p = f"log p >= {result.log_prob_lower:.4f} (certified, from the tokens drawn), "
     lines = [args.prompt + result.text,
              f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
              f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
     _emit(args, payload, lines)
 
 
+def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
+               ) -> tuple[list[tuple[str, str, float, float, float]], dict[str, Any], list[str], float]:
+    """``next``'s rows ``(JSON key, shown name, log p, lower, upper)``, its payload, extra lines and tolerance."""
+    from ppl_tok.strings.chars import next_char_log_probs, visible, visible_byte
+    from ppl_tok.strings.state import END_OF_STRING
+
+    if args.chars:
+        dist = next_char_log_probs(state, min_log_prob)
+        rows = [(c, visible(c), *e) for c, e in dist.chars.items()]
+        if dist.end is not None:
+            rows.append(("end", "<end>", *dist.end))
+        extra = [f"not a character or below {min_log_prob:g} nats: log p = {dist.other:.4f}"]
+        if dist.partial:
+            extra.insert(0, f"the prompt ends inside a character (bytes {dist.partial.hex(' ')}): the rows complete it")
+        return rows, {"unit": "char", **dist.to_dict()}, extra, dist.tolerance
+    nb = state.next_byte_log_probs()
+    rows = []
+    for i in range(END_OF_STRING + 1):
+        if nb.log_probs[i] > -math.inf:
+            key, name = ("end", "<end>") if i == END_OF_STRING else (str(i), visible_byte(i))
+            rows.append((key, name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
+    return rows, {"unit": "byte", **nb.to_dict()}, [], nb.tolerance
+
+
 def cmd_next(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.chars import next_char_log_probs
-    from ppl_tok.strings.state import END_OF_STRING, StringState
+    from ppl_tok.strings.certified import uninformative_hint
+    from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
+    from ppl_tok.strings.state import StringState
 
     _check_utf8("--prompt", args.prompt)
+    if args.min_log_prob is not None and not args.chars:
+        raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
+                         "add --chars or drop --min-log-prob")
+    min_log_prob = DEFAULT_MIN_LOG_PROB if args.min_log_prob is None else args.min_log_prob
     config = search_config(args)
     lm = _load_lm(args)
+    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
+                   walk="the prompt")
     state = StringState(lm, args.context, config, prompt=args.prompt)
     prefix = state.prefix_log_prob()
-    rows: list[tuple[str, float, float, float]] = []
-    if args.chars:
-        dist = next_char_log_probs(state, args.min_log_prob)
-        rows = [(c, *e) for c, e in dist.chars.items()]
-        if dist.end is not None:
-            rows.append(("<end>", *dist.end))
-        payload: dict[str, Any] = {"unit": "char", **dist.to_dict()}
-        extra = [f"not a character or below {args.min_log_prob:g} nats: log p = {dist.other:.4f}"]
-    else:
-        nb = state.next_byte_log_probs()
-        for i in range(END_OF_STRING + 1):
-            if nb.log_probs[i] > -math.inf:
-                name = "<end>" if i == END_OF_STRING else repr(bytes([i]))[2:-1]
-                rows.append((name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
-        payload = {"unit": "byte", **nb.to_dict()}
-        extra = []
-    rows.sort(key=lambda r: -r[1])
+    rows, payload, extra, tol = _next_rows(args, state, min_log_prob)
+    shown = sorted(rows, key=lambda r: -r[2])[:args.top]
+    wide = [key for key, _, _, lo, hi in shown if uninformative_hint(hi - lo, config) is not None]
+    hint = (uninformative_hint(max(hi - lo for *_, lo, hi in shown), config, prefill=state.prefill,
+                               prompt_bytes=len(state.data) - state.base) if wide else None)
     payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
-                   prefix={"lower": prefix.lower, "upper": prefix.upper}, prefill=state.prefill, head_bytes=state.base)
+                   prefix=prefix.to_dict(), prefill=state.prefill, head_bytes=state.base, informative=not wide,
+                   uninformative_rows=wide, hint=hint)
     unit = "character" if args.chars else "byte"
     lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
-             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]",
+             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]; intervals include a rounding tolerance of {tol:.1e} nats",
              f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
-    for name, lp, lo, hi in rows[:args.top]:
-        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]")
-    lines += extra
+    for key, name, lp, lo, hi in shown:
+        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
+                     + ("   uninformative" if key in wide else ""))
+    lines += extra + ([hint] if hint else [])
     _emit(args, payload, lines)
 
 
@@ -107,10 +141,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
     p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
-    p.add_argument("--max-bytes", type=POSITIVE, default=64, help="bytes to generate at most (default 64)")
-    p.add_argument("--temperature", type=positive, default=1.0, help="divide the next-byte log-probs by this")
-    p.add_argument("--top-p", type=positive, default=1.0, help="sample from the smallest set holding this mass")
-    p.add_argument("--greedy", action="store_true", help="take the most probable byte each time")
+    p.add_argument("--max-bytes", type=POSITIVE, default=64,
+                   help="bytes to generate at most (default 64; at most the generated_bytes limit, docs/limits.md)")
+    p.add_argument("--temperature", type=positive, help="divide the next-byte log-probs by this (default 1)")
+    p.add_argument("--top-p", type=positive, help="sample from the smallest set holding this mass (default 1)")
+    p.add_argument("--greedy", action="store_true",
+                   help="take the most probable byte each time (not with --temperature or --top-p)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
     p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
@@ -123,8 +159,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
-    p.add_argument("--min-log-prob", type=float, default=-12.0, metavar="NATS",
-                   help="--chars: leave partial characters below this unexplored (default -12)")
+    p.add_argument("--min-log-prob", type=log_prob_floor, metavar="NATS",
+                   help="with --chars: leave partial characters below this unexplored (default -12; -inf: none)")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
     add_search_arguments(p)
     p.set_defaults(func=cmd_next)

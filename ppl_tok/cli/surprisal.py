@@ -26,6 +26,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
 from ppl_tok.common.arguments import output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
 from ppl_tok.perplexity.corpus import check_text
+from ppl_tok.strings.certified import WIDE_BITS
 
 #: the columns of a row, in order
 COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "surprisal", "canonical", "lower",
@@ -235,8 +236,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
     add_lm_arguments(p)
     add_search_arguments(p, prefill=False)
-    p.add_argument("--wide", type=positive, default=3.0, metavar="BITS",
-                   help="flag a certified bracket wider than this as uninformative (default 3)")
+    p.add_argument("--wide", type=positive, default=WIDE_BITS, metavar="BITS",
+                   help=f"flag a certified bracket wider than this as uninformative (default {WIDE_BITS:g}, the rule "
+                        "of every string command)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_surprisal)

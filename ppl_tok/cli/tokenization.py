@@ -68,7 +68,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
 
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
-    _check_context(args, lm)
+    _check_context(args, lm, walk="the text", covering=False)
     if args.exact and mdd.count() > args.max_paths:  # before sampling
         raise ValueError(f"{args.text!r} has {mdd.count()} tokenizations, more than --max-paths "
                          f"{args.max_paths}: drop --exact or raise --max-paths")

@@ -38,6 +38,20 @@ def positive(text: str) -> float:
 
 positive.__name__ = "number"
 
+
+def log_prob_floor(text: str) -> float:
+    """An argparse type: a log-probability floor in nats, a finite number or ``-inf`` (not NaN, not ``+inf``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of nats, got {text!r}") from None
+    if math.isnan(value) or value == math.inf:
+        raise argparse.ArgumentTypeError(f"expected a finite number of nats or -inf, got {text!r}")
+    return value
+
+
+log_prob_floor.__name__ = "nats"
+
 #: A count (>= 1) and a seed (a 32-bit unsigned integer).
 POSITIVE, SEED = integer(1), integer(0, 2**32 - 1)
 

@@ -297,7 +297,7 @@ def _marginal_record(lm: LanguageModel, doc: Document, toks: Sequence[int], piec
         c = r.canonical if canon is None else canon[k]
         spans += [[offset + a, offset + b] for a, b in differing_spans(lm.vocab, r.best, lm.canonical(p.text))]
         best_gain += max(0.0, r.best_log_prob - c)
-        gain = max(0.0, max(r.lower, c) - c)
+        gain = max(0.0, max(r.estimate, c) - c)
         off = logsumexp(m for _, _, m in r.departures)
         for a, b, m in r.departures:  # the window's gain over canonical, split as its off-canonical mass is
             share = math.exp(m - off)

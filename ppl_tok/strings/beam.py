@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel, LMState, model_window
+from ppl_tok.strings.certified import tolerance
 
 
 #: how a prompt is conditioned on (:class:`StringSearchConfig`'s ``prefill``; :mod:`ppl_tok.strings.prefill`)
@@ -177,6 +178,9 @@ class ByteBeam:
         self.pruned: list[float] = []
         self.window = model_window(lm)
         self._check_length(len(root.tokens))
+        self.dtype = root.log_probs.dtype  # the rows' dtype: what their rounding is (:mod:`ppl_tok.strings.certified`)
+        self.root_length = len(root.tokens)
+        self.depth = 0  # the most tokens past the root of any prefix run so far
         self.forwards = 0  # token positions this beam asked the LM to run (cache hits included)
         self.kept = 0
         #: hypotheses dropped by :meth:`settle`, by offset, kept for :meth:`revive` while ``keep_dropped`` is
@@ -264,6 +268,11 @@ class ByteBeam:
                 f"more than {self.lm.name}'s context window of {self.window}: the LM over strings conditions on the "
                 "whole string and does not window; shorten the prompt (e.g. keep its last bytes)")
 
+    def tolerance(self, extra_terms: int = 1) -> float:
+        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.strings.certified.tolerance`
+        of its rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers)."""
+        return tolerance(self.dtype, self.depth + extra_terms, len(self.lm.vocab))
+
     def pending_mass(self) -> list[float]:
         """Log-probs of the hypotheses not yet settled (they bound everything below them)."""
         return [h.log_prob for hs in self.open.values() for h in hs]
@@ -284,7 +293,9 @@ def run_kept(lm: LanguageModel, jobs: Sequence[tuple[ByteBeam, list[Hypothesis],
         pending = [h for h in kept if h.state is None]
         if not pending:
             continue
-        beam._check_length(max(len(h.parent.tokens) for h in pending) + 1)
+        longest = max(len(h.parent.tokens) for h in pending) + 1
+        beam._check_length(longest)
+        beam.depth = max(beam.depth, longest - beam.root_length)
         beam.forwards += len(pending)
         owners += pending
         wants += [[] if want is None else list(want)] * len(pending)

@@ -12,6 +12,13 @@ character is complete. Each factor's certified interval multiplies into the
 character's (the product of lower bounds is a lower bound on the product, and the
 same for upper bounds).
 
+A state that ends inside a character (``x`` = ``"caf\\xc3"``, the first byte of
+``"é"``) continues that character: its completions are named by the whole
+character (``"é"``, with ``p("\\xa9" | x)``), and :attr:`NextChars.partial` holds the
+bytes of it already read. Every interval is the product of the factors' certified
+intervals, each widened by its rounding tolerance (:mod:`ppl_tok.strings.certified`),
+so the tolerances add along a character.
+
 What is not a character goes to ``other``: byte sequences that are not UTF-8 (an LM
 can write them, e.g. through byte-fallback tokens) and branches whose probability
 fell below ``min_log_prob`` before the character was complete (not explored, so
@@ -22,6 +29,7 @@ not named). With the beam's estimates, the characters, the end of the string and
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 
 from ppl_tok.common.logspace import logsumexp
@@ -29,6 +37,27 @@ from ppl_tok.strings.state import END_OF_STRING, NextBytes, StringState
 
 #: a character's log-probability and its certified interval
 Entry = tuple[float, float, float]
+
+#: :func:`next_char_log_probs`' default ``min_log_prob`` (nats)
+DEFAULT_MIN_LOG_PROB = -12.0
+
+#: how :func:`visible` shows the characters that print as nothing or move the cursor
+ESCAPES = {" ": "\u2420", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def visible(char: str) -> str:
+    """A character as a table shows it: space ``␠``, newline ``\\n``, tab ``\\t``, return ``\\r``;
+    every other control, format, separator, private-use or unassigned character ``U+XXXX``; the rest itself."""
+    if char in ESCAPES:
+        return ESCAPES[char]
+    if len(char) == 1 and unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"):
+        return f"U+{ord(char):04X}"
+    return char
+
+
+def visible_byte(byte: int) -> str:
+    """A next byte as a table shows it: an ASCII byte as :func:`visible` shows its character, any other ``\\xNN``."""
+    return visible(chr(byte)) if byte < 0x80 else f"\\x{byte:02X}"
 
 
 def utf8_length(lead: int) -> int:
@@ -54,6 +83,9 @@ class NextChars:
         branches below ``min_log_prob`` (``-inf``: none).
     :param forwards: token positions the exploration ran (its copies' forwards).
     :param unexplored: the partial characters (their bytes) left below ``min_log_prob``.
+    :param partial: the bytes of a character the state ended inside (``b""``: none); the
+        characters are then its completions.
+    :param tolerance: the widest rounding tolerance (nats) included in an interval.
     """
 
     chars: dict[str, Entry]
@@ -61,20 +93,33 @@ class NextChars:
     other: float
     forwards: int = 0
     unexplored: list[bytes] = field(default_factory=list)
+    partial: bytes = b""
+    tolerance: float = 0.0
 
     def top(self, k: int = 5) -> list[tuple[str, float]]:
         """The ``k`` most probable characters and their log-probs."""
         return [(c, e[0]) for c, e in list(self.chars.items())[:k]]
 
     def to_dict(self) -> dict:
-        """JSON-ready (no ``-inf``: a missing bound is ``None``)."""
-        def clean(e: Entry | None):
-            return None if e is None else [v if math.isfinite(v) else None for v in e]
-        return {"chars": {c: clean(e) for c, e in self.chars.items()}, "end": clean(self.end),
-                "other": self.other if math.isfinite(self.other) else None, "forwards": self.forwards}
+        """The numbers, JSON-ready apart from infinities (:func:`ppl_tok.common.jsonout.to_json` writes
+        ``-inf`` as ``"-Infinity"``, the convention of every command); each entry ``[log_prob, lower, upper]``."""
+        return {"chars": {c: list(e) for c, e in self.chars.items()}, "end": None if self.end is None else list(self.end),
+                "other": self.other, "forwards": self.forwards, "partial": self.partial.hex(),
+                "tolerance_nats": self.tolerance}
 
 
-def next_char_log_probs(state: StringState, min_log_prob: float = -12.0) -> NextChars:
+def trailing_partial(data: bytes) -> tuple[bytes, int]:
+    """The bytes of an incomplete UTF-8 character at the end of ``data`` and its full length (``(b"", 0)``: none)."""
+    for k in range(1, min(3, len(data)) + 1):
+        b = data[-k]
+        if 0x80 <= b <= 0xBF:  # a continuation byte: look further back for its lead
+            continue
+        n = utf8_length(b)
+        return (bytes(data[-k:]), n) if n > k else (b"", 0)
+    return b"", 0
+
+
+def next_char_log_probs(state: StringState, min_log_prob: float = DEFAULT_MIN_LOG_PROB) -> NextChars:
     """The next-character distribution after the bytes ``state`` has read (``state`` itself is not changed).
 
     :param min_log_prob: a partly read character whose probability so far is below this
@@ -87,10 +132,13 @@ def next_char_log_probs(state: StringState, min_log_prob: float = -12.0) -> Next
     other: list[float] = []
     unexplored: list[bytes] = []
     forwards = [0]
+    widest = [0.0]
 
-    def walk(st: StringState, head: bytes, acc: Entry, need: int, nb: NextBytes | None = None) -> None:
+    def walk(st: StringState, head: bytes, acc: Entry, need: int, nb: NextBytes | None = None,
+             tol: float = 0.0, top: bool = False) -> None:
         nb = st.next_byte_log_probs() if nb is None else nb
         est, lo, hi = nb.log_probs.tolist(), nb.lower.tolist(), nb.upper.tolist()
+        tol += nb.tolerance
         for b in range(256):
             if est[b] == -math.inf:
                 continue
@@ -105,6 +153,7 @@ def next_char_log_probs(state: StringState, min_log_prob: float = -12.0) -> Next
             elif len(seq) == n:
                 try:
                     chars[seq.decode("utf-8")] = entry
+                    widest[0] = max(widest[0], tol)
                 except UnicodeDecodeError:  # an overlong or surrogate form
                     other.append(entry[0])
             elif entry[0] < min_log_prob:
@@ -115,19 +164,21 @@ def next_char_log_probs(state: StringState, min_log_prob: float = -12.0) -> Next
                 before = child.forwards
                 child.extend(b)
                 forwards[0] += child.forwards - before
-                walk(child, seq, entry, n)
-        if head:  # the end of the string inside a character: not a character
+                walk(child, seq, entry, n, tol=tol)
+        if head and not top:  # the end of the string inside a character: not a character
             other.append(acc[0] + est[END_OF_STRING])
 
     nb0 = state.next_byte_log_probs()
+    partial, need = trailing_partial(bytes(state.data[-3:]))
     shared = state._shared
     try:
-        walk(state, b"", (0.0, 0.0, 0.0), 0, nb0)
+        walk(state, partial, (0.0, 0.0, 0.0), need, nb0, top=True)
     finally:
         state._shared = shared  # the copies die here: the state may release its LM states again
     end = None
     if nb0.has_end:
         end = (float(nb0.log_probs[END_OF_STRING]), float(nb0.lower[END_OF_STRING]),
                float(nb0.upper[END_OF_STRING]))
+        widest[0] = max(widest[0], nb0.tolerance)
     ranked = dict(sorted(chars.items(), key=lambda kv: -kv[1][0]))
-    return NextChars(ranked, end, logsumexp(other), forwards[0], unexplored)
+    return NextChars(ranked, end, logsumexp(other), forwards[0], unexplored, partial, widest[0])

@@ -11,7 +11,10 @@ quotient has a certified interval:
 
     log P^(xy) - log P^+(x)  <=  log p(y | x)  <=  min(0, log P^+(xy) - log P^(x)),
 
-where ``P^`` is the mass found and ``P^+`` adds the pruned mass.
+where ``P^`` is the mass found and ``P^+`` adds the pruned mass, in exact arithmetic; the
+reported interval widens it by both brackets' rounding tolerances (``tolerance``,
+:mod:`ppl_tok.strings.certified`), and is flagged uninformative when wider than
+:data:`~ppl_tok.strings.certified.WIDE_NATS`.
 
 Under ``config.prefill`` ``canonical-head`` (:mod:`ppl_tok.strings.prefill`) both
 prefix probabilities are ``P_H``, the coverings that start with the prompt's
@@ -30,6 +33,7 @@ from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.certified import uninformative_hint
 from ppl_tok.strings.state import PrefixProbability, StringState
 
 
@@ -43,6 +47,9 @@ class StringConditional:
     :param forwards: token positions run through the LM (the canonical head's included).
     :param prefill: the mode the prompt got (``"exact"`` or ``"canonical-head"``).
     :param head_bytes: the canonical head's bytes (0: exact).
+    :param tolerance: nats of rounding included on both sides of the interval.
+    :param hint: ``None`` when the interval informs, else what would tighten it
+        (:func:`~ppl_tok.strings.certified.uninformative_hint`).
     """
 
     prompt: str
@@ -57,10 +64,16 @@ class StringConditional:
     seconds: float
     prefill: str = "exact"
     head_bytes: int = 0
+    tolerance: float = 0.0
+    hint: str | None = None
 
     @property
     def width(self) -> float:
         return self.upper - self.lower
+
+    @property
+    def informative(self) -> bool:
+        return self.hint is None
 
     def __repr__(self) -> str:
         return (f"StringConditional({self.text!r} | {self.prompt!r}: {self.lower:.4f} <= log p <= {self.upper:.4f}, "
@@ -70,20 +83,26 @@ class StringConditional:
         """The numbers, JSON-ready apart from infinities."""
         return {"prompt": self.prompt, "text": self.text, "lower": self.lower, "upper": self.upper,
                 "estimate": self.estimate, "width": self.width,
-                "prompt_prefix": {"lower": self.prompt_prefix.lower, "upper": self.prompt_prefix.upper},
-                "joint_prefix": {"lower": self.joint_prefix.lower, "upper": self.joint_prefix.upper},
+                "prompt_prefix": self.prompt_prefix.to_dict(), "joint_prefix": self.joint_prefix.to_dict(),
                 "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds,
-                "prefill": self.prefill, "head_bytes": self.head_bytes}
+                "prefill": self.prefill, "head_bytes": self.head_bytes, "tolerance_nats": self.tolerance,
+                "informative": self.informative, "hint": self.hint}
 
 
 def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float, float, float]:
-    """``(lower, estimate, upper)`` of ``log P(xy) - log P(x)`` from the two brackets."""
-    if prompt.lower == -math.inf:
+    """``(lower, estimate, upper)`` of ``log P(xy) - log P(x)`` from the two brackets.
+
+    The bracket of exact arithmetic, ``[found(xy) - bound(x), min(0, bound(xy) - found(x))]``, widened
+    by both tolerances (and kept at most 0); the estimate ``found(xy) - found(x)`` is not clamped into it
+    (only to at most 0).
+    """
+    if prompt.found == -math.inf:
         raise ValueError("the prompt has probability zero under the beam: the conditional is undefined")
-    lower = joint.lower - prompt.upper
-    estimate = joint.estimate - prompt.estimate
-    upper = min(0.0, joint.upper - prompt.lower)
-    return lower, min(max(estimate, lower), upper), upper
+    tol = joint.tolerance + prompt.tolerance
+    lower = joint.found - prompt.bound - tol
+    estimate = min(0.0, joint.found - prompt.found)
+    upper = min(0.0, joint.bound - prompt.found + tol)
+    return lower, estimate, upper
 
 
 def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str | Sequence[int] = "",
@@ -103,10 +122,13 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
     start = time.perf_counter()
     state = StringState(lm, context, config, prompt=prompt)
     before = state.prefix_log_prob()
+    walked = len(state.data) - state.base  # the prompt's bytes the beam walked (after a canonical head)
     state.extend(text)
     joint = state.prefix_log_prob()
     lower, estimate, upper = quotient(joint, before)
+    hint = uninformative_hint(upper - lower, state.config, prefill=state.prefill,
+                              prompt_bytes=walked)
     return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
                              prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
                              n_bytes=len(state.data), seconds=time.perf_counter() - start, prefill=state.prefill,
-                             head_bytes=state.base)
+                             head_bytes=state.base, tolerance=joint.tolerance + before.tolerance, hint=hint)

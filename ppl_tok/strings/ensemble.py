@@ -34,7 +34,10 @@ the others; with each member's certified ``[l_k(b), u_k(b)]`` on ``p_k(b | x)``,
 
     n_lo(b) / (n_lo(b) + sum_{b' != b} n_hi(b'))  <=  p(b | x)  <=  n_hi(b) / (n_hi(b) + sum_{b' != b} n_lo(b')).
 
-Both collapse to the estimate when nothing was pruned; both hold whatever the
+Each member's masses are rounded by at most its tolerance (:mod:`ppl_tok.strings.certified`):
+the mixture's bounds are widened by the largest of them on each mass (the product's take
+the members' widened intervals). Both collapse to the estimate when nothing was pruned (up
+to that tolerance); both hold whatever the
 members' beams pruned (``tests/strings/test_generate.py`` checks them against
 unpruned walks).
 """
@@ -158,9 +161,10 @@ class Ensemble:
         d_lo = float(torch.logsumexp(self.log_weights + prefix, 0))
         d_hi = float(torch.logsumexp(self.log_weights + torch.tensor([m.prefix.upper for m in members],
                                                                       dtype=torch.float64), 0))
-        lower = n_lo - d_hi
+        tol = max(m.tolerance for m in members)  # the members' masses found are rounded by at most this
+        lower = n_lo - d_hi - tol  # (d_hi is built from the members' widened prefix upper bounds)
         upper = torch.zeros_like(n_hi) if d_lo == -math.inf else (n_hi - d_lo).clamp(max=0.0)
-        return EnsembleNextBytes(estimate, lower, upper)
+        return EnsembleNextBytes(estimate, lower, (upper + 2 * tol).clamp(max=0.0))
 
     def _product(self, members: list[NextBytes]) -> EnsembleNextBytes:
         alpha = self.log_weights.exp().unsqueeze(1)  # every exponent is > 0, so 0 * -inf (NaN) never happens

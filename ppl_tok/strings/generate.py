@@ -24,9 +24,10 @@ import torch
 from tqdm import tqdm
 
 from ppl_tok.distributions import OverCandidates
-from ppl_tok.limits import check_seed
-from ppl_tok.lm.base import LanguageModel
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.limits import check_seed, limits
+from ppl_tok.lm.base import LanguageModel, model_window
+from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
+from ppl_tok.strings.certified import tolerance
 from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.state import END_OF_STRING, StringState
 
@@ -42,6 +43,11 @@ class Generation:
     :param forwards: token positions run through the LM (the prompt's included).
     :param mode: ``"bytes"`` (byte by byte) or ``"tokens"`` (a covering of the prompt, then
         plain token sampling: ``log_probs`` is then empty).
+    :param log_prob_lower: tokens mode: a certified lower bound on ``log p(text | prompt)`` over
+        strings (as a prefix): the sampled covering and tokens ``h t v`` spell a string that starts
+        with prompt and text, so ``P(prompt text) >= p(h t v)`` and
+        ``log p(text | prompt) >= log p(h t v) - log P^+(prompt) - tolerance``.
+    :param tokens_log_prob: tokens mode: ``log p(h t v | context)``, the sampled tokens' own log-probability.
     """
 
     prompt: str
@@ -51,6 +57,13 @@ class Generation:
     forwards: int
     seconds: float
     mode: str = "bytes"
+    log_prob_lower: float | None = None
+    tokens_log_prob: float | None = None
+
+    @property
+    def log_prob(self) -> float | None:
+        """Bytes mode: ``log p(text | prompt)``, the sum of :attr:`log_probs` (``None`` in tokens mode)."""
+        return sum(self.log_probs) if self.mode == "bytes" else None
 
     @property
     def text(self) -> str:
@@ -59,8 +72,9 @@ class Generation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "text": self.text, "bytes": len(self.data), "mode": self.mode,
-                "log_prob": sum(self.log_probs) if self.mode == "bytes" else None, "stopped": self.stopped, "forwards": self.forwards, "seconds": self.seconds,
-                "bytes_per_second": len(self.data) / self.seconds if self.seconds > 0 else None}
+                "log_prob": self.log_prob, "log_prob_lower": self.log_prob_lower,
+                "tokens_log_prob": self.tokens_log_prob, "stopped": self.stopped, "forwards": self.forwards,
+                "seconds": self.seconds, "bytes_per_second": len(self.data) / self.seconds if self.seconds > 0 else None}
 
 
 def nucleus(log_probs: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
@@ -78,9 +92,11 @@ def nucleus(log_probs: torch.Tensor, temperature: float = 1.0, top_p: float = 1.
 
 
 def check_sampling(max_bytes: int, temperature: float, top_p: float, stop: str | Sequence[str]) -> list[bytes]:
-    """Validate the sampling arguments of :func:`generate`; the stop strings as bytes."""
+    """Validate the sampling arguments of :func:`generate` (``max_bytes`` within the ``generated_bytes``
+    limit, :mod:`ppl_tok.limits`); the stop strings as bytes."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+    limits().check("generated_bytes", max_bytes, "the most bytes generated (max_bytes, --max-bytes)")
     if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
@@ -117,27 +133,41 @@ def _first_stop(data: bytes | bytearray, stops: list[bytes]) -> int:
 
 
 def _sample_tokens(state: StringState, max_bytes: int, stops: list[bytes], rng: torch.Generator,
-                   bar: tqdm) -> tuple[bytes, str, int]:
-    """A covering of the prompt (:meth:`StringState.sample_covering`), then the LM's own tokens."""
-    lm = state.lm
-    hyp, token, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
+                   bar: tqdm) -> tuple[bytes, str, int, float, int]:
+    """A covering of the prompt (:meth:`StringState.sample_covering`), then the LM's own tokens.
+
+    Returns the bytes, why it stopped, the forwards, ``log p(h t v | c)`` of the tokens drawn and
+    the number of rows it rests on. A token is run only to sample what follows it; one that would
+    take a position past the model's context window raises :class:`ContextLengthError`, as the
+    byte walk does.
+    """
+    lm, window = state.lm, model_window(state.lm)
+    hyp, pending, offset = state.sample_covering(torch.rand(2, generator=rng, dtype=torch.float64))
     out, lm_state, forwards = bytearray(), hyp.state, 0
-    if token is not None:
-        out += lm.vocab[token][len(state.data) - offset:]
-        lm_state, forwards = lm.extend([lm_state], [token])[0], 1
+    log_p, rows = hyp.log_prob, len(state.head.ids) + len(hyp.tokens()) + 1
+    if pending is not None:
+        out += lm.vocab[pending][len(state.data) - offset:]
+        log_p += float(lm_state.log_probs[pending])
     while True:
         cut = _first_stop(out[:max_bytes], stops)
         if cut >= 0:
-            return bytes(out[:cut]), "stop", forwards
+            return bytes(out[:cut]), "stop", forwards, log_p, rows
         if len(out) >= max_bytes:
-            return bytes(out[:max_bytes]), "max-bytes", forwards
+            return bytes(out[:max_bytes]), "max-bytes", forwards, log_p, rows
+        if pending is not None:
+            if window is not None and len(lm_state.tokens) + 1 > window:
+                raise ContextLengthError(f"generation reached {lm.name}'s context window of {window} token "
+                                         f"positions after {len(out)} bytes: lower the most bytes generated "
+                                         "(max_bytes, --max-bytes) or shorten the prompt")
+            lm_state, forwards, rows = lm.extend([lm_state], [pending])[0], forwards + 1, rows + 1
         t = int(lm.sample_tokens([lm_state], torch.rand(1, generator=rng, dtype=torch.float64))[0])
         surface = lm.vocab[t]
         if surface is None:
-            return bytes(out), "end", forwards
+            return bytes(out), "end", forwards, log_p, rows
         out += surface
+        log_p += float(lm_state.log_probs[t])
+        pending = t
         bar.update(min(len(out), max_bytes) - bar.n)
-        lm_state, forwards = lm.extend([lm_state], [t])[0], forwards + 1
 
 
 def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_bytes: int = 64, *, temperature: float = 1.0,
@@ -172,9 +202,12 @@ def generate(lm: LanguageModel | StringState | Ensemble, prompt: str = "", max_b
     with tqdm(total=max_bytes, desc="generating", unit="B", disable=(not progress) if progress is not None else None,
               leave=False) as bar:
         if mode == "tokens":
-            data, stopped, forwards = _sample_tokens(state, max_bytes, stops, rng, bar)
+            prompt_bracket = state.prefix_log_prob()
+            data, stopped, forwards, log_p, n = _sample_tokens(state, max_bytes, stops, rng, bar)
+            lower = log_p - prompt_bracket.upper - tolerance(state.beam.dtype, n, len(state.lm.vocab))
             return Generation(prompt=prompt, data=data, log_probs=[], stopped=stopped,
-                              forwards=state.forwards + forwards, seconds=time.perf_counter() - start, mode=mode)
+                              forwards=state.forwards + forwards, seconds=time.perf_counter() - start, mode=mode,
+                              log_prob_lower=min(lower, 0.0), tokens_log_prob=log_p)
         for _ in range(max_bytes):
             dist = state.next_byte_log_probs()
             dist = dist if isinstance(dist, torch.Tensor) else dist.log_probs

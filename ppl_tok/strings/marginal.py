@@ -8,12 +8,14 @@ over the nodes of the MDD (:func:`ppl_tok.mdd.compile_mdd`) in byte order;
 a hypothesis at node ``i`` branches into the MDD's out-edges of ``i``, and a
 branch that reaches the sink is a complete tokenization. Then
 
-* ``lower`` = log of the mass of the complete tokenizations found (certified);
-* ``upper`` = log of found + the mass of every pruned prefix (certified);
-* ``estimate`` = ``lower``: the beam's sum, as genlm-bytes reports it (the
-  pruned mass is a bound on what is missing, not an estimate of it);
+* ``estimate`` = log of the mass of the complete tokenizations found: the beam's
+  sum, as genlm-bytes reports it (the pruned mass is a bound on what is missing,
+  not an estimate of it);
+* ``lower`` = ``estimate - tolerance`` (certified: the found mass less the rows'
+  rounding tolerance, :mod:`ppl_tok.strings.certified`);
+* ``upper`` = log of found + the mass of every pruned prefix, ``+ tolerance``, at most 0 (certified);
 * ``canonical`` = log p of the canonical tokenization, which the beam always
-  keeps, so ``canonical <= lower``;
+  keeps, so ``canonical <= estimate``;
 * ``departures``: where the mass found beyond the canonical tokenization sits.
   A found tokenization ``v`` differs from the canonical one ``v*`` on the byte
   spans between the boundaries the two share (:func:`differing_spans`); its
@@ -35,14 +37,15 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
+from ppl_tok.strings.certified import uninformative_hint
 
 
 @dataclass(frozen=True)
 class StringMarginal:
     """A certified bracket ``lower <= log p(text | context) <= upper`` from the byte-synchronous beam.
 
-    :param estimate: the point value (the mass found: ``lower``).
-    :param canonical: log p of the canonical tokenization (``<= lower``).
+    :param estimate: the point value (the mass found: ``lower + tolerance``).
+    :param canonical: log p of the canonical tokenization (``<= estimate``).
     :param best: the most probable tokenization found, and ``best_log_prob`` its log p.
     :param found: the number of complete tokenizations summed.
     :param forwards: token positions the search ran through the LM (cache hits included).
@@ -51,6 +54,9 @@ class StringMarginal:
         canonical tokenization, by byte span where it departs (module docstring),
         most massive first; ``single_span_mass`` the log of the part of it in
         tokenizations that depart on one span only (split by nothing).
+    :param tolerance: nats of rounding included on both sides of ``[lower, upper]``.
+    :param hint: ``None`` when the bracket informs (at most :data:`~ppl_tok.strings.certified.WIDE_NATS`
+        wide), else what would tighten it.
     """
 
     text: str
@@ -66,11 +72,17 @@ class StringMarginal:
     seconds: float
     departures: tuple[tuple[int, int, float], ...] = ()
     single_span_mass: float = -math.inf
+    tolerance: float = 0.0
+    hint: str | None = None
 
     @property
     def width(self) -> float:
-        """``upper - lower`` in nats (0 when nothing was pruned)."""
+        """``upper - lower`` in nats (``2 * tolerance`` when nothing was pruned)."""
         return self.upper - self.lower
+
+    @property
+    def informative(self) -> bool:
+        return self.hint is None
 
     @property
     def forwards_per_byte(self) -> float:
@@ -86,7 +98,8 @@ class StringMarginal:
                 "width": self.width, "canonical": self.canonical, "best": list(self.best),
                 "best_log_prob": self.best_log_prob, "found": self.found, "forwards": self.forwards,
                 "n_bytes": self.n_bytes, "seconds": self.seconds,
-                "departures": [list(d) for d in self.departures], "single_span_mass": self.single_span_mass}
+                "departures": [list(d) for d in self.departures], "single_span_mass": self.single_span_mass,
+                "tolerance_nats": self.tolerance, "informative": self.informative, "hint": self.hint}
 
 
 def canonical_offsets(tokens: Sequence[int], lm: LanguageModel) -> dict[int, int]:
@@ -135,7 +148,7 @@ class _Sweep:
 
     def __init__(self, lm: LanguageModel, text: str, context: str | Sequence[int], config: StringSearchConfig,
                  mdd: MDD | None, on_offset: Callable[[int], None] | None):
-        self.lm, self.text, self.on_offset = lm, text, on_offset
+        self.lm, self.text, self.on_offset, self.config = lm, text, on_offset, config
         self.mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
         self.canonical = self.mdd.canonical()
         self.beam = ByteBeam(lm, lm.initial(context), config, canonical_offsets(self.canonical, lm))
@@ -177,14 +190,16 @@ class _Sweep:
 
     def result(self, seconds: float) -> StringMarginal:
         found, beam = self.found, self.beam
-        lower = logsumexp(found.values())
-        upper = max(lower, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
+        estimate = logsumexp(found.values())
+        upper = max(estimate, logsumexp(list(found.values()) + beam.pruned + beam.pending_mass()))
+        tol = beam.tolerance()
         best = max(found, key=found.__getitem__) if found else self.canonical
         spans, single = departures(self.lm.vocab, found, self.canonical)
-        return StringMarginal(text=self.text, lower=lower, upper=upper, estimate=lower, canonical=self.canonical_lp,
-                              best=best, best_log_prob=found.get(best, -math.inf), found=len(found),
-                              forwards=beam.forwards, n_bytes=len(self.mdd.text), seconds=seconds,
-                              departures=spans, single_span_mass=single)
+        return StringMarginal(text=self.text, lower=estimate - tol, upper=min(0.0, upper + tol), estimate=estimate,
+                              canonical=self.canonical_lp, best=best, best_log_prob=found.get(best, -math.inf),
+                              found=len(found), forwards=beam.forwards, n_bytes=len(self.mdd.text), seconds=seconds,
+                              departures=spans, single_span_mass=single, tolerance=tol,
+                              hint=uninformative_hint(min(0.0, upper + tol) - estimate + tol, self.config))
 
 
 def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,

@@ -140,6 +140,58 @@ def head_tokens(vocab: Vocabulary, prompt: bytes, config: StringSearchConfig,
     return tuple(ids[:k]), ends[k - 1]
 
 
+def fewest_tokens(vocab: Vocabulary, data: bytes, covering: bool = True) -> int:
+    """The fewest tokens of any tokenization of ``data`` (``covering``: of any covering, whose last token
+    may run past its end), by dynamic programming over byte offsets; ``0`` for no bytes.
+
+    A lower bound on the positions every walk over ``data`` needs, so a prompt whose bound
+    exceeds the context window is refused before any walk (:func:`check_window`). A string
+    with no tokenization gets a bound past any window.
+    """
+    index = cover_index(vocab)
+    n = len(data)
+    unreachable = n + 2  # more tokens than bytes: no tokenization
+    best = [0] + [unreachable] * n
+    fewest = unreachable if n else 0
+    for i in range(n):
+        if best[i] == unreachable:
+            continue
+        for length in range(1, min(index.longest, n - i) + 1):
+            piece = data[i: i + length]
+            a, b = index.run(piece)
+            if a == b:
+                break  # no token starts with these bytes, nor with any longer run of them
+            if index.equal(piece, a, b) > a:
+                best[i + length] = min(best[i + length], best[i] + 1)
+            if covering and i + length == n:
+                fewest = min(fewest, best[i] + 1)
+    return min(fewest, best[n])
+
+
+def check_window(lm: LanguageModel, data: bytes, context: str | Sequence[int] = "", what: str = "the prompt",
+                 covering: bool = True) -> None:
+    """Refuse ``data`` after BOS and ``context`` up front when even its shortest tokenization overflows the window.
+
+    :raises ContextLengthError: naming the positions needed (and the canonical tokens' count), the window and the fix.
+    """
+    window = model_window(lm)
+    if window is None:
+        return
+    prefix = len(lm.prefix_ids(context))
+    if prefix + len(data) <= window:  # every token spells at least one byte: it fits whatever its tokenization
+        return
+    need = prefix + fewest_tokens(lm.vocab, data, covering)
+    if need > window:
+        try:
+            canonical = f", {prefix + len(lm.vocab.encode(data.decode('utf-8')))} canonically"
+        except (UnicodeDecodeError, ValueError):
+            canonical = ""
+        raise ContextLengthError(
+            f"{what} needs {need} token positions at least (BOS and context included{canonical}), more than "
+            f"{lm.name}'s context window of {window}: the LM over strings conditions on the whole string and does "
+            f"not window; shorten {what} or the context (e.g. keep the last bytes)")
+
+
 def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequence[str | Sequence[int]],
                   config: StringSearchConfig) -> list[Head]:
     """Each prompt's :class:`Head` with ``log p(h* | c)``, the heads of all prompts run in one batched call.
@@ -150,6 +202,8 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     """
     if len(prompts) != len(contexts):
         raise ValueError(f"{len(prompts)} prompts but {len(contexts)} contexts")
+    for p, c in zip(prompts, contexts):
+        check_window(lm, bytes(p), c)
     index = cover_index(lm.vocab)
     split = [head_tokens(lm.vocab, bytes(p), config, index) for p in prompts]
     todo = [i for i, (ids, _) in enumerate(split) if ids]
@@ -168,4 +222,5 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     return heads
 
 
-__all__ = ["AUTO_HEAD_TOKENS", "BACKOFF", "Head", "head_tokens", "prefill_heads", "reach"]
+__all__ = ["AUTO_HEAD_TOKENS", "BACKOFF", "Head", "check_window", "fewest_tokens", "head_tokens", "prefill_heads",
+           "reach"]

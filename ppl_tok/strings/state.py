@@ -26,7 +26,10 @@ that end at the new offset (at most ``beam`` of them), whatever the length of
 ``x``. Every pruned prefix's probability ``p(h)`` bounds all its continuations,
 so with ``Pi`` the pruned mass and ``P^`` the mass the beam found,
 
-    P^(x) <= P(x) <= P^(x) + Pi,    P^(x b) / (P^(x) + Pi) <= p(b | x) <= (P^(x b) + Pi) / P^(x).
+    P^(x) <= P(x) <= P^(x) + Pi,    P^(x b) / (P^(x) + Pi) <= p(b | x) <= (P^(x b) + Pi) / P^(x),
+
+in exact arithmetic over the rows; every reported interval is that bracket (in logs)
+widened by the rows' rounding tolerance on both sides (:mod:`ppl_tok.strings.certified`).
 """
 
 from __future__ import annotations
@@ -58,21 +61,36 @@ class DeadEndError(ValueError):
 
 @dataclass(frozen=True)
 class PrefixProbability:
-    """A certified bracket on ``log P(x | c)``, the log-probability that the output starts with ``x``.
+    """A certified interval on ``log P(x | c)``, the log-probability that the output starts with ``x``.
 
-    ``estimate`` is the mass found (``lower``).
+    :param found: ``log P^(x)``, the mass the beam found: the estimate.
+    :param bound: ``min(0, log(P^(x) + Pi))``, the top of the bracket in exact arithmetic.
+    :param tolerance: nats of rounding (:func:`~ppl_tok.strings.certified.tolerance`): the
+        interval is ``[found - tolerance, min(0, bound + tolerance)]``.
     """
 
-    lower: float
-    upper: float
+    found: float
+    bound: float
+    tolerance: float = 0.0
 
     @property
     def estimate(self) -> float:
-        return self.lower
+        return min(self.found, 0.0)
+
+    @property
+    def lower(self) -> float:
+        return self.found - self.tolerance
+
+    @property
+    def upper(self) -> float:
+        return min(0.0, self.bound + self.tolerance)
 
     @property
     def width(self) -> float:
         return self.upper - self.lower
+
+    def to_dict(self) -> dict[str, float]:
+        return {"lower": self.lower, "upper": self.upper, "estimate": self.found, "tolerance_nats": self.tolerance}
 
 
 @dataclass(frozen=True)
@@ -81,13 +99,15 @@ class NextBytes:
 
     :param log_probs: the estimate: the beam's masses ``P^(x b)``, ``P^(x, end)``
         normalised to sum to one.
-    :param lower: certified lower bounds on ``log p(b | x)``.
-    :param upper: certified upper bounds on ``log p(b | x)`` (at most 0).
+    :param lower: certified lower bounds on ``log p(b | x)`` (``tolerance`` below the bracket of exact arithmetic).
+    :param upper: certified upper bounds on ``log p(b | x)`` (``tolerance`` above the bracket, at most 0).
     :param prefix: the bracket on ``log P(x | c)``.
     :param unnormalised: ``log P^(x b)`` and ``log P^(x, end)``: with nothing pruned
         their log-sum-exp is ``log P^(x)``.
     :param has_end: whether the LM can end a string (``False``: entry 256 is ``-inf``
         and :attr:`end` raises).
+    :param tolerance: nats of rounding added on both sides of every bracket
+        (:func:`~ppl_tok.strings.certified.tolerance`).
     """
 
     log_probs: torch.Tensor
@@ -96,6 +116,7 @@ class NextBytes:
     prefix: PrefixProbability
     unnormalised: torch.Tensor
     has_end: bool
+    tolerance: float = 0.0
 
     @property
     def end(self) -> float:
@@ -115,7 +136,7 @@ class NextBytes:
         def keyed(t: torch.Tensor) -> dict[str, float]:
             return {("end" if i == END_OF_STRING else str(i)): v for i, v in enumerate(t.tolist()) if v > -math.inf}
         return {"log_probs": keyed(self.log_probs), "lower": keyed(self.lower), "upper": keyed(self.upper),
-                "prefix": {"lower": self.prefix.lower, "upper": self.prefix.upper}, "has_end": self.has_end}
+                "prefix": self.prefix.to_dict(), "has_end": self.has_end, "tolerance_nats": self.tolerance}
 
 
 class _Cover:
@@ -288,6 +309,11 @@ class StringState:
         """The prefill mode the prompt got: ``"canonical-head"`` (a head of :attr:`base` bytes) or ``"exact"``."""
         return self.head.mode
 
+    def tolerance(self) -> float:
+        """The rounding tolerance (nats) of the brackets here: the beam's deepest prefix, the covering token and
+        the canonical head's tokens (:func:`~ppl_tok.strings.certified.tolerance`)."""
+        return self.beam.tolerance(1 + len(self.head.ids))
+
     def pruned_log_mass(self) -> float:
         """``log Pi``: the total probability of the pruned prefixes (``-inf``: nothing pruned)."""
         return logsumexp(self.beam.pruned)
@@ -307,7 +333,7 @@ class StringState:
         else:
             found = -math.inf
         pruned = self.pruned_log_mass()
-        return PrefixProbability(found, min(0.0, logsumexp([found, pruned])))
+        return PrefixProbability(found, min(0.0, logsumexp([found, pruned])), self.tolerance())
 
     def sample_covering(self, uniforms: torch.Tensor) -> tuple[Hypothesis, int | None, int]:
         """Draw ``(h, t, i)``: a covering of the bytes fed so far, with probability ``p(h) p(t | h) / P^(x)``.
@@ -361,14 +387,15 @@ class StringState:
         if total == -math.inf:
             raise DeadEndError(f"after {bytes(self.data)!r} the beam holds no mass: no next byte has probability")
         upper_prefix = min(0.0, logsumexp([found, pruned]))
-        lower = unnormalised - upper_prefix
+        tol = self.tolerance()
+        lower = unnormalised - upper_prefix - tol
         if found == -math.inf:
             upper = torch.zeros_like(unnormalised)
         else:
             upper = (torch.logaddexp(unnormalised, torch.tensor(pruned, dtype=torch.float64)) - found).clamp(max=0.0)
-        return NextBytes(log_probs=unnormalised - total, lower=lower, upper=upper,
-                         prefix=PrefixProbability(found, upper_prefix), unnormalised=unnormalised,
-                         has_end=self.index.has_end)
+        return NextBytes(log_probs=unnormalised - total, lower=lower, upper=(upper + tol).clamp(max=0.0),
+                         prefix=PrefixProbability(found, upper_prefix, tol), unnormalised=unnormalised,
+                         has_end=self.index.has_end, tolerance=tol)
 
 
 def initial(lm: LanguageModel, prompt: str | bytes = "", context: str | Sequence[int] = "",

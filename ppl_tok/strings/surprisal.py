@@ -41,8 +41,10 @@ continuations together), so
     -log2 min(1, U_k / L_{k-1})  <=  s(u_k)  <=  -log2 (L_k / U_{k-1}),
 
 and the estimate is ``-log2 (L_k / L_{k-1})`` (the masses found; they telescope
-to ``-log2 P^(x, end)`` exactly). A bracket wider than ``wide`` bits is flagged
-uninformative: a wider beam or a larger ``prune`` tightens it.
+to ``-log2 P^(x, end)`` exactly); each ``[L_k, U_k]`` is widened by the rows' rounding
+tolerance (:mod:`ppl_tok.strings.certified`). A bracket wider than ``wide`` bits (default
+3, the shared rule :func:`~ppl_tok.strings.certified.uninformative_hint`) is flagged
+uninformative, with what would tighten it (a wider beam, a larger ``prune``).
 
 **Canonical surprisal** (what minicons and the ``surprisal`` package report):
 the canonical tokens ``v*`` of ``x`` (after the same context) are assigned to
@@ -66,6 +68,7 @@ from typing import Any
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState
 
 LN2 = math.log(2.0)
@@ -253,11 +256,15 @@ def unit_byte_spans(text: str, units: str | Sequence[Any],
 
 # ------------------------------------------------------------------- walk
 def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list[str]) -> tuple[float, float]:
-    """``[L, U]`` on ``log (sum over c in B of P(x c) + P(x, end))`` for the bytes ``x`` the state has read."""
+    """``[L, U]`` on ``log (sum over c in B of P(x c) + P(x, end))`` for the bytes ``x`` the state has read.
+
+    The bracket of exact arithmetic widened by the largest rounding tolerance of its terms
+    (:mod:`ppl_tok.strings.certified`).
+    """
     nb = state.next_byte_log_probs()
     pruned = state.pruned_log_mass()
     found = nb.unnormalised[ascii_bytes + [END_OF_STRING]].tolist()
-    lower_terms, upper_terms = list(found), list(found) + [pruned]
+    lower_terms, upper_terms, tol = list(found), list(found) + [pruned], nb.tolerance
     if wide_chars:
         shared = state._shared
         try:
@@ -270,11 +277,12 @@ def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list
                     p = child.extend(data).prefix_log_prob()
                 except DeadEndError:
                     continue
-                lower_terms.append(p.lower)
-                upper_terms.append(p.upper)
+                lower_terms.append(p.found)
+                upper_terms.append(p.bound)
+                tol = max(tol, p.tolerance)
         finally:
             state._shared = shared  # the copies die here: the state may release its LM states again
-    return logsumexp(lower_terms), min(nb.prefix.upper, logsumexp(upper_terms))
+    return logsumexp(lower_terms) - tol, min(nb.prefix.bound, logsumexp(upper_terms)) + tol
 
 
 def _end_event(state: StringState) -> tuple[float, float]:
@@ -282,8 +290,8 @@ def _end_event(state: StringState) -> tuple[float, float]:
     if not nb.has_end:
         raise EndUnavailableError(f"{state.lm.name} has no EOS or other special token: the last unit's surprisal "
                                   "(followed by the end of the string) is undefined")
-    lower = float(nb.unnormalised[END_OF_STRING])
-    return lower, min(nb.prefix.upper, logsumexp([lower, state.pruned_log_mass()]))
+    found = float(nb.unnormalised[END_OF_STRING])
+    return found - nb.tolerance, min(nb.prefix.bound, logsumexp([found, state.pruned_log_mass()])) + nb.tolerance
 
 
 def _events(state: StringState, data: bytes, spans: list[tuple[int, int]], corrected: list[bool],
@@ -328,20 +336,9 @@ def _canonical(lm: LanguageModel, text: str, data: bytes, context: str | Sequenc
     return sums, counts
 
 
-def _hint(config: StringSearchConfig) -> str:
-    more = f"raise beam (now {config.beam})"
-    if math.isfinite(config.prune):
-        more += f" or prune (now {config.prune:g} nats)"
-    if config.budget is not None:
-        more += f" or budget (now {config.budget})"
-    if config.prune_against == "text":
-        more += " or prune against the offset"
-    return more
-
-
 def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "word", context: str | Sequence[int] = "",
                config: StringSearchConfig | None = None, rules: WordRules | None = None,
-               word_end: bool | None = None, wide: float = 3.0) -> list[UnitSurprisal]:
+               word_end: bool | None = None, wide: float = WIDE_BITS) -> list[UnitSurprisal]:
     """The surprisal in bits of each unit of ``text`` over strings, beside its canonical-token surprisal.
 
     See the module docstring for the definition: ``s(u_k) = -log2 P(E_k | E_{k-1})`` with the
@@ -355,7 +352,8 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     :param rules: the word rules and the boundary set ``B`` (:class:`WordRules`).
     :param word_end: whether to apply the word-end correction (default: yes for words and regions,
         no for characters and bytes).
-    :param wide: a bracket wider than this many bits is flagged uninformative.
+    :param wide: a bracket wider than this many bits is flagged uninformative (default
+        :data:`~ppl_tok.strings.certified.WIDE_BITS`, the one rule of every string figure).
     :raises ValueError: empty text, regions that do not tile it; :class:`DeadEndError` (a
         ``ValueError``) when no token covers a byte, naming the unit.
     """
@@ -381,13 +379,12 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
             raise DeadEndError(f"unit {k} ({texts[k]!r}): the beam found no mass for the text before it")
         lower = max(0.0, -min(0.0, up1 - lo0) / LN2)
         upper = math.inf if lo1 == -math.inf else -(lo1 - up0) / LN2
-        informative = upper - lower <= wide
+        hint = uninformative_hint(upper - lower, config, wide, unit="bits")
         rows.append(UnitSurprisal(
             unit=k, text=texts[k], start=ca, end=cb, byte_start=a, byte_end=b,
             surprisal=-(lo1 - lo0) / LN2, canonical=0.0 - canon[k] / LN2, lower=lower, upper=upper,
-            informative=informative, followed_by="end" if k == len(spans) - 1 else
-            ("boundary" if corrected[k] else "any"), tokens=counts[k],
-            hint=None if informative else f"bracket {upper - lower:.1f} bits wide: {_hint(config)}"))
+            informative=hint is None, followed_by="end" if k == len(spans) - 1 else
+            ("boundary" if corrected[k] else "any"), tokens=counts[k], hint=hint))
     return rows
 
 

@@ -97,3 +97,13 @@ def test_any_text_succeeds_or_exits_2_with_one_line(capsys, loaded, text, comman
         assert err.count("\n") == 1 and out == ""
     elif "--json" in extra:
         strict_json(out)
+
+
+def test_top_level_help_lists_every_command_that_runs_an_lm():
+    """Issue 37: the help named six LM commands (score ... bench); every one with --bos-id is listed now."""
+    parser = cli.build_parser()
+    text = " ".join(parser.format_help().split())
+    listed = text.split("Commands that run an LM (", 1)[1].split(")", 1)[0].split(", ")
+    assert {"conditional", "generate", "next", "surprisal", "perplexity", "qa run", "score", "marginal"} <= set(listed)
+    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    assert set(listed) == set(cli.lm_commands(sub)) and "count" not in listed and "tokenize" not in listed

@@ -3,7 +3,11 @@
 import json
 import math
 
+import pytest
+
+import ppl_tok.cli.common
 from ppl_tok.cli.main import main
+from ppl_tok.strings import string_conditional
 
 
 def run(capsys, *argv):
@@ -56,3 +60,67 @@ def test_bad_arguments_exit_2_with_one_line(capsys):
                           (["conditional", "--prompt", "a", "b", "--beam", "0"], "expected an integer >= 1")]:
         code, _, err = run(capsys, *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["next", "--chars", "--min-log-prob", "nan"], "argument --min-log-prob: expected a finite number of nats or -inf"),
+    (["next", "--chars", "--min-log-prob", "inf"], "argument --min-log-prob: expected a finite number"),
+    (["next", "--min-log-prob", "-5"], "--min-log-prob applies to --chars only"),
+    (["generate", "--greedy", "--temperature", "0.5"], "--greedy takes the most probable byte"),
+    (["generate", "--greedy", "--top-p", "0.9"], "--temperature and --top-p do not apply"),
+    (["generate", "--max-bytes", "100000"], "more than the limit generated_bytes=65,536"),
+])
+def test_string_commands_refuse_before_the_model_loads(capsys, no_work, argv, message):
+    """Issue 37: `--min-log-prob nan` was named by its Python name after the model loaded; the rest ran."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and message in err and out == "" and len(err.strip().splitlines()) == 1, err
+
+
+def test_bos_id_is_checked_against_the_vocabulary_before_the_weights_load(capsys, monkeypatch, smollm2_vocab):
+    def refuse(*a, **k):
+        raise AssertionError("the weights loaded before --bos-id was checked")
+
+    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", refuse)
+    monkeypatch.setattr(ppl_tok.cli.common, "load_vocabulary", lambda *a, **k: smollm2_vocab)
+    for argv in (["next", "--prompt", "a"], ["conditional", "--prompt", "a", "b"], ["score", "x"]):
+        code, _, err = run(capsys, *argv, "--bos-id", "999999")
+        assert code == 2 and "--bos-id 999999 is not a token of smollm2-135m (ids 0..49151)" in err, err
+
+
+def test_a_prompt_past_the_window_is_refused_before_any_walk(capsys, loaded):
+    """SmolLM2 splits digits: 10,000 of them need 10,001 positions at least, past its window of 8,192. `next`
+    and `generate` did not check; `conditional` warned "scored out of distribution" and walked for hours."""
+    before = loaded.stats.forwards
+    digits = "1234567890" * 1000
+    for argv in (["next", "--prompt", digits], ["generate", "--prompt", digits],
+                 ["conditional", "--prompt", digits, "1"], ["marginal", digits]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "needs 1000" in err and "context window of 8192" in err, err
+        assert "shorten" in err and len(err.strip().splitlines()) == 1
+    assert loaded.stats.forwards == before
+
+
+def test_next_shows_whitespace_and_flags_uninformative_rows(capsys, loaded):
+    code, out, _ = run(capsys, "next", "--prompt", "The cat", "--top", "5")
+    assert code == 0 and "\u2420" in out.split("\n", 2)[2]  # " " after "The cat" shown as ␠
+    code, out, _ = run(capsys, "next", "--prompt", "The cat", "--chars", "--top", "40", "--json")
+    data = json.loads(out)
+    assert " " in data["chars"] and data["tolerance_nats"] > 0 and data["prefix"]["tolerance_nats"] > 0
+    assert all(lo <= lp <= hi for lp, lo, hi in data["chars"].values())
+    code, out, _ = run(capsys, "next", "--prompt", "The quick brown fox jumps over the", "--beam", "1", "--prune", "1",
+                       "--prefill", "exact", "--json")
+    data = json.loads(out)
+    assert data["informative"] is False and data["uninformative_rows"]
+    assert data["hint"].startswith("uninformative") and "a wider beam (now 1)" in data["hint"]
+
+
+def test_generate_in_tokens_mode_reports_a_certified_log_probability(capsys, loaded):
+    code, out, _ = run(capsys, "generate", "--prompt", "Once upon a", "--max-bytes", "8", "--seed", "1", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["mode"] == "tokens" and data["log_prob"] is None
+    assert data["log_prob_lower"] <= 0 and data["tokens_log_prob"] < 0
+    cond = string_conditional(loaded, "Once upon a", data["text"])
+    assert data["log_prob_lower"] <= cond.upper
+    code, out, _ = run(capsys, "generate", "--prompt", "Once upon a", "--max-bytes", "8", "--seed", "1")
+    assert code == 0 and "log p >= " in out
+

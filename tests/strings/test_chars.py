@@ -55,3 +55,49 @@ def test_a_pruning_beam_brackets_every_character_and_the_threshold_names_the_res
 
 def test_utf8_lengths():
     assert [utf8_length(b) for b in (0x41, 0x80, 0xC1, 0xC3, 0xE2, 0xF0, 0xF5)] == [1, 0, 0, 2, 3, 4, 0]
+
+
+@pytest.mark.parametrize("prompt", [b"\xc3", "a".encode() + b"\xe2", b"a\xe2\x82"])
+def test_a_state_inside_a_character_names_its_completions(prompt):
+    """Issue 37: after the first bytes of a character its completion went to "other"; it is now the character,
+    with p(rest of it | x) equal to brute force."""
+    lm = history_lm(3, VOCAB)
+    state = initial(lm, prompt, config=WIDE)
+    dist = next_char_log_probs(state, min_log_prob=-math.inf)
+    base = brute_prefix(lm, prompt)
+    assert dist.partial == prompt[prompt.index(max(prompt)):] and dist.chars
+    for c, (lp, lo, hi) in dist.chars.items():
+        encoded = c.encode()
+        assert encoded.startswith(dist.partial)
+        exact = brute_prefix(lm, prompt + encoded[len(dist.partial):]) - base
+        assert lp == pytest.approx(exact, abs=1e-9) and lo <= exact <= hi
+    total = [lp for lp, _, _ in dist.chars.values()] + [dist.end[0], dist.other]
+    assert math.fsum(math.exp(v) for v in total) == pytest.approx(1.0, abs=1e-9)
+    assert dist.to_dict()["partial"] == dist.partial.hex()
+
+
+def test_smollm2_completes_the_character_it_ends_inside(smollm2):
+    dist = next_char_log_probs(initial(smollm2, "caf\xe9".encode()[:-1]))  # "caf" and the lead byte of "é"
+    assert dist.partial == b"\xc3" and next(iter(dist.chars)) == "é"
+    lp, lo, hi = dist.chars["é"]
+    assert lo <= lp <= hi and math.exp(lp) > 0.9 and math.exp(dist.other) < 0.05  # was "other", p = 0.98
+
+
+def test_visible_characters():
+    from ppl_tok.strings.chars import visible, visible_byte
+
+    assert [visible(c) for c in " \n\t\r\x07\x7f\u00a0\u200ba\u00e9"] == [
+        "\u2420", "\\n", "\\t", "\\r", "U+0007", "U+007F", "U+00A0", "U+200B", "a", "\u00e9"]
+    assert [visible_byte(b) for b in (0x20, 0x0A, 0x41, 0xC3)] == ["\u2420", "\\n", "A", "\\xC3"]
+
+
+def test_infinite_bounds_are_written_as_every_command_writes_them():
+    """One JSON convention: -inf is "-Infinity" (ppl_tok.common.jsonout), where NextChars wrote null."""
+    import json
+
+    from ppl_tok.common.jsonout import to_json
+    from ppl_tok.strings.chars import NextChars
+
+    out = json.loads(to_json(NextChars({"a": (-1.0, -math.inf, 0.0)}, (-2.0, -math.inf, -1.0), -math.inf).to_dict()))
+    assert out["chars"]["a"] == [-1.0, "-Infinity", 0.0] and out["end"][1] == "-Infinity"
+    assert out["other"] == "-Infinity" and out["partial"] == ""

@@ -160,3 +160,31 @@ def test_an_ensemble_generates_byte_by_byte():
     assert out.mode == "bytes" and (out.data[:1] == bytes([expected]) or (expected == 256 and out.stopped == "end"))
     with pytest.raises(ValueError, match="mode 'tokens'"):
         generate(Ensemble.of([a, b], "a", config=WIDE), "", 2, mode="tokens")
+
+
+def test_tokens_mode_stops_at_the_context_window_as_bytes_mode_does():
+    """Issue 37 finding 5: tokens mode ran past the window where bytes mode raised ContextLengthError."""
+    from types import SimpleNamespace
+
+    from ppl_tok.strings import ContextLengthError
+
+    lm = history_lm(3, end=-30.0)  # the string almost never ends
+    lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=6))
+    for mode in ("tokens", "bytes"):
+        with pytest.raises(ContextLengthError, match="context window of 6"):
+            generate(lm, "a", 40, seed=0, mode=mode)
+
+
+def test_tokens_mode_reports_a_certified_floor_on_the_log_probability():
+    from ppl_tok.strings import string_conditional
+    from tests.strings.test_state import brute_prefix
+
+    lm = history_lm(5)
+    for seed in range(6):
+        g = generate(lm, "ab", 4, seed=seed, mode="tokens", config=StringSearchConfig(beam=2, prune=2.0))
+        exact = brute_prefix(lm, b"ab" + g.data) - brute_prefix(lm, b"ab")
+        assert g.log_prob is None and g.tokens_log_prob <= 0 and g.log_prob_lower <= exact + 1e-12
+        wide = string_conditional(lm, "ab", g.text, config=StringSearchConfig(beam=10_000, prune=math.inf))
+        assert wide.lower <= exact <= wide.upper
+    with pytest.raises(ValueError, match="generated_bytes"):
+        generate(lm, "ab", 1 << 17)

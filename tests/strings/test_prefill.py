@@ -206,6 +206,6 @@ def test_a_head_longer_than_the_context_window_is_refused_before_any_forward():
     lm = history_lm(3)
     lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=6))  # BOS + 5 positions
     before = lm.stats.forwards
-    with pytest.raises(ContextLengthError, match="canonical head needs"):
+    with pytest.raises(ContextLengthError, match="the prompt needs 9 token positions at least"):
         initial(lm, "ab" * 12, config=HEAD)
     assert lm.stats.forwards == before

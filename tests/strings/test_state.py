@@ -188,7 +188,7 @@ def test_a_string_longer_than_the_context_window_is_a_clear_error():
 def test_empty_prompt_is_the_unconditional_case():
     lm = history_lm(4)
     cond = string_conditional(lm, "", "ab", config=WIDE)
-    assert cond.prompt_prefix.lower == 0.0
+    assert cond.prompt_prefix.estimate == 0.0 and cond.prompt_prefix.lower == -cond.prompt_prefix.tolerance
     assert cond.estimate == pytest.approx(brute_prefix(lm, b"ab"), abs=1e-9)
 
 
@@ -196,10 +196,11 @@ def test_smollm2_prefix_and_conditional_match_enumeration(smollm2):
     prompt, text = " wo", "rld"
     exact_x, exact_xy = brute_prefix(smollm2, prompt.encode()), brute_prefix(smollm2, (prompt + text).encode())
     wide = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=1000, prune=math.inf))
-    assert wide.prompt_prefix.lower == pytest.approx(exact_x, abs=1e-5)
+    assert wide.prompt_prefix.estimate == pytest.approx(exact_x, abs=1e-5)
+    assert wide.prompt_prefix.lower <= exact_x <= wide.prompt_prefix.upper
     assert wide.estimate == pytest.approx(exact_xy - exact_x, abs=1e-5)
     narrow = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=2))
-    assert narrow.lower - 1e-5 <= exact_xy - exact_x <= narrow.upper + 1e-5
+    assert narrow.lower <= exact_xy - exact_x <= narrow.upper  # no slack: the tolerance is in the interval
     nb = initial(smollm2, prompt, config=StringSearchConfig(beam=4)).next_byte_log_probs()
     assert float(nb.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-9)
     assert nb.top(1)[0][0] == b"r"  # " wo" -> " world", " work", " word", ...
@@ -243,3 +244,23 @@ def test_at_synchronisation_points_the_conditional_is_the_marginal_given_the_pro
     cond = string_conditional(lm, prompt, text, config=WIDE)
     marginal = exact_marginal(text, lm, context=v).log_marginal
     assert cond.estimate == pytest.approx(marginal, abs=1e-9) and cond.width == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_prompt_past_the_window_is_refused_before_any_walk():
+    """Issue 37: a prompt whose tokens cannot fit walked for hours before ContextLengthError; its shortest covering
+    is known up front (fewest_tokens), so the refusal comes before any forward."""
+    from types import SimpleNamespace
+
+    from ppl_tok.strings.prefill import check_window, fewest_tokens
+
+    assert [fewest_tokens(VOCAB, x) for x in (b"", b"a", b"abab", b"abababab")] == [0, 1, 2, 3]
+    assert fewest_tokens(VOCAB, b"ab", covering=False) == 1 and fewest_tokens(VOCAB, b"c") == 3  # none: past any
+    lm = history_lm(5)
+    lm.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4))
+    before = lm.stats.forwards
+    with pytest.raises(ContextLengthError, match="the prompt needs 7 token positions at least .*window of 4"):
+        initial(lm, "abababab" * 2, config=WIDE)  # 16 bytes, tokens of at most 3: 6 covering tokens, and BOS
+    with pytest.raises(ContextLengthError, match="shorten the text or the context"):
+        check_window(lm, b"abababab" * 2, "", "the text")
+    assert lm.stats.forwards == before
+    check_window(lm, b"ababab", "")  # "aba" "bab" fits: BOS + 2 tokens
