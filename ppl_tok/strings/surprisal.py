@@ -66,6 +66,7 @@ from typing import Any
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.events import end_bracket
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState
 
 LN2 = math.log(2.0)
@@ -278,12 +279,12 @@ def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list
 
 
 def _end_event(state: StringState) -> tuple[float, float]:
-    nb = state.next_byte_log_probs()
-    if not nb.has_end:
+    try:
+        p = end_bracket(state)
+    except EndUnavailableError:
         raise EndUnavailableError(f"{state.lm.name} has no EOS or other special token: the last unit's surprisal "
-                                  "(followed by the end of the string) is undefined")
-    lower = float(nb.unnormalised[END_OF_STRING])
-    return lower, min(nb.prefix.upper, logsumexp([lower, state.pruned_log_mass()]))
+                                  "(followed by the end of the string) is undefined") from None
+    return p.lower, p.upper
 
 
 def _events(state: StringState, data: bytes, spans: list[tuple[int, int]], corrected: list[bool],
