@@ -173,5 +173,5 @@ def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
     path = tmp_path / "c.txt"
     path.write_text("ab\n")
     assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
-    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'canonical+rest', 'marginal')" in \
+    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', 'marginal')" in \
         capsys.readouterr().err
