@@ -241,6 +241,23 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
     return toks, pieces, canon, positions
 
 
+def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[tuple[Any, ...]]:
+    """Per document: ``(doc, canonical tokens, string windows, canonical slices or None, canonical forwards)``.
+
+    A one-window document's canonical figure is the search's own (``None`` here: BOS and the canonical
+    tokens but the last are run by the search); a windowed one's are the slices (:func:`_windowed`).
+    """
+    plans = []
+    for doc in docs:
+        toks = lm.canonical(doc.text)
+        pieces = text_windows(lm.vocab, toks, window)
+        canon, canon_forwards = None, len(toks)
+        if len(pieces) > 1:
+            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
+        plans.append((doc, toks, pieces, canon, canon_forwards))
+    return plans
+
+
 def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
@@ -265,15 +282,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
 
     _require_bos(lm)
     start = time.perf_counter()
-    window = window_length(lm, config)
-    plans = []
-    for doc in docs:
-        toks = lm.canonical(doc.text)
-        pieces = text_windows(lm.vocab, toks, window)
-        canon, canon_forwards = None, len(toks)  # BOS and the canonical tokens but the last: the beam runs them
-        if len(pieces) > 1:
-            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
-        plans.append((doc, toks, pieces, canon, canon_forwards))
+    plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
     results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search))
     seconds = time.perf_counter() - start
@@ -387,15 +396,8 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     if with_end:
         require_end(lm, "a text followed by the end (--scoring with-end)")
     start = time.perf_counter()
-    window = window_length(lm, config)
-    plans = []
-    for doc in docs:
-        toks = lm.canonical(doc.text)
-        pieces = text_windows(lm.vocab, toks, window)
-        canon, canon_forwards = None, len(toks)
-        if len(pieces) > 1:
-            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
-        plans.append((doc, toks, pieces, canon, canon_forwards + with_end))
+    plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
+             for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
     before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
     texts = iter(string_marginals(lm, [p.text for p in before], [p.context for p in before], config.search))
     lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
