@@ -76,6 +76,16 @@ _TABLE = (
             (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
             doc="the mass of the tokenizations the beam found (a certified floor on log p(x | c)), with the "
                 "pruned mass as a certified ceiling"),
+    Scoring("prefix", "the LM over strings' prefix probability by the byte-synchronous beam "
+                      "(ppl_tok.strings.events.string_events, StringSearchConfig)",
+            (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
+            doc="log P(the output starts with x | c): every token sequence whose spelling starts with x, the last "
+                "token allowed to run past its end; a certified bracket (the mass found, plus the pruned mass)"),
+    Scoring("with-end", "the LM over strings' probability of the whole output by the byte-synchronous beam "
+                        "(ppl_tok.strings.events.string_events, StringSearchConfig)",
+            (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
+            doc="log P(the output is exactly x | c): every tokenization v of x times p(end | c, v), the end being "
+                "EOS or another token without a surface; a certified bracket"),
     Scoring("mixture", "importance sampling, split into canonical and non-canonical answer distributions "
                        "(ppl_tok.qa.classify.mixture_scores)",
             (PAIR, QUESTION), floor=False, ceiling=False,

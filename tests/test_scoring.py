@@ -9,7 +9,7 @@ from ppl_tok.scoring import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classif
 
 
 def test_each_level_names_its_scorings():
-    assert names(DOCUMENT) == ("canonical", "beam", "canonical+rest")
+    assert names(DOCUMENT) == ("canonical", "beam", "prefix", "with-end", "canonical+rest")
     assert names(PAIR) == ("canonical", "importance", "mixture", "canonical+rest", "exact", "stratified")
     assert "beam" not in names(QUESTION) and "most-likely" in names(QUESTION)
 
@@ -26,7 +26,7 @@ def test_distinct_estimators_have_distinct_names():
 
 
 def test_an_unknown_name_is_an_error_naming_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown scoring 'nope' for documents .*canonical, beam, canonical\+rest "
+    with pytest.raises(ValueError, match=r"unknown scoring 'nope' for documents .*canonical, beam, prefix, with-end, canonical\+rest "
                                          r"\(old names: marginal = beam\)"):
         scoring.scoring("nope", DOCUMENT)
     with pytest.raises(ValueError, match="unknown level"):
@@ -34,8 +34,8 @@ def test_an_unknown_name_is_an_error_naming_the_known_ones():
 
 
 def test_floors_and_the_qa_classifiers():
-    assert [s.name for s in SCORINGS.values() if s.floor] == ["beam", "canonical+rest", "exact"]
-    assert [s.name for s in SCORINGS.values() if s.ceiling] == ["beam", "exact"]
+    assert [s.name for s in SCORINGS.values() if s.floor] == ["beam", "prefix", "with-end", "canonical+rest", "exact"]
+    assert [s.name for s in SCORINGS.values() if s.ceiling] == ["beam", "prefix", "with-end", "exact"]
     from ppl_tok.qa.report import CLASSIFIERS
 
     assert CLASSIFIERS == classifiers() == ("canonical", "marginal", "marginal-all", "mixture", "canonical+rest",

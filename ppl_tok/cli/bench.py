@@ -12,7 +12,7 @@ from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
-from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.cli.common import _emit, _load_lm, add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.datasets import DATA_ROOT, data_file
 from ppl_tok.strings.beam import StringSearchConfig
 
@@ -177,6 +177,16 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 1 if errors or failed else 0
 
 
+def cmd_surprisal(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import surprisal as bench
+
+    bench.held_out_items(args.text, 1)  # a bad --text is an error before the model loads
+    lm = _load_lm(args)
+    result = bench.bench_surprisal(lm, args.text, words=args.words,
+                                   config=StringSearchConfig(beam=args.beam, prune=args.prune))
+    _emit(args, result, bench.format_surprisal(result))
+
+
 # ----------------------------------------------------------- the parsers
 def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, lm: bool = True,
          data: str | None = None) -> argparse.ArgumentParser:
@@ -285,6 +295,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
     _add_strings(bench_sub)
     _add_perplexity(bench_sub)
+    p = _add(bench_sub, "surprisal", "word surprisal over strings against canonical-token surprisal of the same "
+             "words: words per second, the ratio, forwards per word", cmd_surprisal)
+    p.add_argument("--text", required=True, metavar="FILE",
+                   help="held-out text: a text file (one item per line) or a HellaSwag, SocialIQA or OpenBookQA "
+                        "data file (its contexts), e.g. ../shared/data/hellaswag/hellaswag_val.jsonl.gz")
+    p.add_argument("--words", type=POSITIVE, default=1000, help="words scored (default 1000)")
+    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
+                   help=f"the beam's width (default {StringSearchConfig.beam})")
+    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
+                   help=f"the beam's prune, nats (default {StringSearchConfig.prune:g})")
     p = _add(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
              "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "
              "targets; --device defaults to cuda here; exit status 1 if a target is missed or a part fails",

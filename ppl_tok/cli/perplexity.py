@@ -23,8 +23,9 @@ def _fmt(x: float) -> str:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     s = summary
+    label = "canonical+end:" if s["scoring"] == "with-end" else "canonical:  "
     lines = [f"{s['documents']} documents, {s['bytes']} bytes, {s['words']} words, {s['tokens']} canonical tokens",
-             f"canonical:   bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
+             f"{label} bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
              f"{_fmt(s['canonical']['byte_perplexity'])}   word perplexity {_fmt(s['canonical']['word_perplexity'])}"]
     if s["scoring"] != "canonical":
         lines.append(f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
@@ -48,7 +49,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.corpus import read_corpus
     from ppl_tok.perplexity.report import corpus_summary, document_row
     from ppl_tok.perplexity.run import run_perplexity
-    from ppl_tok.perplexity.score import ScoringConfig
+    from ppl_tok.perplexity.score import BEAM_SCORINGS, ScoringConfig, cap_prefix_cache
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
@@ -61,9 +62,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     lm = load_lm(lm_spec(args))
-    if config.scoring == "beam":
-        from ppl_tok.perplexity.score import cap_prefix_cache
-
+    if config.scoring in BEAM_SCORINGS:
         cap_prefix_cache(lm)
     scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
                             field=args.field, split=args.split,
@@ -110,6 +109,22 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(json.dumps(out, indent=1, allow_nan=False))
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    """Runs of several LMs on one corpus, per scoring: bits per byte and paired bootstrap differences."""
+    from ppl_tok.perplexity.compare import compare_models, format_comparison
+
+    for folder in args.dirs:
+        if not folder.is_dir():
+            raise ValueError(f"{folder} is not a run folder (no such folder)")
+    report = compare_models(args.dirs, resamples=args.resamples, seed=args.seed)
+    if args.json:
+        from ppl_tok.common.jsonout import to_json
+
+        print(to_json(report))
+        return
+    print("\n".join(format_comparison(report)))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perplexity`` to the ``ppl-tok`` subcommands."""
     p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
@@ -124,17 +139,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="text input: one document (none, default), one per line, or one per blank-line-separated "
                         "paragraph")
     p.add_argument("--scoring", choices=accepted(DOCUMENT), default="canonical",
-                   help="canonical tokens (default); beam: the marginal over tokenizations by the byte-synchronous "
-                        "beam (certified floor; 'marginal' is its old name); or canonical+rest: canonical plus an "
-                        "importance estimate of the rest")
+                   help="canonical tokens (default); beam: the text without its end, the marginal over "
+                        "tokenizations by the byte-synchronous beam (certified bracket; 'marginal' is its old name); "
+                        "prefix: P(the output starts with the text); with-end: P(the output is exactly the text, "
+                        "then EOS) (both by the beam, certified; docs/perplexity.md: which is fair when); or "
+                        "canonical+rest: canonical plus an importance estimate of the rest")
     add_lm_arguments(p)
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
     p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
-                   help=f"beam: hypotheses kept per byte offset (default {StringSearchConfig.beam})")
+                   help=f"beam, prefix, with-end: hypotheses kept per byte offset (default {StringSearchConfig.beam})")
     p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
-                   help="beam: drop hypotheses this many nats below the "
+                   help="beam, prefix, with-end: drop hypotheses this many nats below the "
                    f"best at their offset (default {StringSearchConfig.prune:g})")
-    p.add_argument("--budget", type=POSITIVE, help="beam: token forwards per window (default: none)")
+    p.add_argument("--budget", type=POSITIVE, help="beam, prefix, with-end: token forwards per window (default: none)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
@@ -161,3 +178,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="DIR (a beam run) against this canonical+rest run's importance estimates")
     p.add_argument("--resamples", type=POSITIVE, default=10_000, help="bootstrap resamples (default 10000)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("perplexity-compare", help="runs of several LMs on one corpus: bits per byte per scoring and "
+                       "paired bootstrap differences",
+                       description="Compare `ppl-tok perplexity --out` folders of different LMs on the same corpus "
+                                   "(same source, field, split, documents and windows; refused otherwise): per "
+                                   "scoring present, each model's bits per byte (with its certified bracket where "
+                                   "the scoring has one) and, per pair of models, the difference in bits per byte "
+                                   "with a paired bootstrap interval over documents (docs/perplexity.md, fair "
+                                   "comparison across tokenizers).")
+    p.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
+                   help="run folders, one per (model, scoring); at least two models")
+    p.add_argument("--resamples", type=POSITIVE, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
+    add_json_argument(p)
+    p.set_defaults(func=cmd_compare)

@@ -47,7 +47,7 @@ Model arguments (``--model_args key=value,...``):
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
-  scorings ``canonical``, ``beam``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
+  scorings ``canonical``, ``beam``, ``prefix``, ``with-end``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
   ``marginal`` means ``beam`` there): the window in positions (default: the model's context
   length, as ``hf``), and the byte-synchronous beam of ``beam`` (default:
   :class:`~ppl_tok.strings.StringSearchConfig`'s).
@@ -280,8 +280,10 @@ class PPLTokLM(LM):
         its ``hf`` model computes); ``beam`` (old name ``marginal``): the byte-synchronous beam's sum
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
-        documents); ``canonical+rest``: the canonical term plus the importance
-        estimate of the rest. An empty document scores 0, as with ``hf``.
+        documents); ``prefix`` and ``with-end``: the probability that the output starts with the
+        document, or is exactly it (the end in the last window; :func:`ppl_tok.perplexity.score.event_scores`);
+        ``canonical+rest``: the canonical term plus the importance estimate of the rest. An empty document
+        scores 0, as with ``hf``.
         """
         from tqdm.auto import tqdm
 

@@ -318,7 +318,7 @@ def check_comparable(runs: Sequence[tuple[str | Path, dict[str, Any]]]) -> None:
                 raise ValueError(f"{folder} cannot be compared with {first_folder}: {key} differs ({first_folder} "
                                  f"has {'not recorded' if key not in first else repr(a)}, {folder} has "
                                  f"{'not recorded' if key not in settings else repr(b)}); compare runs of one LM "
-                                 "and window")
+                                 "and window (runs of different LMs: ppl-tok perplexity-compare)")
 
 
 def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:

@@ -12,6 +12,11 @@ The document-level scorings of :mod:`ppl_tok.scoring` (the one table of scorings
   ``lower <= log p(x) <= upper``; the figure reported is its estimate (the mass
   found, = ``lower``), and the bits per byte computed from ``lower`` is a
   certified *ceiling* on the marginal's bits per byte (``upper`` gives a floor).
+* ``prefix`` and ``with-end``: ``log P(x | BOS)``, the probability that the output
+  starts with ``x``, and ``log P(x, end | BOS)``, that it is exactly ``x`` (the
+  LM over strings, :mod:`ppl_tok.strings.events`), each a certified bracket
+  from the beam like ``beam``'s; in rolling windows the event is the last
+  window's, the windows before it score their text (:func:`event_scores`).
 * ``canonical+rest``: ``log(p(v*) + m)``, the canonical probability exact plus
   the unbiased importance-sampling estimate ``m`` of the non-canonical mass
   (:func:`ppl_tok.infer.importance.marginals`, ``num_samples`` look-ahead particles,
@@ -44,8 +49,10 @@ from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.metrics import count_bytes, count_words
 from ppl_tok.perplexity.windows import rolling_windows, text_windows
 
-#: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, canonical+rest.
+#: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, prefix, with-end, canonical+rest.
 SCORINGS = names(DOCUMENT)
+#: The scorings the byte-synchronous beam computes (they record its settings and a certified bracket).
+BEAM_SCORINGS = ("beam", "prefix", "with-end")
 
 #: The layout of a beam record's ``span_gain`` (:func:`marginal_scores`); records before it have none.
 SPAN_GAIN_VERSION = 1
@@ -59,10 +66,10 @@ MARGINAL_CACHE_BYTES = 256 << 20
 class ScoringConfig:
     """What a perplexity run computes (validated).
 
-    :param scoring: ``canonical``, ``beam`` or ``canonical+rest`` (:data:`SCORINGS`; the old name
-        ``marginal`` is read as ``beam``).
+    :param scoring: ``canonical``, ``beam``, ``prefix``, ``with-end`` or ``canonical+rest`` (:data:`SCORINGS`;
+        the old name ``marginal`` is read as ``beam``).
     :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
-    :param search: the byte-synchronous beam of ``beam`` (its ``beam``, ``prune``, ``budget``; the defaults are
+    :param search: the byte-synchronous beam of ``beam``, ``prefix`` and ``with-end`` (its ``beam``, ``prune``, ``budget``; the defaults are
         :class:`~ppl_tok.strings.StringSearchConfig`'s).
     :param num_samples: importance particles of ``canonical+rest``.
     :param seed: the seed the particles of (document, window) derive from.
@@ -89,7 +96,7 @@ class ScoringConfig:
     def settings(self) -> dict[str, Any]:
         """What the stored figures depend on (the store's settings)."""
         out: dict[str, Any] = {"scoring": self.scoring, "window": self.window}
-        if self.scoring == "beam":
+        if self.scoring in BEAM_SCORINGS:
             out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget,
                        prune_against=self.search.prune_against)
         if self.scoring == "canonical+rest":
@@ -234,6 +241,23 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
     return toks, pieces, canon, positions
 
 
+def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[tuple[Any, ...]]:
+    """Per document: ``(doc, canonical tokens, string windows, canonical slices or None, canonical forwards)``.
+
+    A one-window document's canonical figure is the search's own (``None`` here: BOS and the canonical
+    tokens but the last are run by the search); a windowed one's are the slices (:func:`_windowed`).
+    """
+    plans = []
+    for doc in docs:
+        toks = lm.canonical(doc.text)
+        pieces = text_windows(lm.vocab, toks, window)
+        canon, canon_forwards = None, len(toks)
+        if len(pieces) > 1:
+            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
+        plans.append((doc, toks, pieces, canon, canon_forwards))
+    return plans
+
+
 def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
@@ -258,15 +282,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
 
     _require_bos(lm)
     start = time.perf_counter()
-    window = window_length(lm, config)
-    plans = []
-    for doc in docs:
-        toks = lm.canonical(doc.text)
-        pieces = text_windows(lm.vocab, toks, window)
-        canon, canon_forwards = None, len(toks)  # BOS and the canonical tokens but the last: the beam runs them
-        if len(pieces) > 1:
-            toks, pieces, canon, canon_forwards = _windowed(lm, doc, window)
-        plans.append((doc, toks, pieces, canon, canon_forwards))
+    plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
     results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search))
     seconds = time.perf_counter() - start
@@ -359,9 +375,59 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
                          extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
+def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+    """``prefix`` and ``with-end``: the event in each document's last window, the text in the windows before it.
+
+    A document of one window scores ``log P(x | BOS)`` (the output starts with ``x``) or
+    ``log P(x, end | BOS)`` (the output is exactly ``x``), bracketed by one walk of the LM over strings
+    (:func:`ppl_tok.strings.events.string_events`; every document's last window in lockstep). A longer
+    document's windows before the last one score their text without the end, as ``beam`` does
+    (:func:`ppl_tok.strings.string_marginals`, in lockstep): the string goes on past them, so the
+    prefix and the end are events of the last window only. The figures are sums over windows, floors
+    and ceilings included; each window's floor is at least its canonical slice's figure of the same
+    event, and ``canonical`` holds that figure (with the end, ``log p(v*) + log p(end | v*)`` in the
+    last window).
+    """
+    from ppl_tok.strings import string_marginals
+    from ppl_tok.strings.events import require_end, string_events
+
+    _require_bos(lm)
+    with_end = config.scoring == "with-end"
+    if with_end:
+        require_end(lm, "a text followed by the end (--scoring with-end)")
+    start = time.perf_counter()
+    plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
+             for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
+    before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
+    texts = iter(string_marginals(lm, [p.text for p in before], [p.context for p in before], config.search))
+    lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
+    events = string_events(lm, [p.text for p in lasts], [p.context for p in lasts], config.search,
+                           keep=[p.tokens for p in lasts])
+    seconds = time.perf_counter() - start
+    total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
+    out = []
+    for (doc, toks, pieces, canon, canon_forwards), ev in zip(plans, events):
+        lower = upper = 0.0
+        canonical, forwards = [], ev.forwards
+        for k in range(len(pieces) - 1):
+            r = next(texts)
+            lo = max(r.lower, canon[k])  # the canonical slice is one tokenization of the window: a floor too
+            lower, upper, forwards = lower + lo, upper + max(r.upper, lo), forwards + r.forwards
+            canonical.append(canon[k])
+        bracket, c = (ev.end, ev.canonical_end) if with_end else (ev.prefix, ev.canonical)
+        lo = max(bracket.lower, c)
+        canonical.append(c)
+        out.append(DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
+                                 log_likelihood=lower + lo, canonical=math.fsum(canonical), lower=lower + lo,
+                                 upper=upper + max(bracket.upper, lo), forwards=forwards,
+                                 canonical_forwards=canon_forwards,
+                                 seconds=seconds * count_bytes(doc.text) / total_bytes))
+    return out
+
+
 def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
-    """The scores of ``docs`` under ``config.scoring`` (canonical and beam: batched; canonical+rest: one
-    document at a time).
+    """The scores of ``docs`` under ``config.scoring`` (canonical, beam, prefix and with-end: batched;
+    canonical+rest: one document at a time).
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
     """
@@ -370,6 +436,8 @@ def score_documents(lm: LanguageModel, docs: Sequence[Document], config: Scoring
         return canonical_scores(lm, docs, window_length(lm, config))
     if name == "beam":
         return marginal_scores(lm, docs, config)
+    if name in ("prefix", "with-end"):
+        return event_scores(lm, docs, config)
     if name == "canonical+rest":
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
     raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for documents but has no implementation here")

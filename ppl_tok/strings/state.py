@@ -43,7 +43,7 @@ import torch
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig
+from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
 from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
 from ppl_tok.strings.prefill import Head, prefill_heads
 
@@ -163,10 +163,15 @@ class StringState:
         fed later with :meth:`extend` are always walked exactly.
     :param head: the prompt's head if already prefilled (:func:`~ppl_tok.strings.prefill.prefill_heads`,
         many prompts in one batched call); ``None``: chosen and run here.
+    :param keep: token ids of one tokenization of the text to be fed (its canonical tokens, say),
+        from byte 0: the beam always keeps the prefixes of this path, as the ``beam`` scoring keeps
+        the canonical one, so the mass found is never below the path's (one forward more per offset
+        at most; the figures stay certified brackets).
     """
 
     def __init__(self, lm: LanguageModel, context: str | Sequence[int] = "",
-                 config: StringSearchConfig | None = None, *, prompt: str | bytes = b"", head: Head | None = None):
+                 config: StringSearchConfig | None = None, *, prompt: str | bytes = b"", head: Head | None = None,
+                 keep: Sequence[int] | None = None):
         self.lm = lm
         self.config = config or StringSearchConfig()
         self.index = cover_index(lm.vocab)
@@ -178,7 +183,12 @@ class StringState:
         self.head, self.base = head, head.n_bytes
         self.data = bytearray(data[:self.base])
         root = lm.state(lm.prefix_ids(context) + head.ids) if head.ids else lm.initial(context)
-        self.beam = ByteBeam(lm, root, self.config, start=self.base, log_prob=head.log_prob)
+        along: dict[int, int] = {}
+        at = 0
+        for t in keep or ():
+            along[at] = int(t)
+            at += len(lm.vocab[int(t)] or b"")
+        self.beam = ByteBeam(lm, root, self.config, along, start=self.base, log_prob=head.log_prob)
         if self.config.prune_against == "text":
             self.beam.keep_dropped = self.index.longest  # what a dead-end heal may revive
         self.window: dict[int, list[_Cover]] = {}
@@ -209,10 +219,19 @@ class StringState:
     # ---------------------------------------------------------------- walking
     def _settle(self, offset: int) -> None:
         """Prune and run the prefixes ending at ``offset``; their rows, in byte order, join the window."""
+        hyps = self._select(offset)
+        run_kept(self.lm, [(self.beam, hyps, None)])
+        self._absorb(offset, hyps)
+
+    def _select(self, offset: int) -> list[Hypothesis]:
+        """Prune the prefixes ending at ``offset``: the kept ones, not yet run (:func:`extend_many` runs many)."""
         floor = -math.inf
         if self.config.prune_against == "text" and offset > self.base:
             floor = self.prefix_log_prob().lower - self.config.prune
-        hyps = self.beam.settle(offset, floor=floor)
+        return self.beam.select(offset, floor=floor)
+
+    def _absorb(self, offset: int, hyps: list[Hypothesis]) -> None:
+        """The rows of the kept prefixes ending at ``offset`` (run), in byte order, join the window."""
         if not hyps:
             return
         rows = torch.stack([h.state.log_probs for h in hyps])
@@ -239,6 +258,13 @@ class StringState:
         return self
 
     def _extend_byte(self, byte: int) -> None:
+        keep = self._advance(byte)
+        run_kept(self.lm, [(self.beam, keep, None)])
+        self._finish(byte, keep)
+
+    def _advance(self, byte: int) -> list[Hypothesis]:
+        """Append ``byte``: slide the window, branch the prefixes that now end at the new offset, and
+        prune them; the kept ones are returned, not yet run (:meth:`_finish` takes them once run)."""
         self.data.append(byte)
         m = len(self.data)
         heads: list[tuple[_Cover, int, torch.Tensor, torch.Tensor]] = []
@@ -263,7 +289,12 @@ class StringState:
                 for t in toks.tolist():
                     self.beam.push(m, self.beam.branch(c.hyp, i, t, lps[at]))
                     at += 1
-        self._settle(m)
+        return self._select(m)
+
+    def _finish(self, byte: int, keep: list[Hypothesis]) -> None:
+        """The kept prefixes of :meth:`_advance` (run) join the window; a dead end heals or is an error."""
+        m = len(self.data)
+        self._absorb(m, keep)
         if not self.window and self.beam.dropped and not self._healing:
             self._heal()
         if not self.window and not any(o > m for o in self.beam.open):  # (a heal may hold prefixes ahead)
@@ -421,3 +452,24 @@ def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Se
     data = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
     heads = prefill_heads(lm, data, contexts, config)
     return [StringState(lm, c, config, prompt=p, head=h) for p, c, h in zip(data, contexts, heads)]
+
+
+def extend_many(states: Sequence[StringState], data: Sequence[bytes | str]) -> list[StringState]:
+    """Feed ``data[k]`` to ``states[k]`` in lockstep: byte ``j`` of every string in one batched forward.
+
+    Each state ends where ``states[k].extend(data[k])`` alone takes it (the beams never mix;
+    only float32 rounding of a batched forward can differ), in far fewer LM calls, as
+    :func:`~ppl_tok.strings.marginal.string_marginals` sweeps strings. The states must share one LM.
+    """
+    if len(states) != len(data):
+        raise ValueError(f"{len(states)} states but {len(data)} byte strings")
+    if len({id(s.lm) for s in states}) > 1:
+        raise ValueError("extend_many runs the states' forwards together: they must share one LM")
+    feeds = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in data]
+    for j in range(max((len(f) for f in feeds), default=0)):
+        live = [(s, f[j]) for s, f in zip(states, feeds) if j < len(f)]
+        kept = [s._advance(b) for s, b in live]
+        run_kept(states[0].lm, [(s.beam, k, None) for (s, _), k in zip(live, kept)])
+        for (s, b), k in zip(live, kept):
+            s._finish(b, k)
+    return list(states)

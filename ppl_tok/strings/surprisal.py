@@ -69,6 +69,7 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
+from ppl_tok.strings.events import end_bracket
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState
 
 LN2 = math.log(2.0)
@@ -286,12 +287,12 @@ def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list
 
 
 def _end_event(state: StringState) -> tuple[float, float]:
-    nb = state.next_byte_log_probs()
-    if not nb.has_end:
+    try:
+        p = end_bracket(state)
+    except EndUnavailableError:
         raise EndUnavailableError(f"{state.lm.name} has no EOS or other special token: the last unit's surprisal "
-                                  "(followed by the end of the string) is undefined")
-    found = float(nb.unnormalised[END_OF_STRING])
-    return found - nb.tolerance, min(nb.prefix.bound, logsumexp([found, state.pruned_log_mass()])) + nb.tolerance
+                                  "(followed by the end of the string) is undefined") from None
+    return p.lower, p.upper
 
 
 def _events(state: StringState, data: bytes, spans: list[tuple[int, int]], corrected: list[bool],
@@ -386,6 +387,18 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
             informative=hint is None, followed_by="end" if k == len(spans) - 1 else
             ("boundary" if corrected[k] else "any"), tokens=counts[k], hint=hint))
     return rows
+
+
+def canonical_surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "word",
+                         context: str | Sequence[int] = "", rules: WordRules | None = None) -> list[float]:
+    """The canonical-token surprisal (bits) of each unit of ``text`` alone: the column ``canonical`` of
+    :func:`surprisals` without the walk over strings (what minicons reports; one forward of the text)."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("the text is empty: there are no units to score")
+    data = text.encode("utf-8")
+    spans, _ = unit_byte_spans(text, units, rules or WordRules())
+    sums, _ = _canonical(lm, text, data, context, spans)
+    return [0.0 - v / LN2 for v in sums]
 
 
 def _char_at(data: bytes, at: int) -> str:

@@ -24,7 +24,7 @@ def test_each_benchmark_shows_only_its_own_flags():
     bench = next(a for a in sub.choices["bench"]._actions if isinstance(a, cli.argparse._SubParsersAction))
     flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in bench.choices.items()}
     assert set(flags) == {"mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics",
-                          "strings", "perplexity", "gpu-check"}
+                          "strings", "perplexity", "surprisal", "gpu-check"}
     assert "--genlm-python" in flags["strings"] and not any("--genlm-python" in f for n, f in flags.items()
                                                                if n != "strings")
     assert "--lockstep" in flags["perplexity"] and "--lockstep" not in flags["strings"]
@@ -67,3 +67,14 @@ def test_bench_estimators_is_wired(capsys, monkeypatch):
                         lambda model, **kw: seen.update(kw, model=model) or {"model": model, "seed": 0, "rows": []})
     code, out, _ = run(capsys, "bench", "estimators", "--samples", "8")
     assert code == 0 and seen["num_samples"] == 8 and seen["model"] == "smollm2-135m"
+
+
+def test_bench_surprisal_is_wired(capsys, loaded, tmp_path):
+    text = tmp_path / "held-out.txt"
+    text.write_text("The old man the boat.\n\nA cat sat.\n")
+    code, out, _ = run(capsys, "bench", "surprisal", "--text", str(text), "--words", "7", "--beam", "2", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["words"] == 7 and result["items"] == 2 and result["beam"] == 2
+    assert result["time_ratio"] > 0 and result["strings"]["forwards_per_word"] > 0
+    code, _, err = run(capsys, "bench", "surprisal", "--text", str(tmp_path / "missing.txt"))
+    assert code == 2 and "--text" in err and "no such file" in err

@@ -54,6 +54,23 @@ def test_bad_input_is_one_line(run_folder, tmp_path, capsys, argv, message):
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_perplexity_compare_prints_a_table_and_strict_json(run_folder, tmp_path, capsys):
+    path = tmp_path / "c.jsonl"
+    run_perplexity(toy_lm(1), read_corpus(path, field="text"), ScoringConfig("beam"), out=tmp_path / "other",
+                   model="toy-other", field="text", progress=False)
+    assert main(["perplexity-compare", str(run_folder), str(tmp_path / "other"), "--resamples", "30"]) == 0
+    text = capsys.readouterr().out
+    assert "toy-bigram - toy-other" in text and "30 resamples, seed 0" in text
+    assert main(["perplexity-compare", str(run_folder), str(tmp_path / "other"), "--json", "--seed", "4"]) == 0
+    report = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert report["bootstrap"]["seed"] == 4 and report["scorings"][0]["differences"][0]["minus"] == "toy-other"
+    assert main(["perplexity-compare", str(run_folder), str(tmp_path / "missing")]) == 2
+    assert "is not a run folder" in capsys.readouterr().err
+    assert main(["perplexity-compare", str(run_folder), str(run_folder)]) == 2
+    err = capsys.readouterr().err
+    assert "every folder is a run of toy-bigram" in err and len(err.strip().splitlines()) == 1
+
+
 # ------------------------------------------------------------ perplexity: refused before the model loads
 def _no_model(*args, **kwargs):
     raise AssertionError("the model was loaded before the input was checked")
@@ -156,5 +173,5 @@ def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
     path = tmp_path / "c.txt"
     path.write_text("ab\n")
     assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
-    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'canonical+rest', 'marginal')" in \
+    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', 'marginal')" in \
         capsys.readouterr().err

@@ -102,7 +102,8 @@ def test_canonical_plus_rest_is_unbiased_on_average():
 
 def test_an_unknown_scoring_is_an_error():
     """Every dispatcher looks its name up in ppl_tok.scoring: no silent fallback to another scoring."""
-    with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, canonical\+rest"):
+    with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, prefix, with-end, "
+                                         r"canonical\+rest"):
         ScoringConfig("nonsense")
     config = ScoringConfig("canonical")
     object.__setattr__(config, "scoring", "nonsense")  # past the config's own check
@@ -128,3 +129,107 @@ def test_no_bos_is_a_clear_error():
     lm = BigramLM.random(Vocabulary.from_tokens([None, "a", "b"]), seed=0, bos_id=None)
     with pytest.raises(ValueError, match="no BOS"):
         score_documents(lm, corpus_from_texts(["ab"]).documents, ScoringConfig("canonical"))
+
+
+# ---------------------------------------------------------------- prefix and with-end (issue 35)
+EVENT_DOCS = [" ab cd", "abc de", " a b c", "hgfe ab", "ba ab c"]
+WIDE = StringSearchConfig(beam=100_000, prune=math.inf)
+
+
+def _brute_event(lm, text, context, event):
+    """The event of one window by enumeration: the prefix, the text exactly, or the text then the end."""
+    from tests.strings.test_state import brute_exact, brute_prefix, tokenizations
+    from ppl_tok.common.logspace import logsumexp
+
+    x = text.encode()
+    if event == "prefix":
+        return brute_prefix(lm, x, context)
+    if event == "with-end":
+        if not context:
+            return brute_exact(lm, x)
+        special = sorted(lm.vocab.special_ids)
+        return logsumexp(lm.log_prob(v, context) + float(lm.state(lm.prefix_ids(context) + v).log_probs[special]
+                                                         .logsumexp(0)) for v in tokenizations(x, lm.vocab))
+    return logsumexp(lm.log_prob(v, context) for v in tokenizations(x, lm.vocab))
+
+
+@pytest.mark.parametrize("scoring", ["prefix", "with-end"])
+@pytest.mark.parametrize("window", [None, 4])
+def test_prefix_and_with_end_equal_enumeration_over_token_sequences(scoring, window):
+    """Each document: the event of its last window, the text of the windows before it (sums over windows)."""
+    from ppl_tok.perplexity.windows import text_windows
+
+    lm = toy_lm()
+    docs = corpus_from_texts(EVENT_DOCS).documents
+    scores = score_documents(lm, docs, ScoringConfig(scoring, window=window, search=WIDE))
+    for d, s in zip(docs, scores):
+        pieces = text_windows(lm.vocab, lm.canonical(d.text), window)
+        want = math.fsum(_brute_event(lm, p.text, p.context, scoring if k == len(pieces) - 1 else "text")
+                         for k, p in enumerate(pieces))
+        assert s.windows == len(pieces)
+        assert s.lower == pytest.approx(want, abs=1e-9) and s.upper == pytest.approx(want, abs=1e-9)
+        assert s.log_likelihood == s.lower and s.canonical <= s.lower + 1e-12
+    if window is not None:
+        assert max(s.windows for s in scores) > 1
+
+
+@pytest.mark.parametrize("scoring", ["prefix", "with-end"])
+def test_prefix_and_with_end_bracket_the_event_under_a_narrow_beam(scoring):
+    lm = toy_lm(3)
+    docs = corpus_from_texts(EVENT_DOCS).documents
+    narrow = score_documents(lm, docs, ScoringConfig(scoring, search=StringSearchConfig(beam=1, prune=1.0)))
+    for d, s in zip(docs, narrow):
+        exact = _brute_event(lm, d.text, (), scoring)
+        assert s.lower - 1e-9 <= exact <= s.upper + 1e-9
+        assert s.canonical <= s.lower + 1e-12
+    canonical = score_documents(lm, docs, ScoringConfig("canonical"))
+    for s, c in zip(narrow, canonical):  # the canonical tokens: one covering / one tokenization then the end
+        if scoring == "prefix":
+            assert s.canonical == pytest.approx(c.log_likelihood, abs=1e-9)
+        else:
+            assert s.canonical < c.log_likelihood
+
+
+@pytest.mark.parametrize("scoring", ["prefix", "with-end"])
+@pytest.mark.parametrize("window", [None, 5])
+def test_a_batch_of_event_documents_scores_as_each_alone(scoring, window):
+    lm = toy_lm()
+    docs = corpus_from_texts(EVENT_DOCS + ["abc de fgh ab cd ef gh ba ab"]).documents
+    config = ScoringConfig(scoring, window=window, search=StringSearchConfig(beam=3, prune=2.0))
+    for d, s in zip(docs, score_documents(lm, docs, config)):
+        (alone,) = score_documents(lm, [d], config)
+        assert s.to_record() == alone.to_record()
+
+
+def test_with_end_needs_a_token_without_a_surface():
+    from ppl_tok import FunctionLM, Vocabulary
+    from ppl_tok.strings import EndUnavailableError
+
+    vocab = Vocabulary.from_tokens(["^", "a", "b", "ab"])  # BOS is "^", a token with a surface: no end
+    lm = FunctionLM(vocab, lambda p: [0.0, 0.0, 0.0, 0.0], bos_id=0, log=True)
+    docs = corpus_from_texts(["ab"]).documents
+    with pytest.raises(EndUnavailableError, match="no EOS or other special token.*--scoring beam"):
+        score_documents(lm, docs, ScoringConfig("with-end"))
+    (s,) = score_documents(lm, docs, ScoringConfig("prefix", search=WIDE))
+    assert s.lower == pytest.approx(math.log(1 / 4 + 1 / 4 * 1 / 4), abs=1e-12)  # "ab", or "a" then "b"
+
+
+def test_on_smollm2_prefix_text_and_with_end_nest(smollm2):
+    """P(x, end) <= p(x) <= P(x): certified bounds nest, and so do the estimates; canonical-then-end is
+    one term of with-end (at most its floor)."""
+    docs = corpus_from_texts(["The cat sat on the mat."]).documents
+    search = StringSearchConfig(beam=4)
+    got = {name: score_documents(smollm2, docs, ScoringConfig(name, search=search))
+           for name in ("prefix", "beam", "with-end")}
+    eos = smollm2.vocab.special_ids
+    for k, d in enumerate(docs):
+        prefix, text, end = (got[n][k] for n in ("prefix", "beam", "with-end"))
+        assert end.upper >= end.lower and text.upper >= text.lower and prefix.upper >= prefix.lower
+        assert prefix.upper >= text.lower and text.upper >= end.lower  # certified
+        assert prefix.log_likelihood > text.log_likelihood > end.log_likelihood  # the estimates
+        v = smollm2.canonical(d.text)
+        row = smollm2.state(tuple(smollm2.prefix_ids()) + tuple(v)).log_probs[sorted(eos)].double().logsumexp(0)
+        canonical_end = smollm2.canonical_log_prob(d.text) + float(row)
+        assert end.canonical == pytest.approx(canonical_end, abs=1e-3)
+        assert end.canonical <= end.lower + 1e-9
+        assert prefix.canonical == pytest.approx(text.canonical, abs=1e-3)
