@@ -9,11 +9,14 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, positive
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
                                 add_text_arguments, search_config)
+from ppl_tok.cli.strings_batch import add_batch_arguments, dispatch
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
     from ppl_tok.strings.conditional import string_conditional
 
+    if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
+        return
     _check_utf8("--prompt", args.prompt)
     config = search_config(args)
     lm = _load_lm(args)
@@ -37,6 +40,8 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 def cmd_generate(args: argparse.Namespace) -> None:
     from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
 
+    if dispatch(args, "generate"):
+        return
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
         _check_utf8("--stop", s)
@@ -61,6 +66,8 @@ def cmd_next(args: argparse.Namespace) -> None:
     from ppl_tok.strings.chars import next_char_log_probs
     from ppl_tok.strings.state import END_OF_STRING, StringState
 
+    if dispatch(args, "next"):
+        return
     _check_utf8("--prompt", args.prompt)
     config = search_config(args)
     lm = _load_lm(args)
@@ -99,13 +106,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``conditional``, ``generate`` and ``next`` to the ``ppl-tok`` subcommands."""
 
     p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
-            "certified interval (no prompt boundary problem)", "lm")
+            "certified interval (no prompt boundary problem)", "lms")
     add_text_arguments(p)
-    p.add_argument("--prompt", required=True, help="the prompt string, cut anywhere (\"\": unconditional)")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (\"\": unconditional); required without --input")
     add_search_arguments(p)
+    add_batch_arguments(p, text=True)
     p.set_defaults(func=cmd_conditional)
-    p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
-    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+    p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings",
+                    "lms")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--max-bytes", type=POSITIVE, default=64, help="bytes to generate at most (default 64)")
     p.add_argument("--temperature", type=positive, default=1.0, help="divide the next-byte log-probs by this")
@@ -117,16 +126,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     add_search_arguments(p)
+    add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_generate)
     p = add_command(sub, "next", "the next-byte (or next-character) distribution after a prompt string, with certified "
-            "intervals", "lm")
-    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+            "intervals", "lms")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
     p.add_argument("--min-log-prob", type=float, default=-12.0, metavar="NATS",
                    help="--chars: leave partial characters below this unexplored (default -12)")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
     add_search_arguments(p)
+    add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_next)
 
 

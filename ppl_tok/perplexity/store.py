@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.jsonl_store import JsonlStore, StoreError
-from ppl_tok.lm.spec import IDENTITY, lm_identity
+from ppl_tok.lm.device import lm_identity
+from ppl_tok.lm.spec import IDENTITY
 from ppl_tok.scoring import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.

@@ -34,7 +34,7 @@ from typing import Any
 from ppl_tok.common.jsonl_store import JsonlStore, encode_log
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.lm.spec import identity_of
+from ppl_tok.lm.device import identity_of
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
 from ppl_tok.strings.prefill import Head, prefill_heads
