@@ -9,11 +9,11 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, positive
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
                                 add_text_arguments, search_config)
-from ppl_tok.cli.strings_batch import add_batch_arguments, dispatch
+from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.conditional import string_conditional
+    from ppl_tok.strings.batch import Options, conditional_of, walk
 
     if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
         return
@@ -21,7 +21,9 @@ def cmd_conditional(args: argparse.Namespace) -> None:
     config = search_config(args)
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm)
-    result = string_conditional(lm, args.prompt, args.text, args.context, config)
+    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # string_conditional,
+        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)  # byte by byte
+        result = conditional_of(state, args.text, bar.update)
     context = args.context + args.prompt
     canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
     payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
@@ -64,14 +66,16 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 def cmd_next(args: argparse.Namespace) -> None:
     from ppl_tok.strings.chars import next_char_log_probs
-    from ppl_tok.strings.state import END_OF_STRING, StringState
+    from ppl_tok.strings.batch import Options, walk
+    from ppl_tok.strings.state import END_OF_STRING
 
     if dispatch(args, "next"):
         return
     _check_utf8("--prompt", args.prompt)
     config = search_config(args)
     lm = _load_lm(args)
-    state = StringState(lm, args.context, config, prompt=args.prompt)
+    with byte_bar(args, len(args.prompt.encode("utf-8")), "next") as bar:  # the prompt, byte by byte
+        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)
     prefix = state.prefix_log_prob()
     rows: list[tuple[str, float, float, float]] = []
     if args.chars:

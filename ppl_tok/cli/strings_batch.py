@@ -152,8 +152,6 @@ def _options(args: argparse.Namespace, task: str) -> Options:
 
 def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
     """``task`` on ``--input``'s items or on the one ``--prompt`` (an ensemble), printed (module docstring)."""
-    from tqdm import tqdm
-
     _check_flags(args, task, several)
     options = _options(args, task)
     if args.input is not None:
@@ -174,10 +172,8 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
                                   batch_size=args.batch_size,
                                   extra={"input": source, "items": len(items),
                                          "lm": [s.to_dict() for s in lm_specs(args)]})
-    show = args.progress or (sys.stderr.isatty() and not args.json)
     stream = args.input is not None and args.out is None and not args.json
-    with tqdm(total=sum(item_bytes(task, it, options, members) for it in items), unit="B", unit_scale=True,
-              desc=task, file=sys.stderr, leave=False, disable=not show) as bar:
+    with byte_bar(args, sum(item_bytes(task, it, options, members) for it in items), task) as bar:
         if args.input is None:
             record = answer(task, members, items[0], options, on_bytes=bar.update)
         else:
@@ -188,6 +184,14 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
         _emit_one(args, task, members, record)
     elif not stream:
         _emit_summary(args, task, run, source)
+
+
+def byte_bar(args: argparse.Namespace, total: int, desc: str) -> Any:
+    """A progress bar in bytes walked, on standard error: on a terminal (not with ``--json``) or with ``--progress``."""
+    from tqdm import tqdm
+
+    show = args.progress or (sys.stderr.isatty() and not args.json)
+    return tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr, leave=False, disable=not show)
 
 
 def _print_records(records: list[dict[str, Any]]) -> None:
@@ -238,4 +242,4 @@ def _num(x: float | None) -> str:
     return "-inf" if x is None else f"{x:.4f}"
 
 
-__all__ = ["add_batch_arguments", "dispatch", "read_items", "run_command"]
+__all__ = ["add_batch_arguments", "byte_bar", "dispatch", "read_items", "run_command"]

@@ -153,13 +153,17 @@ def batch_settings(task: str, members: Members, options: Options, *, input_sha25
 
 
 # ------------------------------------------------------------------ walking
-def walk(lm: LanguageModel, prompt: bytes, head: Head, options: Options,
+def walk(lm: LanguageModel, prompt: str | bytes, head: Head | None, options: Options,
          on_bytes: Callable[[int], None] | None = None) -> StringState:
-    """The :class:`StringState` after ``prompt`` (its head already prefilled), the tail fed byte by byte.
+    """The :class:`StringState` after ``prompt`` (``head``: its head already prefilled; ``None``: prefilled here),
+    the tail fed byte by byte.
 
-    The same state as ``StringState(lm, context, config, prompt=prompt, head=head)`` (which feeds the
-    tail at once); ``on_bytes(1)`` after each byte.
+    The same state as ``StringState(lm, context, config, prompt=prompt)`` (which feeds the tail at once);
+    ``on_bytes`` is called with the head's bytes, then with 1 after each byte of the tail (progress).
     """
+    prompt = prompt.encode("utf-8") if isinstance(prompt, str) else bytes(prompt)
+    if head is None:
+        head = prefill_heads(lm, [prompt], [options.context], options.config)[0]
     state = StringState(lm, options.context, options.config, prompt=prompt[:head.n_bytes], head=head)
     if on_bytes is not None:
         on_bytes(head.n_bytes)
@@ -185,29 +189,36 @@ def _heads(lm: LanguageModel, prompts: list[bytes], options: Options) -> list[He
 
 
 # -------------------------------------------------------------------- tasks
-def _conditional(target: StringState | Ensemble, item: Item, options: Options,
-                 on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+def conditional_of(state: StringState, text: str, on_bytes: Callable[[int], None] | None = None) -> Any:
+    """:func:`~ppl_tok.strings.conditional.string_conditional` from a state already after the prompt: the same
+    figures (the two prefix brackets and their quotient), ``text`` fed byte by byte (``on_bytes(1)`` each)."""
     from ppl_tok.strings.conditional import StringConditional, quotient
 
+    start = time.perf_counter()
+    prompt = bytes(state.data).decode("utf-8", errors="replace")
+    before = state.prefix_log_prob()
+    for b in text.encode("utf-8"):
+        state.extend(b)
+        if on_bytes is not None:
+            on_bytes(1)
+    joint = state.prefix_log_prob()
+    lower, estimate, upper = quotient(joint, before)
+    return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
+                             prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
+                             n_bytes=len(state.data), seconds=time.perf_counter() - start, prefill=state.prefill,
+                             head_bytes=state.base)
+
+
+def _conditional(target: StringState | Ensemble, item: Item, options: Options,
+                 on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
     text = item.text or ""
     if isinstance(target, Ensemble):
         return ensemble_conditional(target, text, on_bytes).to_dict()
-    start = time.perf_counter()
-    before = target.prefix_log_prob()
-    for b in text.encode("utf-8"):
-        target.extend(b)
-        if on_bytes is not None:
-            on_bytes(1)
-    joint = target.prefix_log_prob()
-    lower, estimate, upper = quotient(joint, before)
-    result = StringConditional(prompt=item.prompt, text=text, lower=lower, upper=upper, estimate=estimate,
-                               prompt_prefix=before, joint_prefix=joint, forwards=target.forwards,
-                               n_bytes=len(target.data), seconds=time.perf_counter() - start,
-                               prefill=target.prefill, head_bytes=target.base)
+    result = conditional_of(target, text, on_bytes)
     context = options.context + item.prompt
     lm = target.lm
     canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
-    return {**result.to_dict(), "canonical_tokens": canonical}
+    return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
 
 
 def _next(target: StringState | Ensemble, item: Item, options: Options,
@@ -252,7 +263,7 @@ def item_bytes(task: str, item: Item, options: Options, members: Members) -> int
     return len(item.prompt.encode("utf-8")) * len(members.lms) + after
 
 
-def answer(task: str, members: Members, item: Item, options: Options, heads: Sequence[Head] | None = None,
+def answer(task: str, members: Members, item: Item, options: Options, heads: Sequence[Head | None] | None = None,
            on_bytes: Callable[[int], None] | None = None) -> dict[str, Any]:
     """One item's record: ``task`` after its prompt under ``members`` (``heads``: its prompt's, one per LM).
 
@@ -260,10 +271,8 @@ def answer(task: str, members: Members, item: Item, options: Options, heads: Seq
     """
     if task not in _TASKS:
         raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
-    data = item.prompt.encode("utf-8")
-    if heads is None:
-        heads = [prefill_heads(lm, [data], [options.context], options.config)[0] for lm in members.lms]
-    states = [walk(lm, data, h, options, on_bytes) for lm, h in zip(members.lms, heads)]
+    heads = [None] * len(members.lms) if heads is None else heads
+    states = [walk(lm, item.prompt, h, options, on_bytes) for lm, h in zip(members.lms, heads)]
     target = Ensemble(states, members.kind, members.weights) if members.ensemble else states[0]
     return _TASKS[task](target, item, options, on_bytes)
 
@@ -373,4 +382,4 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "batch_settings", "item_bytes", "item_seed", "run_items", "storable", "walk"]
+           "batch_settings", "conditional_of", "item_bytes", "item_seed", "run_items", "storable", "walk"]
