@@ -13,7 +13,8 @@ from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Options, conditional_of, walk
+    from ppl_tok.strings.batch import Options, walk
+    from ppl_tok.strings.conditional import conditional_of
 
     if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
         return

@@ -189,31 +189,13 @@ def _heads(lm: LanguageModel, prompts: list[bytes], options: Options) -> list[He
 
 
 # -------------------------------------------------------------------- tasks
-def conditional_of(state: StringState, text: str, on_bytes: Callable[[int], None] | None = None) -> Any:
-    """:func:`~ppl_tok.strings.conditional.string_conditional` from a state already after the prompt: the same
-    figures (the two prefix brackets and their quotient), ``text`` fed byte by byte (``on_bytes(1)`` each)."""
-    from ppl_tok.strings.conditional import StringConditional, quotient
-
-    start = time.perf_counter()
-    prompt = bytes(state.data).decode("utf-8", errors="replace")
-    before = state.prefix_log_prob()
-    for b in text.encode("utf-8"):
-        state.extend(b)
-        if on_bytes is not None:
-            on_bytes(1)
-    joint = state.prefix_log_prob()
-    lower, estimate, upper = quotient(joint, before)
-    return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
-                             prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
-                             n_bytes=len(state.data), seconds=time.perf_counter() - start, prefill=state.prefill,
-                             head_bytes=state.base)
-
-
 def _conditional(target: StringState | Ensemble, item: Item, options: Options,
                  on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
     text = item.text or ""
     if isinstance(target, Ensemble):
         return ensemble_conditional(target, text, on_bytes).to_dict()
+    from ppl_tok.strings.conditional import conditional_of
+
     result = conditional_of(target, text, on_bytes)
     context = options.context + item.prompt
     lm = target.lm
@@ -382,4 +364,4 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "batch_settings", "conditional_of", "item_bytes", "item_seed", "run_items", "storable", "walk"]
+           "batch_settings", "item_bytes", "item_seed", "run_items", "storable", "walk"]
