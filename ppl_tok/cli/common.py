@@ -41,15 +41,21 @@ def device_name(text: str) -> str:
     return text
 
 
-def add_lm_arguments(p: argparse.ArgumentParser) -> None:
+def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
     """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``.
 
     :func:`lm_spec` turns the parsed flags into the :class:`~ppl_tok.lm.spec.LMSpec` that the command loads
-    and its study records.
+    and its study records. ``several``: ``--model`` may be repeated (an ensemble; :func:`lm_specs`), the
+    other flags applying to every LM.
     """
     g = p.add_argument_group("language model")
-    g.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
+    if several:
+        g.add_argument("--model", action="append", metavar="MODEL",
+                       help=f"model card, local folder or hub id (default {DEFAULT_MODEL}); repeat it for an "
+                            "ensemble of LMs over strings")
+    else:
+        g.add_argument("--model", default=DEFAULT_MODEL,
+                       help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
     g.add_argument("--device", type=device_name, help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
     g.add_argument("--bos-id", type=integer(0), metavar="ID",
@@ -57,16 +63,33 @@ def add_lm_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:
-    """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments`.
+    """The :class:`~ppl_tok.lm.spec.LMSpec` of the flags of :func:`add_lm_arguments` (one ``--model``).
 
     ``--bos-id`` is checked against the model's vocabulary here, before any weights load.
     """
-    if args.bos_id is not None:
-        size = len(load_vocabulary(args.model))
-        if args.bos_id >= size:
-            raise ValueError(f"--bos-id {args.bos_id} is not a token of {args.model} (ids 0..{size - 1}): give an id "
+    if isinstance(args.model, list):
+        specs = lm_specs(args)
+        if len(specs) != 1:
+            raise ValueError(f"{len(specs)} --model given where one LM is used: give one --model")
+        return specs[0]
+    _check_bos_id(args.model or DEFAULT_MODEL, args.bos_id)
+    return LMSpec(model=args.model or DEFAULT_MODEL, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+
+
+def lm_specs(args: argparse.Namespace) -> list[LMSpec]:
+    """One :class:`~ppl_tok.lm.spec.LMSpec` per ``--model`` of :func:`add_lm_arguments` with ``several``."""
+    models = args.model if isinstance(args.model, list) and args.model else [args.model or DEFAULT_MODEL]
+    for model in dict.fromkeys(models):
+        _check_bos_id(model, args.bos_id)
+    return [LMSpec(model=m, device=args.device, dtype=args.dtype, bos_id=args.bos_id) for m in models]
+
+
+def _check_bos_id(model: str, bos_id: int | None) -> None:
+    if bos_id is not None:
+        size = len(load_vocabulary(model))
+        if bos_id >= size:
+            raise ValueError(f"--bos-id {bos_id} is not a token of {model} (ids 0..{size - 1}): give an id "
                              "below that, or drop --bos-id for the card's (else the tokenizer's) BOS")
-    return LMSpec(model=args.model, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
 
 
 def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) -> None:
@@ -117,13 +140,14 @@ def add_json_argument(p: argparse.ArgumentParser) -> None:
 def add_command(sub: argparse._SubParsersAction, name: str, help: str, kind: str) -> argparse.ArgumentParser:
     """A ``ppl-tok`` subcommand with its model flags and ``--json``.
 
-    ``kind``: ``"vocab"`` (a vocabulary is enough), ``"lm"`` (runs an LM) or ``"none"`` (no model).
+    ``kind``: ``"vocab"`` (a vocabulary is enough), ``"lm"`` (runs an LM), ``"lms"`` (runs one LM or an
+    ensemble: ``--model`` repeatable) or ``"none"`` (no model).
     """
     p = sub.add_parser(name, help=help, description=help)
     if kind == "vocab":
         add_vocabulary_arguments(p)
-    elif kind == "lm":
-        add_lm_arguments(p)
+    elif kind in ("lm", "lms"):
+        add_lm_arguments(p, several=kind == "lms")
     add_json_argument(p)
     return p
 
@@ -197,6 +221,12 @@ def _resolve_text(args: argparse.Namespace) -> None:
 
 def _load_lm(args: argparse.Namespace) -> Any:
     return load_lm(lm_spec(args))
+
+
+def _load_lms(args: argparse.Namespace) -> list[Any]:
+    """The LMs of every ``--model``, each distinct one loaded once."""
+    loaded: dict[LMSpec, Any] = {}
+    return [loaded[s] if s in loaded else loaded.setdefault(s, load_lm(s)) for s in lm_specs(args)]
 
 
 def _check_context(args: argparse.Namespace, lm: Any, walk: str | None = None, covering: bool = True) -> None:

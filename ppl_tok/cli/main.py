@@ -46,7 +46,7 @@ from ppl_tok.limits import limits
 
 def _prepare(args: argparse.Namespace) -> None:
     """Every check that needs no model: run before any work."""
-    if hasattr(args, "text_file"):
+    if hasattr(args, "text_file") and getattr(args, "input", None) is None:  # --input FILE holds the texts
         _resolve_text(args)
     if getattr(args, "context", None):
         _check_utf8("--context", args.context)

@@ -9,17 +9,23 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
                                 add_text_arguments, search_config)
+from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.conditional import string_conditional
+    from ppl_tok.strings.batch import Options, walk
+    from ppl_tok.strings.conditional import conditional_of
 
+    if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
+        return
     _check_utf8("--prompt", args.prompt)
     config = search_config(args)
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm,
                    walk="the prompt and the text")
-    result = string_conditional(lm, args.prompt, args.text, args.context, config)
+    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # string_conditional,
+        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)  # byte by byte
+        result = conditional_of(state, args.text, bar.update)
     context = args.context + args.prompt
     canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
     payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
@@ -40,6 +46,8 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 def cmd_generate(args: argparse.Namespace) -> None:
     from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
 
+    if dispatch(args, "generate"):
+        return
     _check_utf8("--prompt", args.prompt)
     for s in args.stop:
         _check_utf8("--stop", s)
@@ -95,10 +103,12 @@ def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
 
 
 def cmd_next(args: argparse.Namespace) -> None:
+    from ppl_tok.strings.batch import Options, walk
     from ppl_tok.strings.certified import uninformative_hint
     from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
-    from ppl_tok.strings.state import StringState
 
+    if dispatch(args, "next"):
+        return
     _check_utf8("--prompt", args.prompt)
     if args.min_log_prob is not None and not args.chars:
         raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
@@ -108,7 +118,8 @@ def cmd_next(args: argparse.Namespace) -> None:
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
                    walk="the prompt")
-    state = StringState(lm, args.context, config, prompt=args.prompt)
+    with byte_bar(args, len(args.prompt.encode("utf-8")), "next") as bar:  # the prompt, byte by byte
+        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)
     prefix = state.prefix_log_prob()
     rows, payload, extra, tol = _next_rows(args, state, min_log_prob)
     shown = sorted(rows, key=lambda r: -r[2])[:args.top]
@@ -133,13 +144,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``conditional``, ``generate`` and ``next`` to the ``ppl-tok`` subcommands."""
 
     p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
-            "certified interval (no prompt boundary problem)", "lm")
+            "certified interval (no prompt boundary problem)", "lms")
     add_text_arguments(p)
-    p.add_argument("--prompt", required=True, help="the prompt string, cut anywhere (\"\": unconditional)")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (\"\": unconditional); required without --input")
     add_search_arguments(p)
+    add_batch_arguments(p, text=True)
     p.set_defaults(func=cmd_conditional)
-    p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings", "lm")
-    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+    p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings",
+                    "lms")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--max-bytes", type=POSITIVE, default=64,
                    help="bytes to generate at most (default 64; at most the generated_bytes limit, docs/limits.md)")
@@ -153,16 +166,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     add_search_arguments(p)
+    add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_generate)
     p = add_command(sub, "next", "the next-byte (or next-character) distribution after a prompt string, with certified "
-            "intervals", "lm")
-    p.add_argument("--prompt", default="", help="the prompt string, cut anywhere (default: none)")
+            "intervals", "lms")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
     p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
     p.add_argument("--min-log-prob", type=log_prob_floor, metavar="NATS",
                    help="with --chars: leave partial characters below this unexplored (default -12; -inf: none)")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
     add_search_arguments(p)
+    add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_next)
 
 

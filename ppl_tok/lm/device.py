@@ -54,6 +54,27 @@ def device_kind(device: Any) -> str:
     return parse_device(device).type
 
 
+def lm_identity(spec: dict[str, Any] | None) -> dict[str, Any]:
+    """``backend``, ``dtype`` and the ``device`` kind of an ``LMSpec.to_dict()`` (all ``None`` without one).
+
+    The device's kind (``"cpu"``, ``"cuda"``), not its index: the index changes no number, the kind does.
+    """
+    if spec is None:
+        return {"backend": None, "dtype": None, "device": None}
+    return {"backend": spec.get("backend"), "dtype": spec.get("dtype"),
+            "device": device_kind(spec.get("device") or "cpu")}
+
+
+def identity_of(lm: Any) -> dict[str, Any]:
+    """The :data:`~ppl_tok.lm.spec.IDENTITY` of a loaded LM: its name, :func:`lm_identity` of its spec, its BOS id.
+
+    ``model`` is the spec's model where the LM was loaded from one (``lm.name`` for an LM built in Python).
+    """
+    spec = getattr(lm, "spec", None)
+    return {"model": spec.model if spec is not None else lm.name,
+            **lm_identity(None if spec is None else spec.to_dict()), "bos_id": lm.bos_id}
+
+
 def resolve_device(device: Any) -> torch.device:
     """A ``torch.device`` that exists on this machine (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``)."""
     dev = parse_device(device)

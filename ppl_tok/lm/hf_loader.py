@@ -3,7 +3,8 @@
 
 The spec's model is a card, a local model folder or a hub id (:mod:`ppl_tok.lm.cards` finds the files);
 the weights go straight onto the spec's device in its dtype, a half-precision model gets an fp32 LM head,
-and the BOS id is the spec's, else the card's, else the tokenizer's.
+and the BOS id is the spec's, else the card's, else the tokenizer's. ``transformers``' own progress bars
+(checkpoint shards) are switched off: a command's progress is its own work, on standard error.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def load_transformers(spec: LMSpec, *, config: Any = None, head_fp32: bool = Tru
         (:func:`~ppl_tok.lm.hf.fp32_head`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from ppl_tok.lm.device import resolve_device, resolve_dtype
     from ppl_tok.lm.hf import HFLanguageModel, fp32_head
@@ -38,6 +40,7 @@ def load_transformers(spec: LMSpec, *, config: Any = None, head_fp32: bool = Tru
         where = card.repo  # type: ignore[assignment]
     if Path(where).is_dir():
         _check_folder(Path(where), need_model=True)
+    hf_logging.disable_progress_bar()  # "Loading checkpoint shards" and the like: ppl-tok's own bars say what runs
     tokenizer = _from_pretrained(AutoTokenizer, where, "tokenizer")
     # straight onto the device in the requested dtype (no full-precision copy on the host first)
     placement = {"device_map": dev} if dev is not None and dev.type != "cpu" else {}

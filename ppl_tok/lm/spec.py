@@ -65,3 +65,7 @@ class LMSpec:
                                          ("device", self.device), ("dtype", self.dtype), ("bos_id", self.bos_id))
                  if v is not None]
         return self.model + (f" ({', '.join(extra)})" if extra else "")
+
+
+#: The settings of an LM that change a number, as every run folder records and compares them.
+IDENTITY = ("model", "backend", "dtype", "device", "bos_id")

@@ -193,11 +193,17 @@ def read_corpus(path: str | Path, *, field: str | None = None, split: str = "non
         raise CorpusError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if field is not None and split != "none":
         raise CorpusError("--split applies to text input; JSON Lines has one document per line")
-    data, source = _read_bytes(str(path))
-    text = _decode(data, source)
+    text, source, sha256 = read_source(path)
     docs = _text_documents(text, source, split) if field is None else _jsonl_documents(text, source, field)
     check_sizes(docs)
-    return Corpus(source, tuple(docs), hashlib.sha256(data).hexdigest())
+    return Corpus(source, tuple(docs), sha256)
+
+
+def read_source(path: str | Path) -> tuple[str, str, str]:
+    """``(text, source, sha256)`` of a UTF-8 input file (``"-"``: standard input), within the ``corpus_bytes``
+    limit; a NUL byte or bytes that are not UTF-8 are a :class:`CorpusError` naming the file and line."""
+    data, source = _read_bytes(str(path))
+    return _decode(data, source), source, hashlib.sha256(data).hexdigest()
 
 
 def corpus_from_texts(texts: Sequence[str], source: str = "<texts>") -> Corpus:

@@ -43,26 +43,20 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.jsonl_store import JsonlStore, StoreError
+from ppl_tok.lm.device import lm_identity
+from ppl_tok.lm.spec import IDENTITY
 from ppl_tok.scoring import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1
 #: The settings of the LM's identity that change numbers, recorded at the top of ``run.json``.
-LM_IDENTITY = ("model", "backend", "dtype", "device", "bos_id")
+LM_IDENTITY = IDENTITY
 #: What two runs of the report must share to be compared (besides the scorings each comparison needs).
 COMPARABLE = (*LM_IDENTITY, "window")
 #: Settings a folder of ppl-tok 0.1.0 lacks and no rule can fill in.
 UNKNOWABLE = ("backend", "dtype", "device")
 
-
-def lm_identity(spec: dict[str, Any] | None) -> dict[str, Any]:
-    """``backend``, ``dtype`` and the ``device`` kind of an ``LMSpec.to_dict()`` (all ``None`` without one)."""
-    if spec is None:
-        return dict.fromkeys(UNKNOWABLE)
-    from ppl_tok.lm.device import device_kind
-
-    return {"backend": spec.get("backend"), "dtype": spec.get("dtype"),
-            "device": device_kind(spec.get("device") or "cpu")}
+__all__ = ["COMPARABLE", "LM_IDENTITY", "PerplexityStore", "RECORDS_VERSION", "check_documents", "lm_identity"]
 
 
 class PerplexityStore(JsonlStore):

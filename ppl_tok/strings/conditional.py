@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,15 +120,29 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
             raise TypeError(f"string_conditional: {name} must be a str (or bytes), got {value!r} "
                             f"({type(value).__name__})")
     start = time.perf_counter()
-    state = StringState(lm, context, config, prompt=prompt)
+    return conditional_of(StringState(lm, context, config, prompt=prompt), text, start=start)
+
+
+def conditional_of(state: StringState, text: str | bytes, on_bytes: Callable[[int], None] | None = None,
+                   start: float | None = None) -> StringConditional:
+    """:func:`string_conditional` from a state already after the prompt (walked in place along ``text``).
+
+    ``text`` is fed byte by byte, ``on_bytes(1)`` after each (progress); ``start``: the ``perf_counter``
+    the result's ``seconds`` count from (default: now).
+    """
+    start = time.perf_counter() if start is None else start
+    prompt = bytes(state.data).decode("utf-8", errors="replace")
     before = state.prefix_log_prob()
     walked = len(state.data) - state.base  # the prompt's bytes the beam walked (after a canonical head)
-    state.extend(text)
+    for b in text.encode("utf-8") if isinstance(text, str) else bytes(text):
+        state.extend(b)
+        if on_bytes is not None:
+            on_bytes(1)
     joint = state.prefix_log_prob()
     lower, estimate, upper = quotient(joint, before)
-    hint = uninformative_hint(upper - lower, state.config, prefill=state.prefill,
-                              prompt_bytes=walked)
-    return StringConditional(prompt=prompt, text=text, lower=lower, upper=upper, estimate=estimate,
-                             prompt_prefix=before, joint_prefix=joint, forwards=state.forwards,
-                             n_bytes=len(state.data), seconds=time.perf_counter() - start, prefill=state.prefill,
-                             head_bytes=state.base, tolerance=joint.tolerance + before.tolerance, hint=hint)
+    hint = uninformative_hint(upper - lower, state.config, prefill=state.prefill, prompt_bytes=walked)
+    return StringConditional(prompt=prompt, text=text if isinstance(text, str) else text.decode("utf-8", "replace"),
+                             lower=lower, upper=upper, estimate=estimate, prompt_prefix=before, joint_prefix=joint,
+                             forwards=state.forwards, n_bytes=len(state.data), seconds=time.perf_counter() - start,
+                             prefill=state.prefill, head_bytes=state.base, tolerance=joint.tolerance + before.tolerance,
+                             hint=hint)

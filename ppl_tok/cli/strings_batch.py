@@ -1,0 +1,245 @@
+"""Many prompts, and ensembles, for ``ppl-tok conditional``, ``next`` and ``generate`` (:mod:`ppl_tok.strings.batch`).
+
+``--input FILE`` (JSON Lines, ``-``: standard input) holds one item per line: an object with a string
+prompt (``--prompt-field``, default ``prompt``) and, for ``conditional``, a non-empty string text
+(``--text-field``, default ``text``); other fields are ignored and blank lines skipped. Every line is
+checked before the model loads (bad JSON, a missing field, a value that is not a string, an escaped NUL or
+lone surrogate, a line over the size limit): an error names ``file:line``. The LM (or each LM of an
+ensemble) is loaded once; items run in batches of ``--batch-size``. With ``--out DIR`` each batch's
+records are appended to ``DIR/records.jsonl`` as they are computed and a rerun computes only the
+missing ones (the settings in ``DIR/run.json`` must match: a difference is refused, naming it); standard
+output gets a summary. Without ``--out`` the records go to standard output as JSON Lines as they are
+computed (``--json``: one JSON object holding them all).
+
+``--model`` repeated makes an ensemble (``--kind mixture|product``, ``--weight`` per model): for one
+``--prompt`` as for a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, search_config)
+from ppl_tok.common.arguments import POSITIVE, positive
+from ppl_tok.limits import limits
+from ppl_tok.strings.batch import (BatchRun, Item, Members, Options, StringsStore, answer, batch_settings,
+                                   item_bytes, run_items)
+from ppl_tok.strings.ensemble import KINDS
+
+
+def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
+    """``--input``, ``--prompt-field`` (and ``text``: ``--text-field``), ``--out``, ``--batch-size``, ``--progress``;
+    ``--kind`` and ``--weight`` (ensembles)."""
+    g = p.add_argument_group("many prompts (JSON Lines)")
+    g.add_argument("--input", metavar="FILE",
+                   help="a JSON Lines file of items (- for standard input): one object per line with the prompt"
+                        + (" and the text" if text else "") + "; the model loads once")
+    g.add_argument("--prompt-field", default="prompt", metavar="NAME", help="--input: the prompt's field "
+                   "(default prompt)")
+    if text:
+        g.add_argument("--text-field", default="text", metavar="NAME",
+                       help="--input: the text's field (default text)")
+    g.add_argument("--out", metavar="DIR", help="--input: a run folder; records stored as they are computed, and "
+                   "a rerun computes only the missing ones")
+    g.add_argument("--batch-size", type=POSITIVE, default=8, help="--input: items per batch (default 8)")
+    g.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    e = p.add_argument_group("ensembles (--model repeated)")
+    e.add_argument("--kind", choices=KINDS, help="how the LMs combine: mixture (default) or product of experts")
+    e.add_argument("--weight", type=positive, action="append", metavar="W",
+                   help="one per --model, in order: the mixture's prior or the product's exponent (default 1/K)")
+
+
+def dispatch(args: argparse.Namespace, task: str) -> bool:
+    """Run ``task`` here when the command has ``--input`` or several ``--model`` (``True``); else check the
+    flags that belong to those and leave the one-prompt, one-LM command to its own code (``False``)."""
+    several = len(lm_specs(args)) > 1
+    if args.input is None and not several:
+        for flag, value in (("--kind", args.kind), ("--weight", args.weight)):
+            if value is not None:
+                raise ValueError(f"{flag} combines several LMs: give --model twice or more, or drop {flag}")
+        if args.out is not None:
+            raise ValueError("--out stores the records of --input FILE: give --input, or drop --out")
+        if args.prompt is None:
+            if task == "conditional":
+                raise ValueError("give --prompt (or --input FILE of prompt and text pairs)")
+            args.prompt = ""
+        return False
+    run_command(args, task, several)
+    return True
+
+
+def _check_flags(args: argparse.Namespace, task: str, several: bool) -> None:
+    if args.weight is not None and len(args.weight) != len(lm_specs(args)):
+        raise ValueError(f"{len(args.weight)} --weight for {len(lm_specs(args))} --model: give one per --model")
+    if not several and (args.kind is not None or args.weight is not None):
+        raise ValueError("--kind and --weight combine several LMs: give --model twice or more")
+    if task == "next" and several and args.chars:
+        raise ValueError("--chars reads one LM's next characters: give one --model, or drop --chars")
+    if task == "generate":
+        from ppl_tok.strings.generate import check_sampling, sampling_mode
+
+        for s in args.stop:
+            _check_utf8("--stop", s)
+        check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
+        sampling_mode(args.mode, args.temperature, args.top_p, args.greedy, several)
+    if args.input is None:
+        return
+    given = [f for f, v in (("--prompt", args.prompt), ("TEXT", getattr(args, "text", None)),
+                            ("--file", getattr(args, "text_file", None))) if v is not None]
+    if given:
+        raise ValueError(f"--input holds the items: drop {given[0]} (or drop --input)")
+    if args.out is not None and _is_file(args.out):
+        raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
+
+
+def _is_file(path: str) -> bool:
+    from pathlib import Path
+
+    return Path(path).exists() and not Path(path).is_dir()
+
+
+def read_items(path: str, prompt_field: str, text_field: str | None, context: str = ""
+               ) -> tuple[list[Item], str, str]:
+    """``(items, source, sha256)`` of a JSON Lines input; every malformed line is a ``file:line`` error."""
+    from ppl_tok.perplexity.corpus import check_text, read_source
+
+    text, source, sha256 = read_source(path)
+    items: list[Item] = []
+    fields = [prompt_field] + ([text_field] if text_field is not None else [])
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); each line must be one "
+                             "JSON object") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected a JSON object with the field(s) {', '.join(map(repr, fields))}, "
+                             f"got {type(row).__name__}")
+        for f in fields:
+            if f not in row:
+                have = ", ".join(map(repr, list(row)[:8])) or "none"
+                flag = "--prompt-field" if f == prompt_field else "--text-field"
+                raise ValueError(f"{where}: missing field {f!r} (fields: {have}); choose it with {flag}")
+            if not isinstance(row[f], str):
+                raise ValueError(f"{where}: field {f!r} should be a string, got {type(row[f]).__name__}")
+            check_text(row[f], where, f)
+        if text_field is not None and not row[text_field]:
+            raise ValueError(f"{where}: field {text_field!r} is empty: give the text whose probability you want")
+        size = sum(len(row[f].encode("utf-8")) for f in fields) + len(context.encode("utf-8"))
+        limits().check("lm_bytes", size, f"{where}: --context plus the prompt and the text in bytes")
+        items.append(Item(len(items), row[prompt_field], row[text_field] if text_field else None, where))
+    if not items:
+        raise ValueError(f"{source} holds no items (the input is empty or holds only blank lines)")
+    return items, source, sha256
+
+
+def _options(args: argparse.Namespace, task: str) -> Options:
+    extra: dict[str, Any] = {}
+    if task == "next":
+        extra = {"chars": args.chars, "min_log_prob": args.min_log_prob}
+    elif task == "generate":
+        extra = {"max_bytes": args.max_bytes, "temperature": args.temperature, "top_p": args.top_p,
+                 "greedy": args.greedy, "seed": args.seed, "stop": tuple(args.stop), "mode": args.mode}
+    return Options(context=args.context, config=search_config(args), **extra)
+
+
+def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
+    """``task`` on ``--input``'s items or on the one ``--prompt`` (an ensemble), printed (module docstring)."""
+    _check_flags(args, task, several)
+    options = _options(args, task)
+    if args.input is not None:
+        items, source, sha256 = read_items(args.input, args.prompt_field,
+                                           args.text_field if task == "conditional" else None, args.context)
+    else:
+        _check_utf8("--prompt", args.prompt if args.prompt is not None else "")
+        items, source, sha256 = [Item(0, args.prompt or "", getattr(args, "text", None), "--prompt")], None, None
+    lms = _load_lms(args)
+    for lm in lms:
+        _check_context(argparse.Namespace(command=task, text=None, context=args.context), lm)
+    members = Members(tuple(lms), args.kind or "mixture", None if args.weight is None else tuple(args.weight))
+    settings = None
+    if args.out is not None:
+        fields = {"prompt_field": args.prompt_field,
+                  "text_field": args.text_field if task == "conditional" else None}
+        settings = batch_settings(task, members, options, input_sha256=sha256, fields=fields,
+                                  batch_size=args.batch_size,
+                                  extra={"input": source, "items": len(items),
+                                         "lm": [s.to_dict() for s in lm_specs(args)]})
+    stream = args.input is not None and args.out is None and not args.json
+    with byte_bar(args, sum(item_bytes(task, it, options, members) for it in items), task) as bar:
+        if args.input is None:
+            record = answer(task, members, items[0], options, on_bytes=bar.update)
+        else:
+            run = run_items(task, members, items, options, out=args.out, settings=settings,
+                            batch_size=args.batch_size, on_bytes=bar.update,
+                            on_records=_print_records if stream else None)
+    if args.input is None:
+        _emit_one(args, task, members, record)
+    elif not stream:
+        _emit_summary(args, task, run, source)
+
+
+def byte_bar(args: argparse.Namespace, total: int, desc: str) -> Any:
+    """A progress bar in bytes walked, on standard error: on a terminal (not with ``--json``) or with ``--progress``."""
+    from tqdm import tqdm
+
+    show = args.progress or (sys.stderr.isatty() and not args.json)
+    return tqdm(total=total, unit="B", unit_scale=True, desc=desc, file=sys.stderr, leave=False, disable=not show)
+
+
+def _print_records(records: list[dict[str, Any]]) -> None:
+    for r in records:
+        print(json.dumps(r, ensure_ascii=False, allow_nan=False))
+    sys.stdout.flush()
+
+
+def _emit_summary(args: argparse.Namespace, task: str, run: BatchRun, source: str) -> None:
+    payload: dict[str, Any] = {"task": task, "input": source, "out": args.out, "items": len(run.records),
+                               "computed": run.computed, "stored_before": run.stored, "errors": run.errors,
+                               "seconds": run.seconds}
+    if args.out is None:
+        payload["records"] = run.records
+    path = None if args.out is None else f"{args.out}/{StringsStore.records_file}"
+    first = next((r for r in run.records if "error" in r), None)
+    lines = [f"{task}: {len(run.records)} items from {source}: {run.computed} computed now, {run.stored} read back"
+             f", {run.errors} errors" + (f" (the first: {first['where']}: {first['error']})" if first else ""),
+             f"records in {path} (resumable), {run.seconds:.1f} s"]
+    _emit(args, payload, lines)
+
+
+def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dict[str, Any]) -> None:
+    """One prompt under an ensemble: its figures, as text lines or JSON."""
+    names = " + ".join(lm.name for lm in members.lms)
+    head = f"{members.kind} of {names}"
+    payload = {"models": [lm.name for lm in members.lms], "kind": members.kind, "weights": args.weight,
+               "context": args.context, **record}
+    if task == "conditional":
+        lines = [f"prompt: {record['prompt']!r}   text: {record['text']!r}   {head}",
+                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   certified in "
+                 f"[{_num(record['lower'])}, {_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
+    elif task == "generate":
+        log_p = f"log p = {record['log_prob']:.4f}, " if record["mode"] == "bytes" else ""
+        lines = [record["prompt"] + record["text"], f"-- {record['bytes']} bytes ({record['stopped']}, "
+                 f"{record['mode']} mode, {head}), {log_p}{record['forwards']} LM forwards"]
+    else:
+        lines = [f"next byte after {record['prompt']!r} ({head})", f"{'byte':>9} {'p':>8} {'log p':>9}   certified log p"]
+        rows = sorted(record["log_probs"].items(), key=lambda kv: -kv[1])[:args.top]
+        for key, lp in rows:
+            name = "<end>" if key == "end" else repr(bytes([int(key)]))[2:-1]
+            lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{_num(record['lower'].get(key))}, "
+                         f"{_num(record['upper'].get(key))}]")
+    _emit(args, payload, lines)
+
+
+def _num(x: float | None) -> str:
+    return "-inf" if x is None else f"{x:.4f}"
+
+
+__all__ = ["add_batch_arguments", "byte_bar", "dispatch", "read_items", "run_command"]

@@ -1,0 +1,367 @@
+"""Many prompts at once: conditionals, next bytes and generations, for one LM or an ensemble, into a resumable store.
+
+An **item** is a prompt string ``x`` (and, for a conditional, a text ``y``). :func:`run_items` answers
+each item with one of three **tasks**, all after the same context ``c`` and beam settings:
+
+* ``conditional``: ``log p(y | x, c)`` with its certified interval (:mod:`ppl_tok.strings.conditional`;
+  under an ensemble :func:`~ppl_tok.strings.ensemble.ensemble_conditional`);
+* ``next``: the next-byte distribution after ``x`` (or, with ``chars``, the next-character one);
+* ``generate``: a continuation of ``x`` (:func:`~ppl_tok.strings.generate.generate`), drawn with the
+  item's own seed ``pair_seed(seed, "generate", index, 0)`` (:mod:`ppl_tok.common.seeds`), so that an
+  item's draw depends on the run's seed and its index only, not on which items ran before it.
+
+**Batching.** Items run in fixed batches of ``batch_size`` consecutive items (by index, whatever is
+already stored). The prompts' canonical heads of a batch are prefilled in one batched call per LM
+(:func:`~ppl_tok.strings.prefill.prefill_heads`, where the strings engine batches a walk); each item's
+tail is then walked byte by byte (``on_bytes`` reports every byte: progress over long prompts). A batch's
+records are appended to the store in one durable write (:class:`StringsStore`), so a kill loses at most
+the batch in progress and a rerun computes only the missing items, in the same batches as an
+uninterrupted run: its records are the same. (On an exact LM, equal bit for bit; on a float32 transformer
+a state the LM's prefix cache kept from an earlier item can differ from a recomputed one by rounding.)
+
+An item that cannot be answered (its prompt has probability zero under the beam, a dead end, a prompt
+longer than the model's window) is stored as ``{"index", "error"}``: it is counted, never dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ppl_tok.common.jsonl_store import JsonlStore, encode_log
+from ppl_tok.common.seeds import pair_seed
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.lm.device import identity_of
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
+from ppl_tok.strings.prefill import Head, prefill_heads
+from ppl_tok.strings.state import StringState
+
+#: the tasks of :func:`run_items`
+TASKS = ("conditional", "next", "generate")
+#: the version of what a record holds for given settings; bump it when the stored figures change meaning
+RECORDS_VERSION = 1
+#: per-record figures that are timings, not results: left out of the records (a resumed run's equal an
+#: uninterrupted one's) and summed into the store's timing file
+TIMINGS = ("seconds", "bytes_per_second")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt (and, for a conditional, the text after it); ``where`` names its source (``file:line``)."""
+
+    index: int
+    prompt: str
+    text: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Members:
+    """What an item is walked under: one LM, or several combined as a :class:`~ppl_tok.strings.ensemble.Ensemble`.
+
+    :param kind: ``"mixture"`` or ``"product"`` (several LMs only).
+    :param weights: the mixture's prior or the product's exponents (``None``: ``1/K`` each).
+    """
+
+    lms: tuple[LanguageModel, ...]
+    kind: str = "mixture"
+    weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.lms:
+            raise ValueError("give at least one LM")
+        if self.weights is not None and len(self.weights) != len(self.lms):
+            raise ValueError(f"{len(self.lms)} LMs but {len(self.weights)} weights: give one weight per LM")
+
+    @property
+    def ensemble(self) -> bool:
+        return len(self.lms) > 1
+
+    def identity(self) -> dict[str, Any]:
+        """The settings of the members that change a number (each LM's identity, and the combination)."""
+        out: dict[str, Any] = {"models": [identity_of(lm) for lm in self.lms]}
+        if self.ensemble:
+            out.update(kind=self.kind, weights=None if self.weights is None else list(self.weights))
+        return out
+
+
+@dataclass
+class Options:
+    """A task's settings: the context and beam (all tasks), ``chars``/``min_log_prob`` (next), and generation's."""
+
+    context: str = ""
+    config: StringSearchConfig = field(default_factory=StringSearchConfig)
+    chars: bool = False
+    min_log_prob: float = -12.0
+    max_bytes: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    mode: str = "auto"
+
+    def settings(self, task: str) -> dict[str, Any]:
+        """The settings of ``task`` that change its numbers (what a store compares)."""
+        c = self.config
+        out: dict[str, Any] = {"context": self.context, "beam": c.beam, "prune": c.prune, "budget": c.budget,
+                               "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail}
+        if task == "next":
+            out.update(chars=self.chars, min_log_prob=self.min_log_prob)
+        if task == "generate":
+            out.update(max_bytes=self.max_bytes, temperature=self.temperature, top_p=self.top_p, greedy=self.greedy,
+                       seed=self.seed, stop=list(self.stop), mode=self.mode)
+        return out
+
+
+class StringsStore(JsonlStore):
+    """A batch run folder: ``run.json`` (the settings, compared on resume) and ``records.jsonl`` (one per item).
+
+    The records are keyed by the item's ``index``; ``-inf`` is stored as ``null``.
+    """
+
+    informational = ("ppl_tok_version", "input", "items", "lm")
+    what = "strings batch folder"
+    record_name = "item record"
+
+    @staticmethod
+    def key(record: dict[str, Any]) -> int:
+        index = record["index"]
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"index should be an integer, got {index!r}")
+        return index
+
+
+def batch_settings(task: str, members: Members, options: Options, *, input_sha256: str | None = None,
+                   fields: dict[str, Any] | None = None, batch_size: int = 8, extra: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The ``run.json`` of a batch run: every setting that can change a record (compared on resume).
+
+    ``input_sha256`` and ``fields`` name the items (the input's bytes and which fields were read);
+    ``batch_size`` is compared because a batch's prefill is one forward (rounding on a float LM);
+    ``extra``: informational entries (``input``, ``items``, ``lm``), recorded for the reader.
+    """
+    from ppl_tok.common.version import __version__
+
+    return {"task": task, "input_sha256": input_sha256, **(fields or {}), **members.identity(),
+            **options.settings(task), "batch_size": batch_size, "records_version": RECORDS_VERSION,
+            "ppl_tok_version": __version__, **(extra or {})}
+
+
+# ------------------------------------------------------------------ walking
+def walk(lm: LanguageModel, prompt: str | bytes, head: Head | None, options: Options,
+         on_bytes: Callable[[int], None] | None = None) -> StringState:
+    """The :class:`StringState` after ``prompt`` (``head``: its head already prefilled; ``None``: prefilled here),
+    the tail fed byte by byte.
+
+    The same state as ``StringState(lm, context, config, prompt=prompt)`` (which feeds the tail at once);
+    ``on_bytes`` is called with the head's bytes, then with 1 after each byte of the tail (progress).
+    """
+    prompt = prompt.encode("utf-8") if isinstance(prompt, str) else bytes(prompt)
+    if head is None:
+        head = prefill_heads(lm, [prompt], [options.context], options.config)[0]
+    state = StringState(lm, options.context, options.config, prompt=prompt[:head.n_bytes], head=head)
+    if on_bytes is not None:
+        on_bytes(head.n_bytes)
+    for b in prompt[head.n_bytes:]:
+        state.extend(b)
+        if on_bytes is not None:
+            on_bytes(1)
+    return state
+
+
+def _heads(lm: LanguageModel, prompts: list[bytes], options: Options) -> list[Head | ValueError]:
+    """The prompts' heads in one batched call; where that fails, each prompt's alone (its error kept)."""
+    try:
+        return list(prefill_heads(lm, prompts, [options.context] * len(prompts), options.config))
+    except ValueError:
+        out: list[Head | ValueError] = []
+        for p in prompts:
+            try:
+                out.append(prefill_heads(lm, [p], [options.context], options.config)[0])
+            except ValueError as err:
+                out.append(err)
+        return out
+
+
+# -------------------------------------------------------------------- tasks
+def _conditional(target: StringState | Ensemble, item: Item, options: Options,
+                 on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+    text = item.text or ""
+    if isinstance(target, Ensemble):
+        return ensemble_conditional(target, text, on_bytes).to_dict()
+    from ppl_tok.strings.conditional import conditional_of
+
+    result = conditional_of(target, text, on_bytes)
+    context = options.context + item.prompt
+    lm = target.lm
+    canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
+    return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
+
+
+def _next(target: StringState | Ensemble, item: Item, options: Options,
+          on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+    from ppl_tok.strings.chars import next_char_log_probs
+
+    if isinstance(target, Ensemble):
+        return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
+    prefix = target.prefix_log_prob()
+    if options.chars:
+        body = {"unit": "char", **next_char_log_probs(target, options.min_log_prob).to_dict()}
+    else:
+        body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
+    return {"prompt": item.prompt, **body, "prefix": {"lower": prefix.lower, "upper": prefix.upper},
+            "prefill": target.prefill, "head_bytes": target.base}
+
+
+def item_seed(seed: int, index: int) -> int:
+    """The seed of item ``index``'s generation: ``pair_seed(seed, "generate", index, 0)``."""
+    return pair_seed(seed, "generate", str(index), 0)
+
+
+def _generate(target: StringState | Ensemble, item: Item, options: Options,
+              on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+    from ppl_tok.strings.generate import generate
+
+    seed = item_seed(options.seed, item.index)
+    g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
+                 greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
+    if on_bytes is not None:
+        on_bytes(options.max_bytes)
+    return {**g.to_dict(), "prompt": item.prompt, "seed": seed}
+
+
+_TASKS = {"conditional": _conditional, "next": _next, "generate": _generate}
+
+
+def item_bytes(task: str, item: Item, options: Options, members: Members) -> int:
+    """The bytes :func:`run_items` reports for ``item`` (``on_bytes``): its prompt once per member, then its text
+    (a conditional) or ``max_bytes`` (a generation)."""
+    after = {"conditional": len((item.text or "").encode("utf-8")), "generate": options.max_bytes}.get(task, 0)
+    return len(item.prompt.encode("utf-8")) * len(members.lms) + after
+
+
+def answer(task: str, members: Members, item: Item, options: Options, heads: Sequence[Head | None] | None = None,
+           on_bytes: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One item's record: ``task`` after its prompt under ``members`` (``heads``: its prompt's, one per LM).
+
+    Errors of the item (a ``ValueError``: a dead end, a prompt of probability zero) propagate.
+    """
+    if task not in _TASKS:
+        raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
+    heads = [None] * len(members.lms) if heads is None else heads
+    states = [walk(lm, item.prompt, h, options, on_bytes) for lm, h in zip(members.lms, heads)]
+    target = Ensemble(states, members.kind, members.weights) if members.ensemble else states[0]
+    return _TASKS[task](target, item, options, on_bytes)
+
+
+def storable(value: Any) -> Any:
+    """``value`` as standard JSON for a store: ``-inf`` as ``None``; NaN or ``+inf`` is an error (a bug)."""
+    if isinstance(value, float):
+        return encode_log(value)
+    if isinstance(value, dict):
+        return {k: storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v) for v in value]
+    return value
+
+
+def _record(task: str, members: Members, item: Item, options: Options, heads: list[Head | ValueError],
+            on_bytes: Callable[[int], None] | None) -> tuple[dict[str, Any], float]:
+    """``(record, seconds)`` of one item; an item's own error is its record."""
+    start = time.perf_counter()
+    error = next((h for h in heads if isinstance(h, ValueError)), None)
+    try:
+        if error is not None:
+            raise error
+        body = answer(task, members, item, options, heads, on_bytes)  # type: ignore[arg-type]
+    except ValueError as err:
+        body = {"prompt": item.prompt, "error": " ".join(str(err).split()) or type(err).__name__}
+    if item.text is not None and "text" not in body:
+        body["text"] = item.text
+    record = {"index": item.index, "where": item.where,
+              **storable({k: v for k, v in body.items() if k not in TIMINGS})}
+    return record, time.perf_counter() - start
+
+
+@dataclass
+class BatchRun:
+    """What :func:`run_items` did: the records of every item (in index order), and how many it computed."""
+
+    records: list[dict[str, Any]]
+    computed: int
+    stored: int
+    seconds: float
+
+    @property
+    def errors(self) -> int:
+        return sum("error" in r for r in self.records)
+
+
+def run_items(task: str, members: Members, items: Sequence[Item], options: Options, *,
+              out: str | Path | None = None, settings: dict[str, Any] | None = None, batch_size: int = 8,
+              on_bytes: Callable[[int], None] | None = None,
+              on_records: Callable[[list[dict[str, Any]]], None] | None = None) -> BatchRun:
+    """Answer every item with ``task`` (module docstring), in batches, storing each batch's records in ``out``.
+
+    :param out: a :class:`StringsStore` folder (``None``: nothing stored): items whose record it holds
+        are not computed again; ``settings`` (default :func:`batch_settings`) must equal the folder's.
+    :param on_bytes: called with the bytes walked (progress; stored items count at once).
+    :param on_records: called with each batch's new records, in index order, as they are computed.
+    """
+    if task not in _TASKS:
+        raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    start = time.perf_counter()
+    store = None
+    if out is not None:
+        store = StringsStore.open(out, settings if settings is not None else
+                                  batch_settings(task, members, options, batch_size=batch_size))
+    try:
+        done = {r["index"]: r for r in store.records} if store is not None else {}
+        if on_bytes is not None:
+            on_bytes(sum(item_bytes(task, it, options, members) for it in items if it.index in done))
+        computed = 0
+        for lo in range(0, len(items), batch_size):
+            chunk = items[lo: lo + batch_size]
+            todo = [it for it in chunk if it.index not in done]
+            if not todo:
+                continue
+            t0 = time.perf_counter()
+            prompts = [it.prompt.encode("utf-8") for it in chunk]  # the whole batch: the same prefill on a resume
+            heads = [_heads(lm, prompts, options) for lm in members.lms]
+            new = []
+            for it in todo:
+                k = chunk.index(it)
+                seen = [0]
+
+                def count(n: int) -> None:
+                    seen[0] += n
+                    if on_bytes is not None:
+                        on_bytes(n)
+
+                record, _ = _record(task, members, it, options, [h[k] for h in heads], count)
+                if on_bytes is not None and seen[0] < item_bytes(task, it, options, members):
+                    on_bytes(item_bytes(task, it, options, members) - seen[0])  # an early stop or an error
+                new.append(record)
+            if store is not None:
+                store.append(new, timing={"items": len(new), "seconds": time.perf_counter() - t0})
+            done.update((r["index"], r) for r in new)
+            computed += len(new)
+            if on_records is not None:
+                on_records(new)
+    finally:
+        if store is not None:
+            store.close()
+    wanted = [it.index for it in items]
+    return BatchRun([done[i] for i in wanted if i in done], computed, len(wanted) - computed,
+                    time.perf_counter() - start)
+
+
+__all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
+           "batch_settings", "item_bytes", "item_seed", "run_items", "storable", "walk"]
