@@ -72,6 +72,7 @@ def test_two_actors_store_the_single_process_records(local_ray, corpus, single, 
     assert [s.to_record() for s in again] == _records(single)
 
 
+@pytest.mark.slow  # ~20 s: Ray worker start-up
 def test_a_byte_the_actors_lm_cannot_cover_is_one_line(local_ray, tmp_path):
     with pytest.raises(CorpusError, match=r"no token of .* covers the byte 0x7a \(document 1"):
         run_perplexity_ray(toy_lm, corpus_from_texts(["ab", "az"]), CONFIG, out=tmp_path / "ray", workers=1,
