@@ -30,8 +30,10 @@ class LMLoader:
                       bos_id=self.bos_id)
 
     def __call__(self) -> LanguageModel:
+        from ppl_tok.common.heap import tune_heap
         from ppl_tok.lm.cards import load_lm
 
+        tune_heap()  # an actor's process, as the CLI's (docs/limits.md)
         device = None
         if self.device is None:
             import torch
