@@ -37,3 +37,18 @@ def smollm2():
     from ppl_tok import load_lm
 
     return load_lm("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray of 2 CPUs for one test module (the actors get ``tests/`` and the checkout on their path)."""
+    import os
+
+    ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-tok[ray]'")
+    if ray.is_initialized():
+        ray.shutdown()
+    path = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
+    yield ray
+    ray.shutdown()

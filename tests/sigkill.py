@@ -1,4 +1,5 @@
-"""Kill a child process (SIGKILL) while it appends to a store: the shared harness of the stores' crash tests."""
+"""Kill a child process (SIGKILL) while it appends to a store, or a Ray worker mid-batch: the shared harness of the
+stores' crash tests."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -37,3 +39,29 @@ def kill_while_appending(script: Path, records: Path, delays: tuple[float, ...] 
             kills += 1
         proc.wait()
     return kills
+
+
+@dataclass(frozen=True)
+class CrashOnceLoader:
+    """The toy LM, whose worker process dies (``os._exit``) at its first call of ``method`` if ``marker`` is absent
+    (it then writes ``marker``, so the actor that replaces it lives). ``always``: at every call."""
+
+    marker: str
+    always: bool = False
+    method: str = "log_probs_many"
+
+    def __call__(self):
+        from qa_toy import toy_lm
+
+        lm = toy_lm()
+        real = getattr(lm, self.method)
+        marker = Path(self.marker)
+
+        def crashing(*args, **kwargs):
+            if self.always or not marker.exists():
+                marker.write_text("the worker died here\n")
+                os._exit(1)
+            return real(*args, **kwargs)
+
+        setattr(lm, self.method, crashing)
+        return lm

@@ -243,24 +243,34 @@ def memory_case(case: str, model: str | None = None, device: str | None = None, 
     raise ValueError(f"unknown memory case {case!r}: expected 'long-text' or 'extensions'")
 
 
-def bench_memory(device: str | None = None, model: str | None = None, **sizes: int) -> dict[str, Any]:
-    """Each memory case in a fresh Python process (``model``: the one model of both; ``sizes``: of :func:`memory_case`)."""
+def bench_memory(device: str | None = None, model: str | None = None, repeat: int = 1, **sizes: int) -> dict[str, Any]:
+    """Each memory case in a fresh Python process, ``repeat`` times (``model``: the one model of both; ``sizes``:
+    of :func:`memory_case`): the first run's figures, each run's peak RSS and their spread
+    (:func:`ppl_tok.bench.memory.spread`)."""
     import json
     import subprocess
     import sys
+
+    from ppl_tok.bench.memory import spread
 
     out = {}
     for case in ("long-text", "extensions"):
         code = ("import json, sys; from ppl_tok.bench.engine import memory_case; "
                 f"print(json.dumps(memory_case({case!r}, model={model!r}, device={device!r}, **{sizes!r})))")
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-        if proc.returncode:
-            raise RuntimeError(f"memory case {case} failed:\n{proc.stderr[-2000:]}")
-        out[case] = json.loads(proc.stdout.strip().splitlines()[-1])
+        runs = []
+        for _ in range(repeat):
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+            if proc.returncode:
+                raise RuntimeError(f"memory case {case} failed:\n{proc.stderr[-2000:]}")
+            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        out[case] = {**runs[0], "runs": [r["peak_rss_mb"] for r in runs],
+                     "spread": spread([r["peak_rss_mb"] for r in runs])}
     return out
 
 
 def format_memory(r: dict[str, Any]) -> list[str]:
+    from ppl_tok.bench.memory import format_spread
+
     a, b = r["long-text"], r["extensions"]
 
     def device(x: dict[str, Any]) -> str:
@@ -269,5 +279,7 @@ def format_memory(r: dict[str, Any]) -> list[str]:
     return [f"{a['model']}, {a['bytes']}-byte text, look-ahead N={a['num_samples']}: peak RSS {a['peak_rss_mb']:.0f} MB "
             f"(KV pool {a['pool_mb']:.0f} MB, {a['forwards']} forwards, {a['seconds']:.0f} s){device(a)}",
             f"{b['model']}, {b['extensions']} extensions: RSS {b['rss_before_mb']:.0f} -> {b['rss_after_mb']:.0f} MB "
-            f"(growth {b['growth_mb']:.0f} MB); after clear_cache {b['rss_after_clear_mb']:.0f} MB{device(b)}"]
+            f"(growth {b['growth_mb']:.0f} MB); after clear_cache {b['rss_after_clear_mb']:.0f} MB{device(b)}",
+            *(format_spread(case, r[case]["spread"]) for case in ("long-text", "extensions")
+              if r[case]["spread"]["runs"] > 1)]
 

@@ -84,9 +84,15 @@ def cmd_diagnostics(args: argparse.Namespace) -> None:
 
 
 def cmd_memory(args: argparse.Namespace) -> None:
+    if args.command is not None:
+        from ppl_tok.bench import memory
+
+        result = memory.repeat_command(args.command, args.repeat)
+        _emit(args, result, memory.format_repeat(result))
+        return
     from ppl_tok.bench import engine as bench
 
-    result = bench.bench_memory(device=args.device)
+    result = bench.bench_memory(device=args.device, repeat=args.repeat)
     _emit(args, result, bench.format_memory(result))
 
 
@@ -278,8 +284,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles per answer (default 64)")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="particles on one sentence (default 256)")
-    p = _add(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device)", cmd_memory, lm=False)
+    p = _add(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device), or of a ppl-tok "
+             "command; --repeat: min / median / max over fresh processes", cmd_memory, lm=False)
     p.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
+    p.add_argument("--repeat", type=POSITIVE, default=1, help="runs of each case, each in a fresh process (default 1)")
+    p.add_argument("--command", metavar="ARGS", help="measure this ppl-tok command line instead of the engine's "
+                   "cases, e.g. 'marginal --file doc.txt --samples 64' (peak RSS of the child process)")
     p = _add(bench_sub, "estimators", "the marginal's estimators against the exact answer at equal cost",
              cmd_estimators)
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles (default 64)")

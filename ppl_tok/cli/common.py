@@ -131,6 +131,27 @@ def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
 
 
+def add_ray_arguments(p: argparse.ArgumentParser, unit: str) -> None:
+    """``--ray [ADDRESS]`` and ``--workers K``: score ``unit`` batches on Ray actors (checked by :func:`ray_address`)."""
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help=f"score {unit} on Ray actors (pip install 'ppl-tok[ray]'): a local Ray, or the cluster at "
+                        "ADDRESS (e.g. auto); the driver alone writes --out (docs/ray.md)")
+    p.add_argument("--workers", type=POSITIVE, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
+
+
+def ray_address(args: argparse.Namespace, out: str = "--out") -> str | None:
+    """``None`` without ``--ray``, else the address (``""``: a local Ray); ``--workers`` without ``--ray``, or
+    ``--ray`` without ``out`` (the store that makes a distributed run resumable), is an error."""
+    if args.ray is None:
+        if args.workers is not None:
+            raise ValueError("--workers needs --ray")
+        return None
+    if getattr(args, out.removeprefix("--").replace("-", "_")) is None:
+        raise ValueError(f"--ray needs {out}: the driver stores each batch there as it is done (a lost worker's "
+                         f"batch is dealt again, a rerun resumes); add {out} DIR")
+    return args.ray
+
+
 def add_json_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (RFC 8259; non-finite numbers as \"-Infinity\", \"Infinity\", "

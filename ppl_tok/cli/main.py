@@ -115,6 +115,9 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ppl_tok.common.heap import tune_heap
+
+    tune_heap()  # before any tensor: a peak that follows the live tensors, the same from run to run (docs/limits.md)
     parser = build_parser()
     with unlimited_int_digits():
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
-from ppl_tok.cli.common import add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.cli.common import add_json_argument, add_lm_arguments, add_ray_arguments, lm_spec, ray_address
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
@@ -53,6 +53,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
+    address = ray_address(args)  # --ray needs --out; --workers needs --ray
     corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
     if args.limit is not None:
         from ppl_tok.perplexity.corpus import Corpus
@@ -61,12 +62,20 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget)
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
-    lm = load_lm(lm_spec(args))
-    if config.scoring in BEAM_SCORINGS:
-        cap_prefix_cache(lm)
-    scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
-                            field=args.field, split=args.split,
-                            progress=not args.json and sys.stderr.isatty() or args.progress)
+    progress = not args.json and sys.stderr.isatty() or args.progress
+    if address is not None:
+        from ppl_tok.lm.loader import LMLoader
+        from ppl_tok.perplexity.distributed import run_perplexity_ray
+
+        scores = run_perplexity_ray(LMLoader.from_spec(lm_spec(args)), corpus, config, out=args.out, model=args.model,
+                                    workers=args.workers, address=address or None, batch_docs=args.batch_docs,
+                                    field=args.field, split=args.split, progress=progress)
+    else:
+        lm = load_lm(lm_spec(args))
+        if config.scoring in BEAM_SCORINGS:
+            cap_prefix_cache(lm)
+        scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
+                                field=args.field, split=args.split, progress=progress)
     summary = corpus_summary(scores, config.scoring)
     rows = [document_row(s) for s in scores]
     if args.json:
@@ -157,6 +166,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
     p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
+    add_ray_arguments(p, "batches of documents")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import add_lm_arguments, lm_spec
+from ppl_tok.cli.common import add_lm_arguments, add_ray_arguments, lm_spec, ray_address
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
@@ -45,8 +45,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
                               most_likely_time=args.time_budget)
     check_study(study, settings, args.batch_questions)
-    if args.ray is None and args.workers is not None:
-        raise ValueError("--workers needs --ray")
+    ray_address(args)  # --workers without --ray refused
     with removed_if_nothing_stored(args.out):
         if args.ray is not None:
             from ppl_tok.qa.distributed import LMLoader, run_study_ray
@@ -164,10 +163,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", type=positive, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
     p.add_argument("--budget", type=POSITIVE, default=2000, help="exact: LM forwards per answer (default 2000)")
     p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
-    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
-                   help="score on Ray actors (pip install 'ppl-tok[ray]'): a local Ray, or the cluster at ADDRESS "
-                        "(e.g. auto); the driver alone writes --out")
-    p.add_argument("--workers", type=POSITIVE, help="with --ray: actors, one LM each (default: one per GPU, else per CPU)")
+    add_ray_arguments(p, "questions")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     p.set_defaults(func=cmd_run)
 

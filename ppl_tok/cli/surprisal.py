@@ -21,8 +21,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_search_arguments,
-                                lm_spec, search_config)
+from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_ray_arguments,
+                                add_search_arguments, lm_spec, ray_address, search_config)
 from ppl_tok.common.arguments import output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
 from ppl_tok.perplexity.corpus import check_text
@@ -98,7 +98,7 @@ def read_regions(path: str, n_items: int) -> list[list[tuple[int, int]]]:
 
 
 def _row(item: int, r: Any, model: str) -> dict[str, Any]:
-    d = {"item": item, **r.to_dict(), "model": model}
+    d = {"item": item, **(r if isinstance(r, dict) else r.to_dict()), "model": model}
     d["upper"] = None if d["upper"] == math.inf else d["upper"]
     return {k: d[k] for k in COLUMNS}
 
@@ -142,6 +142,35 @@ def _check_stored(out: str, item: int, stored: list[dict[str, Any]], texts: list
                              "--model wrote it (give another --out)")
 
 
+def _fill_on_ray(args: argparse.Namespace, items: list[str], regions: list[Any] | None, store: SurprisalRecords,
+                 done: dict[int, list[dict[str, Any]]]) -> None:
+    """``--ray``: the items ``--out`` lacks, scored on Ray actors and appended there by this process alone."""
+    from ppl_tok.lm.loader import LMLoader
+    from ppl_tok.strings.distributed import SurprisalJob, surprisals_ray
+    from ppl_tok.strings.surprisal import WordRules, unit_byte_spans
+
+    rules = WordRules(split_punctuation=not args.keep_punctuation)
+    todo = []
+    for item, text in enumerate(items):
+        units = args.units if regions is None else regions[item]
+        spans, _ = unit_byte_spans(text, units, rules)
+        data = text.encode("utf-8")
+        stored = done.get(item, [])
+        _check_stored(args.out, item, stored, [data[a:b].decode("utf-8", errors="backslashreplace")
+                                               for a, b in spans], args.model)
+        if len(stored) < len(spans):
+            todo.append((item, text, units))
+
+    def append(item: int, units: list[dict[str, Any]]) -> None:
+        rows = [_row(item, u, args.model) for u in units]
+        store.append([r for r in rows if not store.has_key((item, r["unit"]))])
+        done[item] = rows
+
+    job = SurprisalJob(context=args.context, config=search_config(args), rules=rules, wide=args.wide)
+    surprisals_ray(LMLoader.from_spec(lm_spec(args)), job, todo, append, workers=args.workers,
+                   address=args.ray or None)
+
+
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
     """Each item's rows in order: read back from ``--out`` or computed (and appended there)."""
     from tqdm import tqdm
@@ -154,6 +183,8 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
     lm = None
     try:
         done = _stored(store)
+        if args.ray is not None:
+            _fill_on_ray(args, items, regions, store, done)
         model = args.model
         progress = tqdm(total=len(items), unit="item", file=sys.stderr, leave=False,
                         disable=not (args.progress or sys.stderr.isatty()))
@@ -188,6 +219,7 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
 
 def cmd_surprisal(args: argparse.Namespace) -> None:
     lm_spec(args)  # the LM flags, checked before any work
+    ray_address(args)  # --ray needs --out; --workers needs --ray
     items = read_items(args.file, args.field)
     regions = read_regions(args.regions, len(items)) if args.regions else None
     if regions is not None:
@@ -236,6 +268,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
     add_lm_arguments(p)
     add_search_arguments(p, prefill=False)
+    add_ray_arguments(p, "batches of items")
     p.add_argument("--wide", type=positive, default=WIDE_BITS, metavar="BITS",
                    help=f"flag a certified bracket wider than this as uninformative (default {WIDE_BITS:g}, the rule "
                         "of every string command)")

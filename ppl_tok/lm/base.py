@@ -35,7 +35,6 @@ device and copies ``[B, K]`` numbers, never a ``[B, V]`` row.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -45,31 +44,12 @@ from typing import Any
 
 import torch
 
+from ppl_tok.common.heap import release_free_memory  # noqa: F401 - the engine's, re-exported
 from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
 from ppl_tok.lm.spec import LMSpec
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere a no-op).
-
-    Tensors freed by Python return to the C allocator, which on glibc keeps most of
-    them in its heap: the process's RSS then reports memory nothing uses.
-    """
-    global _LIBC
-    if _LIBC is None:
-        try:
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim  # noqa: B018 - glibc only
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
-
-
-_LIBC: Any = None
 
 
 def model_window(lm: Any) -> int | None:

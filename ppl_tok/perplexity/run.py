@@ -12,35 +12,83 @@ bytes (bytes/s).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
-from ppl_tok.perplexity.corpus import Corpus, check_coverage
+from ppl_tok.perplexity.corpus import Corpus, Document, check_coverage
 from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, score_documents
 from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore, check_documents, lm_identity
 
 
-def run_settings(corpus: Corpus, model: str, config: ScoringConfig, lm: LanguageModel, *, field: str | None = None,
-                 split: str = "none", spec: LMSpec | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LMFacts:
+    """What a run's settings need of its LM: its name, BOS id, window (:func:`~ppl_tok.perplexity.score.window_length`)
+    and the :class:`~ppl_tok.lm.spec.LMSpec` it was loaded from (``None`` for an LM built in Python). Taken where the
+    LM is (a Ray actor's, :mod:`ppl_tok.perplexity.distributed`), so the driver need not load one."""
+
+    name: str
+    bos_id: int | None
+    window: int | None
+    spec: LMSpec | None
+
+    @classmethod
+    def of(cls, lm: LanguageModel, config: ScoringConfig) -> LMFacts:
+        from ppl_tok.perplexity.score import window_length
+
+        return cls(lm.name, lm.bos_id, window_length(lm, config), lm.spec)
+
+
+def run_settings(corpus: Corpus, model: str | None, config: ScoringConfig, lm: LanguageModel | LMFacts, *,
+                 field: str | None = None, split: str = "none", spec: LMSpec | None = None) -> dict[str, Any]:
     """The ``run.json`` of a run: everything its records depend on (compared on resume, :mod:`.store`).
 
+    ``lm``: the LM, or its :class:`LMFacts`. ``model``: its name as given (default: the LM's).
     ``"lm"``: the LM's :class:`~ppl_tok.lm.spec.LMSpec` as a dict (``spec``, else the one ``lm`` was
     loaded from, :func:`~ppl_tok.lm.cards.load_lm`; ``None`` for an LM built in Python), recorded for
     the reader; its ``backend``, ``dtype`` and device kind are also recorded at the top, compared
     (``None`` for an LM built in Python).
     """
-    spec = spec if spec is not None else lm.spec
+    facts = lm if isinstance(lm, LMFacts) else LMFacts.of(lm, config)
+    spec = spec if spec is not None else facts.spec
     from ppl_tok.common.version import __version__
-    from ppl_tok.perplexity.score import window_length
 
     return {"corpus_sha256": corpus.sha256, "source": corpus.source, "documents": len(corpus),
-            "bytes": corpus.n_bytes, "model": model, "bos_id": lm.bos_id, **config.settings(),
-            "window": window_length(lm, config), "records_version": RECORDS_VERSION,
+            "bytes": corpus.n_bytes, "model": model or facts.name, "bos_id": facts.bos_id, **config.settings(),
+            "window": facts.window, "records_version": RECORDS_VERSION,
             "ppl_tok_version": __version__, "field": field, "split": split,
             **lm_identity(None if spec is None else spec.to_dict()),
             "lm": None if spec is None else spec.to_dict()}
+
+
+def open_run(out: str | Path, settings: dict[str, Any], corpus: Corpus) -> tuple[PerplexityStore,
+                                                                                dict[int, DocumentScore]]:
+    """The run folder ``out`` opened for ``settings`` (resumed, checked against ``corpus``'s documents), and the
+    stored scores of ``corpus``'s documents (records of other documents stay in the folder, left out here)."""
+    store = PerplexityStore.open(out, settings)
+    try:
+        check_documents(store, {d.index: d.n_bytes for d in corpus.documents})
+    except BaseException:
+        store.close()
+        raise
+    wanted = {d.index for d in corpus.documents}
+    return store, {r["index"]: DocumentScore.from_record(r) for r in store.records if r["index"] in wanted}
+
+
+def batch_timing(batch: Sequence[Document], seconds: float, **extra: Any) -> dict[str, Any]:
+    """The ``timing.jsonl`` line of a batch of documents that took ``seconds``."""
+    return {"documents": len(batch), "bytes": sum(d.n_bytes for d in batch), "seconds": seconds, **extra}
+
+
+def progress_bar(corpus: Corpus, todo: Sequence[Document], config: ScoringConfig, enabled: bool) -> Any:
+    """A tqdm bar over the corpus's bytes (bytes/s), started at those already stored (a no-op if not ``enabled``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=corpus.n_bytes, initial=corpus.n_bytes - sum(d.n_bytes for d in todo), unit="B",
+                unit_scale=True, desc=f"perplexity ({config.scoring})", disable=not enabled)
 
 
 def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, out: str | Path | None = None,
@@ -58,8 +106,6 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     ``limit_seconds``: stop starting new batches after this long (the stored part is kept;
     the returned list then holds the documents scored so far).
     """
-    from tqdm.auto import tqdm
-
     if batch_docs < 1:
         raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
     check_coverage(corpus, lm.vocab)
@@ -70,20 +116,12 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     store = None
     scores: dict[int, DocumentScore] = {}
     if out is not None:
-        store = PerplexityStore.open(out, run_settings(corpus, model or lm.name, config, lm, field=field, split=split,
-                                                          spec=spec))
-        try:
-            check_documents(store, {d.index: d.n_bytes for d in corpus.documents})
-        except BaseException:
-            store.close()
-            raise
-        wanted = {d.index for d in corpus.documents}
-        scores = {r["index"]: DocumentScore.from_record(r) for r in store.records if r["index"] in wanted}
+        settings = run_settings(corpus, model, config, lm, field=field, split=split, spec=spec)
+        store, scores = open_run(out, settings, corpus)
     todo = [d for d in corpus.documents if d.index not in scores]
     start = time.perf_counter()
     try:
-        with tqdm(total=corpus.n_bytes, initial=corpus.n_bytes - sum(d.n_bytes for d in todo), unit="B",
-                  unit_scale=True, desc=f"perplexity ({config.scoring})", disable=not progress) as bar:
+        with progress_bar(corpus, todo, config, progress) as bar:
             for lo in range(0, len(todo), batch_docs):
                 if limit_seconds is not None and time.perf_counter() - start > limit_seconds:
                     break
@@ -91,9 +129,7 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
                 t0 = time.perf_counter()
                 done = score_documents(lm, batch, config)
                 if store is not None:
-                    store.append([s.to_record() for s in done],
-                                 timing={"documents": len(batch), "bytes": sum(d.n_bytes for d in batch),
-                                         "seconds": time.perf_counter() - t0})
+                    store.append([s.to_record() for s in done], timing=batch_timing(batch, time.perf_counter() - t0))
                 scores.update((s.index, s) for s in done)
                 bar.update(sum(d.n_bytes for d in batch))
     finally:

@@ -26,122 +26,39 @@ the actor's own seconds and the worker slot.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.distributed import (  # noqa: F401 - the names the QA study has always exported
+    ActorPool,
+    DistributedError,
+    RayMissingError,
+    check_address,
+    connect,
+    default_workers,
+    import_ray,
+)
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.lm.spec import DEFAULT_BACKEND, LMSpec
+from ppl_tok.lm.loader import LMLoader  # noqa: F401 - the loader --ray gives the actors
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.run import Pending, batch_timing, pending_batches, progress_bar, score_batch
 from ppl_tok.qa.store import ScoreStore
 
 
-class DistributedError(RuntimeError):
-    """The Ray run cannot go on (the stored batches stay stored: run again to resume)."""
-
-
-class RayMissingError(ImportError, LookupError):
-    """Ray is not installed (a LookupError too, so that the CLI prints it as a one-line error)."""
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or an ImportError naming the extra to install."""
-    try:
-        import ray
-    except ImportError as err:
-        raise RayMissingError("--ray needs Ray: pip install 'ppl-tok[ray]'") from err
-    return ray
-
-
-@dataclass(frozen=True)
-class LMLoader:
-    """Loads the LM inside an actor: :func:`~ppl_tok.lm.cards.load_lm` of :meth:`spec`, on the actor's GPU
-    if Ray gave it one and no device is named."""
-
-    model: str
-    device: str | None = None
-    dtype: str | None = None
-    bos_id: int | None = None
-    backend: str = DEFAULT_BACKEND
-
-    @classmethod
-    def from_spec(cls, spec: LMSpec) -> LMLoader:
-        """The loader of ``spec`` (its device ``None``: the actor's GPU, if it has one)."""
-        return cls(spec.model, spec.device, spec.dtype, spec.bos_id, spec.backend)
-
-    def spec(self, device: str | None = None) -> LMSpec:
-        """The LM as an :class:`~ppl_tok.lm.spec.LMSpec` (``device``: the loader's, else this one)."""
-        return LMSpec(model=self.model, backend=self.backend, device=self.device or device, dtype=self.dtype,
-                      bos_id=self.bos_id)
-
-    def __call__(self) -> LanguageModel:
-        from ppl_tok.lm.cards import load_lm
-
-        device = None
-        if self.device is None:
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else None  # Ray sets CUDA_VISIBLE_DEVICES per actor
-        return load_lm(self.spec(device))
-
-
-class QAWorker:
-    """A Ray actor's state: one LM, and :func:`~ppl_tok.qa.run.score_batch` on it."""
-
-    def __init__(self, loader: Callable[[], LanguageModel]) -> None:
-        self.lm = loader()
-
-    def score(self, batch: list[tuple[str, int, Any]], settings: dict[str, Any],
-              todos: list[list[str]]) -> tuple[list[dict[str, Any]], float]:
-        """The records of a batch and the seconds they took."""
-        t0 = time.perf_counter()
-        records = score_batch(self.lm, batch, settings, todos)
-        return records, time.perf_counter() - t0
-
-
-def check_address(address: str | None, timeout: float = 3.0) -> None:
-    """A clear error, within ``timeout`` seconds, if ``address`` (``host:port`` or ``ray://host:port``) answers no
-    connection; ``None`` and ``auto`` pass (Ray finds the cluster itself). Ray alone retries for about 25 s and
-    prints a screen of warnings before it gives up."""
-    import socket
-
-    if not address or address == "auto":
-        return
-    where = address.removeprefix("ray://")
-    host, sep, port = where.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"--ray {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as err:
-        raise ValueError(f"--ray {address}: no Ray cluster answers there ({err.strerror or err}); start one with "
-                         "`ray start --head` or check the address") from None
-
-
-def connect(address: str | None = None, **init_kwargs: Any) -> Any:
-    """Ray, initialised: an existing session is kept; else ``ray.init(address)`` (``None``: a local Ray)."""
-    check_address(address)
-    ray = import_ray()
-    if not ray.is_initialized():
-        ray.init(address=address or None, **init_kwargs)
-    return ray
-
-
-def default_workers(ray: Any) -> int:
-    """One worker per GPU of the cluster, else one per CPU."""
-    resources = ray.cluster_resources()
-    gpus = int(resources.get("GPU", 0))
-    return gpus if gpus > 0 else max(1, int(resources.get("CPU", 1)))
+def _score(settings: dict[str, Any], lm: LanguageModel, batch: list[Pending]) -> list[dict[str, Any]]:
+    """An actor's work: the records of one batch of pending questions (:func:`~ppl_tok.qa.run.score_batch`)."""
+    return score_batch(lm, [item for item, _ in batch], settings, [todo for _, todo in batch])
 
 
 def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | Path, settings: dict[str, Any], *,
                   workers: int | None = None, address: str | None = None, batch_questions: int = 8,
                   progress: bool = True, max_retries: int = 3,
                   on_append: Callable[[list[Pending]], None] | None = None) -> ScoreStore:
-    """:func:`~ppl_tok.qa.run.run_study` with the batches scored by ``workers`` Ray actors.
+    """:func:`~ppl_tok.qa.run.run_study` with the batches scored by ``workers`` Ray actors
+    (:class:`~ppl_tok.common.distributed.ActorPool`).
 
     :param loader: builds the LM inside each actor (picklable; :class:`LMLoader` for a card, folder or hub id).
     :param workers: actors (default: one per GPU of the cluster, else one per CPU); at most one per batch.
@@ -150,62 +67,30 @@ def run_study_ray(study: Study, loader: Callable[[], LanguageModel], out: str | 
     :param max_retries: how often one batch may be lost to a dead worker before the run stops.
     :param on_append: called after each batch is stored (tests use it to stop the driver mid-run).
     """
-    ray = connect(address)
+    connect(address)
     store = ScoreStore.open(out, settings)
     total, chunks = pending_batches(study, store, batch_questions)
     if not chunks:
         store.close()
         return store
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    k = min(workers if workers is not None else default_workers(ray), len(chunks))
-    if k < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    actor_class = ray.remote(QAWorker).options(num_cpus=1, num_gpus=1 if gpus > 0 else 0)
-    actors = {slot: actor_class.remote(loader) for slot in range(k)}
-    queue = list(range(len(chunks)))
-    failures = [0] * len(chunks)
-    in_flight: dict[Any, tuple[int, int]] = {}  # ref -> (slot, chunk)
-
-    def submit(slot: int) -> None:
-        if queue:
-            c = queue.pop(0)
-            batch = chunks[c]
-            ref = actors[slot].score.remote([item for item, _ in batch], store.settings, [todo for _, todo in batch])
-            in_flight[ref] = (slot, c)
-
     bar = progress_bar(study, total, chunks, enabled=progress)
     last = time.perf_counter()
+
+    def done(c: int, records: list[dict[str, Any]], worker_seconds: float, slot: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        store.append(records, timing=batch_timing(chunks[c], now - last, worker_seconds=worker_seconds, worker=slot))
+        last = now
+        bar.update(len(chunks[c]))
+        if on_append is not None:
+            on_append(chunks[c])
+
     try:
-        for slot in actors:
-            submit(slot)
-        while in_flight:
-            (ref,), _ = ray.wait(list(in_flight), num_returns=1)
-            slot, c = in_flight.pop(ref)
-            try:
-                records, worker_seconds = ray.get(ref)
-            except ray.exceptions.RayActorError as err:
-                failures[c] += 1
-                if failures[c] > max_retries:
-                    raise DistributedError(f"batch {c} was lost to a dead worker {failures[c]} times; the stored "
-                                           f"batches are kept: run again to resume ({err})") from err
-                ray.kill(actors[slot], no_restart=True)
-                actors[slot] = actor_class.remote(loader)
-                queue.insert(0, c)
-                submit(slot)
-                continue
-            now = time.perf_counter()
-            store.append(records, timing=batch_timing(chunks[c], now - last, worker_seconds=worker_seconds,
-                                                      worker=slot))
-            last = now
-            bar.update(len(chunks[c]))
-            if on_append is not None:
-                on_append(chunks[c])
-            submit(slot)
+        with ActorPool(loader, workers) as pool:
+            pool.deal(chunks, functools.partial(_score, store.settings), done, max_retries=max_retries)
     finally:
         store.close()
         bar.close()
-        for actor in actors.values():
-            ray.kill(actor, no_restart=True)
     return store
 
 

@@ -7,15 +7,13 @@ so ``tests/`` goes on the workers' PYTHONPATH.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-tok[ray]'")
 
-from conftest import ROOT, SHARED  # noqa: E402
+from conftest import SHARED  # noqa: E402
 
 from ppl_tok.qa import report  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
@@ -23,49 +21,12 @@ from ppl_tok.qa.distributed import DistributedError, run_study_ray  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402
 from ppl_tok.qa.store import read_records, read_timing  # noqa: E402
 from qa_toy import toy_lm, write_questions  # noqa: E402
-
-TESTS = Path(__file__).resolve().parents[1]
+from sigkill import CrashOnceLoader  # noqa: E402
 
 
 def toy_loader():
     """The toy LM, built inside an actor."""
     return toy_lm()
-
-
-@dataclass(frozen=True)
-class CrashOnceLoader:
-    """The toy LM, whose worker process dies (``os._exit``) at its first scoring call if ``marker`` is absent.
-
-    ``always``: at every scoring call.
-    """
-
-    marker: str
-    always: bool = False
-
-    def __call__(self):
-        lm = toy_lm()
-        real = lm.log_probs_many
-        marker = Path(self.marker)
-
-        def log_probs_many(*args, **kwargs):
-            if self.always or not marker.exists():
-                marker.write_text("the worker died here\n")
-                os._exit(1)
-            return real(*args, **kwargs)
-
-        lm.log_probs_many = log_probs_many
-        return lm
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    if ray.is_initialized():
-        ray.shutdown()
-    path = os.pathsep.join([str(TESTS), str(ROOT)])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}})
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture
@@ -177,17 +138,3 @@ def test_two_smollm2_actors_on_two_questions(local_ray, tmp_path, capsys):
             assert cb["canonical_log_prob"] == pytest.approx(ca["canonical_log_prob"], abs=1e-4)
     a, b = _report(tmp_path / "single"), _report(tmp_path / "ray")
     assert a["accuracy"] == b["accuracy"] and a["tuned"] == b["tuned"]
-
-
-def test_the_lm_loader_loads_an_lm_spec(monkeypatch):
-    import ppl_tok.lm.cards
-    from ppl_tok.lm.spec import LMSpec
-    from ppl_tok.qa.distributed import LMLoader
-
-    spec = LMSpec(model="m", device="cpu", dtype="bfloat16", bos_id=2)
-    loader = LMLoader.from_spec(spec)
-    assert loader.spec() == spec and LMLoader("m", None, "float16").spec("cuda") == LMSpec("m", device="cuda",
-                                                                                           dtype="float16")
-    seen = []
-    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: seen.append((a, k)) or "lm")
-    assert loader() == "lm" and seen == [((spec,), {})]

@@ -1,0 +1,65 @@
+"""Surprisal on Ray actors (a local Ray with 2 CPUs): each item's units equal a single-process run's."""
+
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-tok[ray]'")
+
+from ppl_tok.strings.beam import StringSearchConfig  # noqa: E402
+from ppl_tok.strings.distributed import SurprisalJob, surprisals_ray  # noqa: E402
+from ppl_tok.strings.surprisal import surprisals  # noqa: E402
+from qa_toy import toy_lm  # noqa: E402
+
+TEXTS = ["ab ba cd", "abc de", "gh a b", "cab", "de ef gh ab", "a a a"]
+
+
+@pytest.mark.slow  # ~20-45 s: Ray worker start-up
+def test_two_actors_give_the_single_process_units(local_ray):
+    job = SurprisalJob(context="ab", config=StringSearchConfig(beam=4))
+    items = [(i, t, "word" if i % 2 else "char") for i, t in enumerate(TEXTS)]
+    got: dict[int, list[dict]] = {}
+    order: list[int] = []
+
+    def done(item, units):
+        order.append(item)
+        got[item] = units
+
+    surprisals_ray(toy_lm, job, items, done, workers=2, batch_items=2)
+    lm = toy_lm()
+    want = {i: [u.to_dict() for u in surprisals(lm, t, units=units, context="ab", config=job.config)]
+            for i, t, units in items}
+    assert got == want and sorted(order) == list(range(len(TEXTS)))
+
+
+def test_ray_needs_out(tmp_path, capsys):
+    from ppl_tok.cli.main import main
+
+    items = tmp_path / "items.txt"
+    items.write_text("the cat\n")
+    assert main(["surprisal", str(items), "--ray"]) == 2
+    assert "--ray needs --out" in capsys.readouterr().err
+    assert main(["surprisal", str(items), "--workers", "2", "--out", str(tmp_path / "rows.jsonl")]) == 2
+    assert "--workers needs --ray" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # ~1 min: two SmolLM2 actors
+def test_surprisal_on_two_smollm2_actors_prints_the_single_process_rows(local_ray, tmp_path, capsys):
+    """``ppl-tok surprisal --ray --workers 2 --out``: the rows of a run without Ray, within 1e-4 bits."""
+    import json
+
+    from ppl_tok.cli.main import main
+
+    items = tmp_path / "items.txt"
+    items.write_text("The old man the boat.\nTime flies like an arrow.\nColourless green ideas sleep.\n")
+    args = ["surprisal", str(items), "--format", "jsonl", "--beam", "4"]
+    assert main(args) == 0
+    single = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*args, "--out", str(tmp_path / "rows.jsonl"), "--ray", "--workers", "2"]) == 0
+    dist = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["item"], r["unit"], r["text"]) for r in dist] == [(r["item"], r["unit"], r["text"]) for r in single]
+    for a, b in zip(single, dist):
+        for key in ("surprisal", "canonical", "lower", "upper"):
+            assert (a[key] is None) == (b[key] is None)
+            if a[key] is not None:
+                assert b[key] == pytest.approx(a[key], abs=1e-4), (key, a, b)
