@@ -158,7 +158,7 @@ class StringState:
         self.data = bytearray(data[:self.base])
         root = lm.state(lm.prefix_ids(context) + head.ids) if head.ids else lm.initial(context)
         self.beam = ByteBeam(lm, root, self.config, start=self.base, log_prob=head.log_prob)
-        if self.config.prune_against == "text":
+        if self.config.prune_against == "text" or self.config.extend_threshold > 0:
             self.beam.keep_dropped = self.index.longest  # what a dead-end heal may revive
         self.window: dict[int, list[_Cover]] = {}
         self.heals = 0
@@ -188,10 +188,12 @@ class StringState:
     # ---------------------------------------------------------------- walking
     def _settle(self, offset: int) -> None:
         """Prune and run the prefixes ending at ``offset``; their rows, in byte order, join the window."""
-        floor = -math.inf
-        if self.config.prune_against == "text" and offset > self.base:
-            floor = self.prefix_log_prob().lower - self.config.prune
-        hyps = self.beam.settle(offset, floor=floor)
+        floor, text_mass = -math.inf, None
+        if offset > self.base and (self.config.prune_against == "text" or self.config.extend_threshold > 0):
+            text_mass = self.prefix_log_prob().lower  # P^(x[:offset]): lazy extension's M_i (beam module docstring)
+            if self.config.prune_against == "text":
+                floor = text_mass - self.config.prune
+        hyps = self.beam.settle(offset, floor=floor, text_mass=text_mass)
         if not hyps:
             return
         rows = torch.stack([h.state.log_probs for h in hyps])

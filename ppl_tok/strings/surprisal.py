@@ -336,6 +336,8 @@ def _hint(config: StringSearchConfig) -> str:
         more += f" or budget (now {config.budget})"
     if config.prune_against == "text":
         more += " or prune against the offset"
+    if config.extend_threshold > 0:
+        more += f" or lower extend_threshold (now {config.extend_threshold:g})"
     return more
 
 

@@ -243,3 +243,46 @@ def test_at_synchronisation_points_the_conditional_is_the_marginal_given_the_pro
     cond = string_conditional(lm, prompt, text, config=WIDE)
     marginal = exact_marginal(text, lm, context=v).log_marginal
     assert cond.estimate == pytest.approx(marginal, abs=1e-9) and cond.width == pytest.approx(0.0, abs=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.text("ab", min_size=0, max_size=5), st.text("ab", min_size=0, max_size=4),
+       st.integers(1, 3), st.sampled_from([1e-3, 0.05, 0.3]))
+def test_lazy_extension_in_walks_is_certified(seed, prompt, text, beam, share):
+    """A walk extends a prefix only if it holds ``share`` of the text's prefix probability found; the prefix
+    probabilities, next bytes and conditionals stay bracketed (a dead end heals or is the documented error)."""
+    lm = history_lm(seed)
+    config = StringSearchConfig(beam=beam, extend_threshold=share)
+    x, xy = prompt.encode(), (prompt + text).encode()
+    p_x, p_xy = brute_prefix(lm, x), brute_prefix(lm, xy)
+    try:
+        state = initial(lm, prompt, config=config)
+        px = state.prefix_log_prob()
+        assert px.lower <= p_x + 1e-9 <= px.upper + 2e-9
+        nb = state.next_byte_log_probs()
+        for b in (97, 98):
+            exact = brute_prefix(lm, x + bytes([b])) - p_x
+            assert float(nb.lower[b]) <= exact + 1e-9 <= float(nb.upper[b]) + 2e-9
+        cond = string_conditional(lm, prompt, text, config=config)
+        assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
+        full = string_conditional(lm, prompt, text, config=StringSearchConfig(beam=beam))
+        assert cond.forwards <= full.forwards + len(xy) * (beam + 1)  # (a heal may sweep bytes again)
+    except DeadEndError:
+        pass
+
+
+def test_lazy_extension_walks_run_fewer_prefixes():
+    lm = history_lm(4)
+    x = b"abbaababba"
+    exact = [brute_prefix(lm, x[:k]) for k in range(len(x) + 1)]
+    forwards = {}
+    for share in (0.0, 0.05):
+        state = StringState(lm, "", StringSearchConfig(beam=3, extend_threshold=share))
+        for k, b in enumerate(x):
+            nb = state.next_byte_log_probs()
+            assert float(nb.lower[b]) <= exact[k + 1] - exact[k] + 1e-9 <= float(nb.upper[b]) + 2e-9
+            state.extend(b)
+        px = state.prefix_log_prob()
+        assert px.lower <= exact[-1] + 1e-9 <= px.upper + 2e-9
+        forwards[share] = state.forwards
+    assert forwards[0.05] < forwards[0.0]
