@@ -139,8 +139,6 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
 
     from ppl_tok.common.version import __version__
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.strings import string_marginal
-    from ppl_tok.perplexity.score import canonical_scores
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes, corpus)
     k, n_shards = shard
@@ -175,21 +173,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                 rows.append(done[i])
             bar.update(n)
             continue
-        lm.clear_cache()
-        t0 = time.perf_counter()
-        (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
-        t_canon = time.perf_counter() - t0
-        lm.clear_cache()
-        t0 = time.perf_counter()
-        r = string_marginal(lm, text, "", config)
-        t_marg = time.perf_counter() - t0
-        rows.append({"index": i, "bytes": n, "tokens": canon.n_tokens,
-                     "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
-                     "forwards_ratio": r.forwards / max(1, canon.forwards),
-                     "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
-                     "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
-                     "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n),
-                     "canonical_nats": canon.log_likelihood, "lower_nats": r.lower, "upper_nats": r.upper})
+        rows.append(_measure(lm, i, text, config))
         if store is not None:
             store.append([rows[-1]])
         bar.update(n)
@@ -199,6 +183,37 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     rows.sort(key=lambda r: r["index"])
     if not rows:
         raise ValueError(f"no document measured: shard {k} of {n_shards} of {len(order)} documents is empty")
+    return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
+            "extend_threshold": search.extend_threshold, "corpus": corpus, "rows": rows,
+            "reference": against_reference(rows, refs, reference) if refs is not None else None,
+            **_summary(rows, min_bytes, max_bytes)}
+
+
+def _measure(lm: Any, i: int, text: str, config: StringSearchConfig) -> dict[str, Any]:
+    """One document's row: canonical scoring and the marginal, each from an empty prefix cache."""
+    from ppl_tok.perplexity.score import canonical_scores
+    from ppl_tok.strings import string_marginal
+
+    n = len(text.encode())
+    lm.clear_cache()
+    t0 = time.perf_counter()
+    (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
+    t_canon = time.perf_counter() - t0
+    lm.clear_cache()
+    t0 = time.perf_counter()
+    r = string_marginal(lm, text, "", config)
+    t_marg = time.perf_counter() - t0
+    return {"index": i, "bytes": n, "tokens": canon.n_tokens,
+            "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
+            "forwards_ratio": r.forwards / max(1, canon.forwards),
+            "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
+            "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
+            "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n),
+            "canonical_nats": canon.log_likelihood, "lower_nats": r.lower, "upper_nats": r.upper}
+
+
+def _summary(rows: list[dict[str, Any]], min_bytes: int, max_bytes: int) -> dict[str, Any]:
+    """The rows' totals: forwards per byte by length bin, the ratios, the gain, the median bracket width."""
     bins = []
     edges = [min_bytes, min_bytes + (max_bytes - min_bytes) // 3, min_bytes + 2 * (max_bytes - min_bytes) // 3,
              max_bytes + 1]
@@ -210,10 +225,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                          "marginal_forwards_per_byte": sum(r["marginal_forwards_per_byte"] * r["bytes"]
                                                            for r in members) / total})
     total = sum(r["bytes"] for r in rows)
-    return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
-            "extend_threshold": search.extend_threshold, "corpus": corpus, "rows": rows, "by_length": bins,
-            "reference": against_reference(rows, refs, reference) if refs is not None else None,
-            "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
+    return {"by_length": bins, "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
             / sum(r["canonical_forwards_per_byte"] * r["bytes"] for r in rows),
             "canonical_bytes_per_s": total / sum(r["bytes"] / r["canonical_bytes_per_s"] for r in rows),
             "marginal_bytes_per_s": total / sum(r["bytes"] / r["marginal_bytes_per_s"] for r in rows),

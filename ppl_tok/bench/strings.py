@@ -222,7 +222,8 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     and 2); byte mode with lazy extension (``extend_threshold = threshold``: a forward only where a kept
     hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`) at temperature 0.8, top-p
     0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
-    ``prefill="auto"``) against token sampling after the same prompt. Each row: bytes/s, its ratio to the
+    ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
+    after the same prompt. Each row: bytes/s, its ratio to the
     token sampler's after the same prompt, and token-forwards per byte generated (the prompt's included).
     """
     from ppl_tok.strings.generate import generate
@@ -237,7 +238,8 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
             (f"bytes, lazy {threshold:g}, temperature 0.8", "short", lazy, {"temperature": 0.8}),
             (f"bytes, lazy {threshold:g}, top-p 0.9", "short", lazy, {"top_p": 0.9}),
             (f"bytes, lazy {threshold:g}, greedy", "short", lazy, {"greedy": True}),
-            ("tokens after 2 kB", "2 kB", StringSearchConfig(beam=beam), {"mode": "tokens"})]
+            ("tokens after 2 kB", "2 kB", StringSearchConfig(beam=beam), {"mode": "tokens"}),
+            (f"tokens after 2 kB, lazy {threshold:g}", "2 kB", lazy, {"mode": "tokens"})]
     out: dict[str, Any] = {"token_sampling": base, "threshold": threshold, "rows": {}}
     for name, which, config, options in runs:
         prompt = short if which == "short" else long
