@@ -50,18 +50,38 @@ from ppl_tok.perplexity.store import PerplexityStore
 LN2 = math.log(2)
 
 
-def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes: int) -> list[str]:
-    """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring)."""
-    if not 1 <= min_bytes <= max_bytes:
-        raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
+#: the corpora of :func:`bench_documents`: HellaSwag and OpenBookQA alternately, or SocialIQA's (held out: not
+#: the one the beam's settings were chosen on)
+CORPORA = ("mixed", "socialiqa")
+
+
+def _sources(data_dir: str | Path, corpus: str) -> list[list[str]]:
+    if corpus == "socialiqa":  # the dev contexts and questions as running text (not the QA prompt format)
+        from ppl_tok.datasets import read_socialiqa
+
+        return [[q.context[len("Q: "):].split("\n")[0] for q in read_socialiqa(data_file("socialiqa", "dev", data_dir))]]
+    if corpus != "mixed":
+        raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, got {corpus!r}")
     swag = [q.context + continuation(q.choices[q.label])
             for q in read_hellaswag(data_file("hellaswag", "val", data_dir))]
-    obqa = [q.context for q in read_openbookqa(data_file("openbookqa", "test", data_dir))]
-    sources, at = [swag, obqa], [0, 0]
+    return [swag, [q.context for q in read_openbookqa(data_file("openbookqa", "test", data_dir))]]
+
+
+def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes: int,
+                    corpus: str = "mixed") -> list[str]:
+    """``count`` running-text documents with lengths spread over ``[min_bytes, max_bytes]`` (see the module docstring).
+
+    ``corpus``: ``"mixed"`` (HellaSwag and OpenBookQA, alternately) or ``"socialiqa"`` (SocialIQA dev
+    contexts with their questions; a second, held-out corpus).
+    """
+    if not 1 <= min_bytes <= max_bytes:
+        raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
+    sources = _sources(data_dir, corpus)
+    at = [0] * len(sources)
     out = []
     for k in range(count):
         target = min_bytes + (max_bytes - min_bytes) * k // max(1, count - 1)
-        s = k % 2
+        s = k % len(sources)
         parts: list[str] = []
         while len(" ".join(parts).encode()) < target:
             parts.append(sources[s][at[s] % len(sources[s])])
@@ -98,28 +118,43 @@ class BenchStore(PerplexityStore):
 
 def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents: int = 50,
                      min_bytes: int = 300, max_bytes: int = 2000, search: StringSearchConfig = StringSearchConfig(),
-                     out: str | Path | None = None, progress: bool = False,
+                     out: str | Path | None = None, progress: bool = False, corpus: str = "mixed",
+                     limit: int | None = None, shard: tuple[int, int] = (0, 1), reference: str | Path | None = None,
                      device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
     """Marginal against canonical scoring on ``documents`` documents (see the module docstring).
 
     :param out: a store folder: rows are written as measured and a rerun resumes (:class:`BenchStore`).
     :param progress: a progress bar over the documents' bytes on standard error.
+    :param corpus: :data:`CORPORA` (:func:`bench_documents`).
+    :param limit: only the first ``limit`` documents of :func:`measuring_order` (the same documents as the full
+        run's, so a reference run's rows compare).
+    :param shard: ``(k, n)``: measure only every ``n``-th of those documents from the ``k``-th (processes that
+        share the work; their folders' ``documents.jsonl`` concatenated make one folder a run without a shard
+        reports on).
+    :param reference: a folder of this benchmark's rows for the same documents (beam 8, say): each row gets the
+        share of the reference's gain and whether the two certified brackets meet (:mod:`ppl_tok.bench.knobs`).
     """
+    from ppl_tok.bench.knobs import against_reference, read_rows
     from tqdm.auto import tqdm
 
     from ppl_tok.common.version import __version__
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.strings import string_marginal
-    from ppl_tok.perplexity.score import canonical_scores
 
-    texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
+    texts = bench_documents(data_dir, documents, min_bytes, max_bytes, corpus)
+    k, n_shards = shard
+    if not 0 <= k < n_shards:
+        raise ValueError(f"shard must be (k, n) with 0 <= k < n, got {shard}")
+    order = measuring_order(len(texts))[:limit]
+    refs = read_rows(reference) if reference is not None else None
     store = None
     if out is not None:
         # the document lengths follow from (documents, min_bytes, max_bytes), so all three are compared
-        store = BenchStore.open(out, {"model": model, "documents": documents, "min_bytes": min_bytes,
-                                      "max_bytes": max_bytes, "beam": search.beam, "prune": search.prune,
-                                      "device": device or "cpu", "dtype": dtype, "bos_id": bos_id,
-                                      "ppl_tok_version": __version__})
+        settings = {"model": model, "documents": documents, "min_bytes": min_bytes,
+                    "max_bytes": max_bytes, "beam": search.beam, "prune": search.prune,
+                    "device": device or "cpu", "dtype": dtype, "bos_id": bos_id, "ppl_tok_version": __version__}
+        settings.update({key: v for key, v in (("extend_threshold", search.extend_threshold), ("corpus", corpus))
+                         if v != {"extend_threshold": 0.0, "corpus": "mixed"}[key]})  # older folders resume
+        store = BenchStore.open(out, settings)
     done = {r["index"]: r for r in store.records} if store is not None else {}
     for i, row in done.items():
         if i >= len(texts) or row["bytes"] != len(texts[i].encode()):
@@ -127,29 +162,18 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     config = search
     rows = []
-    bar = tqdm(total=sum(len(t.encode()) for t in texts), unit="B", unit_scale=True, desc="bench perplexity",
+    mine = set(order[k::n_shards])
+    bar = tqdm(total=sum(len(texts[i].encode()) for i in order), unit="B", unit_scale=True, desc="bench perplexity",
                disable=not progress)
-    for i in measuring_order(len(texts)):
+    for i in order:
         text = texts[i]
         n = len(text.encode())
-        if i in done:
-            rows.append(done[i])
+        if i in done or i not in mine:
+            if i in done:
+                rows.append(done[i])
             bar.update(n)
             continue
-        lm.clear_cache()
-        t0 = time.perf_counter()
-        (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
-        t_canon = time.perf_counter() - t0
-        lm.clear_cache()
-        t0 = time.perf_counter()
-        r = string_marginal(lm, text, "", config)
-        t_marg = time.perf_counter() - t0
-        rows.append({"index": i, "bytes": n, "tokens": canon.n_tokens,
-                     "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
-                     "forwards_ratio": r.forwards / max(1, canon.forwards),
-                     "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
-                     "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
-                     "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n)})
+        rows.append(_measure(lm, i, text, config))
         if store is not None:
             store.append([rows[-1]])
         bar.update(n)
@@ -157,6 +181,39 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     if store is not None:
         store.close()
     rows.sort(key=lambda r: r["index"])
+    if not rows:
+        raise ValueError(f"no document measured: shard {k} of {n_shards} of {len(order)} documents is empty")
+    return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
+            "extend_threshold": search.extend_threshold, "corpus": corpus, "rows": rows,
+            "reference": against_reference(rows, refs, reference) if refs is not None else None,
+            **_summary(rows, min_bytes, max_bytes)}
+
+
+def _measure(lm: Any, i: int, text: str, config: StringSearchConfig) -> dict[str, Any]:
+    """One document's row: canonical scoring and the marginal, each from an empty prefix cache."""
+    from ppl_tok.perplexity.score import canonical_scores
+    from ppl_tok.strings import string_marginal
+
+    n = len(text.encode())
+    lm.clear_cache()
+    t0 = time.perf_counter()
+    (canon,) = canonical_scores(lm, [Document(i, text, "bench", 1)], None)
+    t_canon = time.perf_counter() - t0
+    lm.clear_cache()
+    t0 = time.perf_counter()
+    r = string_marginal(lm, text, "", config)
+    t_marg = time.perf_counter() - t0
+    return {"index": i, "bytes": n, "tokens": canon.n_tokens,
+            "canonical_forwards_per_byte": canon.forwards / n, "marginal_forwards_per_byte": r.forwards / n,
+            "forwards_ratio": r.forwards / max(1, canon.forwards),
+            "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
+            "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
+            "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n),
+            "canonical_nats": canon.log_likelihood, "lower_nats": r.lower, "upper_nats": r.upper}
+
+
+def _summary(rows: list[dict[str, Any]], min_bytes: int, max_bytes: int) -> dict[str, Any]:
+    """The rows' totals: forwards per byte by length bin, the ratios, the gain, the median bracket width."""
     bins = []
     edges = [min_bytes, min_bytes + (max_bytes - min_bytes) // 3, min_bytes + 2 * (max_bytes - min_bytes) // 3,
              max_bytes + 1]
@@ -168,9 +225,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                          "marginal_forwards_per_byte": sum(r["marginal_forwards_per_byte"] * r["bytes"]
                                                            for r in members) / total})
     total = sum(r["bytes"] for r in rows)
-    return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune, "rows": rows,
-            "by_length": bins,
-            "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
+    return {"by_length": bins, "forwards_ratio": sum(r["marginal_forwards_per_byte"] * r["bytes"] for r in rows)
             / sum(r["canonical_forwards_per_byte"] * r["bytes"] for r in rows),
             "canonical_bytes_per_s": total / sum(r["bytes"] / r["canonical_bytes_per_s"] for r in rows),
             "marginal_bytes_per_s": total / sum(r["bytes"] / r["marginal_bytes_per_s"] for r in rows),
@@ -360,8 +415,9 @@ def format_memory_document(result: dict[str, Any]) -> list[str]:
 
 
 def format_perplexity(result: dict[str, Any]) -> list[str]:
-    lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}) against canonical scoring, "
-             f"{result['model']}, {result['documents']} documents",
+    lazy = f", extend threshold {result['extend_threshold']:g}" if result.get("extend_threshold") else ""
+    lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}{lazy}) against canonical scoring, "
+             f"{result['model']}, {result['documents']} documents ({result.get('corpus', 'mixed')})",
              f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "
              f"{'gain bpb':>9} {'width bpb':>9}"]
     for r in result["rows"]:
@@ -374,4 +430,8 @@ def format_perplexity(result: dict[str, Any]) -> list[str]:
                  f"B/s canonical, {result['marginal_bytes_per_s']:.1f} B/s marginal; gain "
                  f"{result['gain_bits_per_byte']:.5f} bits/byte; median bracket width "
                  f"{result['median_bracket_width_bits_per_byte']:.3f} bits/byte")
+    if result.get("reference"):
+        from ppl_tok.bench.knobs import format_reference
+
+        lines.append(format_reference(result["reference"]))
     return lines

@@ -146,9 +146,12 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
                   data: str | Path = DATA_ROOT,
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
-                  prompt_records: str | Path | None = None, prompts_only: bool = False) -> dict[str, Any]:
+                  prompt_records: str | Path | None = None, prompts_only: bool = False,
+                  generate_threshold: float = 0.1) -> dict[str, Any]:
     """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost).
 
+    :param generate_threshold: the lazy extension of the generation part's lazy byte-mode rows
+        (:func:`bench_generation`).
     :param prompts: mid-word prompts of the prompt-boundary part (0: none).
     :param prompt_records: that part's per-prompt JSON Lines, appended and resumed (:func:`prompt_boundary`).
     :param prompts_only: run the prompt-boundary part alone.
@@ -156,7 +159,6 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.infer.exact import exact_marginal
     from ppl_tok.infer.search import marginal_bounds
-    from ppl_tok.strings.generate import generate
 
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     narrow = StringSearchConfig(beam=beam, prefill="exact")  # the recorded prompt-boundary figures are exact's
@@ -186,24 +188,7 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
         rows.append(row)
     exact, _, _ = _run(lm, lambda: exact_marginal(EXACT_STRING, lm))
     check, _, _ = _run(lm, lambda: string_marginal(lm, EXACT_STRING, config=narrow))
-    # generation: string-level sampling against token sampling, bytes per second in this process
-    lm.clear_cache()
-    start = time.perf_counter()  # both sides pay for their prompt: the token sampler its prefill
-    state, made, tokens = lm.initial(HELLASWAG[:40]), 0, 0
-    gen = torch.Generator().manual_seed(0)
-    while made < generate_bytes:
-        t = int(lm.sample_tokens([state], torch.rand(1, generator=gen, dtype=torch.float64))[0])
-        made += len(lm.vocab[t] or b"")
-        tokens += 1
-        state = lm.extend([state], [t])[0]
-    token_rate = made / (time.perf_counter() - start)
-    generation = {"token_bytes_per_s": token_rate, "tokens": tokens, "bytes": made}
-    for mode, k in [("tokens", beam), ("bytes", beam), ("bytes", 2)]:
-        g, gfwd, gsecs = _run(lm, lambda k=k, mode=mode: generate(lm, HELLASWAG[:40], generate_bytes, seed=0,
-                                                                  config=StringSearchConfig(beam=k), progress=False,
-                                                                  mode=mode))
-        generation[f"{mode}, beam {k}"] = {"bytes": len(g.data), "bytes_per_s": len(g.data) / gsecs, "forwards": gfwd,
-                                   "ratio": (len(g.data) / gsecs) / token_rate}
+    generation = bench_generation(lm, data, beam, generate_bytes, generate_threshold)
     boundary = (prompt_boundary(lm, mid_word_prompts(Path(data), prompts), narrow, prompt_records) if prompts
                 else None)
     flat = [row["forwards_per_byte"] for row in rows]
@@ -212,6 +197,59 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
                       "contained": check.lower <= exact.log_marginal + 1e-6 <= check.upper + 2e-6},
             "generation": generation, "prompt_boundary": boundary,
             "forwards_per_byte_spread": max(flat) / min(flat)}
+
+
+def _token_sampling(lm, prompt: str, n_bytes: int, seed: int = 0) -> dict[str, Any]:
+    """Plain token sampling of ``n_bytes`` after ``prompt`` (its canonical tokens, one prefill): the baseline."""
+    lm.clear_cache()
+    lm.stats.reset()
+    start = time.perf_counter()  # the token sampler pays for its prompt's prefill, as string-level sampling does
+    state, made, tokens = lm.initial(prompt), 0, 0
+    gen = torch.Generator().manual_seed(seed)
+    while made < n_bytes:
+        t = int(lm.sample_tokens([state], torch.rand(1, generator=gen, dtype=torch.float64))[0])
+        made += len(lm.vocab[t] or b"")
+        tokens += 1
+        state = lm.extend([state], [t])[0]
+    return {"bytes_per_s": made / (time.perf_counter() - start), "tokens": tokens, "bytes": made,
+            "forwards": lm.stats.forwards}
+
+
+def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: float) -> dict[str, Any]:
+    """String-level generation against token sampling after the same prompt, bytes/s ratios in this process.
+
+    After HellaSwag's 40-byte prompt: tokens mode; byte mode with every kept prefix extended (beam ``beam``
+    and 2); byte mode with lazy extension (``extend_threshold = threshold``: a forward only where a kept
+    hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`) at temperature 0.8, top-p
+    0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
+    ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
+    after the same prompt. Each row: bytes/s, its ratio to the
+    token sampler's after the same prompt, and token-forwards per byte generated (the prompt's included).
+    """
+    from ppl_tok.strings.generate import generate
+
+    torch.set_num_threads(1)
+    short, long = HELLASWAG[:40], running_text(data, 2000, "openbookqa")
+    base = {"short": _token_sampling(lm, short, n_bytes), "2 kB": _token_sampling(lm, long, n_bytes)}
+    lazy = StringSearchConfig(beam=beam, extend_threshold=threshold)
+    runs = [("tokens", "short", StringSearchConfig(beam=beam), {"mode": "tokens"}),
+            (f"bytes, beam {beam}", "short", StringSearchConfig(beam=beam), {"mode": "bytes"}),
+            ("bytes, beam 2", "short", StringSearchConfig(beam=2), {"mode": "bytes"}),
+            (f"bytes, lazy {threshold:g}, temperature 0.8", "short", lazy, {"temperature": 0.8}),
+            (f"bytes, lazy {threshold:g}, top-p 0.9", "short", lazy, {"top_p": 0.9}),
+            (f"bytes, lazy {threshold:g}, greedy", "short", lazy, {"greedy": True}),
+            ("tokens after 2 kB", "2 kB", StringSearchConfig(beam=beam), {"mode": "tokens"}),
+            (f"tokens after 2 kB, lazy {threshold:g}", "2 kB", lazy, {"mode": "tokens"})]
+    out: dict[str, Any] = {"token_sampling": base, "threshold": threshold, "rows": {}}
+    for name, which, config, options in runs:
+        prompt = short if which == "short" else long
+        g, fwd, secs = _run(lm, lambda: generate(lm, prompt, n_bytes, seed=0, config=config, progress=False,
+                                                 **options))
+        rate = len(g.data) / secs
+        out["rows"][name] = {"prompt": which, "bytes": len(g.data), "bytes_per_s": rate, "forwards": fwd,
+                             "forwards_per_byte": fwd / max(1, len(g.data)),
+                             "ratio": rate / base[which]["bytes_per_s"]}
+    return out
 
 
 #: genlm-bytes' settings in the comparison: ``BeamParams(K, prune_threshold)`` (0.05 is its documented example)
@@ -318,11 +356,11 @@ def format_strings(r: dict[str, Any]) -> list[str]:
                   else "-")
             lines.append(f"{row['bytes']:>6} {row['lower']:>10.4f} {row['upper']:>9.3f} {row['canonical']:>10.4f} "
                          f"{row['forwards_per_byte']:>6.2f} {row['ms_per_byte']:>7.1f} {gap:>10} {bf:>26}")
-        e, g = r["exact"], r["generation"]
+        e = r["exact"]
         lines += [f"forwards per byte: max/min over lengths = {r['forwards_per_byte_spread']:.2f}",
                   f"exact {e['text']!r}: {e['exact']:.4f} in [{e['lower']:.4f}, {e['upper']:.4f}]: "
                   f"{'yes' if e['contained'] else 'NO'}",
-                  f"token sampling: {g['token_bytes_per_s']:.2f} bytes/s"]
+                  ]
     if r.get("prompt_boundary"):
         b = r["prompt_boundary"]
         lines.append(f"{b['prompts']} mid-word prompts ({r['model']}, beam {r['beam']}): string-level minus "
@@ -330,9 +368,19 @@ def format_strings(r: dict[str, Any]) -> list[str]:
                      f"{b['ci95'][0]:.3f} to {b['ci95'][1]:.3f}), median {b['median_gain']:.3f}, positive on "
                      f"{100 * b['share_gain_positive']:.0f}%; with the certified lower bound {b['mean_certified_gain']:.3f}")
     if "rows" in r:
-        lines += [f"string-level sampling, {k}: {v['bytes_per_s']:.2f} bytes/s, {v['forwards']} forwards for "
-                  f"{v['bytes']} bytes: ratio {v['ratio']:.3f}" for k, v in r["generation"].items() if "beam" in k]
+        lines += format_generation(r["generation"])
     return lines
 
 
-__all__ = ["bench_strings", "bench_genlm", "format_genlm", "format_strings", "prompt_boundary", "running_text"]
+def format_generation(g: dict[str, Any]) -> list[str]:
+    base = g["token_sampling"]
+    lines = [f"token sampling: {base['short']['bytes_per_s']:.2f} bytes/s after the short prompt "
+             f"({base['short']['forwards'] / base['short']['bytes']:.2f} forwards/byte), "
+             f"{base['2 kB']['bytes_per_s']:.2f} after the 2 kB one",
+             f"{'string-level generation':42} {'B/s':>7} {'fwd/B':>6} {'ratio to token sampling':>24}"]
+    lines += [f"{k:42} {v['bytes_per_s']:>7.2f} {v['forwards_per_byte']:>6.2f} {v['ratio']:>23.3f}x"
+              for k, v in g["rows"].items()]
+    return lines
+
+
+__all__ = ["bench_generation", "format_generation", "bench_strings", "bench_genlm", "format_genlm", "format_strings", "prompt_boundary", "running_text"]

@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 from pathlib import Path
 
-from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
-from ppl_tok.cli.common import _emit, _load_lm, add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
+from ppl_tok.cli.common import _emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments, lm_spec
 from ppl_tok.datasets import DATA_ROOT, data_file
 from ppl_tok.strings.beam import StringSearchConfig
 
@@ -99,8 +99,17 @@ def cmd_memory(args: argparse.Namespace) -> None:
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
+    if args.table:
+        from ppl_tok.bench import knobs
+
+        if not args.reference:
+            raise ValueError("--table compares folders against --reference DIR (the beam-8 run, say): give it")
+        result = knobs.knob_table(args.table, args.reference)
+        _emit(args, result, knobs.format_knob_table(result))
+        return
     spec = lm_spec(args)
-    search = StringSearchConfig(**{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
+    search = StringSearchConfig(extend_threshold=args.extend_threshold,
+                                **{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
     common = {"data_dir": args.data, "search": search, **spec.options()}
     documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}
     if args.lockstep:
@@ -114,7 +123,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         result = bench.bench_memory_document(spec.model, n_bytes=args.memory_bytes, **common)
         _emit(args, result, bench.format_memory_document(result))
     else:
-        result = bench.bench_perplexity(spec.model, **documents, out=args.out,
+        result = bench.bench_perplexity(spec.model, **documents, out=args.out, corpus=args.corpus, limit=args.limit,
+                                        shard=args.shard, reference=args.reference,
                                         progress=sys.stderr.isatty() or args.progress, **common)
         _emit(args, result, bench.format_perplexity(result))
 
@@ -131,8 +141,16 @@ def cmd_strings(args: argparse.Namespace) -> None:
                                    keep=args.genlm_keep, **spec.options())
         _emit(args, result, bench.format_genlm(result))
         return
+    if args.generation_only:
+        from ppl_tok.lm.cards import load_lm
+
+        result = bench.bench_generation(load_lm(spec), args.data, StringSearchConfig.beam, args.generate_bytes,
+                                        args.generate_threshold)
+        _emit(args, result, bench.format_generation(result))
+        return
     result = bench.bench_strings(spec.model, data=args.data, long_bytes=args.long_bytes, prompts=args.prompts,
                                  prompt_records=args.prompt_records, prompts_only=args.prompts_only,
+                                 generate_bytes=args.generate_bytes, generate_threshold=args.generate_threshold,
                                  **spec.options())
     _emit(args, result, bench.format_strings(result))
 
@@ -206,7 +224,20 @@ def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, l
     return p
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """An argparse type: ``K/N`` with ``0 <= K < N``."""
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N (e.g. 0/4), got {text!r}") from None
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"expected K/N with 0 <= K < N, got {text!r}")
+    return k, n
+
+
 def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
+    from ppl_tok.bench.perplexity import CORPORA
+
     p = _add(bench_sub, "perplexity", "perplexity over strings: marginal against canonical scoring, token-forwards "
              "per byte, on documents of the shared data", cmd_perplexity, data="the data folder")
     p.add_argument("--documents", type=POSITIVE, default=50, help="documents (default 50)")
@@ -214,8 +245,21 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
                    help="document lengths in bytes, spread evenly (default 300 2000)")
     p.add_argument("--beam", type=POSITIVE, help=f"the beam's width (default {StringSearchConfig.beam})")
     p.add_argument("--prune", type=positive, help=f"the beam's prune, nats (default {StringSearchConfig.prune:g})")
+    add_extend_argument(p)
     p.add_argument("--out", metavar="DIR", help="keep each document's row in this folder as it is measured; "
                    "a rerun resumes")
+    p.add_argument("--corpus", choices=CORPORA, default="mixed",
+                   help="mixed: HellaSwag and OpenBookQA (default); socialiqa: SocialIQA dev, a held-out corpus")
+    p.add_argument("--limit", type=POSITIVE, metavar="N",
+                   help="only the first N documents of the measuring order (ends first: 0, last, 1, ...)")
+    p.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                   help="measure every N-th of those documents from the K-th (0-based; parallel processes, each "
+                        "with its own --out; concatenate their documents.jsonl to report on all)")
+    p.add_argument("--reference", metavar="DIR",
+                   help="a folder of this benchmark (e.g. beam 8) on the same documents: report the share of its "
+                        "gain kept and whether the certified brackets meet")
+    p.add_argument("--table", nargs="+", metavar="DIR",
+                   help="instead, the knob table of these folders against --reference (no model is loaded)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
@@ -243,6 +287,12 @@ def _add_strings(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-records", type=output_file, metavar="FILE",
                    help="append each prompt's numbers to this JSON Lines file, and resume from it")
     p.add_argument("--prompts-only", action="store_true", help="the prompt-boundary part alone")
+    p.add_argument("--generation-only", action="store_true",
+                   help="the generation part alone: byte and tokens modes against token sampling after the same "
+                        "prompt (40 bytes, 2 kB), bytes/s ratios and forwards per byte")
+    p.add_argument("--generate-bytes", type=POSITIVE, default=200, help="bytes per generation (default 200)")
+    p.add_argument("--generate-threshold", type=share, default=0.1, metavar="SHARE",
+                   help="the lazy byte-mode rows' extend threshold (default 0.1)")
     p.add_argument("--prefill-bytes", type=POSITIVE, nargs="+", metavar="N",
                    help="only the prefill part: prompts of N bytes of held-out text, canonical scoring against "
                         "canonical-head and (N <= 400) exact conditioning (e.g. 100 400 2000 8000)")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, integer, positive
+from ppl_tok.common.arguments import POSITIVE, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.base import model_window
 from ppl_tok.lm.cards import load_lm, load_vocabulary
@@ -94,7 +94,7 @@ def _check_bos_id(model: str, bos_id: int | None) -> None:
 
 def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) -> None:
     """The byte-synchronous beam's flags, defaults from :class:`~ppl_tok.strings.beam.StringSearchConfig`:
-    ``--beam``, ``--prune``, ``--search-budget`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
+    ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
     from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
     from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
 
@@ -105,6 +105,7 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                    help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
     g.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
                    help="token forwards, past which the beam narrows to one prefix (default: none)")
+    add_extend_argument(g)
     if prefill:
         g.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
                        help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
@@ -115,12 +116,23 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                             f"{StringSearchConfig.prefill})")
 
 
+def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
+    """``--extend-threshold``: :class:`~ppl_tok.strings.beam.StringSearchConfig`'s ``extend_threshold`` (lazy extension)."""
+    from ppl_tok.strings.beam import StringSearchConfig
+
+    p.add_argument("--extend-threshold", type=share, default=StringSearchConfig.extend_threshold, metavar="SHARE",
+                   help="lazy extension: run a prefix through the LM only if it holds at least this share of the "
+                        "text's mass at its offset, else prune it (0: every kept prefix; e.g. 0.001; default "
+                        f"{StringSearchConfig.extend_threshold:g})")
+
+
 def search_config(args: argparse.Namespace) -> Any:
     """The :class:`~ppl_tok.strings.beam.StringSearchConfig` of the flags of :func:`add_search_arguments`."""
     from ppl_tok.strings.beam import StringSearchConfig
 
     options = {"prefill": args.prefill} if hasattr(args, "prefill") else {}
-    return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget, **options)
+    return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget,
+                              extend_threshold=args.extend_threshold, **options)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
-from ppl_tok.cli.common import add_json_argument, add_lm_arguments, add_ray_arguments, lm_spec, ray_address
+from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments, lm_spec,
+                                ray_address)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
@@ -59,7 +60,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget)
+    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget,
+                                extend_threshold=args.extend_threshold)
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress
@@ -161,6 +163,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="beam, prefix, with-end: drop hypotheses this many nats below the "
                    f"best at their offset (default {StringSearchConfig.prune:g})")
     p.add_argument("--budget", type=POSITIVE, help="beam, prefix, with-end: token forwards per window (default: none)")
+    add_extend_argument(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")

@@ -52,6 +52,20 @@ def log_prob_floor(text: str) -> float:
 
 log_prob_floor.__name__ = "nats"
 
+
+def share(text: str) -> float:
+    """An argparse type: a share in ``[0, 1)`` (a fraction of a mass)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}")
+    return value
+
+
+share.__name__ = "share"
+
 #: A count (>= 1) and a seed (a 32-bit unsigned integer).
 POSITIVE, SEED = integer(1), integer(0, 2**32 - 1)
 

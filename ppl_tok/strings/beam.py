@@ -22,7 +22,35 @@ all completions of a prefix together weigh at most the prefix, so
 
     found  <=  p(x | c)  <=  found + sum over pruned h of p(h)
 
-is a certified bracket, for any beam, threshold and budget. A byte offset that
+is a certified bracket, for any beam, threshold and budget.
+
+**Lazy extension** (``extend_threshold`` ``s`` in ``[0, 1)``). Running a
+hypothesis through the LM is the whole cost, and most hypotheses at an offset
+inside a word (a split of it) hold a negligible share of the text's mass. With
+``M_i`` the *text's mass at offset* ``i``, a hypothesis ``h`` ending at ``i``
+is extended only if
+
+    p(h)  >=  s * M_i,
+
+(the canonical one always is, as the most probable one is at ``s = 0``); one
+not extended is dropped with ``p(h)`` added to the pruned mass, so the bracket
+stays certified. ``M_i`` is the mass the beam carries for the text up to ``i``:
+in a sweep over a whole string (:mod:`ppl_tok.strings.marginal`), the
+**frontier**, the hypotheses open at ``i`` and beyond when ``i`` is settled
+(every tokenization the beam still follows passes through exactly one of
+them: their last tokens all start before ``i``); in a next-byte walk
+(:mod:`ppl_tok.strings.state`), the prefix probability found ``P^(x[:i])``.
+Unlike ``prune`` (measured from the best hypothesis *at the offset*, which
+always keeps one), this skips whole offsets: where no token boundary is likely
+no hypothesis reaches ``s * M_i`` and the offset costs no forward, so the
+forwards per byte fall from about ``beam`` towards (tokens per byte) x (kept
+hypotheses), as CharacterBeam's end-of-token threshold does (Vieira et al.).
+"Not extended" *is* pruned here (a prefix that is never run has no
+continuations to sum); the knob is a share of the text's mass, where ``prune``
+is a distance from the offset's best. The per-offset cap is ``beam`` itself:
+every kept hypothesis is extended, so a cap below it would only be a narrower
+beam. ``s = 0`` is today's beam exactly (the floor ``log s + log M_i`` is
+``-inf``). A byte offset that
 no vocabulary token spans is a synchronisation point: every tokenization has a
 boundary there, and the sweep compares all surviving paths at once. At most
 ``beam + 1`` hypotheses are run per offset, so the cost per byte does not grow
@@ -42,6 +70,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel, LMState, model_window
 from ppl_tok.strings.certified import tolerance
 
@@ -96,6 +125,10 @@ class StringSearchConfig:
         head holds at least :data:`~ppl_tok.strings.prefill.AUTO_HEAD_TOKENS` (8)
         canonical tokens, else ``exact``. A walk with no prompt (bytes fed one by one
         to a :class:`~ppl_tok.strings.state.StringState`) is always exact.
+    :param extend_threshold: lazy extension (module docstring): a hypothesis is run
+        through the LM only if its probability is at least this share of the text's
+        mass at its offset (``0``: every kept hypothesis, today's beam; e.g. ``1e-3``).
+        One not run is pruned (its mass goes to the upper bound).
     :param prefill_tail: the fewest bytes the tail holds (``None``: no minimum). Whatever it is, the tail
         reaches back to the earliest offset from which a token can run past the end of the prompt
         (:func:`~ppl_tok.strings.prefill.reach`), so no covering of the prompt's end is cut by the head.
@@ -107,6 +140,7 @@ class StringSearchConfig:
     prune_against: str = "offset"
     prefill: str = "auto"
     prefill_tail: int | None = None
+    extend_threshold: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -121,6 +155,10 @@ class StringSearchConfig:
         if self.prefill not in PREFILL_MODES:
             raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_MODES))} (how a prompt is "
                              f"conditioned on), got {self.prefill!r}")
+        if (isinstance(self.extend_threshold, bool) or not isinstance(self.extend_threshold, (int, float))
+                or not 0 <= self.extend_threshold < 1):
+            raise ValueError(f"extend_threshold must be a share of the text's mass in [0, 1) (0: extend every kept "
+                             f"prefix), got {self.extend_threshold!r}")
         if self.prefill_tail is not None and (isinstance(self.prefill_tail, bool)
                                               or not isinstance(self.prefill_tail, int) or self.prefill_tail < 1):
             raise ValueError(f"prefill_tail must be a positive number of bytes or None (no minimum), "
@@ -207,6 +245,15 @@ class ByteBeam:
         return parent.child(token, parent.log_prob + log_prob,
                             parent.canonical and self.canonical_at.get(offset) == token)
 
+    def lazy_floor(self, text_mass: float) -> float:
+        """``log s + log M_i``: the log-probability below which a hypothesis is not extended (``-inf`` at ``s = 0``)."""
+        share = self.config.extend_threshold
+        return math.log(share) + text_mass if share > 0 else -math.inf
+
+    def frontier_mass(self, hyps: Sequence[Hypothesis]) -> float:
+        """``log M_i`` of a sweep: ``hyps`` (those ending at ``i``) and every hypothesis open beyond ``i``."""
+        return logsumexp([h.log_prob for h in hyps] + self.pending_mass())
+
     def _select(self, hyps: list[Hypothesis], floor: float) -> tuple[list[Hypothesis], list[Hypothesis]]:
         hyps = sorted(hyps, key=lambda h: -h.log_prob)
         spent = self.config.budget is not None and self.forwards >= self.config.budget
@@ -217,15 +264,18 @@ class ByteBeam:
             (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
         return keep, drop
 
-    def select(self, offset: int, floor: float = -math.inf) -> list[Hypothesis]:
+    def select(self, offset: int, floor: float = -math.inf, text_mass: float | None = None) -> list[Hypothesis]:
         """Prune the hypotheses ending at ``offset`` and return the kept ones (not yet run: :func:`run_kept`).
 
         ``floor``: a log-probability below which a (non-canonical) hypothesis is dropped
-        whatever its rank.
+        whatever its rank. ``text_mass``: ``log M_i`` for lazy extension (module docstring;
+        ``None``: the frontier, :meth:`frontier_mass`, computed only when ``extend_threshold > 0``).
         """
         hyps = self.open.pop(offset, [])
         if not hyps:
             return []
+        if self.config.extend_threshold > 0:
+            floor = max(floor, self.lazy_floor(self.frontier_mass(hyps) if text_mass is None else text_mass))
         keep, drop = self._select(hyps, floor)
         self.pruned.extend(h.log_prob for h in drop)
         if self.keep_dropped is not None:
@@ -236,14 +286,15 @@ class ByteBeam:
         self.kept += len(keep)
         return keep
 
-    def settle(self, offset: int, want: Sequence[int] | None = None, floor: float = -math.inf) -> list[Hypothesis]:
+    def settle(self, offset: int, want: Sequence[int] | None = None, floor: float = -math.inf,
+               text_mass: float | None = None) -> list[Hypothesis]:
         """Prune the hypotheses ending at ``offset`` and run the kept ones through the LM.
 
         One batched forward for all of them; the log-probs of ``want`` (the tokens
         that may follow at ``offset``) are gathered on the device with it and are
-        then read from each state's ``known``. ``floor``: as in :meth:`select`.
+        then read from each state's ``known``. ``floor``, ``text_mass``: as in :meth:`select`.
         """
-        keep = self.select(offset, floor)
+        keep = self.select(offset, floor, text_mass)
         run_kept(self.lm, [(self, keep, want)])
         return keep
 

@@ -97,7 +97,8 @@ def test_zero_probability_tokens_carry_no_mass():
 
 def test_config_is_validated():
     for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
-                dict(budget=0), dict(budget=2.5), dict(prune_against="best")):
+                dict(budget=0), dict(budget=2.5), dict(prune_against="best"), dict(extend_threshold=1.0),
+                dict(extend_threshold=-0.1), dict(extend_threshold=True), dict(extend_threshold="0.1")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             StringSearchConfig(**bad)
     with pytest.raises(ValueError, match="next-byte walks"):
@@ -195,3 +196,45 @@ def test_marginals_in_lockstep_equal_one_at_a_time_in_fewer_calls(beam, prune):
     with pytest.raises(ValueError, match="2 texts but 1 contexts"):
         string_marginals(lm, ["a", "b"], [""])
 
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4),
+       st.sampled_from([1e-3, 0.05, 0.3, 0.9]), st.sampled_from(["", "b"]), st.booleans())
+def test_lazy_extension_stays_certified_and_costs_no_more(seed, text, beam, share, context, markov):
+    """A prefix not extended is pruned: the bracket still holds the exact marginal, the canonical floor
+    still holds, and no more prefixes are run than with every kept prefix extended (threshold 0)."""
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
+    exact = exact_marginal(text, lm, context=context)
+    lazy = string_marginal(lm, text, context, StringSearchConfig(beam=beam, extend_threshold=share))
+    full = string_marginal(lm, text, context, StringSearchConfig(beam=beam))
+    assert lazy.lower <= exact.log_marginal + 1e-9 <= lazy.upper + 2e-9
+    assert lazy.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-12) and lazy.canonical <= lazy.lower + 1e-12
+    assert lazy.forwards <= full.forwards
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4), st.booleans())
+def test_lazy_extension_at_zero_is_the_beam(seed, text, beam, markov):
+    """Threshold 0 is today's beam; a threshold so small that it drops nothing runs the lazy path to the same
+    figures and forwards."""
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
+    base = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=2.0))
+    for share in (0.0, 1e-200):
+        r = string_marginal(lm, text, "", StringSearchConfig(beam=beam, prune=2.0, extend_threshold=share))
+        assert (r.lower, r.upper, r.forwards, r.found) == (base.lower, base.upper, base.forwards, base.found)
+
+
+def test_smollm2_lazy_extension_brackets_the_exact_marginal_in_fewer_forwards(smollm2):
+    exact = exact_marginal(" tongueless", smollm2)  # -24.683 over 597 tokenizations
+    # today's beam 8 on this string (before lazy extension): 47 forwards, [-24.68316, -22.21484]
+    base = string_marginal(smollm2, " tongueless", config=StringSearchConfig(extend_threshold=0.0))
+    assert base.forwards == 47
+    assert (base.lower, base.upper) == (pytest.approx(-24.68316, abs=1e-4), pytest.approx(-22.21484, abs=1e-4))
+    forwards = []
+    for share in (1e-3, 1e-2, 1e-1):
+        r = string_marginal(smollm2, " tongueless", config=StringSearchConfig(extend_threshold=share))
+        assert r.lower <= exact.log_marginal + 1e-6 <= r.upper + 2e-6
+        assert r.canonical <= r.lower
+        forwards.append(r.forwards)
+    assert forwards == sorted(forwards, reverse=True) and forwards[-1] < base.forwards / 4

@@ -85,12 +85,15 @@ def test_chain_rule_gives_the_probability_of_the_whole_output(seed, text):
     assert total == pytest.approx(brute_exact(lm, text.encode()), abs=1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.integers(1, 9), st.text("ab", min_size=0, max_size=5), st.text("ab", min_size=0, max_size=4),
-       st.integers(1, 3), st.sampled_from([0.5, 3.0, math.inf]), st.sampled_from(["offset", "text"]))
-def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against):
+       st.integers(1, 3), st.sampled_from([0.5, 3.0, math.inf]), st.sampled_from(["offset", "text"]),
+       st.sampled_from([0.0, 0.0, 1e-3, 0.05, 0.3]))
+def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against, share):
+    """Pruning, and lazy extension (``share``: a prefix is run only if it holds that share of the text's
+    prefix probability found), keep every bracket of a walk certified."""
     lm = history_lm(seed)
-    config = StringSearchConfig(beam=beam, prune=prune, prune_against=against)
+    config = StringSearchConfig(beam=beam, prune=prune, prune_against=against, extend_threshold=share)
     x, xy = prompt.encode(), (prompt + text).encode()
     p_x, p_xy = brute_prefix(lm, x), brute_prefix(lm, xy)
     try:
@@ -104,11 +107,12 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against):
         cond = string_conditional(lm, prompt, text, config=config)
         assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
         assert cond.lower <= cond.estimate <= cond.upper
-        assert cond.forwards <= (beam + 1) * (len(xy) + 1)  # flat cost per byte
+        if share == 0:  # (a heal sweeps bytes again)
+            assert cond.forwards <= (beam + 1) * (len(xy) + 1)  # flat cost per byte
     except DeadEndError:
-        # only pruning against the text can drop every prefix that spells it (documented; genlm-bytes' beam
-        # empties the same way); the bounds checked before the dead end held
-        assert against == "text"
+        # only pruning against the text, or lazy extension, can drop every prefix that spells it (documented;
+        # genlm-bytes' beam empties the same way); the bounds checked before the dead end held
+        assert against == "text" or share > 0
     wide = string_conditional(lm, prompt, text, config=WIDE)
     assert wide.estimate == pytest.approx(p_xy - p_x, abs=1e-9) and wide.width == pytest.approx(0.0, abs=1e-9)
 
@@ -133,12 +137,16 @@ def test_healed_dead_ends_stay_certified():
 
 
 def test_pruning_against_the_text_runs_fewer_prefixes_and_stays_certified():
+    """And lazy extension (a share of 0.05 of the text's mass) runs fewer than extending every kept prefix."""
     lm = history_lm(4)
     x = b"abbaabab"
     exact = [brute_prefix(lm, x[:k]) for k in range(len(x) + 1)]
     forwards = {}
-    for against in ("offset", "text"):
-        state = StringState(lm, "", StringSearchConfig(beam=3, prune=1.0, prune_against=against))
+    configs = {"offset": StringSearchConfig(beam=3, prune=1.0), "lazy": StringSearchConfig(beam=3, prune=1.0,
+                                                                                           extend_threshold=0.05),
+               "text": StringSearchConfig(beam=3, prune=1.0, prune_against="text")}
+    for against, config in configs.items():
+        state = StringState(lm, "", config)
         for k, b in enumerate(x):
             nb = state.next_byte_log_probs()
             assert float(nb.lower[b]) <= exact[k + 1] - exact[k] + 1e-9 <= float(nb.upper[b]) + 2e-9
@@ -146,7 +154,7 @@ def test_pruning_against_the_text_runs_fewer_prefixes_and_stays_certified():
         px = state.prefix_log_prob()
         assert px.lower <= exact[-1] + 1e-9 <= px.upper + 2e-9
         forwards[against] = state.forwards
-    assert forwards["text"] < forwards["offset"]
+    assert forwards["text"] < forwards["offset"] and forwards["lazy"] < forwards["offset"]
 
 
 def test_an_lm_without_special_tokens_cannot_end_a_string():
