@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive, top_mass
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
                                 add_text_arguments, search_config)
 from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
@@ -46,16 +46,16 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 def cmd_generate(args: argparse.Namespace) -> None:
     from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
 
-    if dispatch(args, "generate"):
-        return
-    _check_utf8("--prompt", args.prompt)
-    for s in args.stop:
-        _check_utf8("--stop", s)
     if args.greedy and (args.temperature is not None or args.top_p is not None):
         raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
                          "(drop them, or drop --greedy to sample)")
     args.temperature = 1.0 if args.temperature is None else args.temperature
     args.top_p = 1.0 if args.top_p is None else args.top_p
+    if dispatch(args, "generate"):
+        return
+    _check_utf8("--prompt", args.prompt)
+    for s in args.stop:
+        _check_utf8("--stop", s)
     check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
     sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
     config = search_config(args)
@@ -157,7 +157,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-bytes", type=POSITIVE, default=64,
                    help="bytes to generate at most (default 64; at most the generated_bytes limit, docs/limits.md)")
     p.add_argument("--temperature", type=positive, help="divide the next-byte log-probs by this (default 1)")
-    p.add_argument("--top-p", type=positive, help="sample from the smallest set holding this mass (default 1)")
+    p.add_argument("--top-p", type=top_mass, help="sample from the smallest set holding this mass (default 1)")
     p.add_argument("--greedy", action="store_true",
                    help="take the most probable byte each time (not with --temperature or --top-p)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")

@@ -39,6 +39,17 @@ def positive(text: str) -> float:
 positive.__name__ = "number"
 
 
+def top_mass(text: str) -> float:
+    """An argparse type: a share of probability mass in ``(0, 1]`` (top-p)."""
+    value = positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the mass in (0, 1], got {text!r}")
+    return value
+
+
+top_mass.__name__ = "share"
+
+
 def log_prob_floor(text: str) -> float:
     """An argparse type: a log-probability floor in nats, a finite number or ``-inf`` (not NaN, not ``+inf``)."""
     try:

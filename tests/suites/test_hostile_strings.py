@@ -328,3 +328,85 @@ def test_next_bytes_sum_to_one(capsys, world):
     assert sum(math.exp(v) for v in got["log_probs"].values()) == pytest.approx(1.0, abs=1e-9)
     for key, v in got["log_probs"].items():  # every estimate inside its own certified interval
         assert got["lower"][key] - 1e-12 <= v <= got["upper"][key] + 1e-12
+
+
+# ------------------------------------------------------------ newer flags: bounds, batches, ensembles, Ray, lazy
+BATCH_FILES = {
+    "pairs.jsonl": '{"prompt": "ab", "text": " ba"}\n{"prompt": "b", "text": "a"}\n',
+    "pairs-bad.jsonl": '{"prompt": "ab", "text": " ba"}\n{"prompt": "b", "text": \n',
+    "pairs-missing.jsonl": '{"prompt": "ab", "text": " ba"}\n{"prompt": "b"}\n',
+    "pairs-number.jsonl": '{"prompt": 3, "text": " ba"}\n',
+    "pairs-surrogate.jsonl": '{"prompt": "\\ud800", "text": " ba"}\n',
+    "pairs-empty.jsonl": "",
+}
+NEWER = [
+    (["next", "--prompt", "ab", "--chars", "--min-log-prob", "nan"], ["--min-log-prob", "nan"]),
+    (["next", "--prompt", "ab", "--chars", "--min-log-prob", "inf"], ["--min-log-prob", "inf"]),
+    (["next", "--prompt", "ab", "--min-log-prob", "-5"], ["--min-log-prob applies to --chars only"]),
+    (["generate", "--prompt", "ab", "--greedy", "--temperature", "0.5"], ["--greedy", "--temperature"]),
+    (["generate", "--prompt", "ab", "--greedy", "--top-p", "0.5"], ["--greedy", "--top-p"]),
+    (["generate", "--prompt", "ab", "--max-bytes", str(10**6)], ["generated_bytes"]),
+    (["generate", "--prompt", "ab", "--top-p", "1.5"], ["--top-p", "1.5"]),
+    (["conditional", "ab", "--prompt", "b", "--bos-id", "999999"], ["--bos-id 999999", "ids 0.."]),
+    (["next", "--prompt", "ab", "--bos-id", "999999"], ["--bos-id 999999"]),
+    (["conditional", "--input", "{tmp}/nope.jsonl"], ["nope.jsonl"]),
+    (["conditional", "--input", "{tmp}/pairs-bad.jsonl"], ["pairs-bad.jsonl:2"]),
+    (["conditional", "--input", "{tmp}/pairs-missing.jsonl"], ["pairs-missing.jsonl:2", "'text'"]),
+    (["conditional", "--input", "{tmp}/pairs-number.jsonl"], ["pairs-number.jsonl:1", "'prompt'"]),
+    (["conditional", "--input", "{tmp}/pairs-surrogate.jsonl"], ["pairs-surrogate.jsonl:1", "surrogate"]),
+    (["conditional", "--input", "{tmp}/pairs-empty.jsonl"], ["pairs-empty.jsonl"]),
+    (["conditional", "--input", "{tmp}/pairs.jsonl", "--batch-size", "0"], ["--batch-size"]),
+    (["conditional", "--input", "{tmp}/pairs.jsonl", "--out", "{tmp}/a-file"], ["a-file"]),
+    (["next", "--input", "{tmp}/pairs-bad.jsonl"], ["pairs-bad.jsonl:2"]),
+    (["generate", "--input", "{tmp}/pairs-surrogate.jsonl"], ["pairs-surrogate.jsonl:1"]),
+    (["conditional", "ab", "--prompt", "b", "--model", "toy-bigram", "--model", "toy-bigram-2", "--kind", "sum"],
+     ["--kind", "'sum'"]),
+    (["conditional", "ab", "--prompt", "b", "--model", "toy-bigram", "--model", "toy-bigram-2", "--weight", "1"],
+     ["--weight"]),
+    (["conditional", "ab", "--prompt", "b", "--model", "toy-bigram", "--weight", "0"], ["--weight"]),
+    (["perplexity", "{tmp}/ok.txt", "--ray"], ["--ray", "--out"]),
+    (["perplexity", "{tmp}/ok.txt", "--out", "{tmp}/r", "--ray", "--workers", "0"], ["--workers"]),
+    (["surprisal", "{tmp}/ok.txt", "--ray"], ["--ray", "--out"]),
+    (["perplexity", "{tmp}/ok.txt", "--extend-threshold", "1"], ["--extend-threshold"]),
+    (["perplexity", "{tmp}/ok.txt", "--extend-threshold", "-0.1"], ["--extend-threshold"]),
+    (["conditional", "ab", "--prompt", "b", "--extend-threshold", "nan"], ["--extend-threshold"]),
+    (["perplexity-compare", "{tmp}/run-beam", "{tmp}/nope"], ["nope"]),
+    (["perplexity-compare", "{tmp}/run-beam", "--resamples", "0"], ["--resamples"]),
+]
+
+
+@pytest.mark.parametrize("argv, needles", NEWER, ids=[" ".join(a) for a, _ in NEWER])
+def test_newer_flags_refuse_bad_input_before_the_model_loads(capsys, world, argv, needles):
+    tmp, _ = world
+    for name, text in BATCH_FILES.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    refused(capsys, world, argv, needles)
+
+
+def test_comparing_runs_of_different_corpora_is_refused(capsys, world):
+    tmp, _ = world
+    (tmp / "other.jsonl").write_text('{"text": "ba ab"}\n{"text": "a b"}\n')
+    assert main(["perplexity", str(tmp / "other.jsonl"), "--field", "text", "--scoring", "beam", "--model",
+                 "toy-bigram-2", "--out", str(tmp / "run-other-corpus")]) == 0
+    capsys.readouterr()
+    refused(capsys, world, ["perplexity-compare", "{tmp}/run-beam", "{tmp}/run-other-corpus"], ["corpus"],
+            before_load=False)
+
+
+def test_a_batch_of_conditionals_equals_the_conditionals_one_by_one(capsys, world):
+    from ppl_tok.strings import StringSearchConfig, string_conditional
+
+    tmp, _ = world
+    for name, text in BATCH_FILES.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    code = main(["conditional", "--input", str(tmp / "pairs.jsonl"), "--model", "toy-bigram", "--out",
+                 str(tmp / "batch"), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["items"] == 2 and summary["errors"] == 0
+    records = [json.loads(line) for line in (tmp / "batch" / "records.jsonl").read_text().splitlines()]
+    records.sort(key=lambda r: r["index"])
+    config = StringSearchConfig()
+    want = [string_conditional(LM, "ab", " ba", config=config), string_conditional(LM, "b", "a", config=config)]
+    assert [r["estimate"] for r in records] == pytest.approx([w.estimate for w in want], abs=1e-9)
+    for r in records:  # every estimate inside its own certified interval
+        assert r["lower"] <= r["estimate"] <= r["upper"]
