@@ -34,9 +34,11 @@ COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "su
 
 
 class SurprisalRecords(JsonlStore):
-    """``--out``: one JSON line per unit (the columns of :data:`COLUMNS`; ``upper`` ``null`` when infinite)."""
+    """``--out``: one JSON line per unit (the columns of :data:`COLUMNS`; ``upper`` ``null`` when infinite),
+    its settings beside it in ``FILE.settings.json`` (:func:`run_settings`)."""
 
     record_name = "surprisal row"
+    informational = ("ppl_tok_version",)
 
     @staticmethod
     def key(record: dict[str, Any]) -> tuple[int, int]:
@@ -171,6 +173,25 @@ def _fill_on_ray(args: argparse.Namespace, items: list[str], regions: list[Any] 
                    address=args.ray or None)
 
 
+def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] | None, config: Any
+                 ) -> dict[str, Any]:
+    """What ``--out``'s rows depend on, recorded beside the file and compared on resume (the rule of every
+    store: :class:`~ppl_tok.common.jsonl_store.JsonlStore`): the items, the units, the LM asked for and the
+    beam's settings."""
+    import dataclasses
+    import hashlib
+
+    from ppl_tok.common.version import __version__
+    from ppl_tok.lm.device import lm_identity
+
+    spec = lm_spec(args)
+    digest = hashlib.sha256(json.dumps([items, regions]).encode("utf-8")).hexdigest()
+    return {"items_sha256": digest, "items": len(items), "field": args.field,
+            "units": "regions" if regions is not None else args.units, "keep_punctuation": args.keep_punctuation,
+            "context": args.context, "model": spec.model, **lm_identity(spec.to_dict()), "bos_id": spec.bos_id,
+            "search": dataclasses.asdict(config), "wide_bits": args.wide, "ppl_tok_version": __version__}
+
+
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
     """Each item's rows in order: read back from ``--out`` or computed (and appended there)."""
     from tqdm import tqdm
@@ -179,7 +200,7 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
 
     config = search_config(args)
     rules = WordRules(split_punctuation=not args.keep_punctuation)
-    store = SurprisalRecords.open_file(args.out) if args.out else None
+    store = SurprisalRecords.open_file(args.out, run_settings(args, items, regions, config)) if args.out else None
     lm = None
     try:
         done = _stored(store)

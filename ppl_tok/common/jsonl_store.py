@@ -257,21 +257,47 @@ class JsonlStore:
             raise
 
     @classmethod
-    def open_file(cls, path: str | Path):
-        """Open (or create) a lone records file: no folder, no settings, no timing; ``flock`` on the file itself.
+    def open_file(cls, path: str | Path, settings: dict[str, Any] | None = None):
+        """Open (or create) a lone records file: no folder, no timing; ``flock`` on the file itself.
 
         A torn last line is cut off and the complete records read (:meth:`read_records`), as :meth:`open` does.
+        ``settings``: recorded beside the file (``FILE.settings.json``) and compared on every later open by
+        the folders' rule (:meth:`differences`): a file written under other settings, or by a run that
+        recorded none, is refused, naming the settings that differ.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = lock_file(path)
         try:
             repair(path)
+            if settings is not None:
+                settings = cls._file_settings(path, settings)
             records = list(cls.read_records(path))
         except BaseException:
             os.close(lock)
             raise
-        return cls(path.parent, {}, records, lock, records_path=path)
+        return cls(path.parent, settings or {}, records, lock, records_path=path)
+
+    @classmethod
+    def _file_settings(cls, path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+        settings = json.loads(json.dumps(settings, allow_nan=False))  # normalise (tuples -> lists)
+        sidecar = path.with_name(path.name + ".settings.json")
+        if sidecar.exists():
+            try:
+                old = json.loads(sidecar.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise StoreError(f"{sidecar}:{err.lineno}: not valid JSON ({err.msg})") from None
+            diff = cls.differences(old, settings)
+            if diff:
+                raise SettingsMismatchError(f"{path} was written by a run with other settings ({sidecar}); use "
+                                            "another --out file or the same settings. Differences: " + "; ".join(diff))
+        elif path.exists() and path.stat().st_size > 0:
+            raise SettingsMismatchError(f"{path} holds records but no settings ({sidecar.name} is missing: a file of "
+                                        "an older ppl-tok), so they cannot be checked against this run's; use another "
+                                        "--out file")
+        else:
+            write_atomic(sidecar, json.dumps(settings, indent=2, allow_nan=False) + "\n")
+        return settings
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -88,9 +88,16 @@ def test_out_resumes(toy, capsys, tmp_path):
     toy.loads.clear()
     code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
     assert code == 0 and again == whole and not toy.loads  # all stored: no LM loaded
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--beam", "4", "--prune", "1e9")
+    assert code == 2 and "other settings" in err and "search" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--units", "char", *WIDE_ARGS)
+    assert code == 2 and "units: folder has 'word', this run has 'char'" in err
     path.write_text("ab ab.\n")
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file))
-    assert code == 2 and "another input, --units or --model wrote it" in err
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 2 and "items_sha256" in err
+    (tmp_path / "rows.jsonl.settings.json").unlink()  # a file of an older ppl-tok: records without settings
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 2 and "holds records but no settings" in err and not toy.loads
 
 
 def test_bad_input(toy, capsys, tmp_path):
