@@ -120,3 +120,43 @@ def test_json_escapes_that_are_not_text_are_refused_by_line(toy, capsys, tmp_pat
     path.write_text(line + "\n")
     code, _, err = run(capsys, "surprisal", str(path), "--field", "text")
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+SURPRISAL_CHILD = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]  # the checkout's ppl_tok, not another install's
+import ppl_tok.cli.common
+from tests.strings.test_state import history_lm
+from tests.strings.test_surprisal import VOCAB
+lm = history_lm(3, VOCAB)
+ppl_tok.cli.common.load_lm = lambda *a, **k: lm
+from ppl_tok.cli.main import main
+sys.exit(main({argv!r}))
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, capsys, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sigkill import kill_while_appending, line_count
+
+    tests = Path(__file__).resolve().parents[1]
+    path = tmp_path / "s.txt"
+    path.write_text("".join(f"{'ab ' * (1 + i % 3)}b{'a' * (i % 4)}.\n" for i in range(30)))
+    argv = ["surprisal", str(path), "--beam", "4", "--prune", "6", "--format", "jsonl"]
+    code, whole, _ = run(capsys, *argv, "--out", str(tmp_path / "ref.jsonl"))
+    assert code == 0
+    reference = (tmp_path / "ref.jsonl").read_bytes()
+    out = tmp_path / "rows.jsonl"
+    script = tmp_path / "child.py"
+    script.write_text(SURPRISAL_CHILD.format(tests=str(tests), root=str(tests.parent), argv=[*argv, "--out", str(out)]))
+    kills = kill_while_appending(script, out, delays=(0.0, 0.011), progress=4)
+    assert kills >= 2, "the child finished before it could be killed"
+    assert 0 < line_count(out) < reference.count(b"\n")
+    done = subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy(), capture_output=True,
+                          text=True)
+    assert out.read_bytes() == reference and done.stdout == whole  # the same rows, in order, and the same output
