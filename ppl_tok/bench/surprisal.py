@@ -7,6 +7,11 @@ process, each after an empty prefix cache:
 * **canonical**: :func:`ppl_tok.strings.surprisal.canonical_surprisals`, the
   canonical tokens' log-probs summed per word (one forward per item: what
   minicons and the ``surprisal`` package compute);
+* **one forward**: the same canonical tokens' log-probability in one forward per item
+  (:meth:`~ppl_tok.lm.base.LanguageModel.log_probs_after`, which the ``transformers`` backend runs
+  as one forward; the per-token terms come out of that forward too, so this is what a one-forward
+  canonical column would cost: ``token_log_probs_after``, which the canonical column calls,
+  extends one token per forward call);
 * **strings**: :func:`ppl_tok.strings.surprisal.surprisals`, the word-end
   corrected surprisal over strings with its certified bracket (one walk of the
   LM over strings per item, its canonical column included).
@@ -79,13 +84,21 @@ def bench_surprisal(lm: LanguageModel, text: str | Path, *, words: int = 1000,
     ``threads``: torch's CPU threads for both (one by default: a ratio not moved by other work's load)."""
     import torch
 
-    from ppl_tok.strings.surprisal import canonical_surprisals, surprisals
+    from ppl_tok.strings.surprisal import canonical_surprisals, surprisals, word_spans
 
     torch.set_num_threads(threads)
     config = config or StringSearchConfig()
     items = held_out_items(text, words)
     surprisals(lm, "Warm up.", config=config)  # one-time costs (the cover index, first calls) stay out
     canonical = _measure(lm, items, lambda t: canonical_surprisals(lm, t))
+    ids = {t: lm.canonical(t) for t in items}
+
+    def one_forward(t: str) -> list[Any]:
+        lm.log_probs_after([lm.prefix_ids()], [ids[t]])
+        return word_spans(t)  # the words it scores (their per-word sums are not formed: the cost is the forward)
+
+    one = _measure(lm, items, one_forward)
+    one.pop("rows")
     strings = _measure(lm, items, lambda t: surprisals(lm, t, config=config))
     rows = [r for item in strings.pop("rows") for r in item]
     canon = [c for item in canonical.pop("rows") for c in item]
@@ -97,8 +110,9 @@ def bench_surprisal(lm: LanguageModel, text: str | Path, *, words: int = 1000,
     return {"model": lm.name, "text": str(text), "items": len(items), "words": n,
             "bytes": sum(len(t.encode("utf-8")) for t in items), "beam": config.beam, "prune": config.prune,
             "threads": threads,
-            "canonical": canonical, "strings": strings,
+            "canonical": canonical, "one_forward": one, "strings": strings,
             "time_ratio": strings["seconds"] / canonical["seconds"],
+            "time_ratio_one_forward": strings["seconds"] / one["seconds"],
             "forwards_ratio": strings["forwards"] / canonical["forwards"],
             "target_ratio": 3.0}
 
@@ -110,13 +124,15 @@ def format_surprisal(result: dict[str, Any]) -> list[str]:
              f"{result['text']}; beam {result['beam']}, prune {result['prune']:g}",
              f"{'column':<10} {'seconds':>9} {'words/s':>9} {'calls/word':>11} {'forwards/word':>14} "
              f"{'mean bits':>10}"]
-    for name, m in (("canonical", c), ("strings", s)):
+    for name, m in (("canonical", c), ("1 forward", result["one_forward"]), ("strings", s)):
+        bits = f"{m['mean_surprisal_bits']:>10.3f}" if "mean_surprisal_bits" in m else f"{'':>10}"
         lines.append(f"{name:<10} {m['seconds']:>9.2f} {m['words_per_second']:>9.2f} {m['calls_per_word']:>11.2f} "
-                     f"{m['forwards_per_word']:>14.2f} {m['mean_surprisal_bits']:>10.3f}")
+                     f"{m['forwards_per_word']:>14.2f} {bits}")
     verdict = "within" if result["time_ratio"] <= result["target_ratio"] else "above"
-    lines.append(f"strings / canonical: {result['time_ratio']:.1f}x the time ({verdict} the "
-                 f"{result['target_ratio']:g}x target), {result['forwards_ratio']:.1f}x the token-forwards; "
-                 f"{100 * s['informative_share']:.1f}% of the brackets informative")
+    lines += [f"strings / canonical: {result['time_ratio']:.1f}x the time ({verdict} the "
+              f"{result['target_ratio']:g}x target), {result['forwards_ratio']:.1f}x the token-forwards; "
+              f"{100 * s['informative_share']:.1f}% of the brackets informative",
+              f"strings / one forward per item: {result['time_ratio_one_forward']:.1f}x the time"]
     return lines
 
 

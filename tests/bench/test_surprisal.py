@@ -40,4 +40,5 @@ def test_bench_surprisal_reports_both_columns_and_their_ratio(smollm2, tmp_path)
     assert result["strings"]["max_column_difference_bits"] < 1e-3
     assert 0 <= result["strings"]["informative_share"] <= 1
     lines = format_surprisal(result)
-    assert "strings / canonical" in lines[-1] and "3x target" in lines[-1]
+    assert "strings / canonical" in lines[-2] and "3x target" in lines[-2] and "one forward" in lines[-1]
+    assert result["one_forward"]["calls"] <= result["canonical"]["calls"]
