@@ -36,107 +36,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
+from ppl_tok.strings.certified import END_OF_STRING, EndUnavailableError, NextBytes, PrefixProbability  # noqa: F401
 from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
 from ppl_tok.strings.prefill import Head, prefill_heads
 
-#: the index of the end of the string in a next-byte vector (0-255 are the bytes)
-END_OF_STRING = 256
-
-
-class EndUnavailableError(ValueError):
-    """The LM has no token without a surface: the probability that the string ends is not defined."""
-
-
 class DeadEndError(ValueError):
     """No kept token prefix can spell the next byte."""
-
-
-@dataclass(frozen=True)
-class PrefixProbability:
-    """A certified interval on ``log P(x | c)``, the log-probability that the output starts with ``x``.
-
-    :param found: ``log P^(x)``, the mass the beam found: the estimate.
-    :param bound: ``min(0, log(P^(x) + Pi))``, the top of the bracket in exact arithmetic.
-    :param tolerance: nats of rounding (:func:`~ppl_tok.strings.certified.tolerance`): the
-        interval is ``[found - tolerance, min(0, bound + tolerance)]``.
-    """
-
-    found: float
-    bound: float
-    tolerance: float = 0.0
-
-    @property
-    def estimate(self) -> float:
-        return min(self.found, 0.0)
-
-    @property
-    def lower(self) -> float:
-        return self.found - self.tolerance
-
-    @property
-    def upper(self) -> float:
-        return min(0.0, self.bound + self.tolerance)
-
-    @property
-    def width(self) -> float:
-        return self.upper - self.lower
-
-    def to_dict(self) -> dict[str, float]:
-        return {"lower": self.lower, "upper": self.upper, "estimate": self.found, "tolerance_nats": self.tolerance}
-
-
-@dataclass(frozen=True)
-class NextBytes:
-    """The next-byte distribution after ``x``: entries 0-255 are bytes, entry 256 the end of the string.
-
-    :param log_probs: the estimate: the beam's masses ``P^(x b)``, ``P^(x, end)``
-        normalised to sum to one.
-    :param lower: certified lower bounds on ``log p(b | x)`` (``tolerance`` below the bracket of exact arithmetic).
-    :param upper: certified upper bounds on ``log p(b | x)`` (``tolerance`` above the bracket, at most 0).
-    :param prefix: the bracket on ``log P(x | c)``.
-    :param unnormalised: ``log P^(x b)`` and ``log P^(x, end)``: with nothing pruned
-        their log-sum-exp is ``log P^(x)``.
-    :param has_end: whether the LM can end a string (``False``: entry 256 is ``-inf``
-        and :attr:`end` raises).
-    :param tolerance: nats of rounding added on both sides of every bracket
-        (:func:`~ppl_tok.strings.certified.tolerance`).
-    """
-
-    log_probs: torch.Tensor
-    lower: torch.Tensor
-    upper: torch.Tensor
-    prefix: PrefixProbability
-    unnormalised: torch.Tensor
-    has_end: bool
-    tolerance: float = 0.0
-
-    @property
-    def end(self) -> float:
-        """``log p(end | x)``: the estimate that the string stops here."""
-        if not self.has_end:
-            raise EndUnavailableError("the LM's vocabulary has no EOS or other special token: "
-                                      "the probability that the string ends is unavailable")
-        return float(self.log_probs[END_OF_STRING])
-
-    def top(self, k: int = 5) -> list[tuple[bytes | None, float]]:
-        """The ``k`` most probable next bytes (``None``: the end of the string) with their log-probs."""
-        values, idx = self.log_probs.topk(min(k, len(self.log_probs)))
-        return [(None if i == END_OF_STRING else bytes([i]), v) for i, v in zip(idx.tolist(), values.tolist())]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the finite entries only, keyed by byte value (``"end"`` for the end)."""
-        def keyed(t: torch.Tensor) -> dict[str, float]:
-            return {("end" if i == END_OF_STRING else str(i)): v for i, v in enumerate(t.tolist()) if v > -math.inf}
-        return {"log_probs": keyed(self.log_probs), "lower": keyed(self.lower), "upper": keyed(self.upper),
-                "prefix": self.prefix.to_dict(), "has_end": self.has_end, "tolerance_nats": self.tolerance}
 
 
 class _Cover:
