@@ -43,8 +43,8 @@ def kill_while_appending(script: Path, records: Path, delays: tuple[float, ...] 
 
 @dataclass(frozen=True)
 class CrashOnceLoader:
-    """The toy LM, whose worker process dies (``os._exit``) at its first call of ``method`` if ``marker`` is absent
-    (it then writes ``marker``, so the actor that replaces it lives). ``always``: at every call."""
+    """The toy LM, whose worker process is SIGKILLed (by itself) at its first call of ``method`` if ``marker`` is
+    absent, mid-batch (it writes ``marker`` first, so the actor that replaces it lives). ``always``: at every call."""
 
     marker: str
     always: bool = False
@@ -60,7 +60,7 @@ class CrashOnceLoader:
         def crashing(*args, **kwargs):
             if self.always or not marker.exists():
                 marker.write_text("the worker died here\n")
-                os._exit(1)
+                os.kill(os.getpid(), signal.SIGKILL)
             return real(*args, **kwargs)
 
         setattr(lm, self.method, crashing)
