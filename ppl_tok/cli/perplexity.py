@@ -116,8 +116,43 @@ def cmd_report(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.store import PerplexityStore
 
         vocab = load_vocabulary(PerplexityStore.read_settings(args.dir)["model"])
-        out = study_report(args.dir, resamples=args.resamples, png=args.png, spans_png=args.spans_png, vocab=vocab)
-    print(json.dumps(out, indent=1, allow_nan=False))
+        out = study_report(args.dir, resamples=args.resamples, seed=args.seed, png=args.png, spans_png=args.spans_png,
+                           vocab=vocab)
+    if args.json:
+        print(json.dumps(out, indent=1, allow_nan=False))
+        return
+    print("\n".join(readable(out)))
+
+
+def _number(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v).lower() if isinstance(v, bool) else "-"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def readable(obj: Any, indent: int = 0) -> list[str]:
+    """A report's JSON object as indented ``key: value`` lines (lists of objects as one line each); ``--json``
+    prints the object itself."""
+    pad, lines = "  " * indent, []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for key, v in items:
+        if isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values()) and len(v) <= 6:
+            lines.append(f"{pad}{key}: " + ", ".join(f"{k} {_number(x)}" for k, x in v.items()))
+        elif isinstance(v, dict):
+            lines.append(f"{pad}{key}:")
+            lines += readable(v, indent + 1)
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            lines.append(f"{pad}{key}:")
+            lines += [f"{pad}  " + ", ".join(f"{k} {_number(x)}" for k, x in row.items()) for row in v]
+        elif isinstance(v, list):
+            lines.append(f"{pad}{key}: " + ", ".join(_number(x) for x in v))
+        else:
+            lines.append(f"{pad}{key}: {_number(v)}")
+    return lines
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
@@ -173,9 +208,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)
-    p = sub.add_parser("perplexity-report", help="the study figures of a perplexity run folder (JSON): gain, "
+    p = sub.add_parser("perplexity-report", help="the study figures of a perplexity run folder (a table; --json): gain, "
                        "certified gain, spans; --compare runs; --importance against the floor",
-                       description="The study figures of a `ppl-tok perplexity --out` folder as JSON (bits per "
+                       description="The study figures of a `ppl-tok perplexity --out` folder, as key: value "
+                                   "lines or (--json) JSON (bits per "
                                    "byte, the certified gain with its bootstrap interval, the gain by length and by "
                                    "kind of span); with --compare, the runs of DIR and those folders on the "
                                    "documents they share; with --importance, DIR (a beam run) against that "
@@ -190,6 +226,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--importance", type=Path, metavar="DIR",
                       help="DIR (a beam run) against this canonical+rest run's importance estimates")
     p.add_argument("--resamples", type=POSITIVE, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0; the report states it)")
+    add_json_argument(p)
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("perplexity-compare", help="runs of several LMs on one corpus: bits per byte per scoring and "
                        "paired bootstrap differences",

@@ -69,6 +69,7 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
         if entry.ceiling and all(u is not None and math.isfinite(u) for u in uppers):
             out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
     den = [b * LN2 for b in nb]
+    out["bootstrap"] = {"resamples": resamples, "seed": seed}  # the intervals below repeat with these
     out["gain_bits_per_byte"] = bootstrap_ratio([s.log_likelihood - s.canonical for s in scores], den,
                                                 resamples=resamples, seed=seed)._asdict()
     if certified:

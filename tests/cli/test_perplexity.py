@@ -33,10 +33,16 @@ def run_folder(tmp_path):
 
 def test_the_report_of_a_folder_and_a_comparison(run_folder, monkeypatch, capsys):
     monkeypatch.setattr(ppl_tok.lm.cards, "load_vocabulary", lambda *a, **k: toy_lm().vocab)
-    assert main(["perplexity-report", str(run_folder), "--resamples", "50"]) == 0
+    assert main(["perplexity-report", str(run_folder), "--resamples", "50", "--seed", "7", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["documents"] == len(DOCS)
-    assert main(["perplexity-report", str(run_folder), "--compare", str(run_folder)]) == 0
+    assert report["documents"] == len(DOCS) and report["bootstrap"] == {"resamples": 50, "seed": 7}
+    assert main(["perplexity-report", str(run_folder), "--resamples", "50", "--seed", "7"]) == 0
+    text = capsys.readouterr().out  # a readable table: the figures and the bootstrap that made the interval
+    assert f"documents: {len(DOCS)}" in text and "bootstrap: resamples 50, seed 7" in text
+    assert "gain_bits_per_byte: " in text and not text.lstrip().startswith("{")
+    assert main(["perplexity-report", str(run_folder), "--resamples", "50", "--seed", "7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == report  # the seed repeats the interval
+    assert main(["perplexity-report", str(run_folder), "--compare", str(run_folder), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)
 
 
