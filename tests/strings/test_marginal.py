@@ -230,11 +230,13 @@ def test_smollm2_lazy_extension_brackets_the_exact_marginal_in_fewer_forwards(sm
     # today's beam 8 on this string (before lazy extension): 47 forwards, [-24.68316, -22.21484]
     base = string_marginal(smollm2, " tongueless", config=StringSearchConfig(extend_threshold=0.0))
     assert base.forwards == 47
-    assert (base.lower, base.upper) == (pytest.approx(-24.68316, abs=1e-4), pytest.approx(-22.21484, abs=1e-4))
+    tol = base.estimate - base.lower  # the rows' rounding tolerance (strings/certified.py) widens both sides
+    assert 0 < tol < 1e-3 and base.estimate == pytest.approx(-24.68316, abs=1e-4)
+    assert base.upper == pytest.approx(-22.21484 + tol, abs=1e-4)
     forwards = []
     for share in (1e-3, 1e-2, 1e-1):
         r = string_marginal(smollm2, " tongueless", config=StringSearchConfig(extend_threshold=share))
         assert r.lower <= exact.log_marginal + 1e-6 <= r.upper + 2e-6
-        assert r.canonical <= r.lower
+        assert r.canonical <= r.estimate
         forwards.append(r.forwards)
     assert forwards == sorted(forwards, reverse=True) and forwards[-1] < base.forwards / 4

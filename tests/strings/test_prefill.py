@@ -32,11 +32,12 @@ def brute_head(lm, prompt: bytes, config: StringSearchConfig, extra: bytes = b""
 def test_a_tail_that_is_the_whole_prompt_is_exact(seed, prompt):
     lm = history_lm(seed)
     whole = replace(HEAD, prefill_tail=len(prompt))  # no canonical token ends a whole prompt before the end
-    ch, ex = initial(lm, prompt, config=whole), initial(lm, prompt, config=WIDE)
+    exact = replace(WIDE, prefill="exact")  # (auto would prefill a head of 8 one-byte tokens here)
+    ch, ex = initial(lm, prompt, config=whole), initial(lm, prompt, config=exact)
     assert ch.base == 0 and ch.prefill == "exact"
     assert ch.prefix_log_prob() == ex.prefix_log_prob()
     assert torch.equal(ch.next_byte_log_probs().log_probs, ex.next_byte_log_probs().log_probs)
-    a, b = string_conditional(lm, prompt, "ab", config=whole), string_conditional(lm, prompt, "ab", config=WIDE)
+    a, b = string_conditional(lm, prompt, "ab", config=whole), string_conditional(lm, prompt, "ab", config=exact)
     assert (a.lower, a.estimate, a.upper) == (b.lower, b.estimate, b.upper)
 
 
