@@ -53,7 +53,7 @@ def test_next_bytes_and_characters(capsys, smollm2):
 
 
 def test_bad_arguments_exit_2_with_one_line(capsys):
-    for argv, message in [(["generate", "--top-p", "1.5"], "top_p must be in (0, 1]"),
+    for argv, message in [(["generate", "--top-p", "1.5"], "argument --top-p: expected a share of the mass in (0, 1]"),
                           (["generate", "--max-bytes", "0"], "expected an integer >= 1"),
                           (["generate", "--mode", "tokens", "--greedy"], "mode 'tokens'"),
                           (["conditional", "aris"], "--prompt"),
