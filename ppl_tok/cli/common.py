@@ -85,8 +85,13 @@ def lm_specs(args: argparse.Namespace) -> list[LMSpec]:
 
 
 def _check_bos_id(model: str, bos_id: int | None) -> None:
+    """``--bos-id`` against the model's vocabulary, where the vocabulary can be read without the weights (else the
+    loader, which needs the model anyway, says what is wrong with it)."""
     if bos_id is not None:
-        size = len(load_vocabulary(model))
+        try:
+            size = len(load_vocabulary(model))
+        except (OSError, ValueError, LookupError):
+            return
         if bos_id >= size:
             raise ValueError(f"--bos-id {bos_id} is not a token of {model} (ids 0..{size - 1}): give an id "
                              "below that, or drop --bos-id for the card's (else the tokenizer's) BOS")

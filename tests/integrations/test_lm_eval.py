@@ -119,7 +119,7 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
 def test_unsupported_request_types_and_arguments_are_clear():
     lm = PPLTokLM(lm=toy_lm())
     assert lm.loglikelihood_rolling([]) == []
-    with pytest.raises(NotImplementedError, match=r"loglikelihood_rolling .*scoring=canonical\|beam\|canonical\+rest"):
+    with pytest.raises(NotImplementedError, match=r"loglikelihood_rolling .*scoring=canonical\|beam\|prefix\|with-end\|canonical\+rest"):
         PPLTokLM(lm=toy_lm(), scoring="mixture").loglikelihood_rolling([])
     with pytest.raises(NotImplementedError, match=r"loglikelihood is defined for .*not 'beam'"):
         PPLTokLM(lm=toy_lm(), scoring="beam").score_pairs([Pair("ab", " ab", 0, ("t", 0), 0)])
