@@ -25,12 +25,16 @@ def integer(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _float(text: str, what: str = "a number") -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
 def positive(text: str) -> float:
     """An argparse type: a finite number ``> 0``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _float(text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
@@ -52,10 +56,7 @@ top_mass.__name__ = "share"
 
 def log_prob_floor(text: str) -> float:
     """An argparse type: a log-probability floor in nats, a finite number or ``-inf`` (not NaN, not ``+inf``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of nats, got {text!r}") from None
+    value = _float(text, "a number of nats")
     if math.isnan(value) or value == math.inf:
         raise argparse.ArgumentTypeError(f"expected a finite number of nats or -inf, got {text!r}")
     return value
@@ -66,10 +67,7 @@ log_prob_floor.__name__ = "nats"
 
 def share(text: str) -> float:
     """An argparse type: a share in ``[0, 1)`` (a fraction of a mass)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _float(text)
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r}")
     return value
