@@ -349,16 +349,19 @@ class HFLanguageModel(LanguageModel):
         return self._log_softmax(logits)
 
     @torch.inference_mode()
-    def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
-        """One forward per batch: every sequence's tokens run on top of its (cached) prefix state."""
+    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]],
+                              texts_tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+        """One forward per batch: every sequence's tokens run on top of its (cached) prefix state, and each
+        token's term ``log p(t_k | prefix, t_<k)`` is read from that forward's rows (the base class extends
+        one token per call); :meth:`log_probs_after` sums them."""
         if not self.pooled:
-            return super().log_probs_after(prefixes, texts_tokens)
+            return super().token_log_probs_after(prefixes, texts_tokens)
         if len(texts_tokens) != len(prefixes):
             raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
         seqs = [[int(t) for t in s] for s in texts_tokens]
         roots = self.states([tuple(int(t) for t in p) for p in prefixes])
         first = self.token_log_probs(roots, [s[:1] for s in seqs])
-        totals = [float(f.sum()) for f in first]
+        terms: list[list[float]] = [[float(v) for v in f] for f in first]
         rest = [i for i, s in enumerate(seqs) if len(s) > 1]
         size = max(1, self.config.max_batch // 8)
         for lo in range(0, len(rest), size):
@@ -372,7 +375,7 @@ class HFLanguageModel(LanguageModel):
             picked = to_host(log_probs.gather(2, to_device(targets, self.device).unsqueeze(-1)).squeeze(-1).double(),
                              "log-probs")
             for r, i in enumerate(part):
-                totals[i] += float(picked[r][mask[r]].sum())
+                terms[i].extend(picked[r][mask[r]].tolist())
                 # every prefix of the sequence becomes a cached state: particles on the canonical path reuse them
                 # (its own rows only: a view would keep the whole batch's [B, T, V] alive)
                 base, own_rows = roots[i].tokens, log_probs[r, : len(seqs[i]) - 1].clone()
@@ -383,4 +386,4 @@ class HFLanguageModel(LanguageModel):
                         self._new_state(key, own_rows, j, node).known[seqs[i][j + 1]] = float(picked[r, j])
             self.stats.forwards += int(mask.sum())
             self.stats.calls += 1
-        return totals
+        return terms

@@ -101,15 +101,24 @@ def test_prefix_cache_is_bounded_in_bytes_and_evicts():
 def test_batched_scoring_equals_stepwise(lm):
     seqs = [[1, 2, 3], [4], [5, 6, 7, 8, 9], [10, 11]]
     batched = lm.log_probs_many(seqs, CONTEXTS)
-    for seq, ctx, value in zip(seqs, CONTEXTS, batched):
+    lm.clear_cache()
+    prefixes = [lm.prefix_ids(c) for c in CONTEXTS]
+    lm.states(prefixes)
+    lm.stats.reset()
+    terms = lm.token_log_probs_after(prefixes, seqs)
+    if lm.pooled:  # the first tokens from the prefixes' cached rows, the rest in one forward
+        assert lm.stats.calls == 1 and lm.stats.forwards == sum(len(s) - 1 for s in seqs)
+    for seq, ctx, value, per in zip(seqs, CONTEXTS, batched, terms):
         lm.clear_cache()
-        step = 0.0
+        step, steps = 0.0, []
         state = lm.initial(ctx)
         for i, t in enumerate(seq):
             if i:
                 state = lm.extend([state], [seq[i - 1]])[0]
-            step += float(state.log_probs[t])
+            steps.append(float(state.log_probs[t]))
+            step += steps[-1]
         assert value == pytest.approx(step, abs=1e-5)
+        assert per == pytest.approx(steps, abs=1e-5) and sum(per) == pytest.approx(value, abs=1e-9)
 
 
 def test_smollm2_ragged_batch_equals_one_at_a_time(smollm2):
