@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from ppl_tok import Vocabulary
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings import DeadEndError, StringSearchConfig
-from ppl_tok.strings.surprisal import WordRules, region_spans, surprisals, word_spans
+from ppl_tok.strings.surprisal import (WordRules, canonical_surprisals, canonical_surprisals_many, region_spans,
+                                      surprisal_batch, surprisals, surprisals_many, word_spans)
 from tests.strings.test_state import WIDE, brute_exact, brute_prefix, history_lm
 
 PIECES = [None, "a", "b", " ", ".", "ab", " a", " b", "ba", " ab", "a.", "b ", ". ", "é", b"\xc3", b"\xa9", " é"]
@@ -110,6 +111,50 @@ def test_narrow_beams_bracket_the_exact_surprisal(beam, prune):
         assert r.informative or "a wider beam" in r.hint
 
 
+@pytest.mark.parametrize("beam,prune", [(2, 2.0), (8, 12.0)])
+def test_texts_walked_in_lockstep_equal_each_walked_alone(beam, prune):
+    """Byte j of every text in one LM call: each text's rows are those of its own walk (the toy LM rounds
+    nothing in a batch), its units and context its own; the calls are the longest text's, not their sum."""
+    lm = history_lm(5, VOCAB)
+    config = StringSearchConfig(beam=beam, prune=prune)
+    texts = ["ab ba. ab", "a", "b ab", "ab. é ab"]
+    units = ["word", "char", [1, 3], "byte"]
+    contexts = ["", "ab", "", "b"]
+    alone, calls_alone = [], 0
+    for t, u, c in zip(texts, units, contexts):
+        lm.clear_cache()
+        lm.stats.reset()
+        alone.append(surprisals(lm, t, units=u, context=c, config=config))
+        calls_alone += lm.stats.calls
+    lm.clear_cache()
+    lm.stats.reset()
+    many = surprisals_many(lm, texts, units=units, contexts=contexts, config=config)
+    assert [[r.to_dict() for r in rows] for rows in many] == [[r.to_dict() for r in rows] for rows in alone]
+    assert lm.stats.calls <= len(texts[3].encode()) + 4  # the longest walk's bytes, the contexts, the canonical
+    assert canonical_surprisals_many(lm, texts, units=units, contexts=contexts) == \
+        [[r.canonical for r in rows] for rows in alone]
+    assert canonical_surprisals(lm, texts[0]) == [r.canonical for r in alone[0]]
+    assert calls_alone > lm.stats.calls
+
+
+def test_a_failing_item_leaves_the_others_rows():
+    lm = history_lm(3, VOCAB)
+    texts = ["ab ba", "ab c", "b a"]
+    out = surprisal_batch(lm, texts, config=WIDE)
+    assert isinstance(out[1], DeadEndError) and "unit 1 (' c'" in str(out[1])
+    for i in (0, 2):
+        assert [r.to_dict() for r in out[i]] == [r.to_dict() for r in surprisals(lm, texts[i], config=WIDE)]
+    with pytest.raises(DeadEndError, match=r"item 1: unit 1 \(' c'.*no token spells byte 0x63"):
+        surprisals_many(lm, texts, config=WIDE)
+    with pytest.raises(ValueError, match="item 2: the text is empty"):
+        surprisals_many(lm, ["ab", "b", ""])
+    with pytest.raises(ValueError, match="3 texts but 2 contexts"):
+        surprisals_many(lm, texts, contexts=["", ""])
+    with pytest.raises(ValueError, match="3 texts but 2 unit specifications"):
+        surprisals_many(lm, texts, units=["word", "char"])
+    assert surprisals_many(lm, []) == []
+
+
 def test_word_rules():
     assert word_spans("The old man the boat.") == [(0, 3), (3, 7), (7, 11), (11, 15), (15, 20), (20, 21)]
     assert word_spans("  Hi, you!  ") == [(0, 4), (4, 5), (5, 9), (9, 12)]
@@ -162,3 +207,9 @@ def test_smollm2_garden_path(smollm2):
     assert not by[" boat"].informative and "a wider beam" in by[" boat"].hint
     # the chain rule: both sum to -log2 P(text, end) (the end is scored by the last unit either way)
     assert sum(r.surprisal for r in rows) == pytest.approx(sum(r.surprisal for r in plain), abs=1e-6)
+    # in lockstep with other sentences: the same rows up to float32 rounding of a batched forward
+    many = surprisals_many(smollm2, [text, "The horse raced past the barn fell.", "Hi."])
+    assert [r.text for r in many[0]] == [r.text for r in rows]
+    for one, other in zip(rows, many[0]):
+        assert other.surprisal == pytest.approx(one.surprisal, abs=1e-3)
+        assert other.canonical == pytest.approx(one.canonical, abs=1e-3)
