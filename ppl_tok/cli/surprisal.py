@@ -23,7 +23,7 @@ from typing import Any
 
 from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_ray_arguments,
                                 add_search_arguments, lm_spec, ray_address, search_config)
-from ppl_tok.common.arguments import output_file, positive
+from ppl_tok.common.arguments import POSITIVE, output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.certified import WIDE_BITS
@@ -170,7 +170,7 @@ def _fill_on_ray(args: argparse.Namespace, items: list[str], regions: list[Any] 
 
     job = SurprisalJob(context=args.context, config=search_config(args), rules=rules, wide=args.wide)
     surprisals_ray(LMLoader.from_spec(lm_spec(args)), job, todo, append, workers=args.workers,
-                   address=args.ray or None)
+                   address=args.ray or None, batch_items=args.batch_size)
 
 
 def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] | None, config: Any
@@ -193,45 +193,65 @@ def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] 
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
-    """Each item's rows in order: read back from ``--out`` or computed (and appended there)."""
+    """Each item's rows in order: read back from ``--out`` or computed, ``--batch-size`` items walked in lockstep
+    (:func:`~ppl_tok.strings.surprisal.surprisals_many`), and appended there item by item.
+
+    An item that fails (a byte no token covers) is an error naming it, raised once the items before it are
+    printed; the rows of the other items of its batch are stored in ``--out`` first, so a rerun does not
+    compute them again.
+    """
     from tqdm import tqdm
 
-    from ppl_tok.strings.surprisal import WordRules, surprisals, unit_byte_spans
+    from ppl_tok.strings.surprisal import WordRules, surprisal_batch, unit_byte_spans
 
     config = search_config(args)
     rules = WordRules(split_punctuation=not args.keep_punctuation)
     store = SurprisalRecords.open_file(args.out, run_settings(args, items, regions, config)) if args.out else None
     lm = None
+    source = "standard input" if args.file == STDIN else args.file
     try:
         done = _stored(store)
         if args.ray is not None:
-            _fill_on_ray(args, items, regions, store, done)
+            try:
+                _fill_on_ray(args, items, regions, store, done)
+            except ValueError as err:  # an item that failed: the others are stored
+                raise ValueError(f"{source}: {err}") from None
         model = args.model
         progress = tqdm(total=len(items), unit="item", file=sys.stderr, leave=False,
                         disable=not (args.progress or sys.stderr.isatty()))
-        for item, text in enumerate(items):
-            units = args.units if regions is None else regions[item]
-            spans, _ = unit_byte_spans(text, units, rules)
-            data = text.encode("utf-8")
-            texts = [data[a:b].decode("utf-8", errors="backslashreplace") for a, b in spans]
-            stored = sorted(done.get(item, []), key=lambda r: r["unit"])
-            _check_stored(args.out, item, stored, texts, model)
-            if len(stored) < len(spans):
+        for lo in range(0, len(items), args.batch_size):
+            chunk = range(lo, min(lo + args.batch_size, len(items)))
+            rows: dict[int, list[dict[str, Any]]] = {}
+            pending = []
+            for item in chunk:
+                units = args.units if regions is None else regions[item]
+                spans, _ = unit_byte_spans(items[item], units, rules)
+                data = items[item].encode("utf-8")
+                texts = [data[a:b].decode("utf-8", errors="backslashreplace") for a, b in spans]
+                stored = sorted(done.get(item, []), key=lambda r: r["unit"])
+                _check_stored(args.out, item, stored, texts, model)
+                rows[item] = stored
+                if len(stored) < len(spans):
+                    pending.append((item, units))
+            failed: dict[int, Exception] = {}
+            if pending:
                 if lm is None:
                     lm = _load_lm(args)
-                try:
-                    found = surprisals(lm, text, units=units, context=args.context, config=config, rules=rules,
-                                       wide=args.wide)
-                except ValueError as err:  # e.g. a byte no token covers: name the item (the rows before are kept)
-                    raise ValueError(f"{'standard input' if args.file == STDIN else args.file}: item {item}: {err}"
-                                     ) from None
-                rows = [_row(item, r, model) for r in found]
-                new = [r for r in rows if store is None or not store.has_key((item, r["unit"]))]
-                if store is not None:
-                    store.append(new)
-                stored = rows
-            progress.update(1)
-            yield stored
+                found = surprisal_batch(lm, [items[i] for i, _ in pending], units=[u for _, u in pending],
+                                        contexts=[args.context] * len(pending), config=config, rules=rules,
+                                        wide=args.wide)
+                for (item, _), result in zip(pending, found):
+                    if isinstance(result, Exception):
+                        failed[item] = result
+                        continue
+                    rows[item] = [_row(item, r, model) for r in result]
+                    if store is not None:
+                        store.append([r for r in rows[item] if not store.has_key((item, r["unit"]))])
+            for item in chunk:
+                if item in failed:  # the items before it are printed, the whole batch's others are stored
+                    raise ValueError(f"{source}: item {item}: {failed[item]}") from None
+                progress.update(1)
+                yield rows[item]
         progress.close()
     finally:
         if store is not None:
@@ -287,6 +307,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("tsv", "csv", "jsonl"), default="tsv", help="the rows' format (default tsv)")
     p.add_argument("--out", type=output_file, metavar="FILE",
                    help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
+    p.add_argument("--batch-size", type=POSITIVE, default=16, metavar="N",
+                   help="items walked in lockstep, byte j of each in one LM call (default 16; with --ray: items per "
+                        "actor batch); the rows do not depend on it (beyond float32 rounding of a batched forward)")
     add_lm_arguments(p)
     add_search_arguments(p, prefill=False)
     add_ray_arguments(p, "batches of items")

@@ -2,14 +2,15 @@
 
 The items not stored yet go, ``batch_items`` at a time, to K actors
 (:class:`~ppl_tok.common.distributed.ActorPool`), each holding one LM; an actor
-returns each item's units (:func:`~ppl_tok.strings.surprisal.surprisals`, the
-single-process code) and the driver alone appends them to ``--out``, item by
+returns each item's units (:func:`~ppl_tok.strings.surprisal.surprisal_batch`, the
+single-process code: a batch's items walked in lockstep) and the driver alone appends them to ``--out``, item by
 item, as batches finish. A lost worker's batch is dealt again, a killed
 driver's run resumes from ``--out``, and the command then prints every row in
-item order, read back from the file. An item's figures do not depend on the
-worker or on the other items (each item is one beam walk from BOS and the
-context; the prefix cache only saves work), so the rows equal a single-process
-run's.
+item order, read back from the file. An item's figures do not depend on the worker or on the other items (each item is its own beam
+walk from BOS and the context, walked in lockstep with its batch only to share LM calls; the prefix
+cache only saves work), so the rows equal a single-process run's up to float32 rounding of a
+batched forward. An item that fails (a byte no token covers) does not stop the others: every
+other item is stored, then the run ends in an error naming the first failed item.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ppl_tok.common.distributed import ActorPool, connect
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.surprisal import WordRules, surprisals
+from ppl_tok.strings.surprisal import WordRules, surprisal_batch
 
 #: One item to score: ``(item number, text, units)``; units as :func:`~ppl_tok.strings.surprisal.surprisals` takes.
 Item = tuple[int, str, Any]
@@ -38,11 +39,14 @@ class SurprisalJob:
     wide: float = 3.0
 
 
-def score_items(job: SurprisalJob, lm: LanguageModel, batch: Sequence[Item]) -> list[tuple[int, list[dict]]]:
-    """An actor's work: each item's units as dicts (:meth:`~ppl_tok.strings.surprisal.UnitSurprisal.to_dict`)."""
-    return [(item, [u.to_dict() for u in surprisals(lm, text, units=units, context=job.context, config=job.config,
-                                                     rules=job.rules, wide=job.wide)])
-            for item, text, units in batch]
+def score_items(job: SurprisalJob, lm: LanguageModel, batch: Sequence[Item]
+                ) -> list[tuple[int, list[dict] | None, str | None]]:
+    """An actor's work: the batch's items walked in lockstep (:func:`~ppl_tok.strings.surprisal.surprisal_batch`),
+    each as ``(item, units as dicts, None)`` or, where it failed, ``(item, None, the error's message)``."""
+    found = surprisal_batch(lm, [text for _, text, _ in batch], units=[units for _, _, units in batch],
+                            contexts=[job.context] * len(batch), config=job.config, rules=job.rules, wide=job.wide)
+    return [(item, None, f"{type(rows).__name__}: {rows}") if isinstance(rows, Exception)
+            else (item, [u.to_dict() for u in rows], None) for (item, _, _), rows in zip(batch, found)]
 
 
 def surprisals_ray(loader: Callable[[], LanguageModel], job: SurprisalJob, items: Sequence[Item],
@@ -57,9 +61,19 @@ def surprisals_ray(loader: Callable[[], LanguageModel], job: SurprisalJob, items
     connect(address)
     batches = [list(items[lo: lo + batch_items]) for lo in range(0, len(items), batch_items)]
 
-    def stored(_c: int, result: list[tuple[int, list[dict]]], _seconds: float, _slot: int) -> None:
-        for item, units in result:
-            done(item, units)
+    failed: dict[int, str] = {}
+
+    def stored(_c: int, result: list[tuple[int, list[dict] | None, str | None]], _seconds: float, _slot: int
+               ) -> None:
+        for item, units, error in result:
+            if error is None:
+                done(item, units)
+            else:
+                failed[item] = error
 
     with ActorPool(loader, workers) as pool:
         pool.deal(batches, functools.partial(score_items, job), stored, max_retries=max_retries)
+    if failed:  # every other item is stored by now
+        first = min(failed)
+        raise ValueError(f"item {first}: {failed[first]}" + (f" ({len(failed) - 1} more items failed)"
+                                                             if len(failed) > 1 else ""))

@@ -100,6 +100,22 @@ def test_out_resumes(toy, capsys, tmp_path):
     assert code == 2 and "holds records but no settings" in err and not toy.loads
 
 
+def test_items_walked_in_lockstep_print_what_one_at_a_time_does_and_a_failure_keeps_the_rest(toy, capsys,
+                                                                                           tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("ab ba.\nb ab a\na b. ab\nba\n")
+    code, one, _ = run(capsys, "surprisal", str(path), "--batch-size", "1", *WIDE_ARGS)
+    assert code == 0
+    code, many, _ = run(capsys, "surprisal", str(path), *WIDE_ARGS)
+    assert code == 0 and many == one
+    path.write_text("ab ba.\nab c\nb ab a\n")  # item 1 has a byte no token covers
+    out_file = tmp_path / "rows.jsonl"
+    code, printed, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    assert code == 2 and "s.txt: item 1: unit 1 (' c'" in err and "no token spells byte 0x63" in err
+    assert {line.split("\t")[0] for line in printed.splitlines()[1:]} == {"0"}  # the items before it printed
+    assert {json.loads(line)["item"] for line in out_file.read_text().splitlines()} == {0, 2}  # the others kept
+
+
 def test_bad_input(toy, capsys, tmp_path):
     path = tmp_path / "s.txt"
     path.write_text("\n\n")

@@ -25,11 +25,19 @@ def test_two_actors_give_the_single_process_units(local_ray):
         order.append(item)
         got[item] = units
 
-    surprisals_ray(toy_lm, job, items, done, workers=2, batch_items=2)
+    bad = [(len(TEXTS), "ab z", "word")]  # no token spells "z": the item fails, its batch-mate is still stored
+    with pytest.raises(ValueError, match=rf"item {len(TEXTS)}: DeadEndError: unit 1 \(' z'"):
+        surprisals_ray(toy_lm, job, items + bad, done, workers=2, batch_items=2)
     lm = toy_lm()
     want = {i: [u.to_dict() for u in surprisals(lm, t, units=units, context="ab", config=job.config)]
             for i, t, units in items}
-    assert got == want and sorted(order) == list(range(len(TEXTS)))
+    assert got.keys() == want.keys() and sorted(order) == list(range(len(TEXTS)))
+    for i in want:  # a batch's items are walked in lockstep: equal up to float32 rounding of a batched forward
+        for u, w in zip(got[i], want[i]):
+            assert {k: v for k, v in u.items() if not isinstance(v, float)} == \
+                {k: v for k, v in w.items() if not isinstance(v, float)}
+            assert [v for v in u.values() if isinstance(v, float)] == \
+                pytest.approx([v for v in w.values() if isinstance(v, float)], abs=1e-9)
 
 
 def test_ray_needs_out(tmp_path, capsys):
