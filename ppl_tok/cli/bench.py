@@ -12,7 +12,8 @@ from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
-from ppl_tok.cli.common import _emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments, lm_spec
+from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
+                                add_search_arguments, lm_spec, search_config)
 from ppl_tok.datasets import DATA_ROOT, data_file
 from ppl_tok.strings.beam import StringSearchConfig
 
@@ -206,8 +207,8 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
 
     bench.held_out_items(args.text, 1)  # a bad --text is an error before the model loads
     lm = _load_lm(args)
-    result = bench.bench_surprisal(lm, args.text, words=args.words,
-                                   config=StringSearchConfig(beam=args.beam, prune=args.prune))
+    result = bench.bench_surprisal(lm, args.text, words=args.words, config=search_config(args),
+                                   batch=args.batch_size, per_item=args.per_item)
     _emit(args, result, bench.format_surprisal(result))
 
 
@@ -361,10 +362,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="held-out text: a text file (one item per line) or a HellaSwag, SocialIQA or OpenBookQA "
                         "data file (its contexts), e.g. ../shared/data/hellaswag/hellaswag_val.jsonl.gz")
     p.add_argument("--words", type=POSITIVE, default=1000, help="words scored (default 1000)")
-    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
-                   help=f"the beam's width (default {StringSearchConfig.beam})")
-    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
-                   help=f"the beam's prune, nats (default {StringSearchConfig.prune:g})")
+    p.add_argument("--batch-size", type=POSITIVE, default=16, metavar="N",
+                   help="items per forward (canonical) and walked in lockstep (strings) (default 16, as "
+                        "ppl-tok surprisal)")
+    p.add_argument("--per-item", action="store_true",
+                   help="also the strings column one item at a time (slow: one LM call per byte of every item)")
+    add_search_arguments(p, prefill=False)
     p = _add(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
              "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "
              "targets; --device defaults to cuda here; exit status 1 if a target is missed or a part fails",

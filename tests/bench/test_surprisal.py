@@ -25,20 +25,27 @@ def test_items_hold_exactly_the_words_asked_for(tmp_path):
         held_out_items(tmp_path / "empty.txt", 5)
 
 
-def test_bench_surprisal_reports_both_columns_and_their_ratio(smollm2, tmp_path):
+def test_bench_surprisal_reports_the_columns_and_their_ratio(smollm2, tmp_path):
     path = tmp_path / "t.txt"
-    path.write_text("A cat.\nIt sat here.\n")
-    result = bench_surprisal(smollm2, path, words=5, config=StringSearchConfig(beam=2))
-    assert (result["words"], result["items"], result["beam"]) == (5, 2, 2)
-    for column in ("canonical", "strings"):
+    path.write_text("A cat.\nNo.\nIt sat here.\n")  # 3 + 2 + 1 words (the last item cut)
+    result = bench_surprisal(smollm2, path, words=6, config=StringSearchConfig(beam=2), batch=2, per_item=True)
+    assert (result["words"], result["items"], result["beam"], result["batch"]) == (6, 3, 2, 2)
+    for column in ("canonical", "canonical_1x1", "strings", "strings_1x1"):
         m = result[column]
-        assert m["words"] == 5 and m["seconds"] > 0 and m["forwards"] > 0 and m["calls"] > 0
-        assert m["words_per_second"] == pytest.approx(5 / m["seconds"])
+        assert m["words"] == 6 and m["seconds"] > 0 and m["forwards"] > 0 and m["calls"] > 0
+        assert m["words_per_second"] == pytest.approx(6 / m["seconds"])
     assert result["time_ratio"] == pytest.approx(result["strings"]["seconds"] / result["canonical"]["seconds"])
     assert result["strings"]["forwards"] > result["canonical"]["forwards"]
-    # canonical_surprisals is surprisals' canonical column (float32 rounding of batched forwards apart)
-    assert result["strings"]["max_column_difference_bits"] < 1e-3
+    # batches share calls: two items per canonical forward, and the lockstep walk the longest item's calls
+    assert result["canonical"]["calls"] < result["canonical_1x1"]["calls"]
+    assert result["strings"]["calls"] < result["strings_1x1"]["calls"]
+    # the canonical column inside surprisals_many and alone agree (float32 rounding of batched forwards apart)
+    assert result["strings"]["max_column_difference_bits"] < 1e-3 and result["canonical_batch_difference_bits"] < 1e-3
+    assert result["strings_1x1"]["mean_surprisal_bits"] == pytest.approx(result["strings"]["mean_surprisal_bits"],
+                                                                         abs=1e-3)
     assert 0 <= result["strings"]["informative_share"] <= 1
     lines = format_surprisal(result)
-    assert "strings / canonical" in lines[-2] and "3x target" in lines[-2] and "one forward" in lines[-1]
-    assert result["one_forward"]["calls"] <= result["canonical"]["calls"]
+    assert "strings / canonical" in lines[-2] and "3x target" in lines[-2] and "one item per forward" in lines[-1]
+    assert any(line.startswith("strings_1x1") for line in lines)
+    with pytest.raises(ValueError, match="batch must be >= 1"):
+        bench_surprisal(smollm2, path, words=2, batch=0)

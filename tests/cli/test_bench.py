@@ -72,9 +72,11 @@ def test_bench_estimators_is_wired(capsys, monkeypatch):
 def test_bench_surprisal_is_wired(capsys, loaded, tmp_path):
     text = tmp_path / "held-out.txt"
     text.write_text("The old man the boat.\n\nA cat sat.\n")
-    code, out, _ = run(capsys, "bench", "surprisal", "--text", str(text), "--words", "7", "--beam", "2", "--json")
+    code, out, _ = run(capsys, "bench", "surprisal", "--text", str(text), "--words", "7", "--beam", "2",
+                       "--extend-threshold", "0.01", "--batch-size", "2", "--json")
     result = json.loads(out)
     assert code == 0 and result["words"] == 7 and result["items"] == 2 and result["beam"] == 2
+    assert result["extend_threshold"] == 0.01 and result["batch"] == 2 and "strings_1x1" not in result
     assert result["time_ratio"] > 0 and result["strings"]["forwards_per_word"] > 0
     code, _, err = run(capsys, "bench", "surprisal", "--text", str(tmp_path / "missing.txt"))
     assert code == 2 and "--text" in err and "no such file" in err
