@@ -52,9 +52,19 @@ the unit holding their first byte; a unit's canonical surprisal is
 ``-log2`` of the product of ``p(v*_j | v*_{<j})`` over its tokens (0 when no
 token starts in it). The end of the string is not scored (minicons does not).
 
-**Cost.** One :class:`StringState` walks the text once; a corrected cut reads
+**Cost.** One :class:`StringState` walks each text once; a corrected cut reads
 one next-byte distribution (all ASCII boundary bytes and the end at once); a
-non-ASCII boundary character costs a copy of the state extended by it.
+non-ASCII boundary character costs a copy of the state extended by it. Many
+texts (:func:`surprisals_many`) are walked in lockstep, byte ``j`` of each in
+one LM call. The canonical column runs first, every text's canonical tokens in
+one forward per batch, which leaves each canonical prefix's row in the LM's
+prefix cache; the walk keeps the canonical path (``keep``), so those prefixes
+cost no forward again, and every event's mass found is at least the canonical
+tokens'. With lazy extension (``config.extend_threshold = s > 0``) a
+non-canonical prefix is run only if it holds a share ``s`` of the text's mass at
+its offset (its mass otherwise goes to the bracket's upper side): the walk then
+makes an LM call only where such a prefix ends (docs/benchmarks.md gives the
+cost and the figures' change).
 """
 
 from __future__ import annotations
@@ -319,7 +329,9 @@ def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, bound
     wide_chars = [c for c in boundary if ord(c) >= 128]
     lm.states(sorted({j.prefix for j in jobs}))  # the contexts in one batched prefill (or the cache)
     for job in jobs:
-        job.state = StringState(lm, job.context, config)
+        # the canonical path is always kept (and run: its rows are in the cache already), so the mass found of
+        # every event is at least the canonical tokens', whatever lazy extension skips
+        job.state = StringState(lm, job.context, config, keep=job.canonical_ids())
     for j in range(max((len(job.data) for job in jobs), default=0)):
         live = [job for job in jobs if job.error is None and j < len(job.data)]
         if not live:
@@ -361,7 +373,7 @@ class _Job:
         n = len(self.data)
         self.corrected = [word_end and b < n and _char_at(self.data, b) in boundary for _, b in self.spans]
         self.texts = [self.data[a:b].decode("utf-8", errors="backslashreplace") for a, b in self.spans]
-        self.context = context
+        self.context, self.lm, self._ids = context, lm, None
         self.prefix = lm.prefix_ids(context)
         self._unit = [0] * n
         for k, (a, b) in enumerate(self.spans):
@@ -369,6 +381,15 @@ class _Job:
         self.state: StringState | None = None
         self.events: list[tuple[float, float]] = [(0.0, 0.0)]
         self.error: Exception | None = None
+
+    def canonical_ids(self) -> list[int] | None:
+        """The text's canonical tokens (``None`` if no token sequence spells it: the walk then names the byte)."""
+        if self._ids is None:
+            try:
+                self._ids = self.lm.canonical(self.text)
+            except ValueError:
+                return None
+        return self._ids
 
     def fail(self, j: int, err: Exception) -> None:
         """The walk stopped at byte ``j``: keep the error, named by its unit, and let the state go."""
@@ -385,25 +406,26 @@ class _Job:
         return self.spans[self._unit[j]][1] == j + 1
 
 
-def _canonical_many(lm: LanguageModel, jobs: list[_Job]) -> list[tuple[list[float], list[int]]]:
+def _canonical_many(lm: LanguageModel, jobs: list[_Job]) -> list[tuple[list[float], list[int]] | None]:
     """Per job, per unit: the canonical tokens' log-probs summed (nats) and their number (tokens go where they
-    start); every text's canonical tokens in one batched call (one forward per batch on ``transformers``)."""
+    start); every text's canonical tokens in one batched call (one forward per batch on ``transformers``, which
+    also leaves each canonical prefix's row in the prefix cache). ``None`` for a text the tokenizer cannot
+    encode (the walk names the byte no token covers)."""
     ids, surfaces = [], []
     for i, job in enumerate(jobs):
-        if job.error is not None:  # the walk failed on it (a byte no token covers, say): nothing to score
-            ids.append([])
-            surfaces.append([])
-            continue
-        toks = lm.canonical(job.text)
+        toks = job.canonical_ids() or []
         surf = [lm.vocab.surfaces[t] or b"" for t in toks]
-        if b"".join(surf) != job.data:
+        if toks and b"".join(surf) != job.data:
             where = f"item {i}: " if len(jobs) > 1 else ""
             raise ValueError(f"{where}the canonical tokens of {job.text!r} do not spell it under {lm.vocab.name}")
         ids.append(toks)
         surfaces.append(surf)
     terms = lm.token_log_probs_after([job.prefix for job in jobs], ids)  # (an empty sequence costs no forward)
-    out = []
+    out: list[tuple[list[float], list[int]] | None] = []
     for job, lps, surf in zip(jobs, terms, surfaces):
+        if not surf:
+            out.append(None)
+            continue
         sums, counts = [0.0] * len(job.spans), [0] * len(job.spans)
         at = 0
         for lp, piece in zip(lps, surf):
@@ -462,15 +484,18 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
             raise type(err)(f"item {i}: {err}") if len(texts) > 1 else err from None
     if not jobs:
         return []
+    canon = _canonical_many(lm, jobs)  # first: its forward leaves the canonical prefixes' rows in the cache
     _walk(lm, jobs, config, rules.boundary_chars)
-    canon = _canonical_many(lm, jobs)
     out: list[list[UnitSurprisal] | Exception] = []
-    for job, (sums, counts) in zip(jobs, canon):
+    for job, column in zip(jobs, canon):
         if job.error is not None:
             out.append(job.error)
             continue
         try:
-            out.append(_rows(job, sums, counts, config, wide))
+            if column is None:
+                lm.canonical(job.text)  # raises: the tokenizer cannot encode a text the walk covered
+                raise ValueError(f"the tokenizer gives no canonical tokens for {job.text!r}")
+            out.append(_rows(job, *column, config, wide))
         except ValueError as err:
             out.append(err)
     return out
@@ -549,7 +574,10 @@ def canonical_surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units:
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(per_item)} unit specifications: "
                          "give one of each per text")
     jobs = [_Job(lm, t, u, c, rules, None) for t, u, c in zip(texts, per_item, contexts)]
-    return [[0.0 - v / LN2 for v in sums] for sums, _ in _canonical_many(lm, jobs)]
+    for job in jobs:
+        if job.canonical_ids() is None:
+            lm.canonical(job.text)  # raises, naming the byte no token covers
+    return [[0.0 - v / LN2 for v in sums] for sums, _ in _canonical_many(lm, jobs)]  # type: ignore[misc]
 
 
 def _char_at(data: bytes, at: int) -> str:

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,6 +136,25 @@ def test_texts_walked_in_lockstep_equal_each_walked_alone(beam, prune):
         [[r.canonical for r in rows] for rows in alone]
     assert canonical_surprisals(lm, texts[0]) == [r.canonical for r in alone[0]]
     assert calls_alone > lm.stats.calls
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.sampled_from([0.01, 0.3, 0.9]))
+def test_lazy_extension_keeps_the_canonical_path_and_brackets_the_exact_surprisal(seed, text, share):
+    """A prefix holding less than ``share`` of the text's mass at its offset is not run, but the canonical
+    path always is: every event keeps at least the canonical tokens' mass (a finite estimate, never the
+    "no mass" of a word end that no run prefix reaches), and the brackets still hold the exact figure."""
+    lm = history_lm(seed, VOCAB)
+    config = StringSearchConfig(beam=2, prune=3.0, extend_threshold=share)
+    rows = surprisals(lm, text, config=config, wide=0.01)
+    events = brute_events(lm, text, byte_spans(text, word_spans(text)), WordRules())
+    for r, (e0, e1) in zip(rows, zip(events, events[1:])):
+        exact = -(e1 - e0) / LN2
+        assert math.isfinite(r.surprisal) and r.lower - 1e-9 <= exact <= r.upper + 1e-9
+    # the estimates telescope to -log2 of the mass found of (text, end), at least the canonical tokens' mass
+    row = lm.state(lm.prefix_ids() + tuple(lm.canonical(text))).log_probs.double()
+    end = torch.logsumexp(row[[t for t, surface in enumerate(VOCAB.surfaces) if surface is None]], 0)
+    assert sum(r.surprisal for r in rows) <= sum(r.canonical for r in rows) - float(end) / LN2 + 1e-6
 
 
 def test_a_failing_item_leaves_the_others_rows():
