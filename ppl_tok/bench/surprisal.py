@@ -14,7 +14,9 @@ process, each column after an empty prefix cache:
   walked in lockstep (byte ``j`` of each in one LM call), its canonical column
   included;
 * **strings 1x1** (``per_item``): :func:`~ppl_tok.strings.surprisal.surprisals`,
-  one item walked at a time.
+  one item walked at a time;
+* **strings reference** (``reference``, with lazy extension only): the strings
+  column without lazy extension, and each word's difference from it.
 
 Reported: words per second of each, the ratio of their wall times (strings /
 canonical, both batched: how many times slower; the issue's target is 3x), LM
@@ -26,6 +28,7 @@ the strings columns'.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,11 +86,13 @@ def _measure(lm: LanguageModel, items: list[str], fn: Callable[[list[str]], list
 
 def bench_surprisal(lm: LanguageModel, text: str | Path, *, words: int = 1000,
                     config: StringSearchConfig | None = None, batch: int = 16, per_item: bool = False,
-                    threads: int = 1) -> dict[str, Any]:
+                    reference: bool = False, threads: int = 1) -> dict[str, Any]:
     """The columns on the first ``words`` words of ``text`` (module docstring), with their ratios.
 
     ``batch``: items per call (canonical) and walked in lockstep (strings); ``per_item``: also the
-    strings column one item at a time (slow: one LM call per byte of every item); ``threads``:
+    strings column one item at a time (slow: one LM call per byte of every item); ``reference``: with
+    lazy extension, also the strings column without it, and the per-word differences (median, 95th
+    percentile, max bits) of the strings column from it; ``threads``:
     torch's CPU threads for all (one by default: a ratio not moved by other work's load).
     """
     import torch
@@ -107,15 +112,25 @@ def bench_surprisal(lm: LanguageModel, text: str | Path, *, words: int = 1000,
     }
     if per_item:
         columns["strings_1x1"] = _measure(lm, items, lambda ts: [surprisals(lm, t, config=config) for t in ts], 1)
+    if reference and config.extend_threshold > 0:
+        full = replace(config, extend_threshold=0.0)
+        columns["strings_reference"] = _measure(lm, items, lambda ts: surprisals_many(lm, ts, config=full), batch)
     canon = [c for item in columns["canonical"]["rows"] for c in item]
     canon_1x1 = [c for item in columns["canonical_1x1"].pop("rows") for c in item]
     for name in ("canonical", "canonical_1x1"):
         columns[name]["mean_surprisal_bits"] = sum(canon) / len(canon)
+    found: dict[str, list[float]] = {}
     for name in [n for n in columns if n.startswith("strings")]:
         rows = [r for item in columns[name].pop("rows") for r in item]
+        found[name] = [r.surprisal for r in rows]
         columns[name].update(informative_share=sum(r.informative for r in rows) / len(rows),
                              mean_surprisal_bits=sum(r.surprisal for r in rows) / len(rows),
                              max_column_difference_bits=max(abs(r.canonical - c) for r, c in zip(rows, canon)))
+    if "strings_reference" in found:  # what lazy extension changed, word by word
+        diffs = sorted(abs(a - b) for a, b in zip(found["strings"], found["strings_reference"]))
+        columns["strings"].update(reference_median_difference_bits=diffs[len(diffs) // 2],
+                                  reference_p95_difference_bits=diffs[min(len(diffs) - 1, int(0.95 * len(diffs)))],
+                                  reference_max_difference_bits=diffs[-1])
     columns["canonical"].pop("rows")
     c, s = columns["canonical"], columns["strings"]
     return {"model": lm.name, "text": str(text), "items": len(items), "words": c["words"],
@@ -137,7 +152,7 @@ def format_surprisal(result: dict[str, Any]) -> list[str]:
              f"{result['extend_threshold']:g}, {result['batch']} items per batch",
              f"{'column':<14} {'seconds':>9} {'words/s':>9} {'calls/word':>11} {'forwards/word':>14} "
              f"{'mean bits':>10}"]
-    for name in ("canonical", "canonical_1x1", "strings", "strings_1x1"):
+    for name in ("canonical", "canonical_1x1", "strings", "strings_1x1", "strings_reference"):
         if name not in result:
             continue
         m = result[name]
@@ -148,6 +163,10 @@ def format_surprisal(result: dict[str, Any]) -> list[str]:
               f"({verdict} the {result['target_ratio']:g}x target), {result['forwards_ratio']:.1f}x the "
               f"token-forwards; {100 * s['informative_share']:.1f}% of the brackets informative",
               f"strings / canonical one item per forward: {result['time_ratio_canonical_1x1']:.2f}x the time"]
+    if "reference_max_difference_bits" in s:
+        lines.append(f"strings against strings_reference (no lazy extension), per word: median "
+                     f"{s['reference_median_difference_bits']:.4f}, p95 {s['reference_p95_difference_bits']:.4f}, "
+                     f"max {s['reference_max_difference_bits']:.4f} bits")
     return lines
 
 

@@ -208,7 +208,7 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
     bench.held_out_items(args.text, 1)  # a bad --text is an error before the model loads
     lm = _load_lm(args)
     result = bench.bench_surprisal(lm, args.text, words=args.words, config=search_config(args),
-                                   batch=args.batch_size, per_item=args.per_item)
+                                   batch=args.batch_size, per_item=args.per_item, reference=args.reference)
     _emit(args, result, bench.format_surprisal(result))
 
 
@@ -367,6 +367,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "ppl-tok surprisal)")
     p.add_argument("--per-item", action="store_true",
                    help="also the strings column one item at a time (slow: one LM call per byte of every item)")
+    p.add_argument("--reference", action="store_true",
+                   help="with --extend-threshold: also the strings column without lazy extension, and each word's "
+                        "difference from it (median, p95, max bits)")
     add_search_arguments(p, prefill=False)
     p = _add(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
              "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "

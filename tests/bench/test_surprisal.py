@@ -47,5 +47,12 @@ def test_bench_surprisal_reports_the_columns_and_their_ratio(smollm2, tmp_path):
     lines = format_surprisal(result)
     assert "strings / canonical" in lines[-2] and "3x target" in lines[-2] and "one item per forward" in lines[-1]
     assert any(line.startswith("strings_1x1") for line in lines)
+    lazy = bench_surprisal(smollm2, path, words=6, config=StringSearchConfig(beam=2, extend_threshold=0.1),
+                           reference=True)
+    s = lazy["strings"]
+    assert lazy["strings_reference"]["forwards"] >= s["forwards"]
+    assert 0 <= s["reference_median_difference_bits"] <= s["reference_p95_difference_bits"] \
+        <= s["reference_max_difference_bits"] < 5
+    assert "strings_reference" in "\n".join(format_surprisal(lazy)) and "p95" in format_surprisal(lazy)[-1]
     with pytest.raises(ValueError, match="batch must be >= 1"):
         bench_surprisal(smollm2, path, words=2, batch=0)
