@@ -38,8 +38,9 @@ from __future__ import annotations
 import gc
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -182,12 +183,38 @@ class LanguageModel(ABC):
     def _hold_row(self, state: LMState) -> None:
         self._rows[id(state)] = state
         self._rows_used += self._row_bytes(state)
+        self._trim_rows(state.rows)
+
+    def _trim_rows(self, reading: torch.Tensor | None = None) -> None:
+        """Drop the oldest rows beyond the budget (never those of ``reading``, the call being read)."""
         while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
-            if next(iter(self._rows.values())).rows is state.rows:  # never drop the rows of the call being read
+            if reading is not None and next(iter(self._rows.values())).rows is reading:
                 break
             _, old = self._rows.popitem(last=False)
             self._rows_used -= self._row_bytes(old)
             old.rows = None
+
+    @contextmanager
+    def row_budget(self, row_bytes: int) -> Iterator[None]:
+        """Within the block, keep up to ``row_bytes`` bytes of next-token rows (never less than
+        ``config.row_bytes``); after it, the oldest rows beyond the configured budget are dropped.
+
+        For work that computes many rows in one forward and reads them over a longer walk (the
+        canonical rows of a batch of surprisal texts): with the default budget the first ones would
+        be dropped before they are read, and recomputed one call at a time.
+        """
+        old = self.config
+        if row_bytes > old.row_bytes:
+            self.config = replace(old, row_bytes=int(row_bytes))
+        try:
+            yield
+        finally:
+            self.config = old
+            self._trim_rows()
+
+    def row_size(self) -> int:
+        """The bytes of one next-token row (``|V|`` float32 log-probs)."""
+        return len(self.vocab) * 4
 
     def _cached(self, key: tuple[int, ...]) -> LMState | None:
         state = self._cache.get(key)

@@ -484,8 +484,12 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
             raise type(err)(f"item {i}: {err}") if len(texts) > 1 else err from None
     if not jobs:
         return []
-    canon = _canonical_many(lm, jobs)  # first: its forward leaves the canonical prefixes' rows in the cache
-    _walk(lm, jobs, config, rules.boundary_chars)
+    # the canonical column first: its forward leaves the canonical prefixes' rows in the cache, held for the
+    # walk (B texts of T tokens: B T |V| 4 bytes more; without it the first would be dropped before they are read)
+    held = lm.row_size() * sum(len(job.canonical_ids() or ()) for job in jobs)
+    with lm.row_budget(lm.config.row_bytes + held):
+        canon = _canonical_many(lm, jobs)
+        _walk(lm, jobs, config, rules.boundary_chars)
     out: list[list[UnitSurprisal] | Exception] = []
     for job, column in zip(jobs, canon):
         if job.error is not None:
