@@ -163,6 +163,32 @@ def test_a_pool_of_many_small_blocks_gives_the_same_numbers(lm):
         assert torch.allclose(x.log_weights, y.log_weights, atol=1e-5)
 
 
+def test_a_row_budget_block_keeps_a_forwards_rows_until_they_are_read():
+    """One forward computes the rows of a whole sequence; with a budget of 3 rows the next call's rows push
+    them out before they are read (and they are recomputed), inside ``row_budget`` they are all kept, and
+    after it the budget holds."""
+    model = tiny("gpt2")
+    lm = HFLanguageModel(model, None, 0, vocab=VOCAB, name="gpt2", config=EngineConfig(row_bytes=16 * 4 * 3))
+    seq = [1, 2, 3, 4, 5, 6, 7, 8]
+
+    def read_every_prefix() -> int:
+        lm.clear_cache()
+        lm.stats.reset()
+        lm.token_log_probs_after([(0,)], [seq])
+        lm.states([(0, 9), (0, 10)])  # another call's rows (a walk's next step)
+        for k in range(1, len(seq)):
+            lm.state((0, *seq[:k])).log_probs  # noqa: B018 - reading the row is the point
+        return lm.stats.recomputed
+
+    assert read_every_prefix() > 0
+    with lm.row_budget(lm.row_size() * len(seq) + lm.config.row_bytes):
+        assert lm.config.row_bytes > 16 * 4 * 3
+        assert read_every_prefix() == 0
+    assert lm.config.row_bytes == 16 * 4 * 3 and len(lm._rows) <= 3 and lm._rows_used <= 16 * 4 * 3
+    with lm.row_budget(1):  # never below the configured budget
+        assert lm.config.row_bytes == 16 * 4 * 3
+
+
 def test_particle_groups_pack_pairs_and_chunk_what_alone_is_too_big():
     from ppl_tok.infer.importance import chunk_seed, particle_groups
 
