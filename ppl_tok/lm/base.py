@@ -233,6 +233,16 @@ class LanguageModel(ABC):
         gc.collect()
         release_free_memory()
 
+    def has_state(self, tokens: Sequence[int]) -> bool:
+        """Whether the state after ``tokens`` is in the prefix cache with its row in memory (reading it
+        costs no forward); the cache's order is left as it is."""
+        state = self._cache.get(tuple(int(t) for t in tokens))
+        return state is not None and state.rows is not None
+
+    def ensure_rows(self, states: Sequence[LMState]) -> None:
+        """Recompute, in batched calls, the rows of ``states`` that the row budget dropped."""
+        self._ensure_rows(states)
+
     def _ensure_rows(self, states: Sequence[LMState]) -> None:
         missing = list({id(s): s for s in states if s.rows is None}.values())
         for lo in range(0, len(missing), self.config.max_batch):

@@ -104,6 +104,26 @@ def _real_rows(t: torch.Tensor, real: torch.Tensor | None) -> torch.Tensor:
     return flat if real is None else flat.index_select(0, real)
 
 
+def length_groups(items: Sequence[int], lengths: Sequence[int], size: int, waste: float = 0.25,
+                  slack: int = 32) -> list[list[int]]:
+    """``items`` in groups of at most ``size`` for batched forwards, each padded to its longest.
+
+    Longest first; a group takes the next item while its padded positions (members times
+    the longest length) stay within ``1 + waste`` times its real ones plus ``slack`` (a
+    forward's fixed cost, in positions): sorted lengths pad little, and few calls are made.
+    """
+    order = sorted(range(len(items)), key=lambda k: -lengths[k])
+    groups: list[list[int]] = []
+    for k in order:
+        if groups:
+            group, longest, real = groups[-1], lengths[groups[-1][0]], sum(lengths[j] for j in groups[-1])
+            if len(group) < size and (len(group) + 1) * longest <= (1 + waste) * (real + lengths[k]) + slack:
+                group.append(k)
+                continue
+        groups.append([k])
+    return [[items[k] for k in group] for group in groups]
+
+
 def fp32_head(model: Any) -> bool:
     """Give a half-precision (bf16/fp16) model an fp32 copy of its LM head; returns whether it did.
 
@@ -364,8 +384,7 @@ class HFLanguageModel(LanguageModel):
         terms: list[list[float]] = [[float(v) for v in f] for f in first]
         rest = [i for i, s in enumerate(seqs) if len(s) > 1]
         size = max(1, self.config.max_batch // 8)
-        for lo in range(0, len(rest), size):
-            part = rest[lo: lo + size]
+        for part in length_groups(rest, [len(seqs[i]) - 1 for i in rest], size):
             logits, nodes, mask = self._pool_forward([roots[i].payload for i in part], [seqs[i][:-1] for i in part],
                                                      last_only=False)
             log_probs = self._log_softmax(logits)

@@ -329,6 +329,12 @@ class ByteBeam:
         return [h.log_prob for hs in self.open.values() for h in hs]
 
 
+def needs_forward(lm: LanguageModel, kept: Sequence[Hypothesis]) -> bool:
+    """Whether running ``kept`` (:func:`run_kept`) would make an LM call: a pending hypothesis whose state
+    is not in the prefix cache with its row."""
+    return any(h.state is None and not lm.has_state(h.parent.tokens + (h.token,)) for h in kept)
+
+
 def run_kept(lm: LanguageModel, jobs: Sequence[tuple[ByteBeam, list[Hypothesis], Sequence[int] | None]]) -> None:
     """Run the kept hypotheses of one or more beams that still need a forward, in one batched LM call.
 

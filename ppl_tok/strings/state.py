@@ -35,13 +35,14 @@ widened by the rows' rounding tolerance on both sides (:mod:`ppl_tok.strings.cer
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
+from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, needs_forward, run_kept
 from ppl_tok.strings.certified import END_OF_STRING, EndUnavailableError, NextBytes, PrefixProbability  # noqa: F401
 from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
 from ppl_tok.strings.prefill import Head, prefill_heads
@@ -367,22 +368,72 @@ def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Se
     return [StringState(lm, c, config, prompt=p, head=h) for p, c, h in zip(data, contexts, heads)]
 
 
-def extend_many(states: Sequence[StringState], data: Sequence[bytes | str]) -> list[StringState]:
-    """Feed ``data[k]`` to ``states[k]`` in lockstep: byte ``j`` of every string in one batched forward.
+def extend_many(states: Sequence[StringState], data: Sequence[bytes | str], *,
+                after: Callable[[int, int], None] | None = None,
+                failed: dict[int, Exception] | None = None) -> list[StringState]:
+    """Feed ``data[k]`` to ``states[k]``, many walks sharing each LM call.
 
     Each state ends where ``states[k].extend(data[k])`` alone takes it (the beams never mix;
     only float32 rounding of a batched forward can differ), in far fewer LM calls, as
-    :func:`~ppl_tok.strings.marginal.string_marginals` sweeps strings. The states must share one LM.
+    :func:`~ppl_tok.strings.marginal.string_marginals` sweeps strings. The walks are not
+    byte-synchronous: each state reads its bytes until the next one needs a forward (a kept
+    prefix not in the LM's prefix cache), and one call then runs every waiting state's
+    prefixes. ``B`` walks thus cost about the calls of the one that needs the most, not the
+    union of the byte offsets where any of them needs one (on a CPU a call of a few rows
+    costs about what one row does). The states must share one LM.
+
+    :param after: ``after(k, j)`` is called once state ``k`` has read byte ``j`` of ``data[k]``
+        (to read a figure there: :mod:`~ppl_tok.strings.surprisal` reads its events).
+    :param failed: if given, a walk that raises :class:`ValueError` (a dead end, a context too long,
+        or ``after``'s error) stops there and its error is stored at ``failed[k]``; the others go on.
+        Without it the error propagates.
     """
     if len(states) != len(data):
         raise ValueError(f"{len(states)} states but {len(data)} byte strings")
     if len({id(s.lm) for s in states}) > 1:
         raise ValueError("extend_many runs the states' forwards together: they must share one LM")
+    if not states:
+        return []
+    lm = states[0].lm
     feeds = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in data]
-    for j in range(max((len(f) for f in feeds), default=0)):
-        live = [(s, f[j]) for s, f in zip(states, feeds) if j < len(f)]
-        kept = [s._advance(b) for s, b in live]
-        run_kept(states[0].lm, [(s.beam, k, None) for (s, _), k in zip(live, kept)])
-        for (s, b), k in zip(live, kept):
-            s._finish(b, k)
+    at = [0] * len(states)
+    live = [k for k, f in enumerate(feeds) if f]
+
+    def guarded(k: int, step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except ValueError as err:
+            if failed is None:
+                raise
+            failed[k] = err
+            return None
+
+    def finish(k: int, kept: list[Hypothesis]) -> None:
+        def step() -> bool:
+            states[k]._finish(feeds[k][at[k]], kept)
+            if after is not None:
+                after(k, at[k])
+            return True
+
+        if guarded(k, step):
+            at[k] += 1
+
+    while live:
+        waiting: list[tuple[int, list[Hypothesis]]] = []
+        for k in live:
+            while k not in (failed or ()) and at[k] < len(feeds[k]):
+                kept = guarded(k, lambda: states[k]._advance(feeds[k][at[k]]))
+                if kept is None:
+                    break
+                if needs_forward(lm, kept):
+                    waiting.append((k, kept))
+                    break
+                run_kept(lm, [(states[k].beam, kept, None)])  # cache hits only
+                finish(k, kept)
+        if waiting:
+            run_kept(lm, [(states[k].beam, kept, None) for k, kept in waiting])
+            lm.ensure_rows([h.state for _, kept in waiting for h in kept])
+            for k, kept in waiting:
+                finish(k, kept)
+        live = [k for k in live if k not in (failed or ()) and at[k] < len(feeds[k])]
     return list(states)

@@ -77,10 +77,10 @@ from typing import Any
 
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.strings.beam import StringSearchConfig, run_kept
+from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.events import end_bracket
-from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState
+from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState, extend_many
 
 LN2 = math.log(2.0)
 
@@ -317,11 +317,11 @@ def _event(state: StringState, k: int, last: bool, corrected: bool, ascii_bytes:
 
 
 def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, boundary: str) -> None:
-    """Fill ``job.events`` (``[L_k, U_k]`` for k = 0..n) of every job, walking their texts in lockstep.
+    """Fill ``job.events`` (``[L_k, U_k]`` for k = 0..n) of every job, the walks sharing LM calls.
 
-    Byte ``j`` of every text not yet ended (or failed) is read in one batched LM call
-    (:func:`~ppl_tok.strings.state.extend_many`'s loop), so ``B`` texts cost the calls of the
-    longest, not of all of them; each job's beam is its own (the figures equal a walk of the
+    :func:`~ppl_tok.strings.state.extend_many` walks the texts: each reads its bytes until one
+    needs a forward, and one call serves every text waiting, so ``B`` texts cost about the calls
+    of the one that needs the most. Each job's beam is its own (the figures equal a walk of the
     text alone, up to float32 rounding of a batched forward). A job that fails (a byte no kept
     token covers, an LM without an end) gets ``job.error`` and leaves the walk; the others go on.
     """
@@ -332,30 +332,20 @@ def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, bound
         # the canonical path is always kept (and run: its rows are in the cache already), so the mass found of
         # every event is at least the canonical tokens', whatever lazy extension skips
         job.state = StringState(lm, job.context, config, keep=job.canonical_ids())
-    for j in range(max((len(job.data) for job in jobs), default=0)):
-        live = [job for job in jobs if job.error is None and j < len(job.data)]
-        if not live:
-            break
-        kept = []
-        for job in live:
-            try:
-                kept.append(job.state._advance(job.data[j]))
-            except ValueError as err:  # a text longer than the model's window
-                job.fail(j, err)
-                kept.append([])
-        pairs = [(job, k) for job, k in zip(live, kept) if job.error is None]
-        run_kept(lm, [(job.state.beam, k, None) for job, k in pairs])
-        for job, k in pairs:
+
+    def after(k: int, j: int) -> None:
+        job = jobs[k]
+        if job.unit_ends(j):
             unit = job.unit_at(j)
-            try:
-                job.state._finish(job.data[j], k)
-                if job.unit_ends(j):
-                    last = unit == len(job.spans) - 1
-                    job.events.append(_event(job.state, unit, last, job.corrected[unit], ascii_bytes, wide_chars))
-                    if last:
-                        job.state = None  # its LM states may go
-            except ValueError as err:  # DeadEndError, EndUnavailableError: named by unit, the walk goes on
-                job.fail(j, err)
+            last = unit == len(job.spans) - 1
+            job.events.append(_event(job.state, unit, last, job.corrected[unit], ascii_bytes, wide_chars))
+
+    failed: dict[int, Exception] = {}
+    extend_many([job.state for job in jobs], [job.data for job in jobs], after=after, failed=failed)
+    for k, err in failed.items():
+        jobs[k].fail(len(jobs[k].events) - 1, err)  # (the unit being read: its event is not in yet)
+    for job in jobs:
+        job.state = None  # its LM states may go
 
 
 class _Job:
@@ -391,9 +381,8 @@ class _Job:
                 return None
         return self._ids
 
-    def fail(self, j: int, err: Exception) -> None:
-        """The walk stopped at byte ``j``: keep the error, named by its unit, and let the state go."""
-        k = self._unit[j]
+    def fail(self, k: int, err: Exception) -> None:
+        """The walk stopped in unit ``k``: keep the error, named by the unit, and let the state go."""
         self.error = type(err)(f"unit {k} ({self.texts[k]!r}, bytes {self.spans[k][0]}..{self.spans[k][1]}): {err}")
         self.state = None
 
