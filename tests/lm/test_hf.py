@@ -5,6 +5,10 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok.lm.hf import length_groups
 
 def test_smollm2_sanity_paris(smollm2):
     ctx = "The capital of France is"
@@ -47,3 +51,19 @@ def test_smollm2_mixed_length_batches_are_grouped(smollm2):
     assert len(out[0]) == len(a) + 1 and len(out[1]) == len(b) + 1
     ref = smollm2.state(b.tokens + (t,))
     assert ref is out[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 80), min_size=0, max_size=40), st.integers(1, 16))
+def test_length_groups_cover_every_item_once_and_pad_little(lengths, size):
+    """Canonical scoring's batches: every item in one group, none larger than ``size``, and each group's
+    padding (its members times its longest) within 1.25 times its real positions plus 32."""
+    items = [100 + k for k in range(len(lengths))]
+    groups = length_groups(items, lengths, size)
+    assert sorted(i for g in groups for i in g) == items
+    for g in groups:
+        real = [lengths[i - 100] for i in g]
+        assert 1 <= len(g) <= size and real == sorted(real, reverse=True)
+        assert len(g) * real[0] <= 1.25 * sum(real) + 32
+    # equal lengths fill whole groups
+    assert [len(g) for g in length_groups(list(range(10)), [7] * 10, 4)] == [4, 4, 2]

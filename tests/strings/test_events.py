@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ppl_tok import Vocabulary
 from ppl_tok.strings import StringSearchConfig, StringState, string_marginal
 from ppl_tok.strings.events import EndUnavailableError, require_end, string_events
-from ppl_tok.strings.state import extend_many
+from ppl_tok.strings.state import DeadEndError, extend_many
 from tests.strings.test_state import WIDE, brute_exact, brute_prefix, history_lm
 
 
@@ -51,6 +51,37 @@ def test_lockstep_walks_equal_lone_walks():
         alone = StringState(lm, "", config).extend(t)
         assert s.prefix_log_prob() == alone.prefix_log_prob()
         assert s.forwards == alone.forwards
+
+
+def test_walks_share_calls_without_reading_in_step_and_one_failure_leaves_the_others():
+    """Each walk reads until it needs a forward and one call serves every waiting walk: the walks end
+    where lone walks do, in fewer calls than the lone walks together; ``after`` sees every byte of
+    every walk in order; a walk that fails is stored in ``failed`` and the others finish."""
+    lm = history_lm(4)
+    texts = ["abbaab", "babba", "ab", "ababba", "babcab", "b"]  # "c": no token covers it
+    config = StringSearchConfig(beam=3, prune=4.0)
+    lone_calls, lone = 0, {}
+    for k, t in enumerate(texts):
+        if "c" in t:
+            continue
+        lm.clear_cache()
+        lm.stats.reset()
+        lone[k] = StringState(lm, "", config).extend(t).prefix_log_prob()
+        lone_calls += lm.stats.calls
+    lm.clear_cache()
+    lm.stats.reset()
+    seen: dict[int, list[int]] = {}
+    failed: dict[int, Exception] = {}
+    states = extend_many([StringState(lm, "", config) for _ in texts], texts,
+                         after=lambda k, j: seen.setdefault(k, []).append(j), failed=failed)
+    assert set(failed) == {4} and "spell byte 0x63 at offset 3" in str(failed[4])
+    assert seen[4] == [0, 1, 2]  # the bytes before the one no token covers
+    for k, p in lone.items():
+        assert states[k].prefix_log_prob() == p
+        assert seen[k] == list(range(len(texts[k])))
+    assert lm.stats.calls < lone_calls
+    with pytest.raises(DeadEndError, match="0x63"):  # without ``failed`` the error propagates
+        extend_many([StringState(lm, "", config) for _ in texts], texts)
 
 
 def test_a_vocabulary_without_a_surfaceless_token_has_no_end():
