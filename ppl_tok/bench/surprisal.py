@@ -11,7 +11,7 @@ process, each column after an empty prefix cache:
   item per forward;
 * **strings**: :func:`ppl_tok.strings.surprisal.surprisals_many`, the word-end
   corrected surprisal over strings with its certified bracket, ``batch`` items
-  walked in lockstep (byte ``j`` of each in one LM call), its canonical column
+  walked together (one LM call serves every walk waiting for a forward), its canonical column
   included;
 * **strings 1x1** (``per_item``): :func:`~ppl_tok.strings.surprisal.surprisals`,
   one item walked at a time;
@@ -89,7 +89,7 @@ def bench_surprisal(lm: LanguageModel, text: str | Path, *, words: int = 1000,
                     reference: bool = False, threads: int = 1) -> dict[str, Any]:
     """The columns on the first ``words`` words of ``text`` (module docstring), with their ratios.
 
-    ``batch``: items per call (canonical) and walked in lockstep (strings); ``per_item``: also the
+    ``batch``: items per call (canonical) and walked together (strings); ``per_item``: also the
     strings column one item at a time (slow: one LM call per byte of every item); ``reference``: with
     lazy extension, also the strings column without it, and the per-word differences (median, 95th
     percentile, max bits) of the strings column from it; ``threads``:

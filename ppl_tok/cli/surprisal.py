@@ -193,7 +193,7 @@ def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] 
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
-    """Each item's rows in order: read back from ``--out`` or computed, ``--batch-size`` items walked in lockstep
+    """Each item's rows in order: read back from ``--out`` or computed, ``--batch-size`` items walked together
     (:func:`~ppl_tok.strings.surprisal.surprisals_many`), and appended there item by item.
 
     An item that fails (a byte no token covers) is an error naming it, raised once the items before it are
@@ -308,7 +308,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=output_file, metavar="FILE",
                    help="also keep the rows here (JSON Lines), item by item; a killed run resumes from it")
     p.add_argument("--batch-size", type=POSITIVE, default=16, metavar="N",
-                   help="items walked in lockstep, byte j of each in one LM call (default 16; with --ray: items per "
+                   help="items walked together, one LM call serving every walk that waits for a forward (default 16; with --ray: items per "
                         "actor batch); the rows do not depend on it (beyond float32 rounding of a batched forward)")
     add_lm_arguments(p)
     add_search_arguments(p, prefill=False)

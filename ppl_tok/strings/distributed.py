@@ -3,11 +3,11 @@
 The items not stored yet go, ``batch_items`` at a time, to K actors
 (:class:`~ppl_tok.common.distributed.ActorPool`), each holding one LM; an actor
 returns each item's units (:func:`~ppl_tok.strings.surprisal.surprisal_batch`, the
-single-process code: a batch's items walked in lockstep) and the driver alone appends them to ``--out``, item by
+single-process code: a batch's items walked together) and the driver alone appends them to ``--out``, item by
 item, as batches finish. A lost worker's batch is dealt again, a killed
 driver's run resumes from ``--out``, and the command then prints every row in
 item order, read back from the file. An item's figures do not depend on the worker or on the other items (each item is its own beam
-walk from BOS and the context, walked in lockstep with its batch only to share LM calls; the prefix
+walk from BOS and the context, walked with its batch only to share LM calls; the prefix
 cache only saves work), so the rows equal a single-process run's up to float32 rounding of a
 batched forward. An item that fails (a byte no token covers) does not stop the others: every
 other item is stored, then the run ends in an error naming the first failed item.
@@ -41,7 +41,7 @@ class SurprisalJob:
 
 def score_items(job: SurprisalJob, lm: LanguageModel, batch: Sequence[Item]
                 ) -> list[tuple[int, list[dict] | None, str | None]]:
-    """An actor's work: the batch's items walked in lockstep (:func:`~ppl_tok.strings.surprisal.surprisal_batch`),
+    """An actor's work: the batch's items walked together (:func:`~ppl_tok.strings.surprisal.surprisal_batch`),
     each as ``(item, units as dicts, None)`` or, where it failed, ``(item, None, the error's message)``."""
     found = surprisal_batch(lm, [text for _, text, _ in batch], units=[units for _, _, units in batch],
                             contexts=[job.context] * len(batch), config=job.config, rules=job.rules, wide=job.wide)

@@ -55,8 +55,8 @@ token starts in it). The end of the string is not scored (minicons does not).
 **Cost.** One :class:`StringState` walks each text once; a corrected cut reads
 one next-byte distribution (all ASCII boundary bytes and the end at once); a
 non-ASCII boundary character costs a copy of the state extended by it. Many
-texts (:func:`surprisals_many`) are walked in lockstep, byte ``j`` of each in
-one LM call. The canonical column runs first, every text's canonical tokens in
+texts (:func:`surprisals_many`) are walked together, sharing LM calls
+(:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first, every text's canonical tokens in
 one forward per batch, which leaves each canonical prefix's row in the LM's
 prefix cache; the walk keeps the canonical path (``keep``), so those prefixes
 cost no forward again, and every event's mass found is at least the canonical
@@ -498,7 +498,7 @@ def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
                     wide: float = WIDE_BITS) -> list[list[UnitSurprisal]]:
-    """:func:`surprisals` of many texts, walked in lockstep: byte ``j`` of every text in one LM call.
+    """:func:`surprisals` of many texts, walked together: one LM call serves every walk waiting for a forward.
 
     ``out[i]`` equals ``surprisals(lm, texts[i], units=..., context=contexts[i], ...)`` up to the
     float32 rounding of a batched forward (tested); a batch of ``B`` texts makes the LM calls of
@@ -527,7 +527,7 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     See the module docstring for the definition: ``s(u_k) = -log2 P(E_k | E_{k-1})`` with the
     word-end correction at cuts where the text goes on with a boundary character; the last unit
     is followed by the end of the string, so the units' surprisals sum to ``-log2 P(text, end)``.
-    Many texts: :func:`surprisals_many` (walked in lockstep, far fewer LM calls).
+    Many texts: :func:`surprisals_many` (walked together, far fewer LM calls).
 
     :param units: ``"word"`` (:func:`word_spans` under ``rules``), ``"char"`` (UTF-8 characters),
         ``"byte"``, or regions: ``(start, end)`` character spans or cut offsets that tile the text.
