@@ -25,6 +25,7 @@ from typing import Any
 
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, search_config)
 from ppl_tok.common.arguments import POSITIVE, positive
+from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
 from ppl_tok.strings.batch import (BatchRun, Item, Members, Options, StringsStore, answer, batch_settings,
                                    item_bytes, run_items)
@@ -225,12 +226,12 @@ def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dic
                  f"log p(text | prompt), over strings: {_num(record['estimate'])}   certified in "
                  f"[{_num(record['lower'])}, {_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
     elif task == "generate":
-        log_p = f"log p = {record['log_prob']:.4f}, " if record["mode"] == "bytes" else ""
+        log_p = f"log p = {_num(record['log_prob'])}, " if record["mode"] == "bytes" else ""
         lines = [record["prompt"] + record["text"], f"-- {record['bytes']} bytes ({record['stopped']}, "
                  f"{record['mode']} mode, {head}), {log_p}{record['forwards']} LM forwards"]
     else:
         lines = [f"next byte after {record['prompt']!r} ({head})", f"{'byte':>9} {'p':>8} {'log p':>9}   certified log p"]
-        rows = sorted(record["log_probs"].items(), key=lambda kv: -kv[1])[:args.top]
+        rows = sorted(((k, decode_log(v)) for k, v in record["log_probs"].items()), key=lambda kv: -kv[1])[:args.top]
         for key, lp in rows:
             name = "<end>" if key == "end" else repr(bytes([int(key)]))[2:-1]
             lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{_num(record['lower'].get(key))}, "
@@ -238,8 +239,9 @@ def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dic
     _emit(args, payload, lines)
 
 
-def _num(x: float | None) -> str:
-    return "-inf" if x is None else f"{x:.4f}"
+def _num(x: float | str | None) -> str:
+    x = decode_log(x)  # a record's -inf ("-Infinity"; null in ppl-tok 0.2's records)
+    return "-inf" if x == -math.inf else f"{x:.4f}"
 
 
 __all__ = ["add_batch_arguments", "byte_bar", "dispatch", "read_items", "run_command"]

@@ -34,7 +34,7 @@ COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "su
 
 
 class SurprisalRecords(JsonlStore):
-    """``--out``: one JSON line per unit (the columns of :data:`COLUMNS`; ``upper`` ``null`` when infinite),
+    """``--out``: one JSON line per unit (the columns of :data:`COLUMNS`; ``upper`` ``"Infinity"`` when infinite),
     its settings beside it in ``FILE.settings.json`` (:func:`run_settings`)."""
 
     record_name = "surprisal row"
@@ -100,8 +100,10 @@ def read_regions(path: str, n_items: int) -> list[list[tuple[int, int]]]:
 
 
 def _row(item: int, r: Any, model: str) -> dict[str, Any]:
+    """A row as standard JSON: an infinite ``upper`` (no upper bound) as ``"Infinity"``, as ``--json`` writes
+    it (``null`` in the rows files of ppl-tok 0.2, read back as ``"Infinity"``)."""
     d = {"item": item, **(r if isinstance(r, dict) else r.to_dict()), "model": model}
-    d["upper"] = None if d["upper"] == math.inf else d["upper"]
+    d["upper"] = "Infinity" if d["upper"] in (math.inf, None, "Infinity") else d["upper"]
     return {k: d[k] for k in COLUMNS}
 
 
@@ -123,7 +125,7 @@ class _Writer:
             if self.csv is None:
                 print(json.dumps(row, ensure_ascii=False, allow_nan=False))
             else:
-                self.csv.writerow(["inf" if row[k] is None and k == "upper" else
+                self.csv.writerow(["inf" if k == "upper" and row[k] == "Infinity" else
                                    ("" if row[k] is None else row[k]) for k in COLUMNS])
         sys.stdout.flush()
 
@@ -131,7 +133,7 @@ class _Writer:
 def _stored(store: SurprisalRecords | None) -> dict[int, list[dict[str, Any]]]:
     done: dict[int, list[dict[str, Any]]] = {}
     for r in store.records if store is not None else []:
-        done.setdefault(r["item"], []).append(r)
+        done.setdefault(r["item"], []).append(_row(r["item"], r, r.get("model")))
     return done
 
 

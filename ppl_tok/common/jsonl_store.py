@@ -58,19 +58,24 @@ class SettingsMismatchError(StoreError):
     """A store folder written with other settings."""
 
 
-def encode_log(x: float) -> float | None:
-    """A log-probability as standard JSON: ``-inf`` becomes ``None`` (``null``)."""
+def encode_log(x: float) -> float | str:
+    """A log-probability as standard JSON, as every ``--json`` output writes it
+    (:func:`ppl_tok.common.jsonout.to_json`): ``-inf`` becomes ``"-Infinity"``."""
     x = float(x)
     if x == -math.inf:
-        return None
+        return "-Infinity"
     if not math.isfinite(x):
         raise ValueError(f"cannot store the log-probability {x} (only finite values and -inf)")
     return x
 
 
-def decode_log(x: float | None) -> float:
-    """Inverse of :func:`encode_log`."""
-    return -math.inf if x is None else float(x)
+def decode_log(x: float | str | None) -> float:
+    """Inverse of :func:`encode_log`; ``None`` (``null``, how ppl-tok 0.2 stored ``-inf``) is ``-inf`` too."""
+    if x is None or x == "-Infinity":
+        return -math.inf
+    if isinstance(x, str):
+        raise ValueError(f"a stored log-probability is a number or \"-Infinity\", got {x!r}")
+    return float(x)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -382,9 +387,9 @@ class JsonlStore:
                 f.write(json.dumps(timing, allow_nan=False) + "\n")
 
 
-def encode_logs(xs: Iterable[float]) -> list[float | None]:
+def encode_logs(xs: Iterable[float]) -> list[float | str]:
     return [encode_log(x) for x in xs]
 
 
-def decode_logs(xs: Iterable[float | None]) -> list[float]:
+def decode_logs(xs: Iterable[float | str | None]) -> list[float]:
     return [decode_log(x) for x in xs]

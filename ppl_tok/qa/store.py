@@ -84,8 +84,10 @@ def _is_nat(v: Any) -> bool:
 
 
 def _is_log(v: Any) -> bool:
-    """A stored log-probability: ``null`` (``-inf``) or a finite number (NaN, ``1e999`` are damage)."""
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+    """A stored log-probability: ``"-Infinity"`` (or ``null``, as ppl-tok 0.2 wrote ``-inf``) or a finite number
+    (NaN, ``1e999`` are damage)."""
+    return v is None or v == "-Infinity" or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              and math.isfinite(v))
 
 
 def _list_of(check: Any) -> Any:
@@ -108,7 +110,7 @@ def validate_record(record: Any, where: str, samples: int | None = None) -> dict
     """``record`` if it is a well-formed score record, else a :class:`StoreError` starting with ``where``.
 
     Checked: a known ``kind``; ``split``, ``index``, ``id``; ``label`` indexing ``choices``; every
-    answer's fields of its kind (log-probabilities finite or ``null``); in an ``"is"`` record,
+    answer's fields of its kind (log-probabilities finite or ``"-Infinity"``); in an ``"is"`` record,
     ``samples`` (if given, the run's N) entries in each per-sample list.
     """
     def bad(what: str) -> StoreError:

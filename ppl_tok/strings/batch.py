@@ -260,7 +260,8 @@ def answer(task: str, members: Members, item: Item, options: Options, heads: Seq
 
 
 def storable(value: Any) -> Any:
-    """``value`` as standard JSON for a store: ``-inf`` as ``None``; NaN or ``+inf`` is an error (a bug)."""
+    """``value`` as standard JSON for a store: ``-inf`` as ``"-Infinity"`` (as ``--json`` writes it); NaN or
+    ``+inf`` is an error (a bug)."""
     if isinstance(value, float):
         return encode_log(value)
     if isinstance(value, dict):

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import math
 
 import pytest
 
@@ -114,6 +115,29 @@ def test_items_walked_in_lockstep_print_what_one_at_a_time_does_and_a_failure_ke
     assert code == 2 and "s.txt: item 1: unit 1 (' c'" in err and "no token spells byte 0x63" in err
     assert {line.split("\t")[0] for line in printed.splitlines()[1:]} == {"0"}  # the items before it printed
     assert {json.loads(line)["item"] for line in out_file.read_text().splitlines()} == {0, 2}  # the others kept
+
+
+def test_an_infinite_upper_bound_is_written_as_every_json_output_writes_it(toy, capsys, tmp_path):
+    """One JSON convention: no upper bound is "Infinity" in --json, --format jsonl and --out (TSV: inf); a rows
+    file of ppl-tok 0.2 (null) reads back the same."""
+    path = tmp_path / "s.txt"
+    path.write_text("ab ba.\n")
+    out_file = tmp_path / "rows.jsonl"
+    code, _, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    lines = out_file.read_text().splitlines()
+    old = json.loads(lines[1])
+    old["upper"] = None  # as ppl-tok 0.2 stored an infinite upper bound
+    out_file.write_text("\n".join([lines[0], json.dumps(old)] + lines[2:]) + "\n")
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), "--format", "jsonl", *WIDE_ARGS)
+    assert code == 0 and json.loads(out.splitlines()[1])["upper"] == "Infinity"
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), "--json", *WIDE_ARGS)
+    assert code == 0 and json.loads(out)["rows"][1]["upper"] == "Infinity"
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    header = out.splitlines()[0]
+    assert code == 0 and dict(zip(header.split("\t"), out.splitlines()[2].split("\t")))["upper"] == "inf"
+    from ppl_tok.cli.surprisal import _row
+
+    assert _row(0, {**old, "upper": math.inf}, "m")["upper"] == "Infinity"
 
 
 def test_bad_input(toy, capsys, tmp_path):

@@ -35,7 +35,15 @@ def _strict_json(line):
 
 
 def test_log_encoding_is_standard_json():
-    assert encode_log(-math.inf) is None and decode_log(None) == -math.inf
+    # one convention with every --json output ("-Infinity"); null, as ppl-tok 0.2 stored -inf, still reads
+    assert encode_log(-math.inf) == "-Infinity" and decode_log("-Infinity") == -math.inf
+    assert decode_log(None) == -math.inf
+    with pytest.raises(ValueError, match="a number or"):
+        decode_log("Infinity")
+    from ppl_tok.qa.store import _is_log
+
+    assert _is_log("-Infinity") and _is_log(None) and _is_log(-1.5)  # null: a folder of ppl-tok 0.2
+    assert not any(_is_log(v) for v in ("Infinity", "NaN", math.nan, math.inf, True, "-1.5"))
     assert decode_log(encode_log(-1.5)) == -1.5
     for bad in (math.nan, math.inf):
         with pytest.raises(ValueError):

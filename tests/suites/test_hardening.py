@@ -228,6 +228,7 @@ def _edit(path, n, change):
 @pytest.mark.parametrize("edit, message", [
     (lambda s: s.replace('"log_p":[', '"log_p":[NaN,', 1), "scores.jsonl:1: answer 0: field 'log_p'"),
     (lambda s: s.replace('"log_p":[', '"log_p":[1e999,', 1), "scores.jsonl:1: answer 0: field 'log_p'"),
+    (lambda s: s.replace('"log_p":[', '"log_p":["Infinity",', 1), "scores.jsonl:1: answer 0: field 'log_p'"),
     (lambda s: json.dumps({**json.loads(s), "kind": "greedy"}) + "\n", "scores.jsonl:1: unknown record kind 'greedy'"),
     (lambda s: json.dumps({**json.loads(s), "label": 7}) + "\n", "scores.jsonl:1: label 7 does not index"),
     (lambda s: json.dumps({**json.loads(s), "choices": [{**c, "log_p": c["log_p"][:2]}
