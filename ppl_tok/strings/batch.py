@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ppl_tok.common.jsonl_store import JsonlStore, encode_log
 from ppl_tok.common.seeds import pair_seed
@@ -109,7 +109,8 @@ class Options:
         """The settings of ``task`` that change its numbers (what a store compares)."""
         c = self.config
         out: dict[str, Any] = {"context": self.context, "beam": c.beam, "prune": c.prune, "budget": c.budget,
-                               "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail}
+                               "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail,
+                               "extend_threshold": c.extend_threshold}
         if task == "next":
             out.update(chars=self.chars, min_log_prob=self.min_log_prob)
         if task == "generate":
@@ -121,10 +122,12 @@ class Options:
 class StringsStore(JsonlStore):
     """A batch run folder: ``run.json`` (the settings, compared on resume) and ``records.jsonl`` (one per item).
 
-    The records are keyed by the item's ``index``; ``-inf`` is stored as ``null``.
+    The records are keyed by the item's ``index``; ``-inf`` is stored as ``"-Infinity"``.
     """
 
     informational = ("ppl_tok_version", "input", "items", "lm")
+    #: settings a folder written before they were recorded holds implicitly
+    defaults: ClassVar[dict[str, Any]] = {"extend_threshold": 0.0}
     what = "strings batch folder"
     record_name = "item record"
 
@@ -289,6 +292,42 @@ def _record(task: str, members: Members, item: Item, options: Options, heads: li
     return record, time.perf_counter() - start
 
 
+def pending_batches(items: Sequence[Item], done: set[int], batch_size: int
+                    ) -> list[tuple[list[Item], list[Item]]]:
+    """``(batch, its items not in done)`` for each batch of ``batch_size`` consecutive items that has any:
+    the batches are fixed by position, whatever is stored, so a resumed run prefills as an uninterrupted one."""
+    out = []
+    for lo in range(0, len(items), batch_size):
+        chunk = list(items[lo: lo + batch_size])
+        todo = [it for it in chunk if it.index not in done]
+        if todo:
+            out.append((chunk, todo))
+    return out
+
+
+def answer_batch(task: str, members: Members, chunk: Sequence[Item], todo: Sequence[Item], options: Options,
+                 on_bytes: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """The records of ``todo`` (items of the batch ``chunk``): the whole batch's prompt heads prefilled in one
+    call per LM (the same prefill on a resume), then each item answered; an item's own error is its record."""
+    prompts = [it.prompt.encode("utf-8") for it in chunk]
+    heads = [_heads(lm, prompts, options) for lm in members.lms]
+    new = []
+    for it in todo:
+        k = list(chunk).index(it)
+        seen = [0]
+
+        def count(n: int) -> None:
+            seen[0] += n
+            if on_bytes is not None:
+                on_bytes(n)
+
+        record, _ = _record(task, members, it, options, [h[k] for h in heads], count)
+        if on_bytes is not None and seen[0] < item_bytes(task, it, options, members):
+            on_bytes(item_bytes(task, it, options, members) - seen[0])  # an early stop or an error
+        new.append(record)
+    return new
+
+
 @dataclass
 class BatchRun:
     """What :func:`run_items` did: the records of every item (in index order), and how many it computed."""
@@ -328,28 +367,9 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
         if on_bytes is not None:
             on_bytes(sum(item_bytes(task, it, options, members) for it in items if it.index in done))
         computed = 0
-        for lo in range(0, len(items), batch_size):
-            chunk = items[lo: lo + batch_size]
-            todo = [it for it in chunk if it.index not in done]
-            if not todo:
-                continue
+        for chunk, todo in pending_batches(items, set(done), batch_size):
             t0 = time.perf_counter()
-            prompts = [it.prompt.encode("utf-8") for it in chunk]  # the whole batch: the same prefill on a resume
-            heads = [_heads(lm, prompts, options) for lm in members.lms]
-            new = []
-            for it in todo:
-                k = chunk.index(it)
-                seen = [0]
-
-                def count(n: int) -> None:
-                    seen[0] += n
-                    if on_bytes is not None:
-                        on_bytes(n)
-
-                record, _ = _record(task, members, it, options, [h[k] for h in heads], count)
-                if on_bytes is not None and seen[0] < item_bytes(task, it, options, members):
-                    on_bytes(item_bytes(task, it, options, members) - seen[0])  # an early stop or an error
-                new.append(record)
+            new = answer_batch(task, members, chunk, todo, options, on_bytes)
             if store is not None:
                 store.append(new, timing={"items": len(new), "seconds": time.perf_counter() - t0})
             done.update((r["index"], r) for r in new)
@@ -365,4 +385,5 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "batch_settings", "item_bytes", "item_seed", "run_items", "storable", "walk"]
+           "answer_batch", "batch_settings", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
+           "walk"]

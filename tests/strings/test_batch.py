@@ -100,6 +100,14 @@ def test_a_folder_with_other_settings_is_refused_naming_the_setting(tmp_path):
                   out=tmp_path, batch_size=2)
     with pytest.raises(SettingsMismatchError, match="batch_size: folder has 2, this run has 1"):
         run_items("conditional", Members((lm,)), ITEMS, Options(config=NARROW), out=tmp_path, batch_size=1)
+    lazy = StringSearchConfig(beam=NARROW.beam, prune=NARROW.prune, extend_threshold=0.1)
+    with pytest.raises(SettingsMismatchError, match="extend_threshold: folder has 0.0, this run has 0.1"):
+        run_items("conditional", Members((lm,)), ITEMS, Options(config=lazy), out=tmp_path, batch_size=2)
+    run_json = tmp_path / "run.json"  # a folder from before the setting was recorded resumes at 0
+    run_json.write_text(json.dumps({k: v for k, v in json.loads(run_json.read_text()).items()
+                                    if k != "extend_threshold"}))
+    assert run_items("conditional", Members((lm,)), ITEMS, Options(config=NARROW), out=tmp_path,
+                     batch_size=2).computed == 0
     other = history_lm(3, bos_id=None)
     with pytest.raises(SettingsMismatchError, match="models: folder has"):
         run_items("conditional", Members((other,)), ITEMS, Options(config=NARROW), out=tmp_path, batch_size=2)
