@@ -23,7 +23,8 @@ import math
 import sys
 from typing import Any
 
-from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, search_config)
+from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
+                                search_config)
 from ppl_tok.common.arguments import POSITIVE, positive
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
@@ -48,6 +49,11 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
                    "a rerun computes only the missing ones")
     g.add_argument("--batch-size", type=POSITIVE, default=8, help="--input: items per batch (default 8)")
     g.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="--input with --out: the batches on Ray actors (pip install 'ppl-tok[ray]'), a local Ray or "
+                        "the cluster at ADDRESS (e.g. auto); the driver alone writes --out (docs/ray.md)")
+    g.add_argument("--workers", type=POSITIVE, help="with --ray: actors, each with the LMs (default: one per GPU, "
+                   "else per CPU)")
     e = p.add_argument_group("ensembles (--model repeated)")
     e.add_argument("--kind", choices=KINDS, help="how the LMs combine: mixture (default) or product of experts")
     e.add_argument("--weight", type=positive, action="append", metavar="W",
@@ -64,6 +70,9 @@ def dispatch(args: argparse.Namespace, task: str) -> bool:
                 raise ValueError(f"{flag} combines several LMs: give --model twice or more, or drop {flag}")
         if args.out is not None:
             raise ValueError("--out stores the records of --input FILE: give --input, or drop --out")
+        if args.ray is not None or args.workers is not None:
+            raise ValueError(f"{'--ray' if args.ray is not None else '--workers'} runs the batches of --input FILE "
+                             "on Ray: give --input and --out, or drop it")
         if args.prompt is None:
             if task == "conditional":
                 raise ValueError("give --prompt (or --input FILE of prompt and text pairs)")
@@ -88,7 +97,10 @@ def _check_flags(args: argparse.Namespace, task: str, several: bool) -> None:
         check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
         sampling_mode(args.mode, args.temperature, args.top_p, args.greedy, several)
     if args.input is None:
+        if args.ray is not None or args.workers is not None:
+            raise ValueError("--ray runs the batches of --input FILE: give --input and --out, or drop --ray")
         return
+    ray_address(args)  # --ray needs --out; --workers needs --ray
     given = [f for f, v in (("--prompt", args.prompt), ("TEXT", getattr(args, "text", None)),
                             ("--file", getattr(args, "text_file", None))) if v is not None]
     if given:
@@ -161,18 +173,20 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
     else:
         _check_utf8("--prompt", args.prompt if args.prompt is not None else "")
         items, source, sha256 = [Item(0, args.prompt or "", getattr(args, "text", None), "--prompt")], None, None
+    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if task == "conditional" else None}
+    settings_args = {"input_sha256": sha256, "fields": fields,
+                     "extra": {"input": source, "items": len(items), "lm": [s.to_dict() for s in lm_specs(args)]}}
+    weights = None if args.weight is None else tuple(args.weight)
+    if args.ray is not None:
+        _run_on_ray(args, task, items, options, source, settings_args, weights)
+        return
     lms = _load_lms(args)
     for lm in lms:
         _check_context(argparse.Namespace(command=task, text=None, context=args.context), lm)
-    members = Members(tuple(lms), args.kind or "mixture", None if args.weight is None else tuple(args.weight))
+    members = Members(tuple(lms), args.kind or "mixture", weights)
     settings = None
     if args.out is not None:
-        fields = {"prompt_field": args.prompt_field,
-                  "text_field": args.text_field if task == "conditional" else None}
-        settings = batch_settings(task, members, options, input_sha256=sha256, fields=fields,
-                                  batch_size=args.batch_size,
-                                  extra={"input": source, "items": len(items),
-                                         "lm": [s.to_dict() for s in lm_specs(args)]})
+        settings = batch_settings(task, members, options, batch_size=args.batch_size, **settings_args)
     stream = args.input is not None and args.out is None and not args.json
     with byte_bar(args, sum(item_bytes(task, it, options, members) for it in items), task) as bar:
         if args.input is None:
@@ -185,6 +199,23 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
         _emit_one(args, task, members, record)
     elif not stream:
         _emit_summary(args, task, run, source)
+
+
+def _run_on_ray(args: argparse.Namespace, task: str, items: list[Item], options: Options, source: str,
+                settings_args: dict[str, Any], weights: tuple[float, ...] | None) -> None:
+    """``--input`` on Ray actors (:func:`~ppl_tok.strings.distributed.run_items_ray`); the summary as without Ray."""
+    from tqdm import tqdm
+
+    from ppl_tok.lm.loader import LMLoader
+    from ppl_tok.strings.distributed import MembersLoader, run_items_ray
+
+    loader = MembersLoader(tuple(LMLoader.from_spec(s) for s in lm_specs(args)), args.kind or "mixture", weights)
+    show = args.progress or (sys.stderr.isatty() and not args.json)
+    with tqdm(total=len(items), unit="item", desc=task, file=sys.stderr, leave=False, disable=not show) as bar:
+        run = run_items_ray(task, loader, items, options, out=args.out, settings_args=settings_args,
+                            batch_size=args.batch_size, workers=args.workers, address=args.ray or None,
+                            on_records=lambda records: bar.update(len(records)))
+    _emit_summary(args, task, run, source)
 
 
 def byte_bar(args: argparse.Namespace, total: int, desc: str) -> Any:
