@@ -112,11 +112,20 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         lines += [f"log p(text), exact:        {exact.log_marginal:.4f}   (canonical share {exact.canonical_share:.4f})",
                   f"most likely:               {_names(lm.vocab, exact.most_likely)} ({float(exact.log_probs[0]):.4f})"]
     if bounds is not None:
+        from ppl_tok.strings.certified import WIDE_NATS
+
         b = bounds
-        payload.update(lower=b.lower, upper=b.upper, bounds_closed=b.closed, bounds_forwards=b.forwards,
-                       certified_lower=result.certified_lower)
-        lines.append(f"certified bracket:         [{b.lower:.4f}, {b.upper:.4f}]   "
-                     f"({'closed' if b.closed else 'open'} at {args.bounds:g} nats, {b.forwards} forwards)")
+        lower, upper = b.certified
+        wide = upper - lower > WIDE_NATS
+        hint = (f"uninformative (interval {upper - lower:.1f} nats wide, more than {WIDE_NATS:.3g} nats): raise "
+                f"--budget (now {args.budget})") if wide else None
+        payload.update(lower=lower, upper=upper, tolerance_nats=b.tolerance, informative=not wide, hint=hint,
+                       bounds_closed=b.closed, bounds_forwards=b.forwards, certified_lower=result.certified_lower)
+        lines.append(f"certified bracket:         [{lower:.4f}, {upper:.4f}]   "
+                     f"({'closed' if b.closed else 'open'} at {args.bounds:g} nats, {b.forwards} forwards; "
+                     f"rounding tolerance {b.tolerance:.1e} nats included)")
+        if hint is not None:
+            lines.append(f"  {hint}")
     lines += [f"WARNING: {w}" for w in result.warnings]
     _emit(args, payload, lines)
 

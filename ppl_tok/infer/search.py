@@ -37,6 +37,7 @@ from ppl_tok.lm.base import LanguageModel, LMState
 from ppl_tok.lm.toy import BigramLM
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
+from ppl_tok.common.rounding import tolerance as rounding_tolerance
 
 
 @dataclass(order=True)
@@ -68,6 +69,7 @@ class PrefixSearch:
         self._queue: list[_Open] = []
         self._order = itertools.count()
         root = lm.initial(context)
+        self.dtype = root.log_probs.dtype  # the rows' dtype: their rounding (:mod:`ppl_tok.strings.certified`)
         self._children(mdd.source, root, 0.0, ())
 
     def _children(self, node: int, state: LMState, log_prob: float, tokens: tuple[int, ...]) -> None:
@@ -148,7 +150,14 @@ def expand_together(searches: Sequence[PrefixSearch], batches: Sequence[int]) ->
 
 @dataclass(frozen=True)
 class Bounds:
-    """A certified bracket ``lower <= log p(x | c) <= upper``."""
+    """A certified bracket ``lower <= log p(x | c) <= upper`` in exact arithmetic.
+
+    ``tolerance`` (nats) is the rounding tolerance of the rows it was computed from
+    (:func:`ppl_tok.common.rounding.tolerance` over a path of at most one row per byte):
+    computed in the rows' float dtype, the bracket that holds is
+    ``[lower - tolerance, upper + tolerance]`` (:attr:`certified`), which ``ppl-tok marginal
+    --bounds`` reports as its ``lower`` and ``upper``.
+    """
 
     text: str
     lower: float
@@ -157,6 +166,12 @@ class Bounds:
     forwards: int
     closed: bool
     seconds: float
+    tolerance: float = 0.0
+
+    @property
+    def certified(self) -> tuple[float, float]:
+        """``(lower - tolerance, upper + tolerance)``: the bracket that holds for the float computation."""
+        return self.lower - self.tolerance, self.upper + self.tolerance
 
     @property
     def width(self) -> float:
@@ -181,7 +196,7 @@ class Bounds:
         """The bracket's numbers (not the summed tokenizations), JSON-ready apart from infinities."""
         return {"text": self.text, "lower": self.lower, "upper": self.upper, "width": self.width,
                 "estimate": self.estimate, "closed": self.closed, "tokenizations": len(self.tokenizations),
-                "statement": self.statement,
+                "statement": self.statement, "tolerance_nats": self.tolerance,
                 "forwards": self.forwards, "seconds": self.seconds}
 
 
@@ -240,7 +255,8 @@ def marginal_bounds_many(texts: Sequence[str], lm: LanguageModel, *, contexts: S
     for text, search, secs in zip(texts, searches, seconds):
         lower, upper = search.lower(), search.upper()
         out.append(Bounds(text, lower, upper, dict(search.found), search.forwards, closed=upper - lower <= tolerance,
-                          seconds=secs or time.perf_counter() - start))
+                          seconds=secs or time.perf_counter() - start,
+                          tolerance=rounding_tolerance(search.dtype, len(text.encode("utf-8")), len(lm.vocab))))
     return out
 
 

@@ -196,13 +196,9 @@ class LanguageModel(ABC):
 
     @contextmanager
     def row_budget(self, row_bytes: int) -> Iterator[None]:
-        """Within the block, keep up to ``row_bytes`` bytes of next-token rows (never less than
-        ``config.row_bytes``); after it, the oldest rows beyond the configured budget are dropped.
-
-        For work that computes many rows in one forward and reads them over a longer walk (the
-        canonical rows of a batch of surprisal texts): with the default budget the first ones would
-        be dropped before they are read, and recomputed one call at a time.
-        """
+        """Within the block keep up to ``row_bytes`` of next-token rows (at least ``config.row_bytes``), then
+        trim to the budget: for rows one forward computes and a longer walk reads (the canonical rows of
+        surprisal texts), which the budget would drop before they are read and recompute one call each."""
         old = self.config
         if row_bytes > old.row_bytes:
             self.config = replace(old, row_bytes=int(row_bytes))
@@ -211,10 +207,6 @@ class LanguageModel(ABC):
         finally:
             self.config = old
             self._trim_rows()
-
-    def row_size(self) -> int:
-        """The bytes of one next-token row (``|V|`` float32 log-probs)."""
-        return len(self.vocab) * 4
 
     def _cached(self, key: tuple[int, ...]) -> LMState | None:
         state = self._cache.get(key)
@@ -234,8 +226,7 @@ class LanguageModel(ABC):
         release_free_memory()
 
     def has_state(self, tokens: Sequence[int]) -> bool:
-        """Whether the state after ``tokens`` is in the prefix cache with its row in memory (reading it
-        costs no forward); the cache's order is left as it is."""
+        """Whether the state after ``tokens`` is cached with its row (reading it costs no forward); no LRU touch."""
         state = self._cache.get(tuple(int(t) for t in tokens))
         return state is not None and state.rows is not None
 

@@ -320,7 +320,7 @@ class ByteBeam:
                 "whole string and does not window; shorten the prompt (e.g. keep its last bytes)")
 
     def tolerance(self, extra_terms: int = 1) -> float:
-        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.strings.certified.tolerance`
+        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance`
         of its rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers)."""
         return tolerance(self.dtype, self.depth + extra_terms, len(self.lm.vocab))
 

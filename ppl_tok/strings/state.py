@@ -256,7 +256,7 @@ class StringState:
 
     def tolerance(self) -> float:
         """The rounding tolerance (nats) of the brackets here: the beam's deepest prefix, the covering token and
-        the canonical head's tokens (:func:`~ppl_tok.strings.certified.tolerance`)."""
+        the canonical head's tokens (:func:`~ppl_tok.common.rounding.tolerance`)."""
         return self.beam.tolerance(1 + len(self.head.ids))
 
     def pruned_log_mass(self) -> float:

@@ -22,6 +22,9 @@ def test_bracket_always_contains_the_exact_value_and_closes(seed, text, budget):
     assert partial.lower <= exact + 1e-9 and exact <= partial.upper + 1e-9
     full = marginal_bounds(text, lm, tolerance=1e-9, budget=None)
     assert full.closed and full.lower == pytest.approx(exact, abs=1e-9) and full.upper == pytest.approx(exact, abs=1e-9)
+    lo, up = full.certified  # widened by the rows' rounding tolerance (a toy LM's rows: float32)
+    assert full.tolerance > 0 and (lo, up) == (full.lower - full.tolerance, full.upper + full.tolerance)
+    assert full.to_dict()["tolerance_nats"] == full.tolerance
 
 
 @settings(max_examples=40, deadline=None)

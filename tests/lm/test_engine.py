@@ -181,7 +181,7 @@ def test_a_row_budget_block_keeps_a_forwards_rows_until_they_are_read():
         return lm.stats.recomputed
 
     assert read_every_prefix() > 0
-    with lm.row_budget(lm.row_size() * len(seq) + lm.config.row_bytes):
+    with lm.row_budget(4 * len(lm.vocab) * len(seq) + lm.config.row_bytes):
         assert lm.config.row_bytes > 16 * 4 * 3
         assert read_every_prefix() == 0
     assert lm.config.row_bytes == 16 * 4 * 3 and len(lm._rows) <= 3 and lm._rows_used <= 16 * 4 * 3
