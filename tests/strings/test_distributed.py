@@ -1,6 +1,11 @@
-"""Surprisal on Ray actors (a local Ray with 2 CPUs): each item's units equal a single-process run's."""
+"""Surprisal and the batch commands on Ray actors (a local Ray with 2 CPUs): the single-process rows and
+records, a worker killed mid-batch, a driver SIGKILLed mid-run (issue 37, item 5)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -9,7 +14,9 @@ ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-t
 from ppl_tok.strings.beam import StringSearchConfig  # noqa: E402
 from ppl_tok.strings.distributed import SurprisalJob, surprisals_ray  # noqa: E402
 from ppl_tok.strings.surprisal import surprisals  # noqa: E402
+from conftest import ROOT  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
+from sigkill import CrashOnceLoader, kill_while_appending, line_count  # noqa: E402
 
 TEXTS = ["ab ba cd", "abc de", "gh a b", "cab", "de ef gh ab", "a a a"]
 
@@ -124,3 +131,69 @@ def test_conditional_input_on_two_smollm2_actors_leaves_a_folder_a_single_proces
     assert main(args) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["computed"], again["stored_before"]) == (0, 3)
+
+
+def _prompts(n: int):
+    from ppl_tok.strings.batch import Item
+
+    words = ["ab", "cd", "de", "ef", "gh", "abc", "ba", "cab"]
+    return [Item(i, " ".join(words[(i + k) % len(words)] for k in range(3)), " " + words[(3 * i) % len(words)],
+                 f"items.jsonl:{i + 1}") for i in range(n)]
+
+
+@pytest.mark.slow  # ~30 s: Ray worker start-up
+def test_a_batch_workers_death_mid_batch_deals_the_batch_again(local_ray, tmp_path):
+    from ppl_tok.strings.batch import Members, Options, run_items
+    from ppl_tok.strings.distributed import MembersLoader, run_items_ray
+
+    items, options = _prompts(6), Options(config=StringSearchConfig(beam=4))
+    marker = tmp_path / "crashed"
+    run = run_items_ray("next", MembersLoader((CrashOnceLoader(str(marker), method="_prefill"),)), items, options,
+                        out=str(tmp_path / "ray"), batch_size=2, workers=2)
+    assert marker.exists()  # one worker did die mid-batch
+    single = run_items("next", Members((toy_lm(),)), items, options, out=tmp_path / "one", batch_size=2)
+    assert run.records == single.records
+
+
+BATCH_DRIVER = """
+import json
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+import ray
+ray.init(address={address!r}, log_to_driver=False,
+         runtime_env={{"env_vars": {{"PYTHONPATH": {path!r}, "OMP_NUM_THREADS": "1"}}}})
+from ppl_tok.strings.batch import Item, Options
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.distributed import MembersLoader, run_items_ray
+from qa_toy import toy_lm
+items = [Item(**json.loads(line)) for line in open({items!r})]
+run_items_ray("conditional", MembersLoader((toy_lm,)), items, Options(config=StringSearchConfig(beam=16)),
+              out={out!r}, batch_size=1, workers=2)
+"""
+
+
+@pytest.mark.slow  # ~1-2 min: three drivers, each starting two actors
+def test_a_batch_driver_sigkilled_mid_run_resumes_to_the_uninterrupted_records(local_ray, tmp_path):
+    import dataclasses
+    import json
+
+    from ppl_tok.common.jsonl_store import read_json_lines
+    from ppl_tok.strings.batch import Members, Options, StringsStore, run_items
+
+    items = _prompts(40)
+    ref = run_items("conditional", Members((toy_lm(),)), items, Options(config=StringSearchConfig(beam=16)),
+                    out=tmp_path / "ref", batch_size=1)
+    items_file = tmp_path / "items.jsonl"
+    items_file.write_text("".join(json.dumps(dataclasses.asdict(it)) + "\n" for it in items))
+    out = tmp_path / "run"
+    script = tmp_path / "driver.py"
+    tests = str(ROOT / "tests")
+    script.write_text(BATCH_DRIVER.format(tests=tests, root=str(ROOT), items=str(items_file), out=str(out),
+                                          address=ray.get_runtime_context().gcs_address,
+                                          path=os.pathsep.join([tests, str(ROOT)])))
+    records = out / StringsStore.records_file
+    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
+    assert kills == 2, "the driver finished before it could be killed"
+    assert 0 < line_count(records) < len(ref.records)
+    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    assert sorted(read_json_lines(records), key=lambda r: r["index"]) == ref.records
