@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
@@ -397,43 +396,45 @@ def extend_many(states: Sequence[StringState], data: Sequence[bytes | str], *,
     lm = states[0].lm
     feeds = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in data]
     at = [0] * len(states)
-    live = [k for k, f in enumerate(feeds) if f]
+    stopped: dict[int, Exception] = {} if failed is None else failed
 
-    def guarded(k: int, step: Callable[[], Any]) -> Any:
+    def stop(k: int, err: ValueError) -> None:
+        if failed is None:
+            raise err
+        stopped[k] = err
+
+    def finish(k: int, kept: list[Hypothesis]) -> bool:
+        """Byte ``at[k]`` read by walk ``k`` once its kept prefixes are run; ``False`` if the walk stopped."""
         try:
-            return step()
-        except ValueError as err:
-            if failed is None:
-                raise
-            failed[k] = err
-            return None
-
-    def finish(k: int, kept: list[Hypothesis]) -> None:
-        def step() -> bool:
             states[k]._finish(feeds[k][at[k]], kept)
             if after is not None:
                 after(k, at[k])
-            return True
+        except ValueError as err:
+            stop(k, err)
+            return False
+        at[k] += 1
+        return True
 
-        if guarded(k, step):
-            at[k] += 1
-
+    live = [k for k, f in enumerate(feeds) if f]
     while live:
         waiting: list[tuple[int, list[Hypothesis]]] = []
         for k in live:
-            while k not in (failed or ()) and at[k] < len(feeds[k]):
-                kept = guarded(k, lambda: states[k]._advance(feeds[k][at[k]]))
-                if kept is None:
+            while at[k] < len(feeds[k]):
+                try:
+                    kept = states[k]._advance(feeds[k][at[k]])
+                except ValueError as err:  # a context too long
+                    stop(k, err)
                     break
                 if needs_forward(lm, kept):
                     waiting.append((k, kept))
                     break
                 run_kept(lm, [(states[k].beam, kept, None)])  # cache hits only
-                finish(k, kept)
+                if not finish(k, kept):
+                    break
         if waiting:
             run_kept(lm, [(states[k].beam, kept, None) for k, kept in waiting])
             lm.ensure_rows([h.state for _, kept in waiting for h in kept])
             for k, kept in waiting:
                 finish(k, kept)
-        live = [k for k in live if k not in (failed or ()) and at[k] < len(feeds[k])]
+        live = [k for k in live if k not in stopped and at[k] < len(feeds[k])]
     return list(states)
