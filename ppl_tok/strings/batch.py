@@ -341,6 +341,20 @@ class BatchRun:
     def errors(self) -> int:
         return sum("error" in r for r in self.records)
 
+    @classmethod
+    def of(cls, items: Sequence[Item], done: dict[int, dict[str, Any]], computed: int, start: float) -> BatchRun:
+        """The run's summary: the records of ``items`` in ``done`` (in index order), ``computed`` of them now, the
+        seconds since ``start`` (``time.perf_counter()``)."""
+        wanted = [it.index for it in items]
+        return cls([done[i] for i in wanted if i in done], computed, len(wanted) - computed,
+                   time.perf_counter() - start)
+
+
+def check_batch_size(batch_size: Any) -> None:
+    """``batch_size`` must be a positive integer."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
 
 def run_items(task: str, members: Members, items: Sequence[Item], options: Options, *,
               out: str | Path | None = None, settings: dict[str, Any] | None = None, batch_size: int = 8,
@@ -355,8 +369,7 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
     """
     if task not in _TASKS:
         raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_batch_size(batch_size)
     start = time.perf_counter()
     store = None
     if out is not None:
@@ -379,11 +392,9 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
     finally:
         if store is not None:
             store.close()
-    wanted = [it.index for it in items]
-    return BatchRun([done[i] for i in wanted if i in done], computed, len(wanted) - computed,
-                    time.perf_counter() - start)
+    return BatchRun.of(items, done, computed, start)
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "answer_batch", "batch_settings", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
+           "answer_batch", "batch_settings", "check_batch_size", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
            "walk"]

@@ -34,7 +34,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.lm.loader import LMLoader
 from ppl_tok.strings.batch import (BatchRun, Item, Members, Options, StringsStore, answer_batch, batch_settings,
-                                   pending_batches)
+                                   check_batch_size, pending_batches)
 from ppl_tok.strings.surprisal import WordRules, surprisal_batch
 
 #: One item to score: ``(item number, text, units)``; units as :func:`~ppl_tok.strings.surprisal.surprisals` takes.
@@ -137,8 +137,7 @@ def run_items_ray(task: str, loader: MembersLoader, items: Sequence[Item], optio
     """
     import time
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_batch_size(batch_size)
     start = time.perf_counter()
     connect(address)
     computed = 0
@@ -161,6 +160,4 @@ def run_items_ray(task: str, loader: MembersLoader, items: Sequence[Item], optio
             pool.deal(batches, functools.partial(_answer, task, options), stored, max_retries=max_retries)
         finally:
             store.close()
-    wanted = [it.index for it in items]
-    return BatchRun([done[i] for i in wanted if i in done], computed, len(wanted) - computed,
-                    time.perf_counter() - start)
+    return BatchRun.of(items, done, computed, start)
