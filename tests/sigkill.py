@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def line_count(path: Path) -> int:
@@ -39,6 +40,27 @@ def kill_while_appending(script: Path, records: Path, delays: tuple[float, ...] 
             kills += 1
         proc.wait()
     return kills
+
+
+def killed_twice_then_finished(script: Path, records: Path, total: int, delays: tuple[float, ...] = (0.0, 0.013),
+                               progress: int = 3, **run: Any) -> subprocess.CompletedProcess:
+    """The crash test's steps: SIGKILL ``script`` once per delay while it appends to ``records``
+    (:func:`kill_while_appending`), check that every delay killed it part-way (some of the ``total`` lines
+    stored, not all), then run it to the end (``run``: more ``subprocess.run`` arguments) and return that run."""
+    kills = kill_while_appending(script, records, delays, progress)
+    assert kills >= len(delays), "the child finished before it could be killed"
+    assert 0 < line_count(records) < total
+    return subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy(), **run)
+
+
+def ray_driver(body: str, root: Path, address: str) -> str:
+    """A driver script: ``tests/`` and the checkout ``root`` on its path (and its actors'), connected to the Ray at
+    ``address``, then ``body``."""
+    tests = str(root / "tests")
+    path = os.pathsep.join([tests, str(root)])
+    return (f"import sys\nsys.path[:0] = [{tests!r}, {str(root)!r}]\nimport ray\n"
+            f"ray.init(address={address!r}, log_to_driver=False,\n"
+            f"         runtime_env={{'env_vars': {{'PYTHONPATH': {path!r}, 'OMP_NUM_THREADS': '1'}}}})\n" + body)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,6 @@
 ``--model`` (ensembles), on toy LMs the CLI loads by name, and once on SmolLM2."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ from ppl_tok.strings import StringSearchConfig, string_conditional
 from ppl_tok.strings.batch import StringsStore
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
 from ppl_tok.strings.generate import generate
-from sigkill import kill_while_appending, line_count
+from sigkill import killed_twice_then_finished
 from tests.strings.test_ensemble import OTHER
 from tests.strings.test_state import history_lm
 
@@ -167,10 +164,7 @@ def test_sigkill_mid_run_then_a_rerun_stores_what_an_uninterrupted_run_does(tmp_
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(tests=str(TESTS), root=str(TESTS.parent), argv=[*argv, "--out", str(out)]))
     records = out / StringsStore.records_file
-    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
-    assert kills >= 2, "the child finished before it could be killed"
-    assert 0 < line_count(records) < reference.count(b"\n")
-    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy(), capture_output=True)
+    killed_twice_then_finished(script, records, reference.count(b"\n"), capture_output=True)
     assert sorted(records.read_bytes().splitlines()) == sorted(reference.splitlines())
 
 

@@ -177,12 +177,9 @@ sys.exit(main({argv!r}))
 
 @pytest.mark.slow
 def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, capsys, tmp_path):
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
-    from sigkill import kill_while_appending, line_count
+    from sigkill import killed_twice_then_finished
 
     tests = Path(__file__).resolve().parents[1]
     path = tmp_path / "s.txt"
@@ -194,9 +191,6 @@ def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, 
     out = tmp_path / "rows.jsonl"
     script = tmp_path / "child.py"
     script.write_text(SURPRISAL_CHILD.format(tests=str(tests), root=str(tests.parent), argv=[*argv, "--out", str(out)]))
-    kills = kill_while_appending(script, out, delays=(0.0, 0.011), progress=4)
-    assert kills >= 2, "the child finished before it could be killed"
-    assert 0 < line_count(out) < reference.count(b"\n")
-    done = subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy(), capture_output=True,
-                          text=True)
+    done = killed_twice_then_finished(script, out, reference.count(b"\n"), delays=(0.0, 0.011), progress=4,
+                                      capture_output=True, text=True)
     assert out.read_bytes() == reference and done.stdout == whole  # the same rows, in order, and the same output

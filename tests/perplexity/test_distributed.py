@@ -8,9 +8,6 @@ SmolLM2 actors through ``ppl-tok perplexity --ray`` and checks the stated tolera
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -27,7 +24,7 @@ from ppl_tok.perplexity.store import PerplexityStore  # noqa: E402
 from ppl_tok.common.jsonl_store import read_json_lines  # noqa: E402
 from ppl_tok.strings.beam import StringSearchConfig  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
-from sigkill import CrashOnceLoader, kill_while_appending, line_count  # noqa: E402
+from sigkill import CrashOnceLoader, killed_twice_then_finished, ray_driver  # noqa: E402
 
 CONFIG = ScoringConfig("beam", search=StringSearchConfig(beam=16))
 WORDS = ["ab", "ba", "cd", "de", "abc", "gh", "a", "efg", "hh", "cab"]
@@ -100,11 +97,6 @@ def test_a_worker_that_keeps_dying_stops_the_run_and_the_rerun_finishes(local_ra
 
 
 DRIVER = """
-import sys
-sys.path[:0] = [{tests!r}, {root!r}]
-import ray
-ray.init(address={address!r}, log_to_driver=False,
-         runtime_env={{"env_vars": {{"PYTHONPATH": {path!r}, "OMP_NUM_THREADS": "1"}}}})
 from ppl_tok.perplexity import ScoringConfig, read_corpus
 from ppl_tok.perplexity.distributed import run_perplexity_ray
 from ppl_tok.strings.beam import StringSearchConfig
@@ -123,15 +115,10 @@ def test_a_driver_sigkilled_mid_run_resumes_to_the_uninterrupted_records(local_r
                    progress=False)
     out = tmp_path / "run"
     script = tmp_path / "driver.py"
-    tests = str(ROOT / "tests")
-    script.write_text(DRIVER.format(tests=tests, root=str(ROOT), corpus=str(corpus_path), out=str(out),
-                                    address=ray.get_runtime_context().gcs_address,
-                                    path=os.pathsep.join([tests, str(ROOT)])))
+    script.write_text(ray_driver(DRIVER.format(corpus=str(corpus_path), out=str(out)), ROOT,
+                                 ray.get_runtime_context().gcs_address))
     records = out / PerplexityStore.records_file
-    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
-    assert kills == 2, "the driver finished before it could be killed"
-    assert 0 < line_count(records) < len(_records(ref))
-    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    killed_twice_then_finished(script, records, len(_records(ref)))
     assert _records(out) == _records(ref)
 
 

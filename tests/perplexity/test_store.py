@@ -14,13 +14,10 @@ from ppl_tok.perplexity.run import run_perplexity
 from ppl_tok.perplexity.store import PerplexityStore
 from ppl_tok.strings.beam import StringSearchConfig
 from qa_toy import toy_lm
-import os
-import subprocess
-import sys
 from ppl_tok.perplexity import (
     corpus_from_texts,
 )
-from sigkill import kill_while_appending, line_count
+from sigkill import killed_twice_then_finished
 from tests.perplexity import DOCS, TESTS
 
 PARAGRAPHS = "a b\nc a\n\nab ba\nb\n\nc a b b\n"
@@ -208,10 +205,7 @@ def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(tests=str(TESTS), root=str(TESTS.parent), corpus=str(corpus_path), out=str(out)))
     records = out / PerplexityStore.records_file
-    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
-    assert kills >= 2, "the child finished before it could be killed"
-    assert 0 < line_count(records) < reference.count(b"\n")
-    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    killed_twice_then_finished(script, records, reference.count(b"\n"))
     assert sorted(records.read_bytes().splitlines()) == sorted(reference.splitlines())
 
 

@@ -2,7 +2,6 @@
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import ppl_tok.qa.run as qa_run
 from ppl_tok.qa import SettingsMismatchError, load_study, run_study, study_settings
 from ppl_tok.qa.store import SCORES_FILE, ScoreStore, StoreError, decode_log, encode_log, read_records, records_digest
 from qa_toy import toy_lm, write_questions
-from sigkill import kill_while_appending, line_count
+from sigkill import killed_twice_then_finished
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -243,10 +242,7 @@ def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(tests=str(TESTS), test=str(tmp_path / "test.jsonl"),
                                    tune=str(tmp_path / "tune.jsonl"), out=str(out)))
-    kills = kill_while_appending(script, out / SCORES_FILE)
-    assert kills >= 2, "the child finished before it could be killed"
-    assert 0 < line_count(out / SCORES_FILE) < reference.count(b"\n")
-    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    killed_twice_then_finished(script, out / SCORES_FILE, reference.count(b"\n"), delays=(0.0, 0.017))
     # The same records, byte for byte. A kill between two lines of one batch's write regroups the later
     # batches, and a batch writes its importance records before its exact ones, so the line order may differ.
     assert sorted((out / SCORES_FILE).read_bytes().splitlines()) == sorted(reference.splitlines())

@@ -3,10 +3,6 @@ records, a worker killed mid-batch, a driver SIGKILLed mid-run (issue 37, item 5
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-tok[ray]'")
@@ -16,7 +12,7 @@ from ppl_tok.strings.distributed import SurprisalJob, surprisals_ray  # noqa: E4
 from ppl_tok.strings.surprisal import surprisals  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
-from sigkill import CrashOnceLoader, kill_while_appending, line_count  # noqa: E402
+from sigkill import CrashOnceLoader, killed_twice_then_finished, ray_driver  # noqa: E402
 
 TEXTS = ["ab ba cd", "abc de", "gh a b", "cab", "de ef gh ab", "a a a"]
 
@@ -157,11 +153,6 @@ def test_a_batch_workers_death_mid_batch_deals_the_batch_again(local_ray, tmp_pa
 
 BATCH_DRIVER = """
 import json
-import sys
-sys.path[:0] = [{tests!r}, {root!r}]
-import ray
-ray.init(address={address!r}, log_to_driver=False,
-         runtime_env={{"env_vars": {{"PYTHONPATH": {path!r}, "OMP_NUM_THREADS": "1"}}}})
 from ppl_tok.strings.batch import Item, Options
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.distributed import MembersLoader, run_items_ray
@@ -187,13 +178,8 @@ def test_a_batch_driver_sigkilled_mid_run_resumes_to_the_uninterrupted_records(l
     items_file.write_text("".join(json.dumps(dataclasses.asdict(it)) + "\n" for it in items))
     out = tmp_path / "run"
     script = tmp_path / "driver.py"
-    tests = str(ROOT / "tests")
-    script.write_text(BATCH_DRIVER.format(tests=tests, root=str(ROOT), items=str(items_file), out=str(out),
-                                          address=ray.get_runtime_context().gcs_address,
-                                          path=os.pathsep.join([tests, str(ROOT)])))
+    script.write_text(ray_driver(BATCH_DRIVER.format(items=str(items_file), out=str(out)), ROOT,
+                                 ray.get_runtime_context().gcs_address))
     records = out / StringsStore.records_file
-    kills = kill_while_appending(script, records, delays=(0.0, 0.013))
-    assert kills == 2, "the driver finished before it could be killed"
-    assert 0 < line_count(records) < len(ref.records)
-    subprocess.run([sys.executable, str(script)], check=True, env=os.environ.copy())
+    killed_twice_then_finished(script, records, len(ref.records))
     assert sorted(read_json_lines(records), key=lambda r: r["index"]) == ref.records
