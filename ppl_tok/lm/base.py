@@ -92,7 +92,7 @@ class LMState:
     def log_probs(self) -> torch.Tensor:
         """The next-token log-probs ``[V]`` after this prefix."""
         if self.rows is None:
-            self.lm._ensure_rows([self])
+            self.lm.ensure_rows([self])
         return self.row
 
 
@@ -232,9 +232,6 @@ class LanguageModel(ABC):
 
     def ensure_rows(self, states: Sequence[LMState]) -> None:
         """Recompute, in batched calls, the rows of ``states`` that the row budget dropped."""
-        self._ensure_rows(states)
-
-    def _ensure_rows(self, states: Sequence[LMState]) -> None:
         missing = list({id(s): s for s in states if s.rows is None}.values())
         for lo in range(0, len(missing), self.config.max_batch):
             chunk = missing[lo: lo + self.config.max_batch]
@@ -349,7 +346,7 @@ class LanguageModel(ABC):
                 self._gather([s for s in chunk if s.rows is not None], wanted)
                 missing = [s for s in chunk if s.rows is None]
                 if missing:
-                    self._ensure_rows(missing)
+                    self.ensure_rows(missing)
                     self._gather(missing, wanted)
         return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
 
@@ -381,7 +378,7 @@ class LanguageModel(ABC):
         for i, s in enumerate(states):
             groups.setdefault(id(s), []).append(i)
         distinct = [states[members[0]] for members in groups.values()]
-        self._ensure_rows(distinct)
+        self.ensure_rows(distinct)
         width = max(len(m) for m in groups.values())
         u = torch.zeros(len(distinct), width, dtype=torch.float64)  # row r: the uniforms of state r's particles
         for r, members in enumerate(groups.values()):
@@ -394,7 +391,7 @@ class LanguageModel(ABC):
             held = []
             for state in distinct[lo: lo + size]:
                 if state.rows is None:  # dropped by the row budget while others were recomputed
-                    self._ensure_rows([state])
+                    self.ensure_rows([state])
                 held.append(state.row)
             rows = torch.stack(held)
             cdf = rows.double().exp().cumsum(-1)
