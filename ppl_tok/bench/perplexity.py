@@ -152,8 +152,8 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
         settings = {"model": model, "documents": documents, "min_bytes": min_bytes,
                     "max_bytes": max_bytes, "beam": search.beam, "prune": search.prune,
                     "device": device or "cpu", "dtype": dtype, "bos_id": bos_id, "ppl_tok_version": __version__}
-        settings.update({key: v for key, v in (("extend_threshold", search.extend_threshold), ("corpus", corpus))
-                         if v != {"extend_threshold": 0.0, "corpus": "mixed"}[key]})  # older folders resume
+        settings.update({key: v for key, v in (*search.lazy_settings().items(), ("corpus", corpus))
+                         if v != {"extend_threshold": 0.0, "corpus": "mixed"}.get(key)})  # older folders resume
         store = BenchStore.open(out, settings)
     done = {r["index"]: r for r in store.records} if store is not None else {}
     for i, row in done.items():
@@ -184,7 +184,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     if not rows:
         raise ValueError(f"no document measured: shard {k} of {n_shards} of {len(order)} documents is empty")
     return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
-            "extend_threshold": search.extend_threshold, "corpus": corpus, "rows": rows,
+            **search.lazy_settings(), "corpus": corpus, "rows": rows,
             "reference": against_reference(rows, refs, reference) if refs is not None else None,
             **_summary(rows, min_bytes, max_bytes)}
 
@@ -416,6 +416,8 @@ def format_memory_document(result: dict[str, Any]) -> list[str]:
 
 def format_perplexity(result: dict[str, Any]) -> list[str]:
     lazy = f", extend threshold {result['extend_threshold']:g}" if result.get("extend_threshold") else ""
+    if result.get("boundary_threshold") is not None:
+        lazy += f", boundary threshold {result['boundary_threshold']:g}"
     lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}{lazy}) against canonical scoring, "
              f"{result['model']}, {result['documents']} documents ({result.get('corpus', 'mixed')})",
              f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "

@@ -109,7 +109,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         _emit(args, result, knobs.format_knob_table(result))
         return
     spec = lm_spec(args)
-    search = StringSearchConfig(extend_threshold=args.extend_threshold,
+    search = StringSearchConfig(extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold,
                                 **{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
     common = {"data_dir": args.data, "search": search, **spec.options()}
     documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}

@@ -129,6 +129,10 @@ def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
                    help="lazy extension: run a prefix through the LM only if it holds at least this share of the "
                         "text's mass at its offset, else prune it (0: every kept prefix; e.g. 0.001; default "
                         f"{StringSearchConfig.extend_threshold:g})")
+    p.add_argument("--boundary-threshold", type=share, default=None, metavar="SHARE",
+                   help="lazy extension at the canonical tokenization's token boundaries (paths that rejoined it), "
+                        "where --extend-threshold then applies inside canonical tokens only (default: "
+                        "--extend-threshold everywhere; e.g. --extend-threshold 0.1 --boundary-threshold 3e-5)")
 
 
 def search_config(args: argparse.Namespace) -> Any:
@@ -137,7 +141,8 @@ def search_config(args: argparse.Namespace) -> Any:
 
     options = {"prefill": args.prefill} if hasattr(args, "prefill") else {}
     return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget,
-                              extend_threshold=args.extend_threshold, **options)
+                              extend_threshold=args.extend_threshold,
+                              boundary_threshold=getattr(args, "boundary_threshold", None), **options)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

@@ -99,8 +99,8 @@ class ScoringConfig:
         if self.scoring in BEAM_SCORINGS:
             out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget,
                        prune_against=self.search.prune_against)
-            if self.search.extend_threshold > 0:  # recorded when set: runs from before lazy extension resume
-                out["extend_threshold"] = self.search.extend_threshold
+            if self.search.lazy:  # recorded when set: runs from before lazy extension resume
+                out.update(self.search.lazy_settings())
         if self.scoring == "canonical+rest":
             out.update(num_samples=self.num_samples, seed=self.seed)
         return out

@@ -70,7 +70,7 @@ def context_settings(run: str | Path, method: str, search: StringSearchConfig = 
         out.update(beam=search.beam, prune=search.prune)
         out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against),
                                       ("prefill_tail", search.prefill_tail),
-                                      ("extend_threshold", search.extend_threshold))
+                                      *search.lazy_settings().items())
                     if v != getattr(StringSearchConfig, k)})  # recorded when they are not the default
         if search.prefill != "exact":  # stores from before the prefill modes were computed exactly
             out["prefill"] = search.prefill

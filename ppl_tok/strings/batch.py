@@ -110,7 +110,7 @@ class Options:
         c = self.config
         out: dict[str, Any] = {"context": self.context, "beam": c.beam, "prune": c.prune, "budget": c.budget,
                                "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail,
-                               "extend_threshold": c.extend_threshold}
+                               **c.lazy_settings()}
         if task == "next":
             out.update(chars=self.chars, min_log_prob=self.min_log_prob)
         if task == "generate":

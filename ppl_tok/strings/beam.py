@@ -129,6 +129,13 @@ class StringSearchConfig:
         through the LM only if its probability is at least this share of the text's
         mass at its offset (``0``: every kept hypothesis, today's beam; e.g. ``1e-3``).
         One not run is pruned (its mass goes to the upper bound).
+    :param boundary_threshold: lazy extension's share for a hypothesis ending where the canonical
+        tokenization the beam keeps has a token boundary (a path that has rejoined it), when that should
+        differ from ``extend_threshold``, which then applies inside canonical tokens only (``None``: the
+        same share everywhere). Rejoined paths carry the gain and their share predicts it; a split inside a
+        canonical token usually dies at its next token, so ``extend_threshold=0.1, boundary_threshold=3e-5``
+        runs far fewer forwards than one share for both at the same gain (docs/benchmarks.md, the knob table).
+        Offsets where no canonical tokenization is known (a next-byte walk without ``keep``) use ``extend_threshold``.
     :param prefill_tail: the fewest bytes the tail holds (``None``: no minimum). Whatever it is, the tail
         reaches back to the earliest offset from which a token can run past the end of the prompt
         (:func:`~ppl_tok.strings.prefill.reach`), so no covering of the prompt's end is cut by the head.
@@ -141,6 +148,7 @@ class StringSearchConfig:
     prefill: str = "auto"
     prefill_tail: int | None = None
     extend_threshold: float = 0.0
+    boundary_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -159,10 +167,34 @@ class StringSearchConfig:
                 or not 0 <= self.extend_threshold < 1):
             raise ValueError(f"extend_threshold must be a share of the text's mass in [0, 1) (0: extend every kept "
                              f"prefix), got {self.extend_threshold!r}")
+        if self.boundary_threshold is not None and (
+                isinstance(self.boundary_threshold, bool) or not isinstance(self.boundary_threshold, (int, float))
+                or not 0 <= self.boundary_threshold < 1):
+            raise ValueError(f"boundary_threshold must be a share of the text's mass in [0, 1) or None (the "
+                             f"extend_threshold everywhere), got {self.boundary_threshold!r}")
         if self.prefill_tail is not None and (isinstance(self.prefill_tail, bool)
                                               or not isinstance(self.prefill_tail, int) or self.prefill_tail < 1):
             raise ValueError(f"prefill_tail must be a positive number of bytes or None (no minimum), "
                              f"got {self.prefill_tail!r}")
+
+    @property
+    def lazy(self) -> bool:
+        """Whether lazy extension is on (a share above zero anywhere)."""
+        return self.extend_threshold > 0 or bool(self.boundary_threshold)
+
+    def share(self, at_boundary: bool) -> float:
+        """Lazy extension's share for a hypothesis ending inside a canonical token or at one of its boundaries."""
+        if at_boundary and self.boundary_threshold is not None:
+            return self.boundary_threshold
+        return self.extend_threshold
+
+    def lazy_settings(self) -> dict[str, float]:
+        """The lazy-extension settings a store records: ``extend_threshold``, and ``boundary_threshold`` when set
+        (absent from folders written before it existed, which therefore resume)."""
+        out = {"extend_threshold": self.extend_threshold}
+        if self.boundary_threshold is not None:
+            out["boundary_threshold"] = self.boundary_threshold
+        return out
 
 
 class Hypothesis:
@@ -245,9 +277,10 @@ class ByteBeam:
         return parent.child(token, parent.log_prob + log_prob,
                             parent.canonical and self.canonical_at.get(offset) == token)
 
-    def lazy_floor(self, text_mass: float) -> float:
-        """``log s + log M_i``: the log-probability below which a hypothesis is not extended (``-inf`` at ``s = 0``)."""
-        share = self.config.extend_threshold
+    def lazy_floor(self, text_mass: float, offset: int | None = None) -> float:
+        """``log s + log M_i``: the log-probability below which a hypothesis ending at ``offset`` is not extended
+        (``-inf`` at ``s = 0``); ``s`` is the config's :meth:`~StringSearchConfig.share` there."""
+        share = self.config.share(offset is not None and offset in self.canonical_at)
         return math.log(share) + text_mass if share > 0 else -math.inf
 
     def frontier_mass(self, hyps: Sequence[Hypothesis]) -> float:
@@ -269,13 +302,13 @@ class ByteBeam:
 
         ``floor``: a log-probability below which a (non-canonical) hypothesis is dropped
         whatever its rank. ``text_mass``: ``log M_i`` for lazy extension (module docstring;
-        ``None``: the frontier, :meth:`frontier_mass`, computed only when ``extend_threshold > 0``).
+        ``None``: the frontier, :meth:`frontier_mass`, computed only when lazy extension is on).
         """
         hyps = self.open.pop(offset, [])
         if not hyps:
             return []
-        if self.config.extend_threshold > 0:
-            floor = max(floor, self.lazy_floor(self.frontier_mass(hyps) if text_mass is None else text_mass))
+        if self.config.lazy:
+            floor = max(floor, self.lazy_floor(self.frontier_mass(hyps) if text_mass is None else text_mass, offset))
         keep, drop = self._select(hyps, floor)
         self.pruned.extend(h.log_prob for h in drop)
         if self.keep_dropped is not None:

@@ -100,7 +100,7 @@ class StringState:
             along[at] = int(t)
             at += len(lm.vocab[int(t)] or b"")
         self.beam = ByteBeam(lm, root, self.config, along, start=self.base, log_prob=head.log_prob)
-        if self.config.prune_against == "text" or self.config.extend_threshold > 0:
+        if self.config.prune_against == "text" or self.config.lazy:
             self.beam.keep_dropped = self.index.longest  # what a dead-end heal may revive
         self.window: dict[int, list[_Cover]] = {}
         self.heals = 0
@@ -137,7 +137,7 @@ class StringState:
     def _select(self, offset: int) -> list[Hypothesis]:
         """Prune the prefixes ending at ``offset``: the kept ones, not yet run (:func:`extend_many` runs many)."""
         floor, text_mass = -math.inf, None
-        if offset > self.base and (self.config.prune_against == "text" or self.config.extend_threshold > 0):
+        if offset > self.base and (self.config.prune_against == "text" or self.config.lazy):
             text_mass = self.prefix_log_prob().lower  # P^(x[:offset]): lazy extension's M_i (beam module docstring)
             if self.config.prune_against == "text":
                 floor = text_mass - self.config.prune

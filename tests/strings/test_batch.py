@@ -103,6 +103,9 @@ def test_a_folder_with_other_settings_is_refused_naming_the_setting(tmp_path):
     lazy = StringSearchConfig(beam=NARROW.beam, prune=NARROW.prune, extend_threshold=0.1)
     with pytest.raises(SettingsMismatchError, match="extend_threshold: folder has 0.0, this run has 0.1"):
         run_items("conditional", Members((lm,)), ITEMS, Options(config=lazy), out=tmp_path, batch_size=2)
+    split = StringSearchConfig(beam=NARROW.beam, prune=NARROW.prune, boundary_threshold=0.01)
+    with pytest.raises(SettingsMismatchError, match="boundary_threshold"):
+        run_items("conditional", Members((lm,)), ITEMS, Options(config=split), out=tmp_path, batch_size=2)
     run_json = tmp_path / "run.json"  # a folder from before the setting was recorded resumes at 0
     run_json.write_text(json.dumps({k: v for k, v in json.loads(run_json.read_text()).items()
                                     if k != "extend_threshold"}))

@@ -98,7 +98,8 @@ def test_zero_probability_tokens_carry_no_mass():
 def test_config_is_validated():
     for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
                 dict(budget=0), dict(budget=2.5), dict(prune_against="best"), dict(extend_threshold=1.0),
-                dict(extend_threshold=-0.1), dict(extend_threshold=True), dict(extend_threshold="0.1")):
+                dict(extend_threshold=-0.1), dict(extend_threshold=True), dict(extend_threshold="0.1"),
+                dict(boundary_threshold=1.0), dict(boundary_threshold=-1e-3), dict(boundary_threshold=False)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             StringSearchConfig(**bad)
     with pytest.raises(ValueError, match="next-byte walks"):
@@ -225,6 +226,37 @@ def test_lazy_extension_at_zero_is_the_beam(seed, text, beam, markov):
         assert (r.lower, r.upper, r.forwards, r.found) == (base.lower, base.upper, base.forwards, base.found)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4),
+       st.sampled_from([0.0, 0.05, 0.3, 0.9]), st.sampled_from([0.0, 1e-3, 0.3]), st.booleans())
+def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, beam, inside, boundary, markov):
+    """A share of its own at the canonical boundaries: the bracket still holds the exact marginal and the canonical
+    floor; the same share at both is plain lazy extension, figure for figure; and a lower share at the boundaries
+    runs at least the prefixes the inside share alone runs, and at most those of no lazy extension."""
+    lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
+    exact = exact_marginal(text, lm)
+    split = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside,
+                                                             boundary_threshold=boundary))
+    assert split.lower <= exact.log_marginal + 1e-9 <= split.upper + 2e-9
+    assert split.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-12)
+    same = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside,
+                                                            boundary_threshold=inside))
+    plain = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside))
+    assert (same.lower, same.upper, same.forwards) == (plain.lower, plain.upper, plain.forwards)
+    full = string_marginal(lm, text, "", StringSearchConfig(beam=beam))
+    assert split.forwards <= full.forwards
+    if boundary <= inside:
+        assert split.forwards >= plain.forwards and split.estimate >= plain.estimate - 1e-12
+
+
+def test_boundary_threshold_is_the_share_at_the_canonical_boundaries_only():
+    config = StringSearchConfig(extend_threshold=0.1, boundary_threshold=3e-5)
+    assert config.lazy and config.share(True) == 3e-5 and config.share(False) == 0.1
+    assert config.lazy_settings() == {"extend_threshold": 0.1, "boundary_threshold": 3e-5}
+    assert StringSearchConfig().lazy_settings() == {"extend_threshold": 0.0} and not StringSearchConfig().lazy
+    assert StringSearchConfig(boundary_threshold=0.01).lazy and StringSearchConfig(boundary_threshold=0.0).share(True) == 0
+
+
 def test_smollm2_lazy_extension_brackets_the_exact_marginal_in_fewer_forwards(smollm2):
     exact = exact_marginal(" tongueless", smollm2)  # -24.683 over 597 tokenizations
     # today's beam 8 on this string (before lazy extension): 47 forwards, [-24.68316, -22.21484]
@@ -240,3 +272,7 @@ def test_smollm2_lazy_extension_brackets_the_exact_marginal_in_fewer_forwards(sm
         assert r.canonical <= r.estimate
         forwards.append(r.forwards)
     assert forwards == sorted(forwards, reverse=True) and forwards[-1] < base.forwards / 4
+    split = string_marginal(smollm2, " tongueless", config=StringSearchConfig(extend_threshold=0.1,
+                                                                              boundary_threshold=3e-5))
+    assert split.lower <= exact.log_marginal + 1e-6 <= split.upper + 2e-6 and split.canonical <= split.estimate
+    assert forwards[-1] <= split.forwards < base.forwards
