@@ -110,6 +110,7 @@ def knob_table(folders: Sequence[str | Path], reference: str | Path) -> dict[str
         out.append({"folder": str(folder), "beam": settings["beam"], "prune": settings["prune"],
                     "extend_threshold": settings.get("extend_threshold", 0.0),
                     "boundary_threshold": settings.get("boundary_threshold"),
+                    "rejoin_threshold": settings.get("rejoin_threshold"),
                     "corpus": settings.get("corpus", "mixed"), "time_ratio": seconds / canon_seconds,
                     **against_reference(rows, refs, reference)})
     return {"reference": str(reference), "rows": out}
@@ -118,12 +119,13 @@ def knob_table(folders: Sequence[str | Path], reference: str | Path) -> dict[str
 def format_knob_table(t: dict[str, Any]) -> list[str]:
     lines = [f"the beam's knobs against {t['reference']} (share of its gain over canonical; cost in canonical's "
              "token-forwards and wall time, same documents)",
-             f"{'threshold':>9} {'boundary':>8} {'beam':>4} {'prune':>5} {'docs':>4} {'fwd ratio':>9} {'time ratio':>10} "
+             f"{'threshold':>9} {'boundary':>8} {'rejoin':>7} {'beam':>4} {'prune':>5} {'docs':>4} {'fwd ratio':>9} {'time ratio':>10} "
              f"{'gain share':>10} {'brackets meet':>13}  folder"]
     for r in t["rows"]:
         share = "-" if r["share_of_gain"] is None else f"{100 * r['share_of_gain']:.1f}%"
-        boundary = "-" if r.get("boundary_threshold") is None else format(r["boundary_threshold"], "g")
-        lines.append(f"{r['extend_threshold']:>9g} {boundary:>8} {r['beam']:>4} {r['prune']:>5g} {r['documents']:>4} "
+        boundary, rejoin = ("-" if r.get(k) is None else format(r[k], "g") for k in ("boundary_threshold",
+                                                                                   "rejoin_threshold"))
+        lines.append(f"{r['extend_threshold']:>9g} {boundary:>8} {rejoin:>7} {r['beam']:>4} {r['prune']:>5g} {r['documents']:>4} "
                      f"{r['forwards_ratio']:>8.2f}x {r['time_ratio']:>9.1f}x {share:>10} "
                      f"{r['brackets_meet']:>6}/{r['brackets_checked']:<6}  {r['folder']}")
     return lines

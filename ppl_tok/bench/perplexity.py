@@ -416,8 +416,9 @@ def format_memory_document(result: dict[str, Any]) -> list[str]:
 
 def format_perplexity(result: dict[str, Any]) -> list[str]:
     lazy = f", extend threshold {result['extend_threshold']:g}" if result.get("extend_threshold") else ""
-    if result.get("boundary_threshold") is not None:
-        lazy += f", boundary threshold {result['boundary_threshold']:g}"
+    for name in ("boundary_threshold", "rejoin_threshold"):
+        if result.get(name) is not None:
+            lazy += f", {name.replace('_', ' ')} {result[name]:g}"
     lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}{lazy}) against canonical scoring, "
              f"{result['model']}, {result['documents']} documents ({result.get('corpus', 'mixed')})",
              f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "

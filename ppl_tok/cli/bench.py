@@ -110,6 +110,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         return
     spec = lm_spec(args)
     search = StringSearchConfig(extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold,
+                                rejoin_threshold=args.rejoin_threshold,
                                 **{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
     common = {"data_dir": args.data, "search": search, **spec.options()}
     documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}

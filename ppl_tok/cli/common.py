@@ -132,7 +132,10 @@ def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--boundary-threshold", type=share, default=None, metavar="SHARE",
                    help="lazy extension at the canonical tokenization's token boundaries (paths that rejoined it), "
                         "where --extend-threshold then applies inside canonical tokens only (default: "
-                        "--extend-threshold everywhere; e.g. --extend-threshold 0.1 --boundary-threshold 3e-5)")
+                        "--extend-threshold everywhere; e.g. --extend-threshold 0.15 --boundary-threshold 1e-3)")
+    p.add_argument("--rejoin-threshold", type=share, default=None, metavar="SHARE",
+                   help="lazy extension for a split path's first prefix back on the canonical boundaries (default: "
+                        "--boundary-threshold; e.g. 1e-6: one token's grace)")
 
 
 def search_config(args: argparse.Namespace) -> Any:
@@ -142,7 +145,8 @@ def search_config(args: argparse.Namespace) -> Any:
     options = {"prefill": args.prefill} if hasattr(args, "prefill") else {}
     return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget,
                               extend_threshold=args.extend_threshold,
-                              boundary_threshold=getattr(args, "boundary_threshold", None), **options)
+                              boundary_threshold=getattr(args, "boundary_threshold", None),
+                              rejoin_threshold=getattr(args, "rejoin_threshold", None), **options)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

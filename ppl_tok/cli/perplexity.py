@@ -61,7 +61,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
     search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget,
-                                extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold)
+                                extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold,
+                                rejoin_threshold=args.rejoin_threshold)
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress

@@ -136,6 +136,12 @@ class StringSearchConfig:
         canonical token usually dies at its next token, so ``extend_threshold=0.1, boundary_threshold=3e-5``
         runs far fewer forwards than one share for both at the same gain (docs/benchmarks.md, the knob table).
         Offsets where no canonical tokenization is known (a next-byte walk without ``keep``) use ``extend_threshold``.
+    :param rejoin_threshold: the share at the boundaries for a *rejoining* hypothesis: its last token ends at a
+        canonical boundary and its previous one inside a canonical token (a split path's first prefix back on
+        the canonical boundaries; ``None``: ``boundary_threshold``). A rejoining path's share can swing by orders
+        of magnitude over its next tokens (one measured at 6e-5 of the text's mass rose to 1.7e-2 four bytes on
+        and carried 0.87 of the canonical mass), so a low share here gives it one token's grace, at the cost of
+        one forward per rejoining prefix.
     :param prefill_tail: the fewest bytes the tail holds (``None``: no minimum). Whatever it is, the tail
         reaches back to the earliest offset from which a token can run past the end of the prompt
         (:func:`~ppl_tok.strings.prefill.reach`), so no covering of the prompt's end is cut by the head.
@@ -149,6 +155,7 @@ class StringSearchConfig:
     prefill_tail: int | None = None
     extend_threshold: float = 0.0
     boundary_threshold: float | None = None
+    rejoin_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -167,11 +174,11 @@ class StringSearchConfig:
                 or not 0 <= self.extend_threshold < 1):
             raise ValueError(f"extend_threshold must be a share of the text's mass in [0, 1) (0: extend every kept "
                              f"prefix), got {self.extend_threshold!r}")
-        if self.boundary_threshold is not None and (
-                isinstance(self.boundary_threshold, bool) or not isinstance(self.boundary_threshold, (int, float))
-                or not 0 <= self.boundary_threshold < 1):
-            raise ValueError(f"boundary_threshold must be a share of the text's mass in [0, 1) or None (the "
-                             f"extend_threshold everywhere), got {self.boundary_threshold!r}")
+        for name, fallback in (("boundary_threshold", "extend_threshold"), ("rejoin_threshold", "boundary_threshold")):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
+                raise ValueError(f"{name} must be a share of the text's mass in [0, 1) or None ({fallback}'s), "
+                                 f"got {v!r}")
         if self.prefill_tail is not None and (isinstance(self.prefill_tail, bool)
                                               or not isinstance(self.prefill_tail, int) or self.prefill_tail < 1):
             raise ValueError(f"prefill_tail must be a positive number of bytes or None (no minimum), "
@@ -180,10 +187,13 @@ class StringSearchConfig:
     @property
     def lazy(self) -> bool:
         """Whether lazy extension is on (a share above zero anywhere)."""
-        return self.extend_threshold > 0 or bool(self.boundary_threshold)
+        return self.extend_threshold > 0 or bool(self.boundary_threshold) or bool(self.rejoin_threshold)
 
-    def share(self, at_boundary: bool) -> float:
-        """Lazy extension's share for a hypothesis ending inside a canonical token or at one of its boundaries."""
+    def share(self, at_boundary: bool, rejoining: bool = False) -> float:
+        """Lazy extension's share for a hypothesis ending inside a canonical token or at one of its boundaries
+        (``rejoining``: there, with its previous token ending inside one)."""
+        if at_boundary and rejoining and self.rejoin_threshold is not None:
+            return self.rejoin_threshold
         if at_boundary and self.boundary_threshold is not None:
             return self.boundary_threshold
         return self.extend_threshold
@@ -192,8 +202,9 @@ class StringSearchConfig:
         """The lazy-extension settings a store records: ``extend_threshold``, and ``boundary_threshold`` when set
         (absent from folders written before it existed, which therefore resume)."""
         out = {"extend_threshold": self.extend_threshold}
-        if self.boundary_threshold is not None:
-            out["boundary_threshold"] = self.boundary_threshold
+        for name in ("boundary_threshold", "rejoin_threshold"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
 
@@ -277,24 +288,33 @@ class ByteBeam:
         return parent.child(token, parent.log_prob + log_prob,
                             parent.canonical and self.canonical_at.get(offset) == token)
 
-    def lazy_floor(self, text_mass: float, offset: int | None = None) -> float:
+    def lazy_floor(self, text_mass: float, offset: int | None = None, rejoining: bool = False) -> float:
         """``log s + log M_i``: the log-probability below which a hypothesis ending at ``offset`` is not extended
         (``-inf`` at ``s = 0``); ``s`` is the config's :meth:`~StringSearchConfig.share` there."""
-        share = self.config.share(offset is not None and offset in self.canonical_at)
+        share = self.config.share(offset is not None and offset in self.canonical_at, rejoining)
         return math.log(share) + text_mass if share > 0 else -math.inf
 
     def frontier_mass(self, hyps: Sequence[Hypothesis]) -> float:
         """``log M_i`` of a sweep: ``hyps`` (those ending at ``i``) and every hypothesis open beyond ``i``."""
         return logsumexp([h.log_prob for h in hyps] + self.pending_mass())
 
-    def _select(self, hyps: list[Hypothesis], floor: float) -> tuple[list[Hypothesis], list[Hypothesis]]:
+    def rejoins(self, h: Hypothesis, offset: int) -> bool:
+        """Whether ``h`` (ending at the canonical boundary ``offset``) is a split path's first prefix back on the
+        canonical boundaries: its last token starts inside a canonical token."""
+        return (not h.canonical and h.token >= 0
+                and offset - len(self.lm.vocab[h.token] or b"") not in self.canonical_at)
+
+    def _select(self, hyps: list[Hypothesis], floor: float, rejoin_floor: float | None = None,
+                offset: int = 0) -> tuple[list[Hypothesis], list[Hypothesis]]:
         hyps = sorted(hyps, key=lambda h: -h.log_prob)
         spent = self.config.budget is not None and self.forwards >= self.config.budget
         width = 1 if spent else self.config.beam
-        floor = max(floor, hyps[0].log_prob - self.config.prune)
+        best = hyps[0].log_prob - self.config.prune
+        floor = max(floor, best)
         keep, drop = [], []
         for rank, h in enumerate(hyps):
-            (keep if (rank < width and h.log_prob >= floor) or h.canonical else drop).append(h)
+            f = max(rejoin_floor, best) if rejoin_floor is not None and self.rejoins(h, offset) else floor
+            (keep if (rank < width and h.log_prob >= f) or h.canonical else drop).append(h)
         return keep, drop
 
     def select(self, offset: int, floor: float = -math.inf, text_mass: float | None = None) -> list[Hypothesis]:
@@ -307,9 +327,13 @@ class ByteBeam:
         hyps = self.open.pop(offset, [])
         if not hyps:
             return []
+        rejoin_floor = None
         if self.config.lazy:
-            floor = max(floor, self.lazy_floor(self.frontier_mass(hyps) if text_mass is None else text_mass, offset))
-        keep, drop = self._select(hyps, floor)
+            mass = self.frontier_mass(hyps) if text_mass is None else text_mass
+            if self.config.rejoin_threshold is not None and offset in self.canonical_at:
+                rejoin_floor = max(floor, self.lazy_floor(mass, offset, rejoining=True))
+            floor = max(floor, self.lazy_floor(mass, offset))
+        keep, drop = self._select(hyps, floor, rejoin_floor, offset)
         self.pruned.extend(h.log_prob for h in drop)
         if self.keep_dropped is not None:
             if drop:

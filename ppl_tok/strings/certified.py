@@ -42,8 +42,9 @@ def tighten(config: Any, prefill: str | None = None, prompt_bytes: int = 0) -> s
         more.append("pruning against the offset")
     if getattr(config, "extend_threshold", 0) > 0:
         more.append(f"a lower extend_threshold (now {config.extend_threshold:g})")
-    if getattr(config, "boundary_threshold", None):
-        more.append(f"a lower boundary_threshold (now {config.boundary_threshold:g})")
+    for name in ("boundary_threshold", "rejoin_threshold"):
+        if getattr(config, name, None):
+            more.append(f"a lower {name} (now {getattr(config, name):g})")
     if prompt_bytes > 0:
         more.append(f"a shorter prompt (now {prompt_bytes} bytes walked)")
     if prefill == "exact" and prompt_bytes > 0:

@@ -99,7 +99,8 @@ def test_config_is_validated():
     for bad in (dict(beam=0), dict(beam=1.5), dict(beam=True), dict(prune=0), dict(prune=-1.0), dict(prune="1"),
                 dict(budget=0), dict(budget=2.5), dict(prune_against="best"), dict(extend_threshold=1.0),
                 dict(extend_threshold=-0.1), dict(extend_threshold=True), dict(extend_threshold="0.1"),
-                dict(boundary_threshold=1.0), dict(boundary_threshold=-1e-3), dict(boundary_threshold=False)):
+                dict(boundary_threshold=1.0), dict(boundary_threshold=-1e-3), dict(boundary_threshold=False),
+                dict(rejoin_threshold=1.5), dict(rejoin_threshold="1e-6")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             StringSearchConfig(**bad)
     with pytest.raises(ValueError, match="next-byte walks"):
@@ -228,8 +229,9 @@ def test_lazy_extension_at_zero_is_the_beam(seed, text, beam, markov):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10_000), st.text("ab", min_size=1, max_size=10), st.integers(1, 4),
-       st.sampled_from([0.0, 0.05, 0.3, 0.9]), st.sampled_from([0.0, 1e-3, 0.3]), st.booleans())
-def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, beam, inside, boundary, markov):
+       st.sampled_from([0.0, 0.05, 0.3, 0.9]), st.sampled_from([0.0, 1e-3, 0.3]), st.booleans(),
+       st.sampled_from([None, 0.0, 1e-6]))
+def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, beam, inside, boundary, markov, rejoin):
     """A share of its own at the canonical boundaries: the bracket still holds the exact marginal and the canonical
     floor; the same share at both is plain lazy extension, figure for figure; and a lower share at the boundaries
     runs at least the prefixes the inside share alone runs, and at most those of no lazy extension."""
@@ -247,6 +249,14 @@ def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, bea
     assert split.forwards <= full.forwards
     if boundary <= inside:
         assert split.forwards >= plain.forwards and split.estimate >= plain.estimate - 1e-12
+    graced = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside,
+                                                              boundary_threshold=boundary, rejoin_threshold=rejoin))
+    assert graced.lower <= exact.log_marginal + 1e-9 <= graced.upper + 2e-9
+    assert graced.forwards <= full.forwards
+    if rejoin is None or rejoin <= boundary:  # a lower share for the rejoining prefixes runs at least as many
+        assert split.forwards <= graced.forwards
+    if rejoin is None:
+        assert (graced.lower, graced.upper, graced.forwards) == (split.lower, split.upper, split.forwards)
 
 
 def test_boundary_threshold_is_the_share_at_the_canonical_boundaries_only():
@@ -255,6 +265,23 @@ def test_boundary_threshold_is_the_share_at_the_canonical_boundaries_only():
     assert config.lazy_settings() == {"extend_threshold": 0.1, "boundary_threshold": 3e-5}
     assert StringSearchConfig().lazy_settings() == {"extend_threshold": 0.0} and not StringSearchConfig().lazy
     assert StringSearchConfig(boundary_threshold=0.01).lazy and StringSearchConfig(boundary_threshold=0.0).share(True) == 0
+    graced = StringSearchConfig(extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6)
+    assert graced.share(True, rejoining=True) == 1e-6 and graced.share(True) == 1e-3 and graced.share(False, True) == 0.2
+    assert graced.lazy_settings()["rejoin_threshold"] == 1e-6 and StringSearchConfig(rejoin_threshold=1e-6).lazy
+
+
+def test_a_rejoining_prefix_is_one_whose_previous_token_ends_inside_a_canonical_token():
+    from ppl_tok.strings.beam import ByteBeam, Hypothesis
+
+    lm = _history_lm(2)
+    vocab = lm.vocab
+    ids = {vocab[t]: t for t in range(len(vocab)) if vocab[t]}
+    beam = ByteBeam(lm, lm.initial(""), StringSearchConfig(), {0: ids[b"ab"], 2: ids[b"a"]})
+    root = beam.open[0][0]
+    split = root.child(ids[b"a"], -1.0, False)  # "a" ends at 1, inside the canonical "ab"
+    back = split.child(ids[b"b"], -2.0, False)  # "b" ends at 2, a canonical boundary: rejoining
+    on = root.child(ids[b"ab"], -0.5, True).child(ids[b"a"], -1.0, False)  # from the boundary 2 to 3
+    assert beam.rejoins(back, 2) and not beam.rejoins(on, 3) and not beam.rejoins(Hypothesis(0.0, canonical=True), 0)
 
 
 def test_smollm2_lazy_extension_brackets_the_exact_marginal_in_fewer_forwards(smollm2):
