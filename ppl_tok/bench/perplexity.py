@@ -401,14 +401,16 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
     r = string_marginal(lm, text, "", search, on_offset=on_offset)
     now, peak = _rss_mb()
     return {"model": model, "bytes": len(text.encode()), "beam": search.beam, "prune": search.prune,
-            "tokens": len(lm.canonical(text)),
+            **search.lazy_settings(), "tokens": len(lm.canonical(text)),
             "rss_before_load_mb": before, "rss_after_load_mb": loaded, "peak_rss_mb": peak, "rss_end_mb": now,
             "seconds": r.seconds, "forwards_per_byte": r.forwards_per_byte,
             "gain_nats": r.estimate - r.canonical, "trace": trace}
 
 
 def format_memory_document(result: dict[str, Any]) -> list[str]:
-    return [f"memory: the marginal (beam {result['beam']}, prune {result['prune']}) of a {result['bytes']}-byte "
+    lazy = "".join(f", {k.replace('_', ' ')} {v:g}" for k, v in result.items()
+                   if k.endswith("_threshold") and v is not None and (v or k != "extend_threshold"))
+    return [f"memory: the marginal (beam {result['beam']}, prune {result['prune']}{lazy}) of a {result['bytes']}-byte "
             f"document ({result['tokens']} tokens), {result['model']}",
             f"peak RSS {result['peak_rss_mb']:.0f} MB (after loading the model {result['rss_after_load_mb']:.0f} MB); "
             f"{result['seconds']:.0f} s, {result['forwards_per_byte']:.2f} forwards per byte"]
