@@ -45,6 +45,15 @@ always keeps one), this skips whole offsets: where no token boundary is likely
 no hypothesis reaches ``s * M_i`` and the offset costs no forward, so the
 forwards per byte fall from about ``beam`` towards (tokens per byte) x (kept
 hypotheses), as CharacterBeam's end-of-token threshold does (Vieira et al.).
+**Three shares.** Where the beam keeps a canonical tokenization (a marginal's
+sweep; a walk given ``keep``), ``s`` may differ by where ``h`` ends:
+``extend_threshold`` inside a canonical token (a split, which its next token
+usually kills), ``boundary_threshold`` at a canonical boundary (a path that
+has rejoined the canonical one, whose share predicts the gain it carries), and
+``rejoin_threshold`` for the first prefix back on the boundaries after a split
+(whose share swings most). Every one of them only decides what is run; what is
+not run is pruned, so the bracket is certified under any of them.
+
 "Not extended" *is* pruned here (a prefix that is never run has no
 continuations to sum); the knob is a share of the text's mass, where ``prune``
 is a distance from the offset's best. The per-offset cap is ``beam`` itself:
