@@ -258,6 +258,9 @@ GENLM_SETTINGS = ((5, 0.05),)
 #: and at 4, 5, 6 and 10 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
 OUR_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") for p in (3.0, 4.0, 5.0, 6.0, 10.0)) + (
     StringSearchConfig(beam=5),)
+#: the same walks with the text known in advance (:func:`~ppl_tok.bench.versus.walk_known`: the canonical rows in one
+#: forward), at 4 and 5 nats below the text
+KNOWN_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") for p in (4.0, 5.0))
 #: the reference (the "certified value" where its interval is narrow): beam 32, 15 nats below the text
 REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
 
@@ -265,18 +268,20 @@ REFERENCE = StringSearchConfig(beam=32, prune=15.0, prune_against="text")
 def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str | Path = DATA_ROOT,
                 n_bytes: int = 1000, genlm: Sequence[tuple[int, float]] = GENLM_SETTINGS,
                 ours: Sequence[StringSearchConfig] = OUR_SETTINGS, reference: StringSearchConfig = REFERENCE,
+                known: Sequence[StringSearchConfig] = KNOWN_SETTINGS,
                 keep: str | Path | None = None, device: str | None = None, dtype: str | None = None,
                 bos_id: int | None = None) -> dict[str, Any]:
     """ppl-tok against genlm-bytes: next-byte log-probs along the first ``n_bytes`` of OpenBookQA test questions.
 
     genlm-bytes runs in the interpreter ``genlm_python`` (its own environment) with
     ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with each
-    of ``ours`` and with ``reference``; one thread each, one walk after the other.
+    of ``ours`` and with ``reference``, and with each of ``known`` scoring the text known in advance
+    (:func:`~ppl_tok.bench.versus.walk_known`); one thread each, one walk after the other.
     ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
     there complete (same text) is reused, so an interrupted run resumes.
     """
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.bench.versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_ours
+    from ppl_tok.bench.versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_known, walk_ours
 
     if genlm:
         why = genlm_available(genlm_python)
@@ -285,6 +290,9 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     torch.set_num_threads(1)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     text = running_text(data, n_bytes, "openbookqa").encode()
+    longer = running_text(data, n_bytes + 4, "openbookqa").encode()  # the character after the text (walk_known)
+    following = longer[len(text):len(text) + len(longer.decode("utf-8")[len(text.decode("utf-8"))]
+                                                 .encode())] if longer.startswith(text) else b" "
     folder = Path(keep) if keep else None
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
@@ -311,6 +319,8 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
 
     for config in tqdm(ours, desc="ppl-tok", leave=False):
         walks.append(walked(f"ours-{tag(config)}", lambda: walk_ours(lm, text, config)))
+    for config in tqdm(known, desc="ppl-tok, text known", leave=False):
+        walks.append(walked(f"known-{tag(config)}", lambda: walk_known(lm, text, config, following)))
     ref = walked(f"reference-{tag(reference)}", lambda: walk_ours(lm, text, reference))
     out = compare(ref, walks)
     for clock in ("bytes_per_s", "bytes_per_cpu_s"):

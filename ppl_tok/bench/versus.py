@@ -121,6 +121,38 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
                                  "healed_bytes": healed}, cpu)
 
 
+def walk_known(lm: LanguageModel, text: bytes, config: StringSearchConfig, following: bytes = b" ",
+               name: str | None = None) -> Walk:
+    """The same figures as :func:`walk_ours` when the whole text is known in advance (timed): per-byte surprisal,
+    :func:`~ppl_tok.strings.surprisal.surprisals` with ``units="byte"`` and no word-end correction.
+
+    ``log p(x_k | x_<k)`` over strings with its certified interval, as in a walk; what differs is the
+    schedule: the canonical tokens of the whole text run first in one forward, and the walk, which keeps the
+    canonical path, reads their rows instead of running them one call each (docs/strings.md, "Many texts").
+    A causal walk (next bytes not yet known, as in generation) cannot do this; scoring a given text can.
+    ``following``: the character after ``text`` (the surprisal of a text's last unit is that of the text
+    *and its end*; with ``following`` walked too and its unit dropped, the last byte's figure is the
+    prefix conditional a walk gives).
+    """
+    from ppl_tok.strings.surprisal import surprisals
+
+    cover_index(lm.vocab)
+    lm.clear_cache()
+    start, cpu = time.perf_counter(), time.process_time()
+    forwards = lm.stats.forwards
+    rows = surprisals(lm, (text + following).decode("utf-8"), units="byte", config=config,
+                      word_end=False)[:len(text)]
+    secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+    ln2 = math.log(2.0)
+    against = "" if config.prune_against == "offset" else f" vs {config.prune_against}"
+    return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}{against}, text known",
+                [-r.surprisal * ln2 for r in rows], secs, [-r.upper * ln2 for r in rows],
+                [-r.lower * ln2 for r in rows],
+                lm.stats.forwards - forwards,
+                {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against, "done": True,
+                 "error": None, "text_known": True}, cpu)
+
+
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
               threads: int = 1, timeout: float | None = None, keep: str | Path | None = None) -> Walk:
     """genlm-bytes' walk along ``text`` with ``BeamParams(K, prune_threshold)``, in the interpreter ``python``.

@@ -13,7 +13,7 @@ from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.strings import StringSearchConfig, StringState, initial
 from tests.strings.test_state import brute_prefix
 from ppl_tok.bench.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, compare, genlm_available, genlm_walk_from_json,
-                                    run_genlm, speed_ratios, walk_ours)
+                                    run_genlm, speed_ratios, walk_known, walk_ours)
 
 LN2 = math.log(2)
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"])
@@ -99,6 +99,18 @@ def test_our_walk_is_the_chain_rule_with_certified_intervals():
     assert same["mean_abs_error_bits_per_byte"] == 0.0 and same["inside_reference_interval"] == len(text)
 
 
+def test_the_walk_with_the_text_known_gives_the_walks_figures():
+    """Per-byte surprisal (the canonical rows run first) is the walk's chain rule, interval for interval."""
+    lm = history_lm(3)
+    text = b"abbab"
+    walk, known = walk_ours(lm, text, WIDE), walk_known(lm, text, WIDE, b"a")
+    assert known.log_probs == pytest.approx(walk.log_probs, abs=1e-9) and known.info["text_known"]
+    assert known.lower == pytest.approx(walk.lower, abs=1e-9) and known.upper == pytest.approx(walk.upper, abs=1e-9)
+    narrow = walk_known(lm, text, StringSearchConfig(beam=1, prune=1.0, prune_against="text"), b"b")
+    out = compare(walk, [narrow])
+    assert out["walks"][0]["inside_own_interval"] == len(text) and narrow.forwards > 0
+
+
 def test_the_genlm_side_needs_a_transformers_folder_and_its_script_its_arguments():
     with pytest.raises(ValueError, match="transformers folder"):
         run_genlm(sys.executable, history_lm(1), b"ab", 5)
@@ -114,9 +126,11 @@ def test_the_benchmark_resumes_from_its_folder(tmp_path, smollm2):
     text = running_text(SHARED / "data", 8, "openbookqa")
     assert len(text.encode()) == 8 and text.startswith(" ")
     args = dict(data=SHARED / "data", n_bytes=8, genlm=(), ours=(StringSearchConfig(beam=1, prune=1.0),),
-                reference=StringSearchConfig(beam=4, prune=20.0), keep=tmp_path)
+                reference=StringSearchConfig(beam=4, prune=20.0), keep=tmp_path,
+                known=(StringSearchConfig(beam=2, prune=4.0, prune_against="text"),))
     first = bench_genlm(sys.executable, **args)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ours-beam1-p1.json", "reference-beam4-p20.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["known-beam2-p4-text.json", "ours-beam1-p1.json",
+                                                          "reference-beam4-p20.json"]
     again = bench_genlm(sys.executable, **args)  # both walks read back, not run again
     assert again["walks"] == first["walks"] and again["certified_bytes"] == first["certified_bytes"] == 8
     assert first["walks"][0]["inside_own_interval"] == 8
