@@ -99,10 +99,14 @@ class StringSearchConfig:
     The one place of the beam's defaults (beam 8, prune 12 nats, the studies'
     setting): the ``beam`` scoring of :mod:`ppl_tok.perplexity`, lm-eval's
     ``beam``/``prune`` model arguments, the benchmarks and the commands' flags
-    hold or build one of these. No cheaper setting measured kept the marginal's
-    gain (docs/results.md's knob table): beam 4, prune 4 runs 6.7x canonical
+    hold or build one of these. A narrower beam does not keep the marginal's
+    gain (docs/results.md's knob table: beam 4, prune 4 runs 6.7x canonical
     scoring's token-forwards but found 3% of beam 8's gain on the 600-byte
-    benchmark document.
+    benchmark document); lazy extension with three shares does
+    (``extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6``:
+    3.24x at 91.7% of beam 8's gain on held-out SocialIQA documents,
+    docs/benchmarks.md), but it is not the default: the default is the
+    studies' setting, whose figures stay comparable across versions.
 
     :param beam: the most hypotheses (token prefixes ending at the same byte
         offset) kept per offset, besides the canonical one; each costs one
@@ -208,8 +212,8 @@ class StringSearchConfig:
         return self.extend_threshold
 
     def lazy_settings(self) -> dict[str, float]:
-        """The lazy-extension settings a store records: ``extend_threshold``, and ``boundary_threshold`` when set
-        (absent from folders written before it existed, which therefore resume)."""
+        """The lazy-extension settings a store records: ``extend_threshold``, and ``boundary_threshold`` and
+        ``rejoin_threshold`` when set (absent from folders written before they existed, which therefore resume)."""
         out = {"extend_threshold": self.extend_threshold}
         for name in ("boundary_threshold", "rejoin_threshold"):
             if getattr(self, name) is not None:
