@@ -233,8 +233,9 @@ def test_lazy_extension_at_zero_is_the_beam(seed, text, beam, markov):
        st.sampled_from([None, 0.0, 1e-6]))
 def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, beam, inside, boundary, markov, rejoin):
     """A share of its own at the canonical boundaries: the bracket still holds the exact marginal and the canonical
-    floor; the same share at both is plain lazy extension, figure for figure; and a lower share at the boundaries
-    runs at least the prefixes the inside share alone runs, and at most those of no lazy extension."""
+    floor; the same share at both is plain lazy extension, figure for figure; zero at both is the beam itself.
+    (Running more prefixes need not find more mass: children compete for the beam's places, so nothing
+    monotone is asserted between settings.)"""
     lm = BigramLM.random(VOCAB, seed=seed, bos_id=0) if markov else _history_lm(seed % 7 + 1)
     exact = exact_marginal(text, lm)
     split = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside,
@@ -246,15 +247,12 @@ def test_boundary_threshold_stays_certified_and_splits_the_share(seed, text, bea
     plain = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside))
     assert (same.lower, same.upper, same.forwards) == (plain.lower, plain.upper, plain.forwards)
     full = string_marginal(lm, text, "", StringSearchConfig(beam=beam))
-    assert split.forwards <= full.forwards
-    if boundary <= inside:
-        assert split.forwards >= plain.forwards and split.estimate >= plain.estimate - 1e-12
+    if inside == boundary == 0.0:
+        assert (split.lower, split.upper, split.forwards) == (full.lower, full.upper, full.forwards)
     graced = string_marginal(lm, text, "", StringSearchConfig(beam=beam, extend_threshold=inside,
                                                               boundary_threshold=boundary, rejoin_threshold=rejoin))
     assert graced.lower <= exact.log_marginal + 1e-9 <= graced.upper + 2e-9
-    assert graced.forwards <= full.forwards
-    if rejoin is None or rejoin <= boundary:  # a lower share for the rejoining prefixes runs at least as many
-        assert split.forwards <= graced.forwards
+    assert graced.canonical == pytest.approx(exact.canonical_log_prob, abs=1e-12)
     if rejoin is None:
         assert (graced.lower, graced.upper, graced.forwards) == (split.lower, split.upper, split.forwards)
 
