@@ -102,11 +102,12 @@ class StringSearchConfig:
     hold or build one of these. A narrower beam does not keep the marginal's
     gain (docs/results.md's knob table: beam 4, prune 4 runs 6.7x canonical
     scoring's token-forwards but found 3% of beam 8's gain on the 600-byte
-    benchmark document); lazy extension with three shares does
-    (``extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6``:
-    3.24x at 91.7% of beam 8's gain on held-out SocialIQA documents,
-    docs/benchmarks.md), but it is not the default: the default is the
-    studies' setting, whose figures stay comparable across versions.
+    benchmark document). Lazy extension with three shares
+    (``extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6``)
+    kept 91.7% of it at 3.24x on held-out SocialIQA documents but 46% at 4.2x
+    on the 50-document benchmark's shorter half, where paths far below the
+    canonical one overtake it tokens later (docs/benchmarks.md); the default
+    stays the studies' setting.
 
     :param beam: the most hypotheses (token prefixes ending at the same byte
         offset) kept per offset, besides the canonical one; each costs one
