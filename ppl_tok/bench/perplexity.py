@@ -407,9 +407,15 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
             "gain_nats": r.estimate - r.canonical, "trace": trace}
 
 
+def _lazy_label(result: dict[str, Any]) -> str:
+    """``", extend threshold 0.2, boundary threshold 0.001, ..."``: the lazy settings a result ran under (none at 0)."""
+    return "".join(f", {name.replace('_', ' ')} {result[name]:g}"
+                   for name in ("extend_threshold", "boundary_threshold", "rejoin_threshold")
+                   if result.get(name) is not None and (result[name] or name != "extend_threshold"))
+
+
 def format_memory_document(result: dict[str, Any]) -> list[str]:
-    lazy = "".join(f", {k.replace('_', ' ')} {v:g}" for k, v in result.items()
-                   if k.endswith("_threshold") and v is not None and (v or k != "extend_threshold"))
+    lazy = _lazy_label(result)
     return [f"memory: the marginal (beam {result['beam']}, prune {result['prune']}{lazy}) of a {result['bytes']}-byte "
             f"document ({result['tokens']} tokens), {result['model']}",
             f"peak RSS {result['peak_rss_mb']:.0f} MB (after loading the model {result['rss_after_load_mb']:.0f} MB); "
@@ -417,10 +423,7 @@ def format_memory_document(result: dict[str, Any]) -> list[str]:
 
 
 def format_perplexity(result: dict[str, Any]) -> list[str]:
-    lazy = f", extend threshold {result['extend_threshold']:g}" if result.get("extend_threshold") else ""
-    for name in ("boundary_threshold", "rejoin_threshold"):
-        if result.get(name) is not None:
-            lazy += f", {name.replace('_', ' ')} {result[name]:g}"
+    lazy = _lazy_label(result)
     lines = [f"perplexity: marginal (beam {result['beam']}, prune {result['prune']}{lazy}) against canonical scoring, "
              f"{result['model']}, {result['documents']} documents ({result.get('corpus', 'mixed')})",
              f"{'bytes':>6} {'canon fwd/B':>11} {'marg fwd/B':>10} {'ratio':>6} {'canon B/s':>9} {'marg B/s':>8} "

@@ -290,9 +290,9 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     torch.set_num_threads(1)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     text = running_text(data, n_bytes, "openbookqa").encode()
-    longer = running_text(data, n_bytes + 4, "openbookqa").encode()  # the character after the text (walk_known)
-    following = longer[len(text):len(text) + len(longer.decode("utf-8")[len(text.decode("utf-8"))]
-                                                 .encode())] if longer.startswith(text) else b" "
+    longer = running_text(data, n_bytes + 4, "openbookqa")
+    after = longer[len(text.decode("utf-8")):] if longer.encode().startswith(text) else ""
+    following = after[:1].encode() or b" "  # the character after the text (walk_known)
     folder = Path(keep) if keep else None
     if folder:
         folder.mkdir(parents=True, exist_ok=True)

@@ -132,7 +132,7 @@ def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--boundary-threshold", type=share, default=None, metavar="SHARE",
                    help="lazy extension at the canonical tokenization's token boundaries (paths that rejoined it), "
                         "where --extend-threshold then applies inside canonical tokens only (default: "
-                        "--extend-threshold everywhere; e.g. --extend-threshold 0.15 --boundary-threshold 1e-3)")
+                        "--extend-threshold everywhere; e.g. --extend-threshold 0.2 --boundary-threshold 1e-3)")
     p.add_argument("--rejoin-threshold", type=share, default=None, metavar="SHARE",
                    help="lazy extension for a split path's first prefix back on the canonical boundaries (default: "
                         "--boundary-threshold; e.g. 1e-6: one token's grace)")
