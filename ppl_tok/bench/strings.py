@@ -147,11 +147,12 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
                   long_bytes: int = 2000, wide_long: bool = False, generate_bytes: int = 200, prompts: int = 50,
                   device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                   prompt_records: str | Path | None = None, prompts_only: bool = False,
-                  generate_threshold: float = 0.1) -> dict[str, Any]:
+                  generate_threshold: float = 0.1, generate_seeds: int = 5) -> dict[str, Any]:
     """Run every part; ``wide_long``: also the 10x-beam run on the long text (10x its cost).
 
     :param generate_threshold: the lazy extension of the generation part's lazy byte-mode rows
         (:func:`bench_generation`).
+    :param generate_seeds: the generation part's draws per row (:func:`bench_generation`).
     :param prompts: mid-word prompts of the prompt-boundary part (0: none).
     :param prompt_records: that part's per-prompt JSON Lines, appended and resumed (:func:`prompt_boundary`).
     :param prompts_only: run the prompt-boundary part alone.
@@ -188,7 +189,7 @@ def bench_strings(model: str = "smollm2-135m", beam: int = StringSearchConfig.be
         rows.append(row)
     exact, _, _ = _run(lm, lambda: exact_marginal(EXACT_STRING, lm))
     check, _, _ = _run(lm, lambda: string_marginal(lm, EXACT_STRING, config=narrow))
-    generation = bench_generation(lm, data, beam, generate_bytes, generate_threshold)
+    generation = bench_generation(lm, data, beam, generate_bytes, generate_threshold, generate_seeds)
     boundary = (prompt_boundary(lm, mid_word_prompts(Path(data), prompts), narrow, prompt_records) if prompts
                 else None)
     flat = [row["forwards_per_byte"] for row in rows]
@@ -210,12 +211,30 @@ def _token_sampling(lm, prompt: str, n_bytes: int, seed: int = 0) -> dict[str, A
         t = int(lm.sample_tokens([state], torch.rand(1, generator=gen, dtype=torch.float64))[0])
         made += len(lm.vocab[t] or b"")
         tokens += 1
+        if lm.vocab[t] is None:  # the LM ended the string: a new draw would continue past its end
+            break
         state = lm.extend([state], [t])[0]
-    return {"bytes_per_s": made / (time.perf_counter() - start), "tokens": tokens, "bytes": made,
-            "forwards": lm.stats.forwards}
+    return {"bytes": made, "seconds": time.perf_counter() - start, "forwards": lm.stats.forwards,
+            "calls": lm.stats.calls, "tokens": tokens}
 
 
-def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: float) -> dict[str, Any]:
+def _over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from runs at seeds ``0..k-1``: totals, bytes/s as total bytes over total seconds, each seed's
+    bytes/s (the spread), and forwards and LM calls per byte."""
+    made = sum(r["bytes"] for r in runs)
+    secs = sum(r["seconds"] for r in runs)
+    out = {"seeds": len(runs), "bytes": made, "seconds": secs, "bytes_per_s": made / secs,
+           "per_seed_bytes_per_s": [r["bytes"] / r["seconds"] for r in runs],
+           "forwards": sum(r["forwards"] for r in runs), "calls": sum(r["calls"] for r in runs)}
+    out["forwards_per_byte"] = out["forwards"] / max(1, made)
+    out["calls_per_byte"] = out["calls"] / max(1, made)
+    if "tokens" in runs[0]:
+        out["tokens"] = sum(r["tokens"] for r in runs)
+    return out
+
+
+def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: float,
+                     seeds: int = 5) -> dict[str, Any]:
     """String-level generation against token sampling after the same prompt, bytes/s ratios in this process.
 
     After HellaSwag's 40-byte prompt: tokens mode; byte mode with every kept prefix extended (beam ``beam``
@@ -223,14 +242,23 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`) at temperature 0.8, top-p
     0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
     ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
-    after the same prompt. Each row: bytes/s, its ratio to the
-    token sampler's after the same prompt, and token-forwards per byte generated (the prompt's included).
+    after the same prompt.
+
+    Every row, the token sampler's included, is run at seeds ``0..seeds-1``: ``n_bytes`` of one draw hold
+    about 20 tokens, and a draw's tokens per byte moves its bytes/s by 15% or more, so a single seed's ratio
+    is mostly which text was drawn. Each row: bytes/s (total bytes over total seconds), its ratio to the
+    token sampler's after the same prompt, each seed's bytes/s, and token-forwards and LM calls per byte
+    generated (the prompt's included): a call's cost on a CPU is mostly reading the weights, so calls, not
+    forwards, set the wall time of one-token steps.
     """
     from ppl_tok.strings.generate import generate
 
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     torch.set_num_threads(1)
     short, long = HELLASWAG[:40], running_text(data, 2000, "openbookqa")
-    base = {"short": _token_sampling(lm, short, n_bytes), "2 kB": _token_sampling(lm, long, n_bytes)}
+    base = {"short": _over_seeds([_token_sampling(lm, short, n_bytes, seed) for seed in range(seeds)]),
+            "2 kB": _over_seeds([_token_sampling(lm, long, n_bytes, seed) for seed in range(seeds)])}
     lazy = StringSearchConfig(beam=beam, extend_threshold=threshold)
     runs = [("tokens", "short", StringSearchConfig(beam=beam), {"mode": "tokens"}),
             (f"bytes, beam {beam}", "short", StringSearchConfig(beam=beam), {"mode": "bytes"}),
@@ -240,15 +268,16 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
             (f"bytes, lazy {threshold:g}, greedy", "short", lazy, {"greedy": True}),
             ("tokens after 2 kB", "2 kB", StringSearchConfig(beam=beam), {"mode": "tokens"}),
             (f"tokens after 2 kB, lazy {threshold:g}", "2 kB", lazy, {"mode": "tokens"})]
-    out: dict[str, Any] = {"token_sampling": base, "threshold": threshold, "rows": {}}
-    for name, which, config, options in runs:
+    out: dict[str, Any] = {"token_sampling": base, "threshold": threshold, "seeds": seeds, "rows": {}}
+    for name, which, config, options in tqdm(runs, desc="bench generation", leave=False):
         prompt = short if which == "short" else long
-        g, fwd, secs = _run(lm, lambda: generate(lm, prompt, n_bytes, seed=0, config=config, progress=False,
-                                                 **options))
-        rate = len(g.data) / secs
-        out["rows"][name] = {"prompt": which, "bytes": len(g.data), "bytes_per_s": rate, "forwards": fwd,
-                             "forwards_per_byte": fwd / max(1, len(g.data)),
-                             "ratio": rate / base[which]["bytes_per_s"]}
+        draws = []
+        for seed in range(1 if options.get("greedy") else seeds):  # greedy draws one text at every seed
+            g, fwd, secs = _run(lm, lambda: generate(lm, prompt, n_bytes, seed=seed, config=config,
+                                                     progress=False, **options))
+            draws.append({"bytes": len(g.data), "seconds": secs, "forwards": fwd, "calls": lm.stats.calls})
+        row = _over_seeds(draws)
+        out["rows"][name] = {"prompt": which, **row, "ratio": row["bytes_per_s"] / base[which]["bytes_per_s"]}
     return out
 
 
@@ -384,12 +413,14 @@ def format_strings(r: dict[str, Any]) -> list[str]:
 
 def format_generation(g: dict[str, Any]) -> list[str]:
     base = g["token_sampling"]
-    lines = [f"token sampling: {base['short']['bytes_per_s']:.2f} bytes/s after the short prompt "
-             f"({base['short']['forwards'] / base['short']['bytes']:.2f} forwards/byte), "
-             f"{base['2 kB']['bytes_per_s']:.2f} after the 2 kB one",
-             f"{'string-level generation':42} {'B/s':>7} {'fwd/B':>6} {'ratio to token sampling':>24}"]
-    lines += [f"{k:42} {v['bytes_per_s']:>7.2f} {v['forwards_per_byte']:>6.2f} {v['ratio']:>23.3f}x"
-              for k, v in g["rows"].items()]
+    lines = [f"token sampling ({g.get('seeds', 1)} seeds): {base['short']['bytes_per_s']:.2f} bytes/s after the "
+             f"short prompt ({base['short']['forwards_per_byte']:.2f} forwards/byte, "
+             f"{base['short']['calls_per_byte']:.3f} calls/byte), {base['2 kB']['bytes_per_s']:.2f} after the 2 kB "
+             f"one ({base['2 kB']['forwards_per_byte']:.2f} forwards/byte, {base['2 kB']['calls_per_byte']:.3f} "
+             "calls/byte)",
+             f"{'string-level generation':42} {'B/s':>7} {'fwd/B':>6} {'calls/B':>8} {'ratio to token sampling':>24}"]
+    lines += [f"{k:42} {v['bytes_per_s']:>7.2f} {v['forwards_per_byte']:>6.2f} {v['calls_per_byte']:>8.3f} "
+              f"{v['ratio']:>23.3f}x" for k, v in g["rows"].items()]
     return lines
 
 

@@ -147,12 +147,13 @@ def cmd_strings(args: argparse.Namespace) -> None:
         from ppl_tok.lm.cards import load_lm
 
         result = bench.bench_generation(load_lm(spec), args.data, StringSearchConfig.beam, args.generate_bytes,
-                                        args.generate_threshold)
+                                        args.generate_threshold, args.generate_seeds)
         _emit(args, result, bench.format_generation(result))
         return
     result = bench.bench_strings(spec.model, data=args.data, long_bytes=args.long_bytes, prompts=args.prompts,
                                  prompt_records=args.prompt_records, prompts_only=args.prompts_only,
                                  generate_bytes=args.generate_bytes, generate_threshold=args.generate_threshold,
+                                 generate_seeds=args.generate_seeds,
                                  **spec.options())
     _emit(args, result, bench.format_strings(result))
 
@@ -293,6 +294,9 @@ def _add_strings(bench_sub: argparse._SubParsersAction) -> None:
                    help="the generation part alone: byte and tokens modes against token sampling after the same "
                         "prompt (40 bytes, 2 kB), bytes/s ratios and forwards per byte")
     p.add_argument("--generate-bytes", type=POSITIVE, default=200, help="bytes per generation (default 200)")
+    p.add_argument("--generate-seeds", type=POSITIVE, default=5,
+                   help="draws per generation row, the token sampler's included, at seeds 0..N-1: one draw's "
+                        "tokens per byte moves its bytes/s by 15%% or more (default 5)")
     p.add_argument("--generate-threshold", type=share, default=0.1, metavar="SHARE",
                    help="the lazy byte-mode rows' extend threshold (default 0.1)")
     p.add_argument("--prefill-bytes", type=POSITIVE, nargs="+", metavar="N",
