@@ -80,3 +80,19 @@ def test_bench_surprisal_is_wired(capsys, loaded, tmp_path):
     assert result["time_ratio"] > 0 and result["strings"]["forwards_per_word"] > 0
     code, _, err = run(capsys, "bench", "surprisal", "--text", str(tmp_path / "missing.txt"))
     assert code == 2 and "--text" in err and "no such file" in err
+
+
+def test_bench_strings_generation_passes_its_seeds(capsys, monkeypatch):
+    from ppl_tok.bench import strings as bench
+    import ppl_tok.lm.cards as cards
+
+    seen = {}
+    monkeypatch.setattr(cards, "load_lm", lambda spec: "lm")
+    monkeypatch.setattr(bench, "bench_generation", lambda lm, data, beam, n, threshold, seeds:
+                        seen.update(lm=lm, n=n, threshold=threshold, seeds=seeds) or {})
+    monkeypatch.setattr(bench, "format_generation", lambda r: ["done"])
+    code, out, _ = run(capsys, "bench", "strings", "--generation-only", "--generate-bytes", "30",
+                       "--generate-seeds", "3")
+    assert code == 0 and seen == {"lm": "lm", "n": 30, "threshold": 0.1, "seeds": 3}
+    code, _, err = run(capsys, "bench", "strings", "--generation-only", "--generate-seeds", "0")
+    assert code != 0 and "--generate-seeds" in err
