@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
 from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_search_arguments, lm_spec, search_config)
+                                add_search_arguments, lazy_options, lm_spec, search_config)
 from ppl_tok.datasets import DATA_ROOT, data_file
 from ppl_tok.strings.beam import StringSearchConfig
 
@@ -109,8 +109,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         _emit(args, result, knobs.format_knob_table(result))
         return
     spec = lm_spec(args)
-    search = StringSearchConfig(extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold,
-                                rejoin_threshold=args.rejoin_threshold,
+    search = StringSearchConfig(**lazy_options(args),
                                 **{k: v for k, v in (("beam", args.beam), ("prune", args.prune)) if v is not None})
     common = {"data_dir": args.data, "search": search, **spec.options()}
     documents = {"documents": args.documents, "min_bytes": args.lengths[0], "max_bytes": args.lengths[1]}

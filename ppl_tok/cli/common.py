@@ -138,15 +138,22 @@ def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
                         "--boundary-threshold; e.g. 1e-6: one token's grace)")
 
 
+def lazy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The lazy-extension keyword arguments of :class:`~ppl_tok.strings.beam.StringSearchConfig` from the flags
+    :func:`add_extend_argument` adds (``--boundary-threshold`` and ``--rejoin-threshold`` ``None`` where a command
+    lacks them)."""
+    return {"extend_threshold": args.extend_threshold,
+            "boundary_threshold": getattr(args, "boundary_threshold", None),
+            "rejoin_threshold": getattr(args, "rejoin_threshold", None)}
+
+
 def search_config(args: argparse.Namespace) -> Any:
     """The :class:`~ppl_tok.strings.beam.StringSearchConfig` of the flags of :func:`add_search_arguments`."""
     from ppl_tok.strings.beam import StringSearchConfig
 
     options = {"prefill": args.prefill} if hasattr(args, "prefill") else {}
-    return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget,
-                              extend_threshold=args.extend_threshold,
-                              boundary_threshold=getattr(args, "boundary_threshold", None),
-                              rejoin_threshold=getattr(args, "rejoin_threshold", None), **options)
+    return StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.search_budget, **lazy_options(args),
+                              **options)
 
 
 def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
-from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments, lm_spec,
-                                ray_address)
+from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments,
+                                lazy_options, lm_spec, ray_address)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
@@ -60,9 +60,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget,
-                                extend_threshold=args.extend_threshold, boundary_threshold=args.boundary_threshold,
-                                rejoin_threshold=args.rejoin_threshold)
+    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget, **lazy_options(args))
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress

@@ -323,11 +323,11 @@ class ByteBeam:
         hyps = sorted(hyps, key=lambda h: -h.log_prob)
         spent = self.config.budget is not None and self.forwards >= self.config.budget
         width = 1 if spent else self.config.beam
-        best = hyps[0].log_prob - self.config.prune
-        floor = max(floor, best)
+        pruned_below = hyps[0].log_prob - self.config.prune  # ``prune`` nats below the offset's best
+        floor = max(floor, pruned_below)
         keep, drop = [], []
         for rank, h in enumerate(hyps):
-            f = max(rejoin_floor, best) if rejoin_floor is not None and self.rejoins(h, offset) else floor
+            f = max(rejoin_floor, pruned_below) if rejoin_floor is not None and self.rejoins(h, offset) else floor
             (keep if (rank < width and h.log_prob >= f) or h.canonical else drop).append(h)
         return keep, drop
 

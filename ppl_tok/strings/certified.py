@@ -40,11 +40,9 @@ def tighten(config: Any, prefill: str | None = None, prompt_bytes: int = 0) -> s
         more.append(f"a larger budget (now {config.budget})")
     if config.prune_against == "text":
         more.append("pruning against the offset")
-    if getattr(config, "extend_threshold", 0) > 0:
-        more.append(f"a lower extend_threshold (now {config.extend_threshold:g})")
-    for name in ("boundary_threshold", "rejoin_threshold"):
-        if getattr(config, name, None):
-            more.append(f"a lower {name} (now {getattr(config, name):g})")
+    for name, share in config.lazy_settings().items():
+        if share > 0:
+            more.append(f"a lower {name} (now {share:g})")
     if prompt_bytes > 0:
         more.append(f"a shorter prompt (now {prompt_bytes} bytes walked)")
     if prefill == "exact" and prompt_bytes > 0:
