@@ -310,7 +310,8 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     there complete (same text) is reused, so an interrupted run resumes.
     """
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.bench.versus import Walk, compare, genlm_available, run_genlm, speed_ratios, walk_known, walk_ours
+    from ppl_tok.bench.versus import (Walk, causal_floor, compare, genlm_available, run_genlm, speed_ratios,
+                                      walk_known, walk_ours)
 
     if genlm:
         why = genlm_available(genlm_python)
@@ -351,7 +352,11 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     for config in tqdm(known, desc="ppl-tok, text known", leave=False):
         walks.append(walked(f"known-{tag(config)}", lambda: walk_known(lm, text, config, following)))
     ref = walked(f"reference-{tag(reference)}", lambda: walk_ours(lm, text, reference))
+    floor = causal_floor(lm, text)
     out = compare(ref, walks)
+    floor["ratio_to"] = {g.name: floor["bytes_per_cpu_s"] / g.bytes_per_cpu_s for g in walks
+                         if "K" in g.info and g.cpu_seconds}
+    out["causal_floor"] = floor
     for clock in ("bytes_per_s", "bytes_per_cpu_s"):
         out[f"speed_ratio_{clock}"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name, clock)
                                        for o in walks if "beam" in o.info for g in walks
@@ -379,6 +384,13 @@ def format_genlm(r: dict[str, Any]) -> list[str]:
                      + (f"  stopped: {w['error']}" if w.get("error") else ""))
     for clock, what in (("bytes_per_s", "wall"), ("bytes_per_cpu_s", "CPU")):
         lines += [f"{what} bytes/s, {k}: {v:.2f}x" for k, v in r[f"speed_ratio_{clock}"].items()]
+    f = r.get("causal_floor")
+    if f:
+        lines.append(f"causal floor (one LM call per canonical token, {f['canonical_tokens']} tokens, "
+                     f"{num(f['cpu_ms_per_call'], '.1f')} CPU-ms per call): {f['bytes_per_cpu_s']:.2f} B/cpu-s; "
+                     f"the LM's top-1 is the next token at {num(f['top1'], '.1%')}, two in a row at "
+                     f"{num(f['top1_pairs'], '.1%')}")
+        lines += [f"causal floor / {k}: {v:.2f}x" for k, v in f["ratio_to"].items()]
     return lines
 
 

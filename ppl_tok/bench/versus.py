@@ -97,6 +97,7 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
     cover_index(lm.vocab)  # built once per vocabulary, outside the timing (as genlm's trie is)
     lm.clear_cache()
     start, cpu = time.perf_counter(), time.process_time()
+    calls = lm.stats.calls
     state = StringState(lm, "", config)
     lps, lower, upper, error, k, healed = [], [], [], None, 0, []
     try:
@@ -118,7 +119,7 @@ def walk_ours(lm: LanguageModel, text: bytes, config: StringSearchConfig, name: 
     return Walk(name or f"ppl-tok beam {config.beam}, prune {config.prune:g}{against}", lps, secs, lower, upper,
                 state.forwards, {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against,
                                  "done": error is None, "error": error, "heals": state.heals,
-                                 "healed_bytes": healed}, cpu)
+                                 "healed_bytes": healed, "calls": lm.stats.calls - calls}, cpu)
 
 
 def walk_known(lm: LanguageModel, text: bytes, config: StringSearchConfig, following: bytes = b" ",
@@ -151,6 +152,41 @@ def walk_known(lm: LanguageModel, text: bytes, config: StringSearchConfig, follo
                 lm.stats.forwards - forwards,
                 {"beam": config.beam, "prune": config.prune, "prune_against": config.prune_against, "done": True,
                  "error": None, "text_known": True}, cpu)
+
+
+def causal_floor(lm: LanguageModel, text: bytes) -> dict[str, Any]:
+    """What a causal walk of ``text`` cannot go below on this machine: one LM call per canonical token (timed).
+
+    A causal walk must give ``p(next byte | x_<k)`` before it sees ``x_k``, so at each canonical token
+    boundary it needs the row after that token, one LM call that it cannot share with the next (whose input
+    token is not known yet). This runs exactly that and nothing else: the text's canonical tokens
+    ``t_1..t_m``, one call each on top of the cached state before it (as a walk that already knew the
+    tokenization would): the rows after BOS, ``t_1``, ..., ``t_{m-1}``, ``m`` calls, timed on this process's
+    CPU clock. ``bytes_per_cpu_s`` over a walk's is the speed a
+    causal walk could reach at most without drafting tokens before their prefix is scored.
+
+    Drafting (speculation) would run ``t_{i+1}`` in the call for ``t_i``, so its guess must be made before
+    the row after ``t_i`` exists: from an earlier call's row after a *guessed* ``t_i``. With the LM as its
+    own drafter, a draft is right only where two consecutive greedy guesses are: ``top1_pairs`` is that
+    share of the text's tokens (``top1``: the share where the LM's most probable next token is the text's).
+    """
+    cover_index(lm.vocab)
+    lm.clear_cache()
+    start, cpu, calls = time.perf_counter(), time.process_time(), lm.stats.calls
+    tokens = lm.canonical(bytes(text).decode("utf-8"))
+    state = lm.initial("")
+    hits = []
+    for k, t in enumerate(tokens):
+        hits.append(int(state.log_probs.argmax()) == int(t))
+        if k + 1 < len(tokens):  # the row after the last token is not needed for the text's own bytes
+            state = lm.extend([state], [int(t)])[0]
+    secs, cpu, calls = time.perf_counter() - start, time.process_time() - cpu, lm.stats.calls - calls
+    pairs = [a and b for a, b in zip(hits, hits[1:])]
+    return {"bytes": len(text), "canonical_tokens": len(tokens), "calls": calls, "seconds": secs,
+            "cpu_seconds": cpu, "bytes_per_cpu_s": len(text) / cpu if cpu > 0 else math.inf,
+            "cpu_ms_per_call": 1e3 * cpu / calls if calls else None,
+            "top1": sum(hits) / len(hits) if hits else None,
+            "top1_pairs": sum(pairs) / len(pairs) if pairs else None}
 
 
 def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_threshold: float = 0.05,
@@ -243,7 +279,8 @@ def compare(reference: Walk, walks: Sequence[Walk], tolerance: float = 1e-3) -> 
             "inside_reference_interval": sum(_inside(w.log_probs[k], reference.lower[k], reference.upper[k])
                                              for k in range(n)),
             "forwards": w.forwards, **{k: v for k, v in w.info.items() if k in ("K", "prune_threshold", "beam",
-                                                                               "prune", "error", "done", "heals")}}
+                                                                               "prune", "error", "done", "heals",
+                                                                               "calls")}}
         if w.lower is not None and w.upper is not None:
             row["inside_own_interval"] = sum(_inside(x, lo, hi) for x, lo, hi in
                                              zip(w.log_probs[:n], w.lower[:n], w.upper[:n]))
@@ -275,5 +312,5 @@ def genlm_available(python: str | Path) -> str | None:
     return None
 
 
-__all__ = ["FLOAT_SLACK", "Walk", "walk_ours", "run_genlm", "genlm_walk_from_json", "compare", "speed_ratios",
+__all__ = ["FLOAT_SLACK", "Walk", "walk_ours", "causal_floor", "run_genlm", "genlm_walk_from_json", "compare", "speed_ratios",
            "genlm_available"]

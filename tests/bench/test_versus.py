@@ -12,8 +12,8 @@ from conftest import SHARED
 from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.strings import StringSearchConfig, StringState, initial
 from tests.strings.test_state import brute_prefix
-from ppl_tok.bench.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, compare, genlm_available, genlm_walk_from_json,
-                                    run_genlm, speed_ratios, walk_known, walk_ours)
+from ppl_tok.bench.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, causal_floor, compare, genlm_available,
+                                    genlm_walk_from_json, run_genlm, speed_ratios, walk_known, walk_ours)
 
 LN2 = math.log(2)
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb", "bab"])
@@ -111,6 +111,26 @@ def test_the_walk_with_the_text_known_gives_the_walks_figures():
     assert out["walks"][0]["inside_own_interval"] == len(text) and narrow.forwards > 0
 
 
+def test_the_causal_floor_runs_one_call_per_canonical_token_and_counts_the_greedy_hits():
+    text = b"abbabab"
+    tokens = history_lm(1).canonical(text.decode())
+    assert len(tokens) == 3
+    # an LM whose most probable next token is the text's at positions 0 and 1, and another token at 2
+    planned = [tokens[0], tokens[1], next(t for t in range(1, len(VOCAB)) if t != tokens[2])]
+
+    def fn(p):
+        row = [-3.0] * len(VOCAB)
+        row[planned[min(len(p) - 1, 2)]] = 0.0
+        return row
+    lm = FunctionLM(VOCAB, fn, bos_id=0, log=True)
+    floor = causal_floor(lm, text)
+    assert floor["canonical_tokens"] == 3 and floor["calls"] == 3  # rows after BOS, t_1 and t_2
+    assert floor["bytes"] == len(text) and 0 < floor["bytes_per_cpu_s"] < math.inf
+    assert floor["top1"] == pytest.approx(2 / 3) and floor["top1_pairs"] == pytest.approx(1 / 2)
+    walk = walk_ours(lm, text, WIDE)
+    assert walk.info["calls"] >= floor["calls"]  # a walk of every tokenization cannot call less
+
+
 def test_the_genlm_side_needs_a_transformers_folder_and_its_script_its_arguments():
     with pytest.raises(ValueError, match="transformers folder"):
         run_genlm(sys.executable, history_lm(1), b"ab", 5)
@@ -135,6 +155,10 @@ def test_the_benchmark_resumes_from_its_folder(tmp_path, smollm2):
     assert again["walks"] == first["walks"] and again["certified_bytes"] == first["certified_bytes"] == 8
     assert first["walks"][0]["inside_own_interval"] == 8
     assert any("ppl-tok beam 1, prune 1" in line for line in format_genlm(first))
+    floor = first["causal_floor"]
+    assert floor["calls"] == floor["canonical_tokens"] == len(smollm2.canonical(text)) and floor["ratio_to"] == {}
+    assert any(line.startswith("causal floor (one LM call per canonical token") for line in format_genlm(first))
+    json.dumps(first, allow_nan=False)
 
 
 GENLM_PYTHON = os.environ.get("PPL_TOK_GENLM_PYTHON")
