@@ -120,7 +120,8 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                      min_bytes: int = 300, max_bytes: int = 2000, search: StringSearchConfig = StringSearchConfig(),
                      out: str | Path | None = None, progress: bool = False, corpus: str = "mixed",
                      limit: int | None = None, shard: tuple[int, int] = (0, 1), reference: str | Path | None = None,
-                     device: str | None = None, dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+                     paths: bool = False, device: str | None = None, dtype: str | None = None,
+                     bos_id: int | None = None) -> dict[str, Any]:
     """Marginal against canonical scoring on ``documents`` documents (see the module docstring).
 
     :param out: a store folder: rows are written as measured and a rerun resumes (:class:`BenchStore`).
@@ -133,6 +134,9 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
         reports on).
     :param reference: a folder of this benchmark's rows for the same documents (beam 8, say): each row gets the
         share of the reference's gain and whether the two certified brackets meet (:mod:`ppl_tok.bench.knobs`).
+    :param paths: keep every complete tokenization the search found in each row (``paths``, ``canonical_path``)
+        and report ``oracle``: the cost of the found gain to an oracle that knew those paths in advance
+        (:func:`ppl_tok.bench.oracle.oracle_curve`, over the rows that hold them).
     """
     from ppl_tok.bench.knobs import against_reference, read_rows
     from tqdm.auto import tqdm
@@ -173,7 +177,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
                 rows.append(done[i])
             bar.update(n)
             continue
-        rows.append(_measure(lm, i, text, config))
+        rows.append(_measure(lm, i, text, config, paths))
         if store is not None:
             store.append([rows[-1]])
         bar.update(n)
@@ -186,11 +190,26 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
             **search.lazy_settings(), "corpus": corpus, "rows": rows,
             "reference": against_reference(rows, refs, reference) if refs is not None else None,
-            **_summary(rows, min_bytes, max_bytes)}
+            "oracle": oracle_of(rows) if paths else None, **_summary(rows, min_bytes, max_bytes)}
 
 
-def _measure(lm: Any, i: int, text: str, config: StringSearchConfig) -> dict[str, Any]:
-    """One document's row: canonical scoring and the marginal, each from an empty prefix cache."""
+def oracle_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """:func:`~ppl_tok.bench.oracle.oracle_curve` over the rows that kept their paths (``None``: none did);
+    ``documents_without_paths`` counts the others (rows measured without ``paths``, resumed)."""
+    from ppl_tok.bench.oracle import FoundPaths, oracle_curve
+
+    kept = [r for r in rows if "paths" in r]
+    if not kept:
+        return None
+    out = oracle_curve([FoundPaths(tuple(r["canonical_path"]), tuple((tuple(p), lp) for p, lp in r["paths"]))
+                        for r in kept])
+    out["documents_without_paths"] = len(rows) - len(kept)
+    return out
+
+
+def _measure(lm: Any, i: int, text: str, config: StringSearchConfig, paths: bool = False) -> dict[str, Any]:
+    """One document's row: canonical scoring and the marginal, each from an empty prefix cache (``paths``: with
+    the tokenizations the marginal found)."""
     from ppl_tok.perplexity.score import canonical_scores
     from ppl_tok.strings import string_marginal
 
@@ -209,7 +228,9 @@ def _measure(lm: Any, i: int, text: str, config: StringSearchConfig) -> dict[str
             "canonical_bytes_per_s": n / t_canon, "marginal_bytes_per_s": n / t_marg,
             "gain_bits_per_byte": (r.estimate - canon.log_likelihood) / (LN2 * n),
             "bracket_width_bits_per_byte": (r.upper - r.lower) / (LN2 * n),
-            "canonical_nats": canon.log_likelihood, "lower_nats": r.lower, "upper_nats": r.upper}
+            "canonical_nats": canon.log_likelihood, "lower_nats": r.lower, "upper_nats": r.upper,
+            **({"canonical_path": list(r.canonical_path),
+                "paths": [[list(p), lp] for p, lp in r.paths if lp > -math.inf]} if paths else {})}
 
 
 def _summary(rows: list[dict[str, Any]], min_bytes: int, max_bytes: int) -> dict[str, Any]:
@@ -442,4 +463,10 @@ def format_perplexity(result: dict[str, Any]) -> list[str]:
         from ppl_tok.bench.knobs import format_reference
 
         lines.append(format_reference(result["reference"]))
+    if result.get("oracle"):
+        from ppl_tok.bench.oracle import format_oracle
+
+        o = result["oracle"]
+        lines.append(format_oracle(o) + (f" ({o['documents_without_paths']} documents measured without --paths left "
+                                         "out)" if o["documents_without_paths"] else ""))
     return lines

@@ -125,7 +125,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         _emit(args, result, bench.format_memory_document(result))
     else:
         result = bench.bench_perplexity(spec.model, **documents, out=args.out, corpus=args.corpus, limit=args.limit,
-                                        shard=args.shard, reference=args.reference,
+                                        shard=args.shard, reference=args.reference, paths=args.paths,
                                         progress=sys.stderr.isatty() or args.progress, **common)
         _emit(args, result, bench.format_perplexity(result))
 
@@ -260,6 +260,9 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", metavar="DIR",
                    help="a folder of this benchmark (e.g. beam 8) on the same documents: report the share of its "
                         "gain kept and whether the certified brackets meet")
+    p.add_argument("--paths", action="store_true",
+                   help="keep every tokenization each document's search found in its row, and report what its gain "
+                        "would cost an oracle that knew them in advance (ppl_tok.bench.oracle)")
     p.add_argument("--table", nargs="+", metavar="DIR",
                    help="instead, the knob table of these folders against --reference (no model is loaded)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")

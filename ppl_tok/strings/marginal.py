@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
@@ -57,6 +57,8 @@ class StringMarginal:
     :param tolerance: nats of rounding included on both sides of ``[lower, upper]``.
     :param hint: ``None`` when the bracket informs (at most :data:`~ppl_tok.strings.certified.WIDE_NATS`
         wide), else what would tighten it.
+    :param paths: every complete tokenization summed, ``((tokens, log p), ...)``, and ``canonical_path`` the
+        canonical one's tokens (what :mod:`ppl_tok.bench.oracle` prices); not in :meth:`to_dict`.
     """
 
     text: str
@@ -74,6 +76,8 @@ class StringMarginal:
     single_span_mass: float = -math.inf
     tolerance: float = 0.0
     hint: str | None = None
+    paths: tuple[tuple[tuple[int, ...], float], ...] = field(default=(), repr=False, compare=False)
+    canonical_path: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def width(self) -> float:
@@ -199,7 +203,8 @@ class _Sweep:
                               canonical=self.canonical_lp, best=best, best_log_prob=found.get(best, -math.inf),
                               found=len(found), forwards=beam.forwards, n_bytes=len(self.mdd.text), seconds=seconds,
                               departures=spans, single_span_mass=single, tolerance=tol,
-                              hint=uninformative_hint(min(0.0, upper + tol) - estimate + tol, self.config))
+                              hint=uninformative_hint(min(0.0, upper + tol) - estimate + tol, self.config),
+                              paths=tuple(found.items()), canonical_path=tuple(self.canonical))
 
 
 def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,

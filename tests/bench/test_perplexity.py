@@ -102,3 +102,29 @@ def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypa
     assert "closed" in bench.format_prefixes(lossy)[1]
     with pytest.raises(ValueError, match="prefix_bytes"):
         bench.bench_prefixes("smollm2-135m", prefix_bytes=(), **knobs)
+
+
+def test_bench_keeps_the_found_paths_and_prices_their_gain(tmp_path):
+    from conftest import SHARED
+    from ppl_tok.bench import perplexity as bench
+    from ppl_tok.common.logspace import logsumexp
+
+    knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20,
+             "search": StringSearchConfig(beam=4, prune=8.0)}
+    plain = bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", limit=1, **knobs)
+    assert plain["oracle"] is None and "paths" not in plain["rows"][0]
+    kept = bench.bench_perplexity("smollm2-135m", out=tmp_path / "b", paths=True, **knobs)  # resumes row 0
+    (row,) = [r for r in kept["rows"] if "paths" in r]
+    lps = [lp for _, lp in row["paths"]]
+    assert len(lps) > 1 and logsumexp(lps) == pytest.approx(row["lower_nats"], abs=1e-3)  # the floor is their mass
+    canon = dict((tuple(p), lp) for p, lp in row["paths"])[tuple(row["canonical_path"])]
+    assert canon == pytest.approx(row["canonical_nats"], abs=1e-3)
+    o = kept["oracle"]
+    assert o["documents"] == 1 and o["documents_without_paths"] == 1
+    assert o["canonical_forwards"] == len(row["canonical_path"]) == row["tokens"]
+    assert o["gain_nats"] == pytest.approx(logsumexp(lps) - canon)
+    ratios = [p["forwards_ratio"] for p in o["points"]]
+    assert ratios == sorted(ratios) and 1.0 <= ratios[0] and ratios[-1] <= o["all_paths_forwards_ratio"]
+    assert any(line.startswith("oracle (the found paths") and "1 documents measured without --paths" in line
+               for line in bench.format_perplexity(kept))
+    json.dumps(kept, allow_nan=False)
