@@ -238,7 +238,7 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     """String-level generation against token sampling after the same prompt, bytes/s ratios in this process.
 
     After HellaSwag's 40-byte prompt: tokens mode; byte mode with every kept prefix extended (beam ``beam``
-    and 2); byte mode with lazy extension (``extend_threshold = threshold``: a forward only where a kept
+    and 2, one row where they are the same); byte mode with lazy extension (``extend_threshold = threshold``: a forward only where a kept
     hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`) at temperature 0.8, top-p
     0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
     ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
@@ -262,7 +262,7 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     lazy = StringSearchConfig(beam=beam, extend_threshold=threshold)
     runs = [("tokens", "short", StringSearchConfig(beam=beam), {"mode": "tokens"}),
             (f"bytes, beam {beam}", "short", StringSearchConfig(beam=beam), {"mode": "bytes"}),
-            ("bytes, beam 2", "short", StringSearchConfig(beam=2), {"mode": "bytes"}),
+            *([("bytes, beam 2", "short", StringSearchConfig(beam=2), {"mode": "bytes"})] if beam != 2 else []),
             (f"bytes, lazy {threshold:g}, temperature 0.8", "short", lazy, {"temperature": 0.8}),
             (f"bytes, lazy {threshold:g}, top-p 0.9", "short", lazy, {"top_p": 0.9}),
             (f"bytes, lazy {threshold:g}, greedy", "short", lazy, {"greedy": True}),

@@ -43,3 +43,11 @@ def test_seeds_must_be_a_positive_integer():
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError, match="seeds must be a positive integer"):
             bench_generation(byte_lm(), SHARED / "data", 3, 12, 0.1, seeds=bad)
+
+
+def test_at_beam_2_the_beam_rows_are_one_row():
+    from conftest import SHARED
+    from ppl_tok.bench.strings import bench_generation
+
+    out = bench_generation(byte_lm(), SHARED / "data", beam=2, n_bytes=6, threshold=0.1, seeds=1)
+    assert len(out["rows"]) == 7 and "bytes, beam 2" in out["rows"]
