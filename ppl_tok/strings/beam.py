@@ -104,9 +104,9 @@ class StringSearchConfig:
     scoring's token-forwards but found 3% of beam 8's gain on the 600-byte
     benchmark document). Lazy extension with three shares
     (``extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6``)
-    kept 91.7% of it at 3.24x on held-out SocialIQA documents but 46% at 4.2x
-    on the 50-document benchmark's shorter half, where paths far below the
-    canonical one overtake it tokens later (docs/benchmarks.md); the default
+    kept 91.7% of it at 3.24x on held-out SocialIQA documents but 47.6% at 4.77x
+    on the whole 50-document benchmark, where paths far below the canonical
+    one overtake it hundreds of bytes later (docs/benchmarks.md); the default
     stays the studies' setting.
 
     :param beam: the most hypotheses (token prefixes ending at the same byte
