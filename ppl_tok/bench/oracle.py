@@ -125,12 +125,26 @@ def oracle_curve(documents: Sequence[FoundPaths], shares: Sequence[float] = SHAR
             "all_paths_forwards_ratio": every / canonical_forwards, "points": points}
 
 
+def oracle_of_rows(rows: Sequence[dict]) -> dict | None:
+    """:func:`oracle_curve` over ``bench perplexity`` rows that kept their paths (``paths``, ``canonical_path``;
+    ``None``: none did); ``documents_without_paths`` counts the others (rows measured without them, resumed)."""
+    kept = [r for r in rows if "paths" in r]
+    if not kept:
+        return None
+    out = oracle_curve([FoundPaths(tuple(r["canonical_path"]), tuple((tuple(p), lp) for p, lp in r["paths"]))
+                        for r in kept])
+    out["documents_without_paths"] = len(rows) - len(kept)
+    return out
+
+
 def format_oracle(o: dict) -> str:
     """One line: the oracle's cost at each share of the found gain."""
+    left = o.get("documents_without_paths")
     return (f"oracle (the found paths holding a share of the gain, known in advance; {o['documents']} documents, "
             f"{o['gain_nats']:.1f} nats found): " + ", ".join(f"{p['share']:.0%} at {p['forwards_ratio']:.2f}x"
                                                              for p in o["points"])
-            + f"; every found path at {o['all_paths_forwards_ratio']:.2f}x canonical's token-forwards")
+            + f"; every found path at {o['all_paths_forwards_ratio']:.2f}x canonical's token-forwards"
+            + (f" ({left} documents measured without --paths left out)" if left else ""))
 
 
-__all__ = ["FoundPaths", "oracle_curve", "format_oracle", "SHARES"]
+__all__ = ["FoundPaths", "oracle_curve", "oracle_of_rows", "format_oracle", "SHARES"]

@@ -139,6 +139,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
         (:func:`ppl_tok.bench.oracle.oracle_curve`, over the rows that hold them).
     """
     from ppl_tok.bench.knobs import against_reference, read_rows
+    from ppl_tok.bench.oracle import oracle_of_rows
     from tqdm.auto import tqdm
 
     from ppl_tok.common.version import __version__
@@ -190,21 +191,8 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
     return {"model": model, "documents": len(rows), "beam": search.beam, "prune": search.prune,
             **search.lazy_settings(), "corpus": corpus, "rows": rows,
             "reference": against_reference(rows, refs, reference) if refs is not None else None,
-            "oracle": oracle_of(rows) if paths else None, **_summary(rows, min_bytes, max_bytes)}
+            "oracle": oracle_of_rows(rows) if paths else None, **_summary(rows, min_bytes, max_bytes)}
 
-
-def oracle_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """:func:`~ppl_tok.bench.oracle.oracle_curve` over the rows that kept their paths (``None``: none did);
-    ``documents_without_paths`` counts the others (rows measured without ``paths``, resumed)."""
-    from ppl_tok.bench.oracle import FoundPaths, oracle_curve
-
-    kept = [r for r in rows if "paths" in r]
-    if not kept:
-        return None
-    out = oracle_curve([FoundPaths(tuple(r["canonical_path"]), tuple((tuple(p), lp) for p, lp in r["paths"]))
-                        for r in kept])
-    out["documents_without_paths"] = len(rows) - len(kept)
-    return out
 
 
 def _measure(lm: Any, i: int, text: str, config: StringSearchConfig, paths: bool = False) -> dict[str, Any]:
@@ -466,7 +454,5 @@ def format_perplexity(result: dict[str, Any]) -> list[str]:
     if result.get("oracle"):
         from ppl_tok.bench.oracle import format_oracle
 
-        o = result["oracle"]
-        lines.append(format_oracle(o) + (f" ({o['documents_without_paths']} documents measured without --paths left "
-                                         "out)" if o["documents_without_paths"] else ""))
+        lines.append(format_oracle(result["oracle"]))
     return lines
