@@ -74,3 +74,22 @@ def test_bad_found_paths_are_clear_errors():
         oracle_curve([])
     no_gain = oracle_curve([FoundPaths((1,), (((1,), -1.0),))])
     assert [p["forwards_ratio"] for p in no_gain["points"]] == [1.0] * 4
+
+
+def test_the_stored_beam_8_paths_give_the_documented_curve():
+    """results/perplexity/bench50: beam 8's found paths on the 50 benchmark documents (docs/benchmarks.md)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from ppl_tok.bench.oracle import oracle_of_rows
+
+    folder = Path(__file__).resolve().parents[2] / "results" / "perplexity" / "bench50"
+    rows = [json.loads(line) for line in gzip.open(folder / "smollm2-beam8-paths.jsonl.gz", "rt")]
+    o = oracle_of_rows(rows)
+    assert o["documents"] == 50 and o["documents_without_paths"] == 0 and o["canonical_forwards"] == 12300
+    assert o["gain_nats"] == pytest.approx(103.94, abs=0.01)
+    ninety = next(p for p in o["points"] if p["share"] == 0.9)
+    assert ninety["forwards_ratio"] == pytest.approx(1.48, abs=0.005)
+    assert sum(r["forwards"] for r in rows) / o["canonical_forwards"] == pytest.approx(36.35, abs=0.01)
+    assert o == json.loads((folder / "smollm2-beam8-oracle.json").read_text())
