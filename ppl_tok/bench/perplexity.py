@@ -194,7 +194,6 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
             "oracle": oracle_of_rows(rows) if paths else None, **_summary(rows, min_bytes, max_bytes)}
 
 
-
 def _measure(lm: Any, i: int, text: str, config: StringSearchConfig, paths: bool = False) -> dict[str, Any]:
     """One document's row: canonical scoring and the marginal, each from an empty prefix cache (``paths``: with
     the tokenizations the marginal found)."""

@@ -238,9 +238,9 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     """String-level generation against token sampling after the same prompt, bytes/s ratios in this process.
 
     After HellaSwag's 40-byte prompt: tokens mode; byte mode with every kept prefix extended (beam ``beam``
-    and 2, one row where they are the same); byte mode with lazy extension (``extend_threshold = threshold``: a forward only where a kept
-    hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`) at temperature 0.8, top-p
-    0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
+    and 2, one row where they are the same); byte mode with lazy extension (``extend_threshold = threshold``:
+    a forward only where a kept hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`)
+    at temperature 0.8, top-p 0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
     ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
     after the same prompt.
 
@@ -307,7 +307,8 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     of ``ours`` and with ``reference``, and with each of ``known`` scoring the text known in advance
     (:func:`~ppl_tok.bench.versus.walk_known`); one thread each, one walk after the other.
     ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
-    there complete (same text) is reused, so an interrupted run resumes.
+    there complete (same text) is reused, so an interrupted run resumes; ``read_back`` names those walks
+    (their timings come from the process that ran them, so a ratio to one of them mixes two processes).
     """
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.bench.versus import (Walk, causal_floor, compare, genlm_available, run_genlm, speed_ratios,
@@ -327,12 +328,16 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
 
+    read_back: list[str] = []  # walks measured by an earlier process (their timings are not this process's)
+
     def walked(name: str, run) -> Walk:
         path = folder / f"{name}.json" if folder else None
         if path and path.is_file():
             data = json.loads(path.read_text(encoding="utf-8"))
             if data.get("text_hex") == text.hex():
-                return Walk.from_json(data["walk"])
+                walk = Walk.from_json(data["walk"])
+                read_back.append(walk.name)
+                return walk
         walk = run()
         if path:
             path.write_text(json.dumps({"text_hex": text.hex(), "walk": walk.to_json()}), encoding="utf-8")
@@ -357,6 +362,7 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     floor["ratio_to"] = {g.name: floor["bytes_per_cpu_s"] / g.bytes_per_cpu_s for g in walks
                          if "K" in g.info and g.cpu_seconds}
     out["causal_floor"] = floor
+    out["read_back"] = read_back
     for clock in ("bytes_per_s", "bytes_per_cpu_s"):
         out[f"speed_ratio_{clock}"] = {f"{o.name} / {g.name}": speed_ratios(out, o.name, g.name, clock)
                                        for o in walks if "beam" in o.info for g in walks
@@ -391,6 +397,8 @@ def format_genlm(r: dict[str, Any]) -> list[str]:
                      f"the LM's top-1 is the next token at {num(f['top1'], '.1%')}, two in a row at "
                      f"{num(f['top1_pairs'], '.1%')}")
         lines += [f"causal floor / {k}: {v:.2f}x" for k, v in f["ratio_to"].items()]
+    if r.get("read_back"):
+        lines.append(f"read back from --genlm-keep, timed in an earlier process: {', '.join(r['read_back'])}")
     return lines
 
 

@@ -153,6 +153,8 @@ def test_the_benchmark_resumes_from_its_folder(tmp_path, smollm2):
                                                           "reference-beam4-p20.json"]
     again = bench_genlm(sys.executable, **args)  # both walks read back, not run again
     assert again["walks"] == first["walks"] and again["certified_bytes"] == first["certified_bytes"] == 8
+    assert first["read_back"] == [] and len(again["read_back"]) == 3  # the reference too
+    assert any(line.startswith("read back from --genlm-keep") for line in format_genlm(again))
     assert first["walks"][0]["inside_own_interval"] == 8
     assert any("ppl-tok beam 1, prune 1" in line for line in format_genlm(first))
     floor = first["causal_floor"]
