@@ -100,6 +100,11 @@ def cmd_memory(args: argparse.Namespace) -> None:
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
+    ignored = [flag for flag, on in (("--table", args.table), ("--lockstep", args.lockstep),
+                                      ("--prefix-bytes", args.prefix_bytes is not None),
+                                      ("--memory-bytes", args.memory_bytes is not None)) if on]
+    if args.paths and ignored:
+        raise ValueError(f"--paths keeps the paths of a benchmark run's rows; {ignored[0]} makes no such rows")
     if args.table:
         from ppl_tok.bench import knobs
 

@@ -96,3 +96,9 @@ def test_bench_strings_generation_passes_its_seeds(capsys, monkeypatch):
     assert code == 0 and seen == {"lm": "lm", "n": 30, "threshold": 0.1, "seeds": 3}
     code, _, err = run(capsys, "bench", "strings", "--generation-only", "--generate-seeds", "0")
     assert code != 0 and "--generate-seeds" in err
+
+
+def test_bench_perplexity_refuses_paths_where_it_keeps_no_rows(capsys):
+    for extra in (["--lockstep"], ["--memory-bytes", "100"], ["--prefix-bytes", "40"], ["--table", "x"]):
+        code, _, err = run(capsys, "bench", "perplexity", "--paths", *extra)
+        assert code != 0 and "--paths" in err and extra[0] in err and "Traceback" not in err
