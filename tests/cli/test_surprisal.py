@@ -184,7 +184,9 @@ def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, 
     tests = Path(__file__).resolve().parents[1]
     path = tmp_path / "s.txt"
     path.write_text("".join(f"{'ab ' * (1 + i % 3)}b{'a' * (i % 4)}.\n" for i in range(30)))
-    argv = ["surprisal", str(path), "--beam", "4", "--prune", "6", "--format", "jsonl"]
+    # batches of 2 items: rows are appended in small bursts all through the run, so both kills land part-way
+    # (at the default 16, the second half's 14 items came in one burst the second kill could miss)
+    argv = ["surprisal", str(path), "--beam", "4", "--prune", "6", "--format", "jsonl", "--batch-size", "2"]
     code, whole, _ = run(capsys, *argv, "--out", str(tmp_path / "ref.jsonl"))
     assert code == 0
     reference = (tmp_path / "ref.jsonl").read_bytes()
