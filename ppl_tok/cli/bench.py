@@ -97,14 +97,27 @@ def cmd_memory(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_memory(result))
 
 
+def _refuse_run_flags(args: argparse.Namespace) -> None:
+    """``bench perplexity``'s flags of the run over documents (its rows, their store, their reference), refused
+    beside a mode that makes no such run rather than ignored."""
+    mode = next((flag for flag, on in (("--table", args.table), ("--lockstep", args.lockstep),
+                                       ("--prefix-bytes", args.prefix_bytes is not None),
+                                       ("--memory-bytes", args.memory_bytes is not None)) if on), None)
+    if mode is None:
+        return
+    given = [flag for flag, on in (("--out", args.out is not None), ("--corpus", args.corpus != "mixed"),
+                                   ("--limit", args.limit is not None), ("--shard", args.shard != (0, 1)),
+                                   ("--paths", args.paths), ("--reference", args.reference is not None
+                                                             and mode != "--table")) if on]
+    if given:
+        raise ValueError(f"{given[0]} applies to the run over documents (its rows); {mode} makes no such run, so "
+                         f"{given[0]} would be ignored: leave it out")
+
+
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
-    ignored = [flag for flag, on in (("--table", args.table), ("--lockstep", args.lockstep),
-                                      ("--prefix-bytes", args.prefix_bytes is not None),
-                                      ("--memory-bytes", args.memory_bytes is not None)) if on]
-    if args.paths and ignored:
-        raise ValueError(f"--paths keeps the paths of a benchmark run's rows; {ignored[0]} makes no such rows")
+    _refuse_run_flags(args)
     if args.table:
         from ppl_tok.bench import knobs
 
