@@ -60,8 +60,9 @@ def _prepare(args: argparse.Namespace) -> None:
             lim.check("samples", args.samples, "--samples")
         if isinstance(getattr(args, "max_paths", None), int):
             lim.check("paths", args.max_paths, "--max-paths")
-        if isinstance(getattr(args, "budget", None), int):
-            lim.check("search_forwards", args.budget, "--budget")
+        for name in ("budget", "search_budget"):
+            if isinstance(getattr(args, name, None), int):
+                lim.check("search_forwards", getattr(args, name), "--" + name.replace("_", "-"))
         if isinstance(getattr(args, "max_tokens", None), int):
             lim.check("generated_tokens", args.samples * args.max_tokens, "--samples times --max-tokens")
     if args.command == "mdd":

@@ -9,7 +9,7 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
 from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments,
-                                lazy_options, lm_spec, ray_address)
+                                lm_spec, ray_address, search_config)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
@@ -60,7 +60,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search = StringSearchConfig(beam=args.beam, prune=args.prune, budget=args.budget, **lazy_options(args))
+    search = search_config(args)
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress
@@ -196,7 +196,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
                    help="beam, prefix, with-end: drop hypotheses this many nats below the "
                    f"best at their offset (default {StringSearchConfig.prune:g})")
-    p.add_argument("--budget", type=POSITIVE, help="beam, prefix, with-end: token forwards per window (default: none)")
+    p.add_argument("--search-budget", "--budget", dest="search_budget", type=POSITIVE, metavar="FORWARDS",
+                   help="beam, prefix, with-end: token forwards per window, past which the beam narrows to one prefix "
+                        "(default: none; --budget is its old name)")
     add_extend_argument(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

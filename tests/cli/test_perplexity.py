@@ -181,3 +181,21 @@ def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
     assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
     assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', 'marginal')" in \
         capsys.readouterr().err
+
+
+def test_search_budget_and_its_old_name_budget_set_the_beam_budget_within_the_limit(tmp_path, capsys, monkeypatch):
+    import ppl_tok.lm.cards
+    from ppl_tok.cli.main import main
+
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: toy_lm())
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(PPL_DOCS) + "\n")
+    for flag in ("--search-budget", "--budget"):
+        out = tmp_path / flag.strip("-")
+        assert main(["perplexity", str(path), "--split", "lines", "--scoring", "beam", flag, "5", "--json",
+                     "--out", str(out)]) == 0
+        assert json.loads((out / "run.json").read_text())["budget"] == 5
+    capsys.readouterr()
+    monkeypatch.setenv("PPL_TOK_MAX_SEARCH_FORWARDS", "4")
+    assert main(["perplexity", str(path), "--scoring", "beam", "--search-budget", "5"]) == 2
+    assert "--search-budget" in capsys.readouterr().err
