@@ -139,8 +139,10 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
                                       budget=args.prefix_budget, tolerance=args.prefix_tolerance, **common)
         _emit(args, result, bench.format_prefixes(result))
     elif args.memory_bytes is not None:
-        result = bench.bench_memory_document(spec.model, n_bytes=args.memory_bytes, **common)
-        _emit(args, result, bench.format_memory_document(result))
+        from ppl_tok.bench import memory
+
+        result = memory.bench_memory_document(spec.model, n_bytes=args.memory_bytes, **common)
+        _emit(args, result, memory.format_memory_document(result))
     else:
         result = bench.bench_perplexity(spec.model, **documents, out=args.out, corpus=args.corpus, limit=args.limit,
                                         shard=args.shard, reference=args.reference, paths=args.paths,

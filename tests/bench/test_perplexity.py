@@ -1,4 +1,5 @@
-"""``ppl-tok bench perplexity`` (``ppl_tok/bench/perplexity.py``): documents, resumption, lockstep, prefixes."""
+"""``ppl-tok bench perplexity`` (``ppl_tok/bench/perplexity.py``): documents, resumption, lockstep, prefixes (its
+``--memory-bytes``: tests/bench/test_memory.py)."""
 
 from __future__ import annotations
 import json
@@ -48,19 +49,6 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     lazy = bench.bench_perplexity("smollm2-135m", out=tmp_path / "c", **{**knobs, "search": graced})
     assert (lazy["boundary_threshold"], lazy["rejoin_threshold"]) == (1e-3, 1e-6)
     assert "rejoin threshold 1e-06" in bench.format_perplexity(lazy)[0]
-
-
-def test_bench_memory_document_reports_its_settings_and_trace(capsys):
-    from conftest import SHARED
-    from ppl_tok.bench import perplexity as bench
-
-    graced = StringSearchConfig(beam=2, prune=3.0, extend_threshold=0.2, boundary_threshold=1e-3)
-    r = bench.bench_memory_document("smollm2-135m", data_dir=SHARED / "data", n_bytes=40, search=graced, every=10)
-    assert r["bytes"] == 40 and r["boundary_threshold"] == 1e-3 and "rejoin_threshold" not in r
-    assert [t["offset"] for t in r["trace"]] == sorted(t["offset"] for t in r["trace"]) and len(r["trace"]) >= 3
-    assert r["peak_rss_mb"] >= r["rss_after_load_mb"] > 0 and r["forwards_per_byte"] > 0
-    assert "boundary threshold 0.001" in bench.format_memory_document(r)[0]
-    assert len(capsys.readouterr().err.strip().splitlines()) == len(r["trace"])  # one stderr line per mark
 
 
 def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
