@@ -74,6 +74,13 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
     ``corpus``: ``"mixed"`` (HellaSwag and OpenBookQA, alternately) or ``"socialiqa"`` (SocialIQA dev
     contexts with their questions; a second, held-out corpus).
     """
+    return [text for text, _ in document_parts(data_dir, count, min_bytes, max_bytes, corpus)]
+
+
+def document_parts(data_dir: str | Path, count: int, min_bytes: int, max_bytes: int,
+                   corpus: str = "mixed") -> list[tuple[str, list[int]]]:
+    """:func:`bench_documents`, each with its *joins*: the byte offsets of the spaces that join its source items
+    (the item before ends there), inside the document."""
     if not 1 <= min_bytes <= max_bytes:
         raise ValueError(f"need 1 <= min_bytes <= max_bytes, got {min_bytes}, {max_bytes}")
     sources = _sources(data_dir, corpus)
@@ -87,7 +94,12 @@ def bench_documents(data_dir: str | Path, count: int, min_bytes: int, max_bytes:
             parts.append(sources[s][at[s] % len(sources[s])])
             at[s] += 1
         text = " ".join(parts).encode()[:max(target, min_bytes)].decode("utf-8", "ignore")
-        out.append(text)
+        joins, offset = [], 0
+        for part in parts[:-1]:
+            offset += len(part.encode())
+            joins.append(offset)
+            offset += 1
+        out.append((text, [j for j in joins if j < len(text.encode())]))
     return out
 
 

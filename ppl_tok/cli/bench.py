@@ -100,18 +100,34 @@ def cmd_memory(args: argparse.Namespace) -> None:
 def _refuse_run_flags(args: argparse.Namespace) -> None:
     """``bench perplexity``'s flags of the run over documents (its rows, their store, their reference), refused
     beside a mode that makes no such run rather than ignored."""
-    mode = next((flag for flag, on in (("--table", args.table), ("--lockstep", args.lockstep),
+    mode = next((flag for flag, on in (("--table", args.table), ("--splits", args.splits is not None),
+                                       ("--lockstep", args.lockstep),
                                        ("--prefix-bytes", args.prefix_bytes is not None),
                                        ("--memory-bytes", args.memory_bytes is not None)) if on), None)
     if mode is None:
         return
-    given = [flag for flag, on in (("--out", args.out is not None), ("--corpus", args.corpus != "mixed"),
+    given = [flag for flag, on in (("--out", args.out is not None),
+                                   ("--corpus", args.corpus != "mixed" and mode != "--splits"),
                                    ("--limit", args.limit is not None), ("--shard", args.shard != (0, 1)),
                                    ("--paths", args.paths), ("--reference", args.reference is not None
-                                                             and mode != "--table")) if on]
+                                                             and mode not in ("--table", "--splits"))) if on]
     if given:
         raise ValueError(f"{given[0]} applies to the run over documents (its rows); {mode} makes no such run, so "
                          f"{given[0]} would be ignored: leave it out")
+
+
+def _splits(args: argparse.Namespace) -> None:
+    """``bench perplexity --splits PATHS [--reference DIR]``: where the found gain sits (:mod:`ppl_tok.bench.splits`)."""
+    from ppl_tok.bench import splits
+    from ppl_tok.bench.perplexity import document_parts
+    from ppl_tok.lm.cards import load_vocabulary
+
+    rows = splits.read_path_rows(args.splits)
+    parts = document_parts(args.data, args.documents, args.lengths[0], args.lengths[1], args.corpus)
+    kept = splits.kept_gains(args.reference) if args.reference else None
+    vocab = load_vocabulary(lm_spec(args).model)
+    result = splits.split_table(rows, vocab.surfaces, {i: joins for i, (_, joins) in enumerate(parts)}, kept)
+    _emit(args, result, splits.format_split_table(result))
 
 
 def cmd_perplexity(args: argparse.Namespace) -> None:
@@ -125,6 +141,9 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
             raise ValueError("--table compares folders against --reference DIR (the beam-8 run, say): give it")
         result = knobs.knob_table(args.table, args.reference)
         _emit(args, result, knobs.format_knob_table(result))
+        return
+    if args.splits is not None:
+        _splits(args)
         return
     spec = lm_spec(args)
     search = StringSearchConfig(**lazy_options(args),
@@ -285,6 +304,12 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
                         "would cost an oracle that knew them in advance (ppl_tok.bench.oracle)")
     p.add_argument("--table", nargs="+", metavar="DIR",
                    help="instead, the knob table of these folders against --reference (no model is loaded)")
+    p.add_argument("--splits", metavar="PATHS",
+                   help="instead, where the found gain sits: each document's best path's splits against the "
+                        "canonical path, by kind, from rows kept with --paths (a folder, or a JSON Lines file, .gz "
+                        "read as gzip), on the --documents, --lengths and --corpus they were measured on; with "
+                        "--reference DIR, the gain that run kept in each class (the vocabulary is loaded, not the "
+                        "model)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",

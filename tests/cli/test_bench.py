@@ -101,10 +101,12 @@ def test_bench_strings_generation_passes_its_seeds(capsys, monkeypatch):
 def test_bench_perplexity_refuses_run_flags_where_it_makes_no_run(capsys, tmp_path):
     run_flags = (["--paths"], ["--out", str(tmp_path / "o")], ["--corpus", "socialiqa"], ["--limit", "3"],
                  ["--shard", "1/2"], ["--reference", str(tmp_path)])
-    for extra in (["--lockstep"], ["--memory-bytes", "100"], ["--prefix-bytes", "40"], ["--table", "x"]):
+    for extra in (["--lockstep"], ["--memory-bytes", "100"], ["--prefix-bytes", "40"], ["--table", "x"],
+                  ["--splits", "x"]):
         for flag in run_flags:
-            if extra[0] == "--table" and flag[0] == "--reference":
-                continue  # the table's own reference
+            if (extra[0], flag[0]) in {("--table", "--reference"), ("--splits", "--reference"),
+                                       ("--splits", "--corpus")}:
+                continue  # the table's and the splits' own reference, the splits' documents
             code, _, err = run(capsys, "bench", "perplexity", *flag, *extra)
             assert code != 0 and flag[0] in err and extra[0] in err and "Traceback" not in err, (flag, extra, err)
     assert not (tmp_path / "o").exists()
