@@ -302,16 +302,16 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paths", action="store_true",
                    help="keep every tokenization each document's search found in its row, and report what its gain "
                         "would cost an oracle that knew them in advance (ppl_tok.bench.oracle)")
-    p.add_argument("--table", nargs="+", metavar="DIR",
-                   help="instead, the knob table of these folders against --reference (no model is loaded)")
-    p.add_argument("--splits", metavar="PATHS",
-                   help="instead, where the found gain sits: each document's best path's splits against the "
-                        "canonical path, by kind, from rows kept with --paths (a folder, or a JSON Lines file, .gz "
-                        "read as gzip), on the --documents, --lengths and --corpus they were measured on; with "
-                        "--reference DIR, the gain that run kept in each class (the vocabulary is loaded, not the "
-                        "model)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--table", nargs="+", metavar="DIR",
+                      help="instead, the knob table of these folders against --reference (no model is loaded)")
+    mode.add_argument("--splits", metavar="PATHS",
+                      help="instead, where the found gain sits: each document's best path's splits against the "
+                           "canonical path, by kind, from rows kept with --paths (a folder, or a JSON Lines file, .gz "
+                           "read as gzip), on the --documents, --lengths and --corpus they were measured on; with "
+                           "--reference DIR, the gain that run kept in each class (the vocabulary is loaded, not the "
+                           "model)")
     mode.add_argument("--memory-bytes", type=POSITIVE, metavar="BYTES",
                       help="instead, the peak RSS of the marginal of one document of BYTES bytes (progress lines "
                            "on stderr)")
