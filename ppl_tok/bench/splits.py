@@ -23,6 +23,14 @@ kind of gain a rule loses. It also counts the splits that start at a *join* of t
 benchmark's documents, the space :func:`~ppl_tok.bench.perplexity.bench_documents` puts
 between two source items (where a new sentence starts mid-line).
 
+Where the gain of a split is made (:func:`split_costs`, ``--costs``, one forward of each path): with
+``d(b) = log p(path[:b]) - log p(v*[:b])`` at a byte boundary ``b`` both paths have, a split from ``s_k``
+to its close ``c_k`` has its *own* cost ``d(c_k) - d(s_k)`` (its tokens against the canonical ones over the
+same bytes, each after its own history) and an *after* part ``d(s_{k+1}) - d(c_k)`` (the shared tokens up to
+the next split, ``s_{K+1}`` the end, scored after the two histories); ``d(s_1) = 0``, so the parts sum to
+``log p(path) - log p(v*)``. A local split earns its gain in its own tokens; a split that changes what the
+model expects earns it after.
+
 These kinds are observed, not causes: a ``first`` split changes every later row (the first
 token after BOS is the one every position attends to), a ``repeat`` or ``join pattern``
 split is cheap only after its first use, so the path that wins lies below the canonical
@@ -107,6 +115,32 @@ def document_class(kinds: Sequence[str]) -> str:
     return "single" if kinds else "none"
 
 
+def split_costs(lm: Any, canonical: Sequence[int], path: Sequence[int]) -> list[dict[str, Any]]:
+    """Each split of ``path`` against ``canonical`` (both after BOS) with its ``own`` and ``after`` parts, nats
+    (module docstring): ``[{"start", "own", "after"}]``, in byte order; they sum to ``log p(path) - log p(v*)``."""
+    from itertools import accumulate
+
+    found = splits(canonical, path, lm.vocab.surfaces)
+    if not found:
+        return []
+    lps = lm.token_log_probs_after([lm.prefix_ids(), lm.prefix_ids()], [list(canonical), list(path)])
+    cum = []
+    for tokens, lp in zip((canonical, path), lps):
+        ends = accumulate(len(lm.vocab.surfaces[t]) for t in tokens)
+        cum.append({0: 0.0, **dict(zip(ends, accumulate(lp)))})
+    end = max(cum[0])
+
+    def d(b: int) -> float:
+        return cum[1][b] - cum[0][b]
+
+    out = []
+    for k, s in enumerate(found):
+        close = s.start + sum(map(len, s.canonical))
+        following = found[k + 1].start if k + 1 < len(found) else end
+        out.append({"start": s.start, "own": d(close) - d(s.start), "after": d(following) - d(close)})
+    return out
+
+
 def read_path_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows kept with ``bench perplexity --paths``: a bench folder (its ``documents.jsonl``) or a JSON Lines file
     of such rows (``.gz``: gzip); each needs ``index``, ``canonical_path`` and ``paths``."""
@@ -142,7 +176,8 @@ def read_path_rows(path: str | Path) -> list[dict[str, Any]]:
 
 
 def split_table(rows: Sequence[Mapping[str, Any]], surfaces: Sequence[bytes | None],
-                joins: Mapping[int, Sequence[int]], kept: Mapping[int, float] | None = None) -> dict[str, Any]:
+                joins: Mapping[int, Sequence[int]], kept: Mapping[int, float] | None = None,
+                lm: Any = None) -> dict[str, Any]:
     """The found gain by class (module docstring) over ``rows`` (:func:`read_path_rows`).
 
     ``joins``: each document index's join offsets (:func:`~ppl_tok.bench.perplexity.document_parts`);
@@ -150,7 +185,9 @@ def split_table(rows: Sequence[Mapping[str, Any]], surfaces: Sequence[bytes | No
     each class's gain. Returns ``gain_nats``, ``documents`` and per class ``classes[name]`` (``documents``,
     ``gain_nats``, ``share_of_gain``, ``splits``, ``splits_at_joins``, with ``kept``: ``kept_nats``,
     ``kept_share``), and per document ``per_document`` (``index``, ``class``, ``gain_nats``, ``kept_nats``,
-    ``splits``: ``[start, kind, canonical, path, at a join]`` with surfaces as text).
+    ``splits``: ``[start, kind, canonical, path, at a join]`` with surfaces as text). With ``lm`` (the LM that
+    found the paths), :func:`split_costs` of each best path: per split ``own_nats`` and ``after_nats``, and their
+    sums per class.
     """
     per_document = []
     for row in rows:
@@ -169,11 +206,15 @@ def split_table(rows: Sequence[Mapping[str, Any]], surfaces: Sequence[bytes | No
         at_joins = set(joins[i])
         if kept is not None and i not in kept:
             raise ValueError(f"document {i} has no row in the run to compare (it lacks that document)")
-        per_document.append({"index": i, "class": document_class(kinds),
-                             "gain_nats": logsumexp([lp for _, lp in paths]) - own[0],
-                             "kept_nats": None if kept is None else kept[i],
-                             "splits": [[s.start, k, _text(s.canonical), _text(s.path), s.start in at_joins]
-                                        for s, k in zip(found, kinds)]})
+        doc = {"index": i, "class": document_class(kinds), "gain_nats": logsumexp([lp for _, lp in paths]) - own[0],
+               "kept_nats": None if kept is None else kept[i],
+               "splits": [[s.start, k, _text(s.canonical), _text(s.path), s.start in at_joins]
+                          for s, k in zip(found, kinds)]}
+        if lm is not None:
+            costs = split_costs(lm, canonical, best)
+            doc["own_nats"] = [c["own"] for c in costs]
+            doc["after_nats"] = [c["after"] for c in costs]
+        per_document.append(doc)
     total = sum(d["gain_nats"] for d in per_document)
     classes = {}
     for name in CLASSES:
@@ -186,6 +227,9 @@ def split_table(rows: Sequence[Mapping[str, Any]], surfaces: Sequence[bytes | No
         if kept is not None:
             got = sum(d["kept_nats"] for d in members)
             entry.update(kept_nats=got, kept_share=got / gain if gain > 0 else None)
+        if lm is not None:
+            entry.update(own_nats=sum(x for d in members for x in d["own_nats"]),
+                         after_nats=sum(x for d in members for x in d["after_nats"]))
         classes[name] = entry
     out = {"documents": len(per_document), "gain_nats": total, "classes": classes, "per_document": per_document}
     if kept is not None:
@@ -206,11 +250,13 @@ def kept_gains(folder: str | Path) -> dict[int, float]:
 
 def format_split_table(t: dict[str, Any]) -> list[str]:
     kept = "kept_nats" in t
+    costs = all("own_nats" in c for c in t["classes"].values())
     lines = [f"where the found gain sits ({t['documents']} documents, {t['gain_nats']:.1f} nats): the best path's "
              "splits against the canonical path, one class per document" + (", and the gain the compared run kept"
                                                                              if kept else ""),
              f"{'class':<13} {'docs':>4} {'splits (at joins)':>17} {'gain, nats':>10} {'share':>6}"
-             + (f" {'kept, nats':>10} {'kept':>6}" if kept else "")]
+             + (f" {'kept, nats':>10} {'kept':>6}" if kept else "")
+             + (f" {'own, nats':>9} {'after, nats':>11}" if costs else "")]
     for name, c in t["classes"].items():
         share = "-" if c["share_of_gain"] is None else f"{100 * c['share_of_gain']:.1f}%"
         line = (f"{name:<13} {c['documents']:>4} {c['splits']:>9} ({c['splits_at_joins']:>4}) {c['gain_nats']:>10.2f} "
@@ -218,6 +264,8 @@ def format_split_table(t: dict[str, Any]) -> list[str]:
         if kept:
             k = "-" if c["kept_share"] is None else f"{100 * c['kept_share']:.1f}%"
             line += f" {c['kept_nats']:>10.2f} {k:>6}"
+        if costs:
+            line += f" {c['own_nats']:>9.2f} {c['after_nats']:>11.2f}"
         lines.append(line)
     if kept:
         lines.append(f"{'all':<13} {t['documents']:>4} {'':>17} {t['gain_nats']:>10.2f} {'100%':>6} {t['kept_nats']:>10.2f} "
@@ -225,5 +273,5 @@ def format_split_table(t: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["CLASSES", "Split", "splits", "split_kinds", "document_class", "read_path_rows", "split_table",
+__all__ = ["CLASSES", "Split", "splits", "split_kinds", "document_class", "split_costs", "read_path_rows", "split_table",
            "kept_gains", "format_split_table"]

@@ -104,6 +104,9 @@ def _refuse_run_flags(args: argparse.Namespace) -> None:
                                        ("--lockstep", args.lockstep),
                                        ("--prefix-bytes", args.prefix_bytes is not None),
                                        ("--memory-bytes", args.memory_bytes is not None)) if on), None)
+    if args.costs and mode != "--splits":
+        raise ValueError("--costs applies to --splits only" + (f", not {mode}" if mode else "") + ": give --splits "
+                         "PATHS or leave --costs out")
     if mode is None:
         return
     given = [flag for flag, on in (("--out", args.out is not None),
@@ -125,8 +128,10 @@ def _splits(args: argparse.Namespace) -> None:
     rows = splits.read_path_rows(args.splits)
     parts = document_parts(args.data, args.documents, args.lengths[0], args.lengths[1], args.corpus)
     kept = splits.kept_gains(args.reference) if args.reference else None
-    vocab = load_vocabulary(lm_spec(args).model)
-    result = splits.split_table(rows, vocab.surfaces, {i: joins for i, (_, joins) in enumerate(parts)}, kept)
+    spec = lm_spec(args)
+    lm = _load_lm(args) if args.costs else None
+    vocab = lm.vocab if lm is not None else load_vocabulary(spec.model)
+    result = splits.split_table(rows, vocab.surfaces, {i: joins for i, (_, joins) in enumerate(parts)}, kept, lm=lm)
     _emit(args, result, splits.format_split_table(result))
 
 
@@ -302,6 +307,9 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paths", action="store_true",
                    help="keep every tokenization each document's search found in its row, and report what its gain "
                         "would cost an oracle that knew them in advance (ppl_tok.bench.oracle)")
+    p.add_argument("--costs", action="store_true",
+                   help="--splits: also each split's own cost and what the text after it gains, from one forward of "
+                        "each best path and its canonical one (loads the model)")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--table", nargs="+", metavar="DIR",

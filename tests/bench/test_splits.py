@@ -114,3 +114,39 @@ def test_the_stored_table_of_beam_8_recomputes(capsys):
     assert t["gain_nats"] == pytest.approx(103.94, abs=0.01) and t["kept_nats"] / t["gain_nats"] == pytest.approx(
         0.476, abs=0.001)
     assert [d["index"] for d in t["per_document"] if d["class"] == "space pattern"] == [15, 35, 41]
+
+
+def test_split_costs_sum_to_the_paths_difference_and_own_is_the_split_alone():
+    """A non-Markov toy LM: each split's own part is the log-ratio over its bytes given the histories, the after
+    parts the shared tokens' change; together log p(path) - log p(canonical)."""
+    from ppl_tok.bench.splits import split_costs
+    from ppl_tok.lm.toy import FunctionLM
+
+    vocab = Vocabulary.from_tokens([None, "a", "b", " ", "ab", " ab", " a"])
+    lm = FunctionLM(vocab, lambda p: [float((5 * len(p) + 3 * sum(p) + 2 * t) % 7) - 3.0 for t in range(7)],
+                    bos_id=0, log=True)
+    canonical, path = [5, 1, 5, 4], [3, 4, 1, 6, 2, 1, 2]  # " ab" a " ab" ab  against  " " ab a " a" b a b
+    costs = split_costs(lm, canonical, path)
+    assert [c["start"] for c in costs] == [0, 4, 7]
+    assert sum(c["own"] + c["after"] for c in costs) == pytest.approx(lm.log_prob(path) - lm.log_prob(canonical))
+    # the second split (" ab" at byte 4 against " a", "b"), after the first and the shared "a"
+    own = (lm.log_prob(path[:5]) - lm.log_prob(path[:3])) - (lm.log_prob(canonical[:3]) - lm.log_prob(canonical[:2]))
+    assert costs[1]["own"] == pytest.approx(own)
+    after = (lm.log_prob(path[:3]) - lm.log_prob(path[:2])) - (lm.log_prob(canonical[:2]) - lm.log_prob(canonical[:1]))
+    assert costs[0]["after"] == pytest.approx(after)  # the shared "a" after the first split
+    assert split_costs(lm, canonical, canonical) == []
+
+
+@pytest.mark.slow
+def test_the_stored_costs_of_three_documents_recompute(smollm2):
+    """results/perplexity/bench50/smollm2-beam8-split-costs.json: own and after parts of beam 8's best paths."""
+    from ppl_tok.bench.splits import split_costs
+
+    root = Path(__file__).resolve().parents[2] / "results" / "perplexity" / "bench50"
+    stored = {d["index"]: d for d in json.loads((root / "smollm2-beam8-split-costs.json").read_text())["per_document"]}
+    rows = {r["index"]: r for r in read_path_rows(root / "smollm2-beam8-paths.jsonl.gz")}
+    for i in (15, 21, 39):
+        best = max(rows[i]["paths"], key=lambda p: p[1])[0]
+        costs = split_costs(smollm2, rows[i]["canonical_path"], best)
+        assert [c["own"] for c in costs] == pytest.approx(stored[i]["own_nats"], abs=1e-3)
+        assert [c["after"] for c in costs] == pytest.approx(stored[i]["after_nats"], abs=1e-3)

@@ -110,3 +110,6 @@ def test_bench_perplexity_refuses_run_flags_where_it_makes_no_run(capsys, tmp_pa
             code, _, err = run(capsys, "bench", "perplexity", *flag, *extra)
             assert code != 0 and flag[0] in err and extra[0] in err and "Traceback" not in err, (flag, extra, err)
     assert not (tmp_path / "o").exists()
+    for extra in ([], ["--lockstep"], ["--table", "x"]):  # --costs is --splits' alone
+        code, _, err = run(capsys, "bench", "perplexity", "--costs", *extra)
+        assert code != 0 and "--costs applies to --splits" in err and "Traceback" not in err, (extra, err)
