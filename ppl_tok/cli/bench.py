@@ -97,18 +97,29 @@ def cmd_memory(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_memory(result))
 
 
-def _refuse_run_flags(args: argparse.Namespace) -> None:
-    """``bench perplexity``'s flags of the run over documents (its rows, their store, their reference), refused
-    beside a mode that makes no such run rather than ignored."""
+def _refuse_ignored_flags(args: argparse.Namespace) -> None:
+    """``bench perplexity``'s flags that a mode would ignore, refused rather than ignored: the run over documents'
+    (its rows, their store, their reference) beside a mode that makes no such run, the beam's beside the modes
+    that read stored rows, and ``--prefix-bytes``' and ``--splits``' own beside any other."""
     mode = next((flag for flag, on in (("--table", args.table), ("--splits", args.splits is not None),
                                        ("--lockstep", args.lockstep),
                                        ("--prefix-bytes", args.prefix_bytes is not None),
                                        ("--memory-bytes", args.memory_bytes is not None)) if on), None)
-    if args.costs and mode != "--splits":
-        raise ValueError("--costs applies to --splits only" + (f", not {mode}" if mode else "") + ": give --splits "
-                         "PATHS or leave --costs out")
+    for flag, on, owner in (("--costs", args.costs, "--splits"),
+                            ("--prefix-budget", args.prefix_budget is not None, "--prefix-bytes"),
+                            ("--prefix-tolerance", args.prefix_tolerance is not None, "--prefix-bytes")):
+        if on and mode != owner:
+            raise ValueError(f"{flag} applies to {owner} only" + (f", not {mode}" if mode else "") +
+                             f": give {owner} or leave {flag} out")
     if mode is None:
         return
+    beam = [flag for flag, on in (("--beam", args.beam is not None), ("--prune", args.prune is not None),
+                                  ("--extend-threshold", args.extend_threshold != StringSearchConfig.extend_threshold),
+                                  ("--boundary-threshold", args.boundary_threshold is not None),
+                                  ("--rejoin-threshold", args.rejoin_threshold is not None)) if on]
+    if beam and mode in ("--table", "--splits"):
+        raise ValueError(f"{beam[0]} sets the beam of a run; {mode} runs none (it reads stored rows, their settings "
+                         f"with them), so {beam[0]} would be ignored: leave it out")
     given = [flag for flag, on in (("--out", args.out is not None),
                                    ("--corpus", args.corpus != "mixed" and mode != "--splits"),
                                    ("--limit", args.limit is not None), ("--shard", args.shard != (0, 1)),
@@ -138,7 +149,7 @@ def _splits(args: argparse.Namespace) -> None:
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
-    _refuse_run_flags(args)
+    _refuse_ignored_flags(args)
     if args.table:
         from ppl_tok.bench import knobs
 
@@ -160,7 +171,9 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         _emit(args, result, bench.format_lockstep(result))
     elif args.prefix_bytes is not None:
         result = bench.bench_prefixes(spec.model, **documents, prefix_bytes=args.prefix_bytes,
-                                      budget=args.prefix_budget, tolerance=args.prefix_tolerance, **common)
+                                      **{k: v for k, v in (("budget", args.prefix_budget),
+                                                           ("tolerance", args.prefix_tolerance)) if v is not None},
+                                      **common)
         _emit(args, result, bench.format_prefixes(result))
     elif args.memory_bytes is not None:
         from ppl_tok.bench import memory
@@ -329,9 +342,9 @@ def _add_perplexity(bench_sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--prefix-bytes", type=POSITIVE, nargs="+", metavar="BYTES",
                       help="instead, the beam's floor on the documents' first BYTES bytes against best-first "
                            "search's bracket, where that closes to --prefix-tolerance")
-    p.add_argument("--prefix-budget", type=POSITIVE, default=5000,
+    p.add_argument("--prefix-budget", type=POSITIVE,
                    help="--prefix-bytes: forwards per prefix for the bracket (default 5000)")
-    p.add_argument("--prefix-tolerance", type=positive, default=1e-3,
+    p.add_argument("--prefix-tolerance", type=positive,
                    help="--prefix-bytes: the bracket's width, nats, at which it counts as closed (default 1e-3)")
 
 

@@ -110,6 +110,14 @@ def test_bench_perplexity_refuses_run_flags_where_it_makes_no_run(capsys, tmp_pa
             code, _, err = run(capsys, "bench", "perplexity", *flag, *extra)
             assert code != 0 and flag[0] in err and extra[0] in err and "Traceback" not in err, (flag, extra, err)
     assert not (tmp_path / "o").exists()
-    for extra in ([], ["--lockstep"], ["--table", "x"]):  # --costs is --splits' alone
-        code, _, err = run(capsys, "bench", "perplexity", "--costs", *extra)
-        assert code != 0 and "--costs applies to --splits" in err and "Traceback" not in err, (extra, err)
+    own = {"--costs": ("--splits",), "--prefix-budget": ("--prefix-bytes", "9"),
+           "--prefix-tolerance": ("--prefix-bytes", "0.1")}  # each mode's own flags, refused elsewhere
+    for flag, (owner, *value) in own.items():
+        for extra in ([], ["--lockstep"], ["--table", "x"]):
+            code, _, err = run(capsys, "bench", "perplexity", flag, *value, *extra)
+            assert code != 0 and f"{flag} applies to {owner} only" in err and "Traceback" not in err, (extra, err)
+    for flag in (["--beam", "3"], ["--prune", "4"], ["--extend-threshold", "0.2"], ["--boundary-threshold", "1e-3"],
+                 ["--rejoin-threshold", "1e-6"]):  # the beam's, beside the modes that read stored rows
+        for extra in (["--table", "x", "--reference", "y"], ["--splits", "x"]):
+            code, _, err = run(capsys, "bench", "perplexity", *flag, *extra)
+            assert code != 0 and f"{flag[0]} sets the beam of a run" in err and extra[0] in err, (flag, extra, err)
