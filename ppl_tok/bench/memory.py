@@ -108,15 +108,16 @@ def format_repeat(r: dict[str, Any]) -> list[str]:
 
 
 def _rss_mb() -> tuple[float, float]:
-    """This process's resident memory now and at its peak (MB), from ``/proc`` and ``getrusage``."""
-    import resource
+    """This process's resident memory now (MB, from ``/proc``) and at its peak
+    (:func:`~ppl_tok.bench.timing.peak_rss_mb`)."""
+    from ppl_tok.bench.timing import peak_rss_mb
 
     now = 0.0
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 now = int(line.split()[1]) / 1024
-    return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return now, peak_rss_mb()
 
 
 def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_bytes: int = 20_000,

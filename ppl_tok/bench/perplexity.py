@@ -94,12 +94,14 @@ def document_parts(data_dir: str | Path, count: int, min_bytes: int, max_bytes: 
             parts.append(sources[s][at[s] % len(sources[s])])
             at[s] += 1
         text = " ".join(parts).encode()[:max(target, min_bytes)].decode("utf-8", "ignore")
+        size = len(text.encode())
         joins, offset = [], 0
         for part in parts[:-1]:
             offset += len(part.encode())
-            joins.append(offset)
+            if offset < size:
+                joins.append(offset)
             offset += 1
-        out.append((text, [j for j in joins if j < len(text.encode())]))
+        out.append((text, joins))
     return out
 
 

@@ -32,9 +32,9 @@ the next split, ``s_{K+1}`` the end, scored after the two histories); ``d(s_1) =
 model expects earns it after.
 
 These kinds are observed, not causes: a ``first`` split changes every later row (the first
-token after BOS is the one every position attends to), a ``repeat`` or ``join pattern``
-split is cheap only after its first use, so the path that wins lies below the canonical
-one until then (docs/benchmarks.md, "Which gain the lazy rules lose").
+token after BOS is the one every position attends to), and a ``repeat`` or ``space`` split
+of a ``space pattern`` is cheap only after its first use, so the path that wins lies below
+the canonical one until then (docs/benchmarks.md, "Which gain the lazy rules lose").
 """
 
 from __future__ import annotations
@@ -268,10 +268,11 @@ def format_split_table(t: dict[str, Any]) -> list[str]:
             line += f" {c['own_nats']:>9.2f} {c['after_nats']:>11.2f}"
         lines.append(line)
     if kept:
-        lines.append(f"{'all':<13} {t['documents']:>4} {'':>17} {t['gain_nats']:>10.2f} {'100%':>6} {t['kept_nats']:>10.2f} "
+        lines.append(f"{'all':<13} {t['documents']:>4} {'':>17} {t['gain_nats']:>10.2f} {'100%':>6} "
+                     f"{t['kept_nats']:>10.2f} "
                      f"{100 * t['kept_nats'] / t['gain_nats']:>5.1f}%")
     return lines
 
 
-__all__ = ["CLASSES", "Split", "splits", "split_kinds", "document_class", "split_costs", "read_path_rows", "split_table",
-           "kept_gains", "format_split_table"]
+__all__ = ["CLASSES", "Split", "splits", "split_kinds", "document_class", "split_costs", "read_path_rows",
+           "split_table", "kept_gains", "format_split_table"]

@@ -240,9 +240,9 @@ def bench_generation(lm, data: str | Path, beam: int, n_bytes: int, threshold: f
     After HellaSwag's 40-byte prompt: tokens mode; byte mode with every kept prefix extended (beam ``beam``
     and 2, one row where they are the same); byte mode with lazy extension (``extend_threshold = threshold``:
     a forward only where a kept hypothesis ends with a share of the text's mass, :mod:`ppl_tok.strings.beam`)
-    at temperature 0.8, top-p 0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its canonical head prefilled,
-    ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily) against token sampling
-    after the same prompt.
+    at temperature 0.8, top-p 0.9 and greedy. After a 2 kB prompt of held-out running text: tokens mode (its
+    canonical head prefilled, ``prefill="auto"``; the tail walked with every kept prefix extended, and lazily)
+    against token sampling after the same prompt.
 
     Every row, the token sampler's included, is run at seeds ``0..seeds-1``: ``n_bytes`` of one draw hold
     about 20 tokens, and a draw's tokens per byte moves its bytes/s by 15% or more, so a single seed's ratio

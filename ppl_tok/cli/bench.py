@@ -131,7 +131,8 @@ def _refuse_ignored_flags(args: argparse.Namespace) -> None:
 
 
 def _splits(args: argparse.Namespace) -> None:
-    """``bench perplexity --splits PATHS [--reference DIR]``: where the found gain sits (:mod:`ppl_tok.bench.splits`)."""
+    """``bench perplexity --splits PATHS [--reference DIR] [--costs]``: where the found gain sits
+    (:mod:`ppl_tok.bench.splits`)."""
     from ppl_tok.bench import splits
     from ppl_tok.bench.perplexity import document_parts
     from ppl_tok.lm.cards import load_vocabulary
