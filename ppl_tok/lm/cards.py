@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 
+from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
@@ -380,7 +381,7 @@ def load_vocabulary(name_or_path: str = DEFAULT_MODEL,
 
 
 def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtype: Any = None, *,
-            bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> Any:
+            bos_id: int | None = None, config: Any = None, head_fp32: bool = True) -> LanguageModel:
     """The :class:`~ppl_tok.lm.base.LanguageModel` a card name, a local folder, a hub id or an
     :class:`~ppl_tok.lm.spec.LMSpec` names, loaded by the spec's backend (:mod:`ppl_tok.lm.backends`;
     a name is an ``LMSpec`` of the ``transformers`` backend, :func:`ppl_tok.lm.hf_loader.load_transformers`).
