@@ -11,7 +11,8 @@ The entry points, by question:
 * an LM: :func:`load_lm` (a card, a folder or a hub id), :func:`load_vocabulary`, :class:`LMSpec`;
 * the tokenizations of a string: :func:`compile_mdd` (count, enumerate, sample, the canonical one);
 * the Pyro program: :func:`tokenization_model` (the model) and the proposals as guides
-  (:func:`mdd_guide`, :func:`lookahead`, :func:`uniform`, :class:`StratifiedGuide`), used with ``pyro.infer``;
+  (:func:`lookahead_guide`, :func:`uniform_guide`, :class:`StratifiedGuide`, and :func:`mdd_guide` to make one
+  from a proposal such as :func:`lookahead`), used with ``pyro.infer``;
 * the estimators (:mod:`ppl_tok.infer`): :func:`exact_marginal`, :func:`marginal`, :func:`marginal_bounds`,
   :func:`most_likely`, :func:`smc_marginal`;
 * the LM over strings (:mod:`ppl_tok.strings`): :func:`string_marginal`, :func:`string_conditional`,
@@ -29,7 +30,7 @@ from ppl_tok.lm import BigramLM, FunctionLM, LanguageModel, LMState, TableLM
 from ppl_tok.mdd import MDD, NoTokenizationError, compile_mdd, compile_mdd_naive
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
 from ppl_tok.model import tokenization_model
-from ppl_tok.proposals import StratifiedGuide, lookahead, mdd_guide, uniform
+from ppl_tok.proposals import StratifiedGuide, lookahead, lookahead_guide, mdd_guide, uniform, uniform_guide
 from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.infer.importance import marginal, marginals
 from ppl_tok.infer.search import marginal_bounds, marginal_bounds_many, most_likely
@@ -42,8 +43,8 @@ __all__ = [
     "DEFAULT_MODEL", "MDD", "BigramLM", "ByteFallback", "FunctionLM", "HFLanguageModel", "LMSpec", "LMState",
     "LanguageModel", "ModelCard", "ModelNotFoundError", "NoTokenizationError", "StratifiedGuide", "StringSearchConfig",
     "TableLM", "Vocabulary", "compile_mdd", "compile_mdd_naive", "exact_marginal", "initial", "list_cards", "load_lm",
-    "load_vocabulary", "lookahead", "marginal", "marginal_bounds", "marginal_bounds_many", "marginals", "mdd_guide",
-    "most_likely", "smc_marginal", "string_conditional", "string_marginal", "tokenization_model", "uniform",
+    "load_vocabulary", "lookahead", "lookahead_guide", "marginal", "marginal_bounds", "marginal_bounds_many", "marginals", "mdd_guide",
+    "most_likely", "smc_marginal", "string_conditional", "string_marginal", "tokenization_model", "uniform", "uniform_guide",
     "__version__",
 ]
 
