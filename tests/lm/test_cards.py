@@ -155,3 +155,54 @@ def test_device_and_dtype():
     assert resolve_device("cpu") == torch.device("cpu")
     lm = load_lm("smollm2-135m", device="cpu", dtype=torch.bfloat16)
     assert next(lm.model.parameters()).dtype is torch.bfloat16 and lm.device == torch.device("cpu")
+
+
+# ------------------------------------------------------ where cards are found (issue 45: models/ at the top level)
+_USER_CARD = """name = "{name}"
+description = "{description}"
+
+[source]
+kind = "hub"
+repo = "me/{name}"
+
+[scoring]
+bos_id = 5
+"""
+
+
+def test_the_bundled_cards_are_the_top_level_models_folder():
+    from conftest import ROOT
+    from ppl_tok.lm.cards import bundled_card_dir
+
+    folder = bundled_card_dir()
+    assert {p.name for p in folder.glob("*.toml")} == {p.name for p in (ROOT / "models").glob("*.toml")}
+    assert (folder / "smollm2-135m.toml").is_file()
+
+
+def test_a_users_folder_of_cards_is_searched_first(tmp_path, monkeypatch):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    mine.mkdir()
+    theirs.mkdir()
+    (mine / "my-model.toml").write_text(_USER_CARD.format(name="my-model", description="mine"))
+    (mine / "gemma3-270m.toml").write_text(_USER_CARD.format(name="gemma3-270m", description="my replacement"))
+    (theirs / "my-model.toml").write_text(_USER_CARD.format(name="my-model", description="theirs"))
+    import os
+    monkeypatch.setenv("PPL_TOK_MODELS", os.pathsep.join([str(mine), str(theirs)]))
+    cards = list_cards()
+    assert cards["my-model"].description == "mine" and cards["my-model"].repo == "me/my-model"
+    assert cards["my-model"].bos_id == 5
+    assert cards["gemma3-270m"].description == "my replacement"  # a user's card of a bundled name replaces it
+    assert "smollm2-135m" in cards  # the bundled ones are still there
+
+
+def test_a_missing_card_folder_or_a_broken_card_is_an_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PPL_TOK_MODELS", str(tmp_path / "no-such-folder"))
+    with pytest.raises(ModelNotFoundError, match="no-such-folder.*PPL_TOK_MODELS"):
+        list_cards()
+    (tmp_path / "bad.toml").write_text("name = [")
+    monkeypatch.setenv("PPL_TOK_MODELS", str(tmp_path))
+    with pytest.raises(ValueError, match=r"bad\.toml is not valid TOML"):
+        list_cards()
+    (tmp_path / "bad.toml").write_text('name = "bad"\n[source]\nkind = "ftp"\n')
+    with pytest.raises(ValueError, match=r"bad\.toml: card 'bad': source kind 'ftp'"):
+        list_cards()

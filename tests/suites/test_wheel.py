@@ -59,6 +59,7 @@ def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"  # the sources a wheel is built from, nothing else of the checkout
     shutil.copytree(ROOT / "ppl_tok", src / "ppl_tok", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "models", src / "models", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
@@ -82,8 +83,8 @@ def test_the_wheel_holds_every_subpackage_and_the_model_cards(installed):
     packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "ppl_tok").rglob("__init__.py")}
     assert packages <= {str(Path(n).parent) for n in names}, sorted(packages - {str(Path(n).parent) for n in names})
     assert {"ppl_tok/strings/__init__.py", "ppl_tok/perplexity/__init__.py"} <= set(names)
-    cards = {Path(n).name for n in names if n.startswith("ppl_tok/lm/model_cards/") and n.endswith(".toml")}
-    assert cards == {p.name for p in (ROOT / "ppl_tok" / "lm" / "model_cards").glob("*.toml")} and cards
+    cards = {Path(n).name for n in names if n.startswith("ppl_tok/models/") and n.endswith(".toml")}
+    assert cards == {p.name for p in (ROOT / "models").glob("*.toml")} and cards  # the top-level models/ folder
 
 
 def test_the_installed_command_runs_every_help_and_imports_every_module(installed):
