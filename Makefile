@@ -43,7 +43,7 @@ GPU_PYTHON ?= python3
 DATA       ?= ../shared/data
 gpu-check:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m ppl_tok.cli bench gpu-check --device $(DEVICE) \
-		--data $(DATA) --tests tests --out gpu-check $(GPU_CHECK_ARGS)
+		--data-dir $(DATA) --tests tests --out gpu-check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

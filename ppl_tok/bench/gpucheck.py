@@ -228,7 +228,7 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
     def needs_data() -> None:
         if not data_file("openbookqa", "dev", data).is_file():
             raise FileNotFoundError(f"no OpenBookQA data at {data_file('openbookqa', 'dev', data).parent}: pass "
-                                    f"--data (a folder laid out like {DATA_ROOT})")
+                                    f"--data-dir (a folder laid out like {DATA_ROOT})")
 
     runs = {
         "tests": lambda: run_tests(str(dev), tests),

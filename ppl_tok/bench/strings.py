@@ -51,7 +51,7 @@ def running_text(data: str | Path, n_bytes: int, task: str = "hellaswag") -> str
     if path.is_dir():
         path = data_file(task, RUNNING_TEXT_SPLITS[task], path)
         if not path.is_file():
-            raise DatasetError(f"{data}: no {task} file here ({path}; give --data a data folder)")
+            raise DatasetError(f"{data}: no {task} file here ({path}; give --data-dir a data folder)")
     out, size = [], 0
     for q in load_questions(path):
         out.append(" " + q.context)

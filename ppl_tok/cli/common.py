@@ -12,9 +12,10 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, integer, positive, share
 from ppl_tok.common.jsonout import to_json
+from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.base import model_window
 from ppl_tok.lm.cards import load_lm, load_vocabulary
-from ppl_tok.lm.spec import DEFAULT_MODEL, DTYPES, LMSpec
+from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import limits
 from ppl_tok.mdd import compile_mdd
 
@@ -42,7 +43,7 @@ def device_name(text: str) -> str:
 
 
 def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
-    """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``.
+    """The one argument group that names an LM: ``--model``, ``--device``, ``--dtype``, ``--bos-id``, ``--backend``.
 
     :func:`lm_spec` turns the parsed flags into the :class:`~ppl_tok.lm.spec.LMSpec` that the command loads
     and its study records. ``several``: ``--model`` may be repeated (an ensemble; :func:`lm_specs`), the
@@ -60,6 +61,9 @@ def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
     g.add_argument("--bos-id", type=integer(0), metavar="ID",
                    help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+    g.add_argument("--backend", metavar="NAME",
+                   help=f"what loads the model: a registered backend ({', '.join(backends())}) or a loader as "
+                        f"'module:function' (default {DEFAULT_BACKEND}; docs/lm.md, Backends)")
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:
@@ -73,7 +77,15 @@ def lm_spec(args: argparse.Namespace) -> LMSpec:
             raise ValueError(f"{len(specs)} --model given where one LM is used: give one --model")
         return specs[0]
     _check_bos_id(args.model or DEFAULT_MODEL, args.bos_id)
-    return LMSpec(model=args.model or DEFAULT_MODEL, device=args.device, dtype=args.dtype, bos_id=args.bos_id)
+    return LMSpec(model=args.model or DEFAULT_MODEL, backend=_backend(args), device=args.device, dtype=args.dtype,
+                  bos_id=args.bos_id)
+
+
+def _backend(args: argparse.Namespace) -> str:
+    """``--backend``, checked before any work: its loader must import (else one line naming it)."""
+    name = getattr(args, "backend", None) or DEFAULT_BACKEND
+    get_backend(name)
+    return name
 
 
 def lm_specs(args: argparse.Namespace) -> list[LMSpec]:
@@ -81,7 +93,8 @@ def lm_specs(args: argparse.Namespace) -> list[LMSpec]:
     models = args.model if isinstance(args.model, list) and args.model else [args.model or DEFAULT_MODEL]
     for model in dict.fromkeys(models):
         _check_bos_id(model, args.bos_id)
-    return [LMSpec(model=m, device=args.device, dtype=args.dtype, bos_id=args.bos_id) for m in models]
+    backend = _backend(args)
+    return [LMSpec(model=m, backend=backend, device=args.device, dtype=args.dtype, bos_id=args.bos_id) for m in models]
 
 
 def _check_bos_id(model: str, bos_id: int | None) -> None:

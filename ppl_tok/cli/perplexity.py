@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
 from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments,
                                 lm_spec, ray_address, search_config)
 from ppl_tok.perplexity.corpus import SPLITS
@@ -197,8 +197,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="beam, prefix, with-end: drop hypotheses this many nats below the "
                    f"best at their offset (default {StringSearchConfig.prune:g})")
     p.add_argument("--search-budget", "--budget", dest="search_budget", type=POSITIVE, metavar="FORWARDS",
+                   action=DeprecatedAlias, old=("--budget",),
                    help="beam, prefix, with-end: token forwards per window, past which the beam narrows to one prefix "
-                        "(default: none; --budget is its old name)")
+                        "(default: none; --budget, its old name, is deprecated: elsewhere --budget is a certified "
+                        "bracket's forwards)")
     add_extend_argument(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

@@ -114,3 +114,25 @@ def output_folder(text: str) -> Path:
 
 
 output_folder.__name__ = "folder"
+
+
+class DeprecatedAlias(argparse.Action):
+    """Store the value, as ``store`` does, and say on stderr when it was given under an old name.
+
+    ``p.add_argument("--search-budget", "--budget", action=DeprecatedAlias, old=("--budget",), ...)``: the first
+    option string is the name; the ``old`` ones still work, with one line naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, old: tuple[str, ...] = (), **kwargs) -> None:
+        unknown = set(old) - set(option_strings)
+        if unknown:
+            raise ValueError(f"DeprecatedAlias: {sorted(unknown)} are not option strings of {option_strings}")
+        super().__init__(option_strings, dest, **kwargs)
+        self.old = tuple(old)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values, option_string=None):
+        if option_string in self.old:
+            import sys
+
+            print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed: use "
+                  f"{self.option_strings[0]}", file=sys.stderr)
+        setattr(namespace, self.dest, values)

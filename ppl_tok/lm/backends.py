@@ -58,12 +58,32 @@ def backends() -> tuple[str, ...]:
 
 
 def get_backend(name: str) -> Loader:
-    """The loader of backend ``name``; an unknown name is a ``ValueError`` naming the registered ones."""
+    """The loader of backend ``name``: a registered name, or a ``"module:function"`` that names a loader
+    (``--backend mypkg.vllm:load`` from the command line, which cannot call :func:`register_backend`).
+    An unknown name, or a module or function that cannot be imported, is a ``ValueError`` naming it."""
     if name not in _BACKENDS:
-        raise ValueError(f"unknown LM backend {name!r}: the registered backends are "
-                         f"{', '.join(map(repr, backends()))} (add one with ppl_tok.lm.backends.register_backend)")
+        if isinstance(name, str) and name.count(":") == 1 and all(name.split(":")):
+            _BACKENDS[name] = name
+        else:
+            raise ValueError(f"unknown LM backend {name!r}: the registered backends are "
+                             f"{', '.join(map(repr, backends()))} (add one with ppl_tok.lm.backends.register_backend, "
+                             "or name its loader as 'module:function')")
     loader = _BACKENDS[name]
     if isinstance(loader, str):
         module, function = loader.split(":")
-        loader = _BACKENDS[name] = getattr(importlib.import_module(module), function)
+        try:
+            found = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as err:
+            _forget_unloadable(name)
+            raise ValueError(f"LM backend {name!r}: cannot import its loader {loader!r} ({err})") from err
+        if not callable(found):
+            _forget_unloadable(name)
+            raise ValueError(f"LM backend {name!r}: {loader!r} is not a callable loader")
+        loader = _BACKENDS[name] = found
     return loader
+
+
+def _forget_unloadable(name: str) -> None:
+    """A named loader that failed to import is not left registered (the built-in ones stay, to fail again loudly)."""
+    if name not in BUILT_IN:
+        _BACKENDS.pop(name, None)

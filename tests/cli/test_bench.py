@@ -12,7 +12,7 @@ from conftest import SHARED
 def test_bench_mdd_on_a_small_file(capsys, tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("Tokenizations grow rapidly.\n\nWith sentence length.\n")
-    code, out, _ = run(capsys, "bench", "mdd", "--data", str(text), "--models", "smollm2-135m",
+    code, out, _ = run(capsys, "bench", "mdd", "--data-dir", str(text), "--models", "smollm2-135m",
                        "--naive-bytes", "40", "--json")
     row = json.loads(out)["results"][0]
     assert code == 0 and row["speedup"] > 1 and row["naive_bytes"] > 0
@@ -46,7 +46,7 @@ def test_bench_marginal_quick_mode_is_wired(capsys, monkeypatch):
 @pytest.mark.slow
 def test_bench_engine_runs_and_reports_ratios(capsys):
     code, out, _ = run(capsys, "bench", "engine", "--questions", "1", "--samples", "2", "--batch-questions", "1",
-                       "--big-n", "2", "--data", str(SHARED / "data"), "--json")
+                       "--big-n", "2", "--data-dir", str(SHARED / "data"), "--json")
     assert code == 0
     r = json.loads(out)
     assert r["questions"] == 1 and r["batched"]["forwards"] > 0
@@ -121,3 +121,17 @@ def test_bench_perplexity_refuses_run_flags_where_it_makes_no_run(capsys, tmp_pa
         for extra in (["--table", "x", "--reference", "y"], ["--splits", "x"]):
             code, _, err = run(capsys, "bench", "perplexity", *flag, *extra)
             assert code != 0 and f"{flag[0]} sets the beam of a run" in err and extra[0] in err, (flag, extra, err)
+
+
+def test_data_is_the_deprecated_name_of_data_dir(capsys, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text(" tokenization\n")
+    for flag in ("--data-dir", "--data"):
+        code, out, err = run(capsys, "bench", "mdd", flag, str(text), "--models", "smollm2-135m", "--json")
+        assert code == 0, err
+        assert ("--data is deprecated and will be removed: use --data-dir" in err) == (flag == "--data")
+
+
+def test_a_backend_other_than_transformers_is_refused_by_the_benchmarks(capsys, tmp_path):
+    code, _, err = run(capsys, "bench", "engine", "--backend", "ppl_tok.lm.hf_loader:load_transformers")
+    assert code == 2 and "the benchmarks load their models through the transformers backend only" in err

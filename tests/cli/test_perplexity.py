@@ -195,7 +195,9 @@ def test_search_budget_and_its_old_name_budget_set_the_beam_budget_within_the_li
         assert main(["perplexity", str(path), "--split", "lines", "--scoring", "beam", flag, "5", "--json",
                      "--out", str(out)]) == 0
         assert json.loads((out / "run.json").read_text())["budget"] == 5
-    capsys.readouterr()
+        err = capsys.readouterr().err
+        deprecated = "warning: --budget is deprecated and will be removed: use --search-budget"
+        assert (deprecated in err) == (flag == "--budget"), err
     monkeypatch.setenv("PPL_TOK_MAX_SEARCH_FORWARDS", "4")
     assert main(["perplexity", str(path), "--scoring", "beam", "--search-budget", "5"]) == 2
     assert "--search-budget" in capsys.readouterr().err

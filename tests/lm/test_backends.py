@@ -65,3 +65,35 @@ def test_a_name_loads_as_a_transformers_spec(monkeypatch):
         load_lm("some-card", dtype="int8")
     with pytest.raises(ValueError, match="unknown device 'gpu0'"):
         load_lm("some-card", device="gpu0")
+
+
+def toy_loader(spec, *, config=None, **options):
+    """A loader named as 'module:function' (``--backend tests.lm.test_backends:toy_loader``)."""
+    return BigramLM(VOCAB, torch.full((4, 4), 0.25), bos_id=0)
+
+
+def test_a_loader_named_as_module_function_is_a_backend(monkeypatch):
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    lm = load_lm(LMSpec(model="x", backend="tests.lm.test_backends:toy_loader"))
+    assert isinstance(lm, BigramLM) and lm.spec.backend == "tests.lm.test_backends:toy_loader"
+    with pytest.raises(ValueError, match=r"LM backend 'tests.lm.test_backends:nope': cannot import its loader"):
+        get_backend("tests.lm.test_backends:nope")
+    with pytest.raises(ValueError, match=r"cannot import its loader 'no_such_module_xyz:load'"):
+        get_backend("no_such_module_xyz:load")
+    assert "no_such_module_xyz:load" not in registered()  # a failed import is not left registered
+    with pytest.raises(ValueError, match=r"VOCAB' is not a callable loader"):
+        get_backend("tests.lm.test_backends:VOCAB")
+    assert "tests.lm.test_backends:VOCAB" not in registered()
+
+
+def test_the_backend_flag_reaches_the_spec_and_a_bad_one_is_refused_before_any_work(capsys, monkeypatch):
+    from cli_run import run
+
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    code, out, err = run(capsys, "score", "ab", "--model", "x", "--backend", "tests.lm.test_backends:toy_loader",
+                         "--json")
+    assert code == 0, err
+    code, _, err = run(capsys, "score", "ab", "--backend", "vllm")
+    assert code == 2 and "unknown LM backend 'vllm'" in err
+    code, _, err = run(capsys, "score", "ab", "--backend", "no_such_module_xyz:load")
+    assert code == 2 and "cannot import its loader" in err
