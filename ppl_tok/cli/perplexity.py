@@ -200,6 +200,22 @@ def cmd_byte_audit(args: argparse.Namespace) -> None:
     _emit(args, {"model": args.tokenizer or args.model, "source": corpus.source, **d}, lines)
 
 
+def _register_byte_audit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "byte-audit", "the exact UTF-8 bytes of a corpus against a per-token byte table's claim "
+                    "(the difference by cause: leading-space marker, byte fallback, partial UTF-8, special tokens), "
+                    "and canonical bits per byte over exact bytes with --bits (docs/perplexity.md)", "vocab")
+    p.add_argument("file", metavar="FILE", help="a UTF-8 text file, a JSON Lines file (with --field), or - (stdin)")
+    p.add_argument("--field", help="JSON Lines: the field holding each document's text")
+    p.add_argument("--split", choices=SPLITS, default="none", help="text input: documents as for ppl-tok perplexity")
+    p.add_argument("--table", metavar="PATH", help="the per-token byte counts to audit: a JSON list, .npy or .pt "
+                   "with one entry per token id (default: none, exact bytes only)")
+    p.add_argument("--bos-id", type=integer(0), metavar="ID",
+                   help="a token each document's stream starts with (BOS), counted with the table (exact: 0 bytes)")
+    p.add_argument("--bits", action="store_true", help="load --model and report canonical bits per byte")
+    p.add_argument("--device", help="with --bits: the device (default: the card's)")
+    p.set_defaults(func=cmd_byte_audit)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perplexity`` and ``byte-audit`` to the ``ppl-tok`` subcommands."""
     p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
@@ -274,16 +290,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
     add_json_argument(p)
     p.set_defaults(func=cmd_compare)
-    p = add_command(sub, "byte-audit", "the exact UTF-8 bytes of a corpus against a per-token byte table's claim "
-                    "(the difference by cause: leading-space marker, byte fallback, partial UTF-8, special tokens), "
-                    "and canonical bits per byte over exact bytes with --bits (docs/perplexity.md)", "vocab")
-    p.add_argument("file", metavar="FILE", help="a UTF-8 text file, a JSON Lines file (with --field), or - (stdin)")
-    p.add_argument("--field", help="JSON Lines: the field holding each document's text")
-    p.add_argument("--split", choices=SPLITS, default="none", help="text input: documents as for ppl-tok perplexity")
-    p.add_argument("--table", metavar="PATH", help="the per-token byte counts to audit: a JSON list, .npy or .pt "
-                   "with one entry per token id (default: none, exact bytes only)")
-    p.add_argument("--bos-id", type=integer(0), metavar="ID",
-                   help="a token each document's stream starts with (BOS), counted with the table (exact: 0 bytes)")
-    p.add_argument("--bits", action="store_true", help="load --model and report canonical bits per byte")
-    p.add_argument("--device", help="with --bits: the device (default: the card's)")
-    p.set_defaults(func=cmd_byte_audit)
+    _register_byte_audit(sub)
