@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
@@ -142,24 +141,18 @@ def cmd_next(args: argparse.Namespace) -> None:
 
 
 def cmd_boundary(args: argparse.Namespace) -> None:
-    from ppl_tok.integrations.boundary import boundary_report
-    from ppl_tok.perplexity.corpus import read_source
+    from pathlib import Path
 
-    text, source, _ = read_source(args.file)
+    from ppl_tok.datasets import _open
+    from ppl_tok.integrations.boundary import boundary_report
+
     pairs = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{source}:{n}: not a JSON line ({err.msg})") from None
-        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in args.fields):
-            raise ValueError(f"{source}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
+    for n, row in _open(Path(args.file)):  # JSON Lines, errors naming file:line
+        if not all(isinstance(row.get(k), str) for k in args.fields):
+            raise ValueError(f"{args.file}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
                              "(--fields CONTEXT CONTINUATION names them)")
         pairs.append((row[args.fields[0]], row[args.fields[1]]))
-    if not pairs:
-        raise ValueError(f"{source} holds no requests (no non-blank line)")
+    source = args.file
     report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold)
     s = report.summary()
     lines = [f"{source}: {s['requests']} requests; {s['spanning']} have a canonical token spanning the join",
@@ -178,7 +171,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "boundary", "the boundary report of (context, continuation) requests: which have a canonical "
                     "token spanning the join, and how far canonical scoring and the conditional over strings differ "
                     "(docs/lm-eval.md)", "lm")
-    p.add_argument("file", metavar="FILE", help="JSON Lines, one request per line (- for standard input)")
+    p.add_argument("file", metavar="FILE", help="JSON Lines, one request per line")
     p.add_argument("--fields", nargs=2, default=["context", "continuation"], metavar=("CONTEXT", "CONTINUATION"),
                    help="the two string fields of a line (default: context continuation)")
     p.add_argument("--threshold", type=positive, default=0.01, metavar="NATS",
