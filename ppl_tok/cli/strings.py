@@ -144,7 +144,7 @@ def cmd_boundary(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from ppl_tok.datasets import _open
-    from ppl_tok.integrations.boundary import boundary_report
+    from ppl_tok.strings.boundary import boundary_report
 
     pairs = []
     for n, row in _open(Path(args.file)):  # JSON Lines, errors naming file:line

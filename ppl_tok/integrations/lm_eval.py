@@ -96,7 +96,7 @@ from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scoring import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
-from ppl_tok.integrations.boundary import move_trailing_space  # noqa: F401 - re-exported
+from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 

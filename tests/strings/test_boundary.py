@@ -6,7 +6,7 @@ import pytest
 
 import ppl_tok.cli.common
 from ppl_tok.cli.main import main
-from ppl_tok.integrations.boundary import boundary_report, move_trailing_space, spans_join
+from ppl_tok.strings.boundary import boundary_report, move_trailing_space, spans_join
 from ppl_tok.strings import StringSearchConfig
 from qa_toy import toy_lm
 from tests.strings.test_state import brute_prefix
