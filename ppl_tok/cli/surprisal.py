@@ -193,7 +193,8 @@ def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] 
             "units": "regions" if regions is not None else args.units, "keep_punctuation": args.keep_punctuation,
             "context": args.context, "model": spec.model, **lm_identity(spec.to_dict()), "bos_id": spec.bos_id,
             "search": dataclasses.asdict(config), "wide_bits": args.wide, "ppl_tok_version": __version__,
-            **({} if args.final is None else {"final": args.final})}
+            # the last unit's event (rows stored before --final, under "end" for every unit kind, are refused)
+            "final": args.final or ("end" if regions is None and args.units in ("char", "byte") else "boundary")}
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:

@@ -333,6 +333,7 @@ class PPLTokLM(LM):
         """Recorded in lm-eval's results ``config``."""
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
                 "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
+                "ppl_tok_prefill": self.strings.prefill,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
