@@ -107,6 +107,11 @@ _TABLE = (
             (PAIR, QUESTION), floor=False, ceiling=False, unit=NATS,
             doc="the stratified estimate of log p(x | c): the enumerated part exact, the rest sampled",
             classifiers=("stratified",)),
+    Scoring("conditional", "the LM over strings' conditional, canonical-head prefill by default "
+                           "(ppl_tok.strings.conditional.conditionals_many)",
+            (PAIR,), floor=True, ceiling=True, unit=NATS,
+            doc="log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of "
+                "context plus continuation, tokens spanning the join included; a certified interval"),
     Scoring("most-likely", "the most likely tokenization (ppl_tok.infer.search)", (QUESTION,),
             floor=False, ceiling=False, unit=NATS,
             doc="log p(v^ | c) of the most probable tokenization v^ of the answer",

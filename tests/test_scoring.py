@@ -10,7 +10,8 @@ from ppl_tok.scoring import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classif
 
 def test_each_level_names_its_scorings():
     assert names(DOCUMENT) == ("canonical", "beam", "prefix", "with-end", "canonical+rest")
-    assert names(PAIR) == ("canonical", "importance", "mixture", "canonical+rest", "exact", "stratified")
+    assert names(PAIR) == ("canonical", "importance", "mixture", "canonical+rest", "exact", "stratified",
+                            "conditional")
     assert "beam" not in names(QUESTION) and "most-likely" in names(QUESTION)
 
 
@@ -34,8 +35,9 @@ def test_an_unknown_name_is_an_error_naming_the_known_ones():
 
 
 def test_floors_and_the_qa_classifiers():
-    assert [s.name for s in SCORINGS.values() if s.floor] == ["beam", "prefix", "with-end", "canonical+rest", "exact"]
-    assert [s.name for s in SCORINGS.values() if s.ceiling] == ["beam", "prefix", "with-end", "exact"]
+    assert [s.name for s in SCORINGS.values() if s.floor] == ["beam", "prefix", "with-end", "canonical+rest", "exact",
+                                                                      "conditional"]
+    assert [s.name for s in SCORINGS.values() if s.ceiling] == ["beam", "prefix", "with-end", "exact", "conditional"]
     from ppl_tok.qa.report import CLASSIFIERS
 
     assert CLASSIFIERS == classifiers() == ("canonical", "marginal", "marginal-all", "mixture", "canonical+rest",

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
-from ppl_tok.cli.common import (add_extend_argument, add_json_argument, add_lm_arguments, add_ray_arguments,
-                                lm_spec, ray_address, search_config)
+from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
+                                add_ray_arguments, lm_spec, ray_address, search_config)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scoring import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
@@ -170,8 +170,54 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print("\n".join(format_comparison(report)))
 
 
+def cmd_byte_audit(args: argparse.Namespace) -> None:
+    from ppl_tok.perplexity.audit import audit_bytes, read_byte_table
+    from ppl_tok.perplexity.corpus import read_corpus
+
+    corpus = read_corpus(args.file, field=args.field, split=args.split)
+    lm = None
+    if args.bits:
+        from ppl_tok.lm.cards import load_lm
+
+        lm = load_lm(args.model, device=args.device)
+    vocab = lm.vocab if lm is not None else _vocab(args)
+    table = read_byte_table(args.table, len(vocab)) if args.table else None
+    audit = audit_bytes(vocab, [d.text for d in corpus.documents], table, lm=lm, bos_id=args.bos_id)
+    d = audit.to_dict()
+    lines = [f"{corpus.source}: {audit.documents} documents, {audit.tokens} tokens under {vocab.name}",
+             f"exact UTF-8 bytes:   {audit.exact_bytes}"]
+    if audit.claimed_bytes is not None:
+        lines.append(f"the table claims:    {audit.claimed_bytes} ({d['difference']:+d} bytes, "
+                     f"{100 * d['difference'] / audit.exact_bytes:+.2f}%): "
+                     + ("FLAGGED" if audit.flagged else "agrees to the byte"))
+        for cause, diff in audit.by_cause.items():
+            shown = ", ".join(f"{n!r} {c} for {t}" for n, c, t in audit.examples[cause])
+            lines.append(f"  {cause:14s} {diff:+d} bytes (e.g. {shown})")
+    if audit.bits_per_byte is not None:
+        lines.append(f"canonical bits per byte: {audit.bits_per_byte:.4f} over the exact bytes"
+                     + ("" if audit.claimed_bits_per_byte is None else
+                        f", {audit.claimed_bits_per_byte:.4f} over the table's"))
+    _emit(args, {"model": args.tokenizer or args.model, "source": corpus.source, **d}, lines)
+
+
+def _register_byte_audit(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "byte-audit", "the exact UTF-8 bytes of a corpus against a per-token byte table's claim "
+                    "(the difference by cause: leading-space marker, byte fallback, partial UTF-8, special tokens), "
+                    "and canonical bits per byte over exact bytes with --bits (docs/perplexity.md)", "vocab")
+    p.add_argument("file", metavar="FILE", help="a UTF-8 text file, a JSON Lines file (with --field), or - (stdin)")
+    p.add_argument("--field", help="JSON Lines: the field holding each document's text")
+    p.add_argument("--split", choices=SPLITS, default="none", help="text input: documents as for ppl-tok perplexity")
+    p.add_argument("--table", metavar="PATH", help="the per-token byte counts to audit: a JSON list, .npy or .pt "
+                   "with one entry per token id (default: none, exact bytes only)")
+    p.add_argument("--bos-id", type=integer(0), metavar="ID",
+                   help="a token each document's stream starts with (BOS), counted with the table (exact: 0 bytes)")
+    p.add_argument("--bits", action="store_true", help="load --model and report canonical bits per byte")
+    p.add_argument("--device", help="with --bits: the device (default: the card's)")
+    p.set_defaults(func=cmd_byte_audit)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``perplexity`` to the ``ppl-tok`` subcommands."""
+    """Add ``perplexity`` and ``byte-audit`` to the ``ppl-tok`` subcommands."""
     p = sub.add_parser("perplexity", help="bits per byte, byte and word perplexity of a corpus (canonical or "
                        "the marginal by the beam, with certified floors)",
                        description="Score a corpus (a text file, - for standard input, or JSON Lines with --field) "
@@ -246,3 +292,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
     add_json_argument(p)
     p.set_defaults(func=cmd_compare)
+    _register_byte_audit(sub)

@@ -140,8 +140,44 @@ def cmd_next(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
+def cmd_boundary(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from ppl_tok.datasets import _open
+    from ppl_tok.strings.boundary import boundary_report
+
+    pairs = []
+    for n, row in _open(Path(args.file)):  # JSON Lines, errors naming file:line
+        if not all(isinstance(row.get(k), str) for k in args.fields):
+            raise ValueError(f"{args.file}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
+                             "(--fields CONTEXT CONTINUATION names them)")
+        pairs.append((row[args.fields[0]], row[args.fields[1]]))
+    source = args.file
+    report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold)
+    s = report.summary()
+    lines = [f"{source}: {s['requests']} requests; {s['spanning']} have a canonical token spanning the join",
+             f"moved by more than {args.threshold:g} nats (conditional over strings vs canonical): {s['moved']} "
+             f"({s['moved_spanning']} of them spanning); largest move {s['max_abs_moved']:.4f} nats"]
+    for r in report.rows:
+        if r["spans_join"] or abs(r["moved"]) > args.threshold:
+            lines.append(f"  {r['index']:5d} {r['context'][-30:]!r} + {r['continuation'][:30]!r}: canonical "
+                         f"{r['canonical']:.4f}, conditional {r['conditional']:.4f} ({r['moved']:+.4f})"
+                         + ("  spans the join" if r["spans_join"] else ""))
+    _emit(args, {"model": args.model, "source": source, **s, "rows": report.rows}, lines)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``conditional``, ``generate`` and ``next`` to the ``ppl-tok`` subcommands."""
+    """Add ``conditional``, ``generate``, ``next`` and ``boundary`` to the ``ppl-tok`` subcommands."""
+    p = add_command(sub, "boundary", "the boundary report of (context, continuation) requests: which have a canonical "
+                    "token spanning the join, and how far canonical scoring and the conditional over strings differ "
+                    "(docs/lm-eval.md)", "lm")
+    p.add_argument("file", metavar="FILE", help="JSON Lines, one request per line")
+    p.add_argument("--fields", nargs=2, default=["context", "continuation"], metavar=("CONTEXT", "CONTINUATION"),
+                   help="the two string fields of a line (default: context continuation)")
+    p.add_argument("--threshold", type=positive, default=0.01, metavar="NATS",
+                   help="a request moved if the two scores differ by more (default 0.01)")
+    add_search_arguments(p)
+    p.set_defaults(func=cmd_boundary)
 
     p = add_command(sub, "conditional", "log p(TEXT | prompt) over strings: every tokenization of prompt and text, with a "
             "certified interval (no prompt boundary problem)", "lms")

@@ -23,7 +23,7 @@ from typing import Any
 
 from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_ray_arguments,
                                 add_search_arguments, lm_spec, ray_address, search_config)
-from ppl_tok.common.arguments import POSITIVE, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.certified import WIDE_BITS
@@ -111,22 +111,22 @@ class _Writer:
     """Rows to standard output in the chosen format (the header with the first rows: a run refused at its
     first item prints nothing)."""
 
-    def __init__(self, fmt: str):
-        self.fmt = fmt
+    def __init__(self, fmt: str, columns: tuple[str, ...] = COLUMNS):
+        self.fmt, self.columns = fmt, columns
         self.csv = None if fmt == "jsonl" else csv.writer(sys.stdout, dialect="excel-tab" if fmt == "tsv" else "excel",
                                                           lineterminator="\n")
         self.started = False
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         if not self.started and self.csv is not None:
-            self.csv.writerow(COLUMNS)
+            self.csv.writerow(self.columns)
         self.started = True
         for row in rows:
             if self.csv is None:
                 print(json.dumps(row, ensure_ascii=False, allow_nan=False))
             else:
                 self.csv.writerow(["inf" if k == "upper" and row[k] == "Infinity" else
-                                   ("" if row[k] is None else row[k]) for k in COLUMNS])
+                                   ("" if row[k] is None else row[k]) for k in self.columns])
         sys.stdout.flush()
 
 
@@ -170,7 +170,8 @@ def _fill_on_ray(args: argparse.Namespace, items: list[str], regions: list[Any] 
         store.append([r for r in rows if not store.has_key((item, r["unit"]))])
         done[item] = rows
 
-    job = SurprisalJob(context=args.context, config=search_config(args), rules=rules, wide=args.wide)
+    job = SurprisalJob(context=args.context, config=search_config(args), rules=rules, wide=args.wide,
+                       final=args.final)
     surprisals_ray(LMLoader.from_spec(lm_spec(args)), job, todo, append, workers=args.workers,
                    address=args.ray or None, batch_items=args.batch_size)
 
@@ -191,7 +192,9 @@ def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] 
     return {"items_sha256": digest, "items": len(items), "field": args.field,
             "units": "regions" if regions is not None else args.units, "keep_punctuation": args.keep_punctuation,
             "context": args.context, "model": spec.model, **lm_identity(spec.to_dict()), "bos_id": spec.bos_id,
-            "search": dataclasses.asdict(config), "wide_bits": args.wide, "ppl_tok_version": __version__}
+            "search": dataclasses.asdict(config), "wide_bits": args.wide, "ppl_tok_version": __version__,
+            # the last unit's event (rows stored before --final, under "end" for every unit kind, are refused)
+            "final": args.final or ("end" if regions is None and args.units in ("char", "byte") else "boundary")}
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
@@ -241,7 +244,7 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
                     lm = _load_lm(args)
                 found = surprisal_batch(lm, [items[i] for i, _ in pending], units=[u for _, u in pending],
                                         contexts=[args.context] * len(pending), config=config, rules=rules,
-                                        wide=args.wide)
+                                        wide=args.wide, final=args.final)
                 for (item, _), result in zip(pending, found):
                     if isinstance(result, Exception):
                         failed[item] = result
@@ -273,15 +276,20 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
                 region_spans(text, spans)
             except ValueError as err:
                 raise ValueError(f"--regions {args.regions}: item {item}: {err}") from None
+    from ppl_tok.strings.reading import READING_COLUMNS, reading_columns, spillover_names
+
+    extra = () if args.spillover is None else (READING_COLUMNS[0], *spillover_names(args.spillover),
+                                                *READING_COLUMNS[1:])
+    done = ((rs if args.spillover is None else reading_columns(rs, args.spillover)) for rs in _run(args, items, regions))
     if args.json:
         from ppl_tok.common.jsonout import to_json
 
-        rows = [r for rs in _run(args, items, regions) for r in rs]
+        rows = [r for rs in done for r in rs]
         print(to_json({"model": args.model, "units": "regions" if regions else args.units, "items": len(items),
                        "beam": args.beam, "prune": args.prune, "rows": rows}))
         return
-    writer = _Writer(args.format)
-    for rows in _run(args, items, regions):
+    writer = _Writer(args.format, COLUMNS + extra)
+    for rows in done:
         writer.write(rows)
 
 
@@ -318,6 +326,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wide", type=positive, default=WIDE_BITS, metavar="BITS",
                    help=f"flag a certified bracket wider than this as uninformative (default {WIDE_BITS:g}, the rule "
                         "of every string command)")
+    p.add_argument("--final", choices=("boundary", "end", "none"),
+                   help="what the last unit of an item is conditioned on: boundary (default for words and regions: "
+                        "a boundary character or the end follows, as for interior words; in a reading study a "
+                        "sentence is followed by more text), end (the string ends: the default for --units char and "
+                        "byte), none (nothing)")
+    p.add_argument("--spillover", type=integer(0), metavar="K",
+                   help="add reading-study columns: length (characters, whitespace left out), the previous K units' "
+                        "surprisal and canonical (surprisal_prev1.., empty at an item's start) and the item's totals "
+                        "(item_surprisal, item_canonical); 0: length and totals only")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_surprisal)

@@ -37,7 +37,15 @@ Model arguments (``--model_args key=value,...``):
     (:func:`ppl_tok.qa.classify.canonical_plus_rest_scores`; never below ``canonical``);
   - ``exact``: the midpoint of a certified bracket of ``log p(x | c)``
     (``tolerance`` nats, ``budget`` LM forwards per answer);
-  - ``stratified``: the stratified estimate of ``log p(x | c)``.
+  - ``stratified``: the stratified estimate of ``log p(x | c)``;
+  - ``conditional``: ``log p(x | c)`` over strings, free of the prompt boundary, its certified
+    interval logged per request (:mod:`ppl_tok.integrations.lm_eval_strings`); ``prefill``
+    (``canonical-head``, ``exact`` or ``auto``) says how the context is conditioned on.
+    Under ``loglikelihood_rolling`` it is the ``prefix`` scoring (the document as a prefix of the
+    output after BOS: the conditional with an empty context).
+* ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the
+  context as a string, whatever ``scoring`` is; the budget is ``max_gen_toks x gen_bytes_per_token``
+  bytes (default 4 per token; :mod:`ppl_tok.integrations.lm_eval_strings`).
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
   choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
@@ -57,8 +65,8 @@ to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
 encodes ``context + continuation`` and splits), the context and the
 continuation are tokenized separately, as everywhere in ppl-tok; with
 byte-level BPE models (SmolLM2, GPT-2, Llama 3) the two agree whenever the
-continuation starts with a space. ``is_greedy`` is always ``False`` (only
-``acc``/``acc_norm`` of multiple-choice tasks are meaningful). Perplexity
+continuation starts with a space (``conditional`` tokenizes neither apart). ``is_greedy`` is always
+``False`` (only ``acc``/``acc_norm`` of multiple-choice tasks are meaningful). Perplexity
 tasks use lm-eval's rolling windows over the canonical tokens, conditioned on
 BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 """
@@ -88,7 +96,9 @@ from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scoring import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
+from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
+from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
 #: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scoring.names`)
@@ -107,12 +117,6 @@ class Pair:
     seed: int
     group: tuple[Any, ...]
     choice: int
-
-
-def move_trailing_space(context: str, continuation: str) -> tuple[str, str]:
-    """lm-eval's convention: trailing whitespace of the context belongs to the continuation."""
-    stripped = context.rstrip()
-    return stripped, context[len(stripped):] + continuation
 
 
 def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str = "id") -> Pair:
@@ -192,7 +196,8 @@ class PPLTokLM(LM):
                  device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
-                 prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND) -> None:
+                 prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
+                 prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN) -> None:
         super().__init__()
         if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
             known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
@@ -203,6 +208,8 @@ class PPLTokLM(LM):
         #: the scoring of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined there)
         self.pair_scoring = find_scoring(scoring, PAIR).name if is_defined(scoring, PAIR) else None
         self.document_scoring = find_scoring(scoring, DOCUMENT).name if is_defined(scoring, DOCUMENT) else None
+        if scoring == "conditional":
+            self.document_scoring = "prefix"  # the conditional of a document after BOS alone
         self.num_samples = _int_arg("num_samples", num_samples, 1)
         limits().check("samples", self.num_samples, "num_samples")
         self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
@@ -223,6 +230,13 @@ class PPLTokLM(LM):
             knobs["prune"] = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
         #: the byte-synchronous beam of ``beam`` (perplexity tasks)
         self.search = StringSearchConfig(**knobs)
+        if prefill not in PREFILL_MODES:
+            raise ModelArgumentError(f"prefill={prefill!r}: expected one of {', '.join(PREFILL_MODES)}")
+        #: the LM over strings of ``conditional`` and ``generate_until`` (the context under ``prefill``)
+        self.strings = StringSearchConfig(**knobs, prefill=prefill)
+        self.gen_bytes_per_token = _int_arg("gen_bytes_per_token", gen_bytes_per_token, 1)
+        #: ``conditional``: the certified interval of every request scored, in order
+        self.intervals: list[tuple[float, float]] = []
         if lm is None:
             from ppl_tok.lm.cards import load_lm
 
@@ -309,14 +323,17 @@ class PPLTokLM(LM):
         return out
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        raise NotImplementedError(
-            "the ppl-tok lm-eval model scores loglikelihood requests (output_type: multiple_choice, "
-            "loglikelihood or loglikelihood_rolling) only; generate_until (generation tasks) is not supported: use lm-eval's hf model")
+        """Each request's continuation from the LM over strings (:func:`~ppl_tok.integrations.lm_eval_strings.generate_until`)."""
+        from ppl_tok.integrations.lm_eval_strings import generate_until
+
+        return generate_until(self.lm, requests, self.strings, seed=self.seed,
+                              bytes_per_token=self.gen_bytes_per_token, progress=not disable_tqdm)
 
     def get_model_info(self) -> dict[str, Any]:
         """Recorded in lm-eval's results ``config``."""
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
                 "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
+                "ppl_tok_prefill": self.strings.prefill,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
@@ -349,6 +366,13 @@ class PPLTokLM(LM):
             return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], [p.context for p in pairs])
         if name == "exact":
             return self._exact(pairs)
+        if name == "conditional":
+            from ppl_tok.integrations.lm_eval_strings import conditional_scores
+
+            results = conditional_scores(self.lm, [p.context for p in pairs], [p.continuation for p in pairs],
+                                         self.strings, labels=[(*p.group, p.choice) for p in pairs])
+            self.intervals += [(r.lower, r.upper) for r in results]
+            return [r.estimate for r in results]
         if name not in ("importance", "stratified", "canonical+rest", "mixture"):
             raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for requests but has no "
                              "implementation here")

@@ -131,18 +131,73 @@ def conditional_of(state: StringState, text: str | bytes, on_bytes: Callable[[in
     the result's ``seconds`` count from (default: now).
     """
     start = time.perf_counter() if start is None else start
-    prompt = bytes(state.data).decode("utf-8", errors="replace")
     before = state.prefix_log_prob()
-    walked = len(state.data) - state.base  # the prompt's bytes the beam walked (after a canonical head)
+    prompt_end = len(state.data)
+    walked = prompt_end - state.base  # the prompt's bytes the beam walked (after a canonical head)
     for b in text.encode("utf-8") if isinstance(text, str) else bytes(text):
         state.extend(b)
         if on_bytes is not None:
             on_bytes(1)
+    return _result(state, prompt_end, text, before, walked, start)
+
+
+def _result(state: StringState, prompt_end: int, text: str | bytes, before: PrefixProbability, walked: int,
+            start: float) -> StringConditional:
+    """The conditional of ``state`` (after prompt then ``text``; the prompt's bytes end at ``prompt_end``)."""
     joint = state.prefix_log_prob()
     lower, estimate, upper = quotient(joint, before)
     hint = uninformative_hint(upper - lower, state.config, prefill=state.prefill, prompt_bytes=walked)
-    return StringConditional(prompt=prompt, text=text if isinstance(text, str) else text.decode("utf-8", "replace"),
+    return StringConditional(prompt=bytes(state.data[:prompt_end]).decode("utf-8", errors="replace"),
+                             text=text if isinstance(text, str) else text.decode("utf-8", "replace"),
                              lower=lower, upper=upper, estimate=estimate, prompt_prefix=before, joint_prefix=joint,
                              forwards=state.forwards, n_bytes=len(state.data), seconds=time.perf_counter() - start,
                              prefill=state.prefill, head_bytes=state.base, tolerance=joint.tolerance + before.tolerance,
                              hint=hint)
+
+
+def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence[str],
+                      context: str | Sequence[int] = "", config: StringSearchConfig | None = None
+                      ) -> list[StringConditional]:
+    """``string_conditional(lm, prompts[i], texts[i], context, config)`` of many pairs, sharing the LM's calls.
+
+    The distinct prompts' canonical heads are prefilled in one batched call
+    (:func:`~ppl_tok.strings.prefill.prefill_heads`), their tails walked together
+    (:func:`~ppl_tok.strings.state.extend_many`); each pair then walks its text from a copy
+    of its prompt's state, all texts together. So the answers of a multiple-choice question
+    share the walk of their question. Each result is the one :func:`string_conditional`
+    gives alone (the beams never mix; only float32 rounding of a batched forward can differ).
+
+    :raises ValueError: a prompt or a text hits a dead end, or a prompt has probability zero
+        (the message names the pair's index).
+    """
+    from ppl_tok.strings.prefill import prefill_heads
+    from ppl_tok.strings.state import extend_many
+
+    if len(prompts) != len(texts):
+        raise ValueError(f"{len(prompts)} prompts but {len(texts)} texts")
+    config = config or StringSearchConfig()
+    start = time.perf_counter()
+    distinct = list(dict.fromkeys(prompts))
+    data = [p.encode("utf-8") for p in distinct]
+    heads = prefill_heads(lm, data, [context] * len(data), config)
+    states = [StringState(lm, context, config, prompt=d[:h.n_bytes], head=h) for d, h in zip(data, heads)]
+    failed: dict[int, Exception] = {}
+    extend_many(states, [d[h.n_bytes:] for d, h in zip(data, heads)], failed=failed)
+    where = {p: k for k, p in enumerate(distinct)}
+    for i, p in enumerate(prompts):
+        if where[p] in failed:
+            raise ValueError(f"pair {i} (prompt {p!r}): {failed[where[p]]}") from failed[where[p]]
+    befores = [s.prefix_log_prob() for s in states]
+    walks = [states[where[p]].copy() for p in prompts]
+    failed = {}
+    extend_many(walks, [t.encode("utf-8") for t in texts], failed=failed)
+    out = []
+    for i, (p, t, w) in enumerate(zip(prompts, texts, walks)):
+        if i in failed:
+            raise ValueError(f"pair {i} (prompt {p!r}, text {t!r}): {failed[i]}") from failed[i]
+        k = where[p]
+        try:
+            out.append(_result(w, len(data[k]), t, befores[k], len(data[k]) - heads[k].n_bytes, start))
+        except ValueError as err:
+            raise ValueError(f"pair {i} (prompt {p!r}): {err}") from err
+    return out

@@ -49,6 +49,7 @@ class SurprisalJob:
     config: StringSearchConfig = field(default_factory=StringSearchConfig)
     rules: WordRules = field(default_factory=WordRules)
     wide: float = 3.0
+    final: str | None = None
 
 
 def score_items(job: SurprisalJob, lm: LanguageModel, batch: Sequence[SurprisalItem]
@@ -56,7 +57,8 @@ def score_items(job: SurprisalJob, lm: LanguageModel, batch: Sequence[SurprisalI
     """An actor's work: the batch's items walked together (:func:`~ppl_tok.strings.surprisal.surprisal_batch`),
     each as ``(item, units as dicts, None)`` or, where it failed, ``(item, None, the error's message)``."""
     found = surprisal_batch(lm, [text for _, text, _ in batch], units=[units for _, _, units in batch],
-                            contexts=[job.context] * len(batch), config=job.config, rules=job.rules, wide=job.wide)
+                            contexts=[job.context] * len(batch), config=job.config, rules=job.rules, wide=job.wide,
+                            final=job.final)
     return [(item, None, f"{type(rows).__name__}: {rows}") if isinstance(rows, Exception)
             else (item, [u.to_dict() for u in rows], None) for (item, _, _), rows in zip(batch, found)]
 

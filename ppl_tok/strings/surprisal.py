@@ -7,8 +7,11 @@ sequence, after BOS and the context). After each unit ``k`` the walk scores an
 event ``E_k``:
 
 * ``E_0``: nothing read, ``P(E_0) = 1``;
-* ``E_n``: the output is exactly ``x`` (``x`` then the end of the string),
-  ``P(E_n) = P(x, end)``;
+* ``E_n``, as ``final`` says: ``"end"``, the output is exactly ``x`` (``x`` then the end of the
+  string), ``P(E_n) = P(x, end)``; ``"boundary"`` (the default for words and regions: in a
+  reading study a sentence is followed by more text), the interior-word rule as if the text went on
+  with a boundary character, ``P(E_n) = sum over c in B of P(x c) + P(x, end)``; ``"none"``,
+  ``P(E_n) = P(x)`` (nothing asked of what follows);
 * for ``0 < k < n``, at a **corrected** cut (the text's own character right after
   ``u_k`` is a boundary character of the set ``B``: whitespace or punctuation,
   :class:`WordRules`): ``E_k`` = "the output starts with ``x_{<=k}`` and the next
@@ -26,7 +29,7 @@ With a leading-space tokenizer a word's end is in the next token (" old" then
 " man"); the correction conditions on it, so " old" no longer counts " older"
 (Pimentel & Meister 2024; Oh & Schuler 2024). The sum telescopes:
 
-    sum over k of s(u_k) = -log2 P(x, end)      (the chain rule, exactly).
+    sum over k of s(u_k) = -log2 P(E_n)      (the chain rule, exactly; -log2 P(x, end) under "end").
 
 Words (:func:`~ppl_tok.strings.units.word_spans`) put a unit's leading whitespace in the unit that
 follows, as leading-space tokenizers do; character and byte units are
@@ -98,7 +101,8 @@ class UnitSurprisal:
     :param canonical: the canonical-token surprisal of the unit.
     :param lower: a certified lower bound on the surprisal; ``upper`` an upper bound (``inf``: none).
     :param informative: whether ``upper - lower <= wide``.
-    :param followed_by: the event after the unit: ``"boundary"`` (corrected), ``"any"`` or ``"end"``.
+    :param followed_by: the event after the unit: ``"boundary"`` (corrected; the last unit under ``final``
+        ``"boundary"``), ``"any"`` (the last unit under ``"none"``) or ``"end"``.
     :param tokens: the canonical tokens assigned to the unit.
     :param hint: what would tighten an uninformative bracket (``None`` when informative).
     """
@@ -167,11 +171,17 @@ def _end_event(state: StringState) -> tuple[float, float]:
     return p.lower, p.upper
 
 
-def _event(state: StringState, k: int, last: bool, corrected: bool, ascii_bytes: list[int],
+#: what the last unit of an item is conditioned on (module docstring, ``E_n``)
+FINALS = ("end", "boundary", "none")
+
+
+def _event(state: StringState, k: int, last: str | None, corrected: bool, ascii_bytes: list[int],
            wide_chars: list[str]) -> tuple[float, float]:
-    """``[L_k, U_k]`` once ``state`` has read units ``0..k``."""
-    if last:
+    """``[L_k, U_k]`` once ``state`` has read units ``0..k`` (``last``: the item's ``final``, else ``None``)."""
+    if last == "end":
         return _end_event(state)
+    if last == "boundary":
+        corrected = True
     if corrected:
         return _boundary_event(state, ascii_bytes, wide_chars)
     p = state.prefix_log_prob()
@@ -199,7 +209,7 @@ def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, bound
         job = jobs[k]
         if job.unit_ends(j):
             unit = job.unit_at(j)
-            last = unit == len(job.spans) - 1
+            last = job.final if unit == len(job.spans) - 1 else None
             job.events.append(_event(job.state, unit, last, job.corrected[unit], ascii_bytes, wide_chars))
 
     failed: dict[int, Exception] = {}
@@ -214,13 +224,17 @@ class _Job:
     """One text of a walk: its bytes, units, which cuts are corrected, and what the walk found."""
 
     def __init__(self, lm: LanguageModel, text: str, units: str | Sequence[Any], context: str | Sequence[int],
-                 rules: WordRules, word_end: bool | None):
+                 rules: WordRules, word_end: bool | None, final: str | None = None):
         if not isinstance(text, str) or not text:
             raise ValueError("the text is empty: there are no units to score")
+        if final is not None and final not in FINALS:
+            raise ValueError(f"final must be one of {', '.join(FINALS)} (what the last unit is conditioned on), "
+                             f"got {final!r}")
         self.text, self.data = text, text.encode("utf-8")
         self.spans, self.chars = unit_byte_spans(text, units, rules)
         if word_end is None:
             word_end = not (isinstance(units, str) and units in ("char", "byte"))
+        self.final = final or ("boundary" if word_end else "end")
         boundary = set(rules.boundary_chars)
         n = len(self.data)
         self.corrected = [word_end and b < n and char_at(self.data, b) in boundary for _, b in self.spans]
@@ -301,15 +315,15 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
         rows.append(UnitSurprisal(
             unit=k, text=job.texts[k], start=ca, end=cb, byte_start=a, byte_end=b,
             surprisal=-(lo1 - lo0) / LN2, canonical=0.0 - canon[k] / LN2, lower=lower, upper=upper,
-            informative=hint is None, followed_by="end" if k == len(job.spans) - 1 else
-            ("boundary" if job.corrected[k] else "any"), tokens=counts[k], hint=hint))
+            informative=hint is None, followed_by={"none": "any"}.get(job.final, job.final) if k == len(job.spans) - 1
+            else ("boundary" if job.corrected[k] else "any"), tokens=counts[k], hint=hint))
     return rows
 
 
 def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Sequence[Any] = "word",
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
-                    wide: float = WIDE_BITS) -> list[list[UnitSurprisal] | Exception]:
+                    wide: float = WIDE_BITS, final: str | None = None) -> list[list[UnitSurprisal] | Exception]:
     """:func:`surprisals_many`, an item that fails given as its error (the others' rows are kept).
 
     Bad arguments (an empty text, regions that do not tile it) raise before any LM call; what only
@@ -330,7 +344,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     jobs = []
     for i, (text, u, c) in enumerate(zip(texts, per_item, contexts)):
         try:
-            jobs.append(_Job(lm, text, u, c, rules, word_end))
+            jobs.append(_Job(lm, text, u, c, rules, word_end, final))
         except ValueError as err:
             raise type(err)(f"item {i}: {err}") if len(texts) > 1 else err from None
     if not jobs:
@@ -359,7 +373,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
 def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Sequence[Any] = "word",
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
-                    wide: float = WIDE_BITS) -> list[list[UnitSurprisal]]:
+                    wide: float = WIDE_BITS, final: str | None = None) -> list[list[UnitSurprisal]]:
     """:func:`surprisals` of many texts, walked together: one LM call serves every walk waiting for a forward.
 
     ``out[i]`` equals ``surprisals(lm, texts[i], units=..., context=contexts[i], ...)`` up to the
@@ -374,7 +388,7 @@ def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
         :func:`surprisal_batch` keeps the other items' rows.
     """
     out = surprisal_batch(lm, texts, units=units, contexts=contexts, config=config, rules=rules, word_end=word_end,
-                          wide=wide)
+                          wide=wide, final=final)
     for i, rows in enumerate(out):
         if isinstance(rows, Exception):
             raise type(rows)(f"item {i}: {rows}") from rows
@@ -383,12 +397,13 @@ def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
 
 def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "word", context: str | Sequence[int] = "",
                config: StringSearchConfig | None = None, rules: WordRules | None = None,
-               word_end: bool | None = None, wide: float = WIDE_BITS) -> list[UnitSurprisal]:
+               word_end: bool | None = None, wide: float = WIDE_BITS,
+               final: str | None = None) -> list[UnitSurprisal]:
     """The surprisal in bits of each unit of ``text`` over strings, beside its canonical-token surprisal.
 
     See the module docstring for the definition: ``s(u_k) = -log2 P(E_k | E_{k-1})`` with the
     word-end correction at cuts where the text goes on with a boundary character; the last unit
-    is followed by the end of the string, so the units' surprisals sum to ``-log2 P(text, end)``.
+    is followed by what ``final`` says, and the units' surprisals sum to ``-log2 P(E_n)``.
     Many texts: :func:`surprisals_many` (walked together, far fewer LM calls).
 
     :param units: ``"word"`` (:func:`word_spans` under ``rules``), ``"char"`` (UTF-8 characters),
@@ -400,11 +415,14 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
         no for characters and bytes).
     :param wide: a bracket wider than this many bits is flagged uninformative (default
         :data:`~ppl_tok.strings.certified.WIDE_BITS`, the one rule of every string figure).
+    :param final: the last unit's event, :data:`FINALS`: ``"boundary"`` (a boundary character or the end
+        follows, the default where ``word_end`` is on), ``"end"`` (the string ends: the default for
+        characters and bytes) or ``"none"``.
     :raises ValueError: empty text, regions that do not tile it; :class:`DeadEndError` (a
         ``ValueError``) when no token covers a byte, naming the unit.
     """
     (rows,) = surprisal_batch(lm, [text], units=[units], contexts=[context], config=config, rules=rules,
-                              word_end=word_end, wide=wide)
+                              word_end=word_end, wide=wide, final=final)
     if isinstance(rows, Exception):
         raise rows
     return rows

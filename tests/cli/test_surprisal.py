@@ -44,14 +44,38 @@ def test_tsv_csv_and_jsonl_rows(toy, capsys, tmp_path):
         ("0", "0", "ab"), ("0", "1", " ba"), ("0", "2", "."), ("1", "0", "b"), ("1", "1", " ab"), ("1", "2", " a")]
     expected = surprisals(toy, "b ab a", config=WIDE)
     assert [float(r["surprisal"]) for r in rows[3:]] == pytest.approx([r.surprisal for r in expected], abs=1e-9)
-    assert rows[2]["followed_by"] == "end" and rows[0]["followed_by"] == "boundary"
+    assert rows[2]["followed_by"] == "boundary" and rows[0]["followed_by"] == "boundary"  # --final boundary
     code, out, _ = run(capsys, "surprisal", str(path), "--format", "csv", "--units", "char", *WIDE_ARGS)
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and len(rows) == 6 + 6 and rows[0]["text"] == "a"
     code, out, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--units", "byte", *WIDE_ARGS)
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and len(rows) == 12 and rows[-1]["model"] == "smollm2-135m"
-    assert sum(r["surprisal"] for r in rows[6:]) == pytest.approx(sum(r.surprisal for r in expected), abs=1e-9)
+    with_end = surprisals(toy, "b ab a", config=WIDE, final="end")  # bytes end with the string by default
+    assert sum(r["surprisal"] for r in rows[6:]) == pytest.approx(sum(r.surprisal for r in with_end), abs=1e-9)
+
+
+def test_final_and_the_reading_columns(toy, capsys, tmp_path):
+    """--final picks the last unit's event; --spillover K adds length, K shifted columns and the item totals."""
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    for final in ("end", "none", "boundary"):
+        code, out, err = run(capsys, "surprisal", str(path), "--final", final, "--format", "jsonl", *WIDE_ARGS)
+        rows = [json.loads(line) for line in out.splitlines()]
+        want = surprisals(toy, "b ab a", config=WIDE, final=final)
+        assert code == 0 and [r["surprisal"] for r in rows[3:]] == pytest.approx([r.surprisal for r in want], abs=1e-9)
+    code, out, err = run(capsys, "surprisal", str(path), "--spillover", "2", *WIDE_ARGS)
+    rows = list(csv.DictReader(io.StringIO(out), dialect="excel-tab"))
+    assert code == 0, err
+    assert list(rows[0])[-7:] == ["length", "surprisal_prev1", "canonical_prev1", "surprisal_prev2", "canonical_prev2",
+                                  "item_surprisal", "item_canonical"]
+    assert [r["length"] for r in rows] == ["2", "2", "1", "1", "2", "1"]
+    assert rows[0]["surprisal_prev1"] == "" and rows[3]["surprisal_prev1"] == ""  # not across items
+    assert [r["surprisal_prev1"] for r in rows[1:3]] == [r["surprisal"] for r in rows[0:2]]
+    assert rows[2]["surprisal_prev2"] == rows[0]["surprisal"] and rows[1]["surprisal_prev2"] == ""
+    assert float(rows[4]["item_surprisal"]) == pytest.approx(sum(float(r["surprisal"]) for r in rows[3:]), abs=1e-9)
+    code, out, err = run(capsys, "surprisal", str(path), "--spillover", "-1")
+    assert code == 2 and "--spillover" in err
 
 
 def test_json_lines_input_regions_and_json(toy, capsys, tmp_path):

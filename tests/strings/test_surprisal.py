@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ppl_tok import Vocabulary
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings import DeadEndError, StringSearchConfig
-from ppl_tok.strings.surprisal import (WordRules, canonical_surprisals, canonical_surprisals_many, region_spans,
+from ppl_tok.strings.surprisal import (FINALS, WordRules, canonical_surprisals, canonical_surprisals_many, region_spans,
                                       surprisal_batch, surprisals, surprisals_many, word_spans)
 from tests.strings.test_state import WIDE, brute_exact, brute_prefix, history_lm
 
@@ -19,16 +19,17 @@ VOCAB = Vocabulary.from_tokens(PIECES)
 LN2 = math.log(2)
 
 
-def brute_events(lm, text: str, spans, rules: WordRules, word_end: bool = True) -> list[float]:
+def brute_events(lm, text: str, spans, rules: WordRules, word_end: bool = True, final: str = "boundary"
+                 ) -> list[float]:
     """log P(E_k), k = 0..n, by enumerating token sequences (the definition of ppl_tok.strings.surprisal)."""
     data = text.encode()
     boundary = rules.boundary_chars
     events = [0.0]
     for k, (_, b) in enumerate(spans):
         x = data[:b]
-        if k == len(spans) - 1:
-            events.append(brute_exact(lm, x))
-        elif word_end and data[b:].decode()[:1] in boundary:
+        if k == len(spans) - 1 and final != "boundary":
+            events.append(brute_exact(lm, x) if final == "end" else brute_prefix(lm, x))
+        elif k == len(spans) - 1 or word_end and data[b:].decode()[:1] in boundary:
             events.append(logsumexp([brute_prefix(lm, x + c.encode()) for c in boundary] + [brute_exact(lm, x)]))
         else:
             events.append(brute_prefix(lm, x))
@@ -41,28 +42,42 @@ def byte_spans(text, spans):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.booleans())
-def test_word_surprisal_equals_brute_force_and_sums_to_the_text_with_end(seed, text, split):
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.booleans(), st.sampled_from(FINALS))
+def test_word_surprisal_equals_brute_force_and_sums_to_the_last_event(seed, text, split, final):
     lm = history_lm(seed, VOCAB)
     rules = WordRules(split_punctuation=split)
-    rows = surprisals(lm, text, config=WIDE, rules=rules)
+    rows = surprisals(lm, text, config=WIDE, rules=rules, final=final)
     spans = word_spans(text, rules)
     assert [(r.start, r.end) for r in rows] == spans and "".join(r.text for r in rows) == text
-    events = brute_events(lm, text, byte_spans(text, spans), rules)
+    assert rows[-1].followed_by == {"none": "any"}.get(final, final)
+    events = brute_events(lm, text, byte_spans(text, spans), rules, final=final)
     for r, (e0, e1) in zip(rows, zip(events, events[1:])):
         assert r.surprisal == pytest.approx(-(e1 - e0) / LN2, abs=1e-9)
         assert r.lower == pytest.approx(r.surprisal, abs=1e-9) and r.upper == pytest.approx(r.surprisal, abs=1e-9)
         assert r.informative and r.hint is None
-    exact = brute_exact(lm, text.encode())
-    assert sum(r.surprisal for r in rows) == pytest.approx(-exact / LN2, abs=1e-9)
+    assert sum(r.surprisal for r in rows) == pytest.approx(-events[-1] / LN2, abs=1e-9)
+    if final == "end":
+        assert events[-1] == pytest.approx(brute_exact(lm, text.encode()), abs=1e-12)
     assert sum(r.canonical for r in rows) == pytest.approx(-lm.canonical_log_prob(text) / LN2, abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=6).filter(lambda t: t.strip() and t[-1] != " "),
+       st.sampled_from([" b", " .", "  a"]))
+def test_final_boundary_is_the_interior_rule_as_if_a_space_followed(seed, text, after):
+    """--final boundary on the last unit = the same unit scored inside ``text + after`` (brute force: above)."""
+    lm = history_lm(seed, VOCAB)
+    rows = surprisals(lm, text, config=WIDE, final="boundary")
+    longer = surprisals(lm, text + after, config=WIDE)
+    assert longer[len(rows) - 1].followed_by == "boundary" and longer[len(rows) - 1].text == rows[-1].text
+    assert [r.surprisal for r in rows] == pytest.approx([r.surprisal for r in longer[:len(rows)]], abs=1e-9)
 
 
 @pytest.mark.parametrize("units", ["char", "byte", [(0, 2), (2, 5), (5, 7)], [3, 4]])
 def test_every_unit_kind_sums_to_the_text_with_end(units):
     lm = history_lm(4, VOCAB)
     text = "ab é.a "
-    rows = surprisals(lm, text, units=units, config=WIDE)
+    rows = surprisals(lm, text, units=units, config=WIDE, final=None if isinstance(units, str) else "end")
     assert sum(r.surprisal for r in rows) == pytest.approx(-brute_exact(lm, text.encode()) / LN2, abs=1e-9)
     assert sum(r.canonical for r in rows) == pytest.approx(-lm.canonical_log_prob(text) / LN2, abs=1e-9)
     assert sum(r.tokens for r in rows) == len(lm.canonical(text))
@@ -78,10 +93,10 @@ def test_regions_are_corrected_where_the_text_goes_on_with_a_boundary():
     text = "ab ba.b"
     spans = [(0, 1), (1, 3), (3, 6), (6, 7)]  # "a" | "b " | "ba." | "b": cuts before "b", "b", "b": none corrected
     rows = surprisals(lm, text, units=spans, config=WIDE)
-    assert [r.followed_by for r in rows] == ["any", "any", "any", "end"]
+    assert [r.followed_by for r in rows] == ["any", "any", "any", "boundary"]  # final: boundary (the default)
     spans = [(0, 2), (2, 5), (5, 7)]  # "ab" | " ba" | ".b": cuts before " " and "."
     rows = surprisals(lm, text, units=spans, config=WIDE)
-    assert [r.followed_by for r in rows] == ["boundary", "boundary", "end"]
+    assert [r.followed_by for r in rows] == ["boundary", "boundary", "boundary"]
     events = brute_events(lm, text, byte_spans(text, spans), WordRules())
     assert [r.surprisal for r in rows] == pytest.approx([-(b - a) / LN2 for a, b in zip(events, events[1:])],
                                                         abs=1e-9)
