@@ -14,9 +14,8 @@ from pathlib import Path
 from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, output_file, positive, share
 from ppl_tok.cli.bench_lm_eval import add_lm_eval
 from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_search_arguments, lazy_options, lm_spec, search_config)
+                                add_search_arguments, lazy_options, lm_spec, search_config, transformers_backend_only)
 from ppl_tok.datasets import DATA_ROOT, data_file
-from ppl_tok.lm.spec import DEFAULT_BACKEND
 from ppl_tok.strings.beam import StringSearchConfig
 
 DATA = str(DATA_ROOT)
@@ -274,23 +273,12 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------- the parsers
-def _transformers_backend_only(func):
-    """The benchmarks load their models by name through the transformers backend: another ``--backend`` is refused
-    (it would be ignored)."""
-    def run(args: argparse.Namespace):
-        if getattr(args, "backend", None) not in (None, DEFAULT_BACKEND):
-            raise ValueError(f"--backend {args.backend}: the benchmarks load their models through the "
-                             f"{DEFAULT_BACKEND} backend only; drop --backend")
-        return func(args)
-    return run
-
-
 def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, lm: bool = True,
          data: str | None = None) -> argparse.ArgumentParser:
     p = bench_sub.add_parser(name, help=help, description=help)
     if lm:
         add_lm_arguments(p)
-        func = _transformers_backend_only(func)
+        func = transformers_backend_only(func)
     if data is not None:
         p.add_argument("--data-dir", "--data", dest="data", default=DATA, action=DeprecatedAlias, old=("--data",),
                        help=f"{data} (default {DATA}; --data is its deprecated old name)")

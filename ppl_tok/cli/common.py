@@ -81,6 +81,17 @@ def lm_spec(args: argparse.Namespace) -> LMSpec:
                   bos_id=args.bos_id)
 
 
+def transformers_backend_only(func: Any) -> Any:
+    """``func(args)`` for a command that loads its models by name through the transformers backend (the
+    benchmarks): another ``--backend`` is refused, not ignored."""
+    def run(args: argparse.Namespace) -> Any:
+        if getattr(args, "backend", None) not in (None, DEFAULT_BACKEND):
+            raise ValueError(f"--backend {args.backend}: the benchmarks load their models through the "
+                             f"{DEFAULT_BACKEND} backend only; drop --backend")
+        return func(args)
+    return run
+
+
 def _backend(args: argparse.Namespace) -> str:
     """``--backend``, checked before any work: its loader must import (else one line naming it)."""
     name = getattr(args, "backend", None) or DEFAULT_BACKEND
