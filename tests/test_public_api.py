@@ -50,11 +50,10 @@ def test_load_lm_is_typed_as_a_language_model():
     assert hints["return"] is ppl_tok.LanguageModel
 
 
-def test_a_spec_loads_the_lm_it_names():
-    spec = ppl_tok.LMSpec("no-such-model-card-or-folder")
+def test_load_lm_of_a_spec_naming_nothing_is_an_error_naming_it():
     try:
-        spec.load()
+        ppl_tok.load_lm(ppl_tok.LMSpec("no-such-model-card-or-folder"))
     except ppl_tok.ModelNotFoundError as e:
         assert "no-such-model-card-or-folder" in str(e)
     else:
-        raise AssertionError("LMSpec.load() of an unknown model did not refuse it")
+        raise AssertionError("load_lm of an unknown model did not refuse it")

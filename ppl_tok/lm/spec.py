@@ -60,12 +60,6 @@ class LMSpec:
         """``device``, ``dtype`` and ``bos_id`` as keyword arguments (of ``load_lm`` and the benchmarks)."""
         return {"device": self.device, "dtype": self.dtype, "bos_id": self.bos_id}
 
-    def load(self, **kwargs: Any) -> Any:
-        """The LM this spec names: ``load_lm(self, **kwargs)`` (:func:`ppl_tok.lm.cards.load_lm`; ``kwargs`` are its
-        engine ``config`` and ``head_fp32``, the spec already holds device, dtype and BOS)."""
-        from ppl_tok.lm.cards import load_lm
-        return load_lm(self, **kwargs)
-
     def __str__(self) -> str:
         extra = [f"{k}={v}" for k, v in (("backend", self.backend if self.backend != DEFAULT_BACKEND else None),
                                          ("device", self.device), ("dtype", self.dtype), ("bos_id", self.bos_id))
