@@ -55,6 +55,10 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
     address = ray_address(args)  # --ray needs --out; --workers needs --ray
+    if args.out is not None:
+        from ppl_tok.perplexity.store import PerplexityStore
+
+        PerplexityStore.check_settings_present(args.out)  # records without run.json: refused before the model loads
     corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
     if args.limit is not None:
         from ppl_tok.perplexity.corpus import Corpus

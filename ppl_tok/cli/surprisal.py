@@ -39,6 +39,25 @@ class SurprisalRecords(JsonlStore):
 
     record_name = "surprisal row"
     informational = ("ppl_tok_version",)
+    fields = {"item": "count", "unit": "count", "start": "count", "end": "count", "byte_start": "count",
+              "byte_end": "count", "surprisal": "number", "canonical": "number", "lower": "number", "upper": "bits",
+              "tokens": "count"}
+
+    @classmethod
+    def validate(cls, record: Any, where: str, settings: Any = None) -> dict[str, Any]:
+        """A row's numbers (:attr:`fields`, every column present), its spans in order and ``lower <= upper``."""
+        from ppl_tok.common.jsonl_store import damaged
+
+        record = super().validate(record, where, settings)
+        missing = [k for k in COLUMNS if k not in record and k != "model"]
+        if missing:
+            raise damaged(where, f"no column {missing[0]!r}")
+        if record["start"] > record["end"] or record["byte_start"] >= record["byte_end"]:
+            raise damaged(where, f"the span {record['start']}..{record['end']} (bytes {record['byte_start']}.."
+                                 f"{record['byte_end']}) is empty or reversed")
+        if record["upper"] not in ("Infinity", None) and record["lower"] > record["upper"]:
+            raise damaged(where, f"lower {record['lower']} is above upper {record['upper']}")
+        return record
 
     @staticmethod
     def key(record: dict[str, Any]) -> tuple[int, int]:

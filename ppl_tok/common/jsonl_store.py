@@ -10,13 +10,17 @@ A store folder holds:
   compared); those in :attr:`JsonlStore.informational` are recorded for the
   reader and not compared; :attr:`JsonlStore.defaults` are the values of
   settings added after the first folders were written (a folder that lacks one
-  holds what it meant then).
+  holds what it meant then). A folder that holds records but no settings file
+  is refused (whose settings the records have is unknown), as is a lone file's
+  records without its settings file: no run adopts another's records.
 * a records file (one JSON object per line). Records are appended a batch at a
   time with one ``write``, ``flush`` and ``fsync``. A process killed at any
   point leaves at most one partial last line (no trailing newline):
   :meth:`JsonlStore.open` cuts it off, so that record is computed again. A
   malformed complete line, or the same key twice, is an error naming the file
-  and line, never skipped.
+  and line, never skipped; so is a record whose numbers are not what a run
+  writes (NaN, an infinity, a log-probability above 0, a negative count: the
+  kinds of :attr:`JsonlStore.fields`, checked by :func:`check_fields`).
 * ``.lock``: an exclusive ``flock`` held by the process that has the folder
   open, so two runs never write one folder at once; the kernel releases it when
   that process ends, however it ends.
@@ -136,6 +140,17 @@ def repair(path: Path) -> int:
     return len(data) - keep
 
 
+def _holds_records(path: Path) -> bool:
+    """Whether ``path`` holds any byte but whitespace (a records file a run wrote to)."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
 def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashable], what: str = "record",
                        validate: Callable[[Any, str], dict[str, Any]] | None = None,
                        unique: bool = True) -> Iterator[dict[str, Any]]:
@@ -188,6 +203,61 @@ def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: The kinds of a stored number (:attr:`JsonlStore.fields`) and their checks: ``count`` an integer >= 0, ``log``
+#: a log-probability (a number <= 0, or ``"-Infinity"``/``null`` for ``-inf``), ``bound`` a log-probability's
+#: certified bound (a finite number, ``"-Infinity"`` or ``null``: a bound may carry a rounding tolerance past 0),
+#: ``bits`` a surprisal (a number >= 0, or ``"Infinity"``/``null`` for ``inf``), ``number`` a finite number.
+FIELD_KINDS: dict[str, Callable[[Any], bool]] = {
+    "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "log": lambda v: v is None or v == "-Infinity" or (_is_number(v) and v <= 0),
+    "bound": lambda v: v is None or v == "-Infinity" or _is_number(v),
+    "bits": lambda v: v is None or v == "Infinity" or (_is_number(v) and v >= 0),
+    "number": _is_number,
+}
+_KIND_NAMES = {"count": "an integer >= 0", "log": "a log-probability (a number <= 0 or \"-Infinity\")",
+               "bound": "a number or \"-Infinity\"", "bits": "a surprisal (a number >= 0 or \"Infinity\")",
+               "number": "a number"}
+
+
+def _non_finite(value: Any) -> str | None:
+    """The first NaN or infinity inside ``value`` (a JSON value), as text, else ``None``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for v in value:
+            found = _non_finite(v)
+            if found is not None:
+                return found
+    return None
+
+
+def damaged(where: str, what: str) -> StoreError:
+    """The error of a record that does not hold what its store wrote (an edited or damaged line)."""
+    return StoreError(f"{where}: {what}; the line is damaged or edited (restore it, or delete the line and run "
+                      "again to compute it anew)")
+
+
+def check_fields(record: Any, where: str, fields: Mapping[str, str], allow_nan: bool = False) -> dict[str, Any]:
+    """``record`` if it is a JSON object whose ``fields`` present (name -> a kind of :data:`FIELD_KINDS`) hold
+    values of their kinds and, unless ``allow_nan``, no number anywhere is NaN or infinite; else :func:`damaged`."""
+    if not isinstance(record, dict):
+        raise damaged(where, f"expected a JSON object, got {type(record).__name__}")
+    if not allow_nan:
+        found = _non_finite(record)
+        if found is not None:
+            raise damaged(where, f"a number is {found} (a store holds finite numbers, -inf as \"-Infinity\")")
+    for name, kind in fields.items():
+        if name in record and not FIELD_KINDS[kind](record[name]):
+            raise damaged(where, f"field {name!r} holds {str(record[name])[:60]}, not {_KIND_NAMES[kind]}")
+    return record
+
+
 class JsonlStore:
     """The records of one store folder; see the module docstring for the format.
 
@@ -211,6 +281,8 @@ class JsonlStore:
     unique_keys: ClassVar[bool] = True
     #: whether records may hold NaN and infinities (JSON's non-standard ``NaN``, ``-Infinity``)
     allow_nan: ClassVar[bool] = False
+    #: the numbers of a record, checked when read back (name -> a kind of :data:`FIELD_KINDS`)
+    fields: ClassVar[dict[str, str]] = {}
 
     def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]],
                  lock: int | None = None, records_path: Path | None = None):
@@ -296,7 +368,7 @@ class JsonlStore:
             if diff:
                 raise SettingsMismatchError(f"{path} was written by a run with other settings ({sidecar}); use "
                                             "another --out file or the same settings. Differences: " + "; ".join(diff))
-        elif path.exists() and path.stat().st_size > 0:
+        elif _holds_records(path):
             raise SettingsMismatchError(f"{path} holds records but no settings ({sidecar.name} is missing: a file of "
                                         "an older ppl-tok), so they cannot be checked against this run's; use another "
                                         "--out file")
@@ -332,9 +404,21 @@ class JsonlStore:
                 write_atomic(settings_path, json.dumps(grown, indent=2, allow_nan=False) + "\n")
             settings = grown
         else:
+            cls.check_settings_present(folder)
             write_atomic(settings_path, json.dumps(settings, indent=2, allow_nan=False) + "\n")
         repair(folder / cls.records_file)
         return cls(folder, settings, list(cls.read_records(folder / cls.records_file, settings)), lock)
+
+    @classmethod
+    def check_settings_present(cls, folder: str | Path) -> None:
+        """A :class:`StoreError` if ``folder`` holds records but no settings file: whose settings they have is
+        unknown, so no run may adopt them (the one rule of every store; a command calls it before its model
+        loads, :meth:`open` again)."""
+        folder = Path(folder)
+        if not (folder / cls.settings_file).exists() and _holds_records(folder / cls.records_file):
+            raise StoreError(f"{folder} holds records ({cls.records_file}) but no {cls.settings_file}: the settings "
+                             "they were computed with are unknown, so they cannot be checked against this run's; "
+                             f"use a new --out folder (or restore {cls.settings_file})")
 
     @classmethod
     def read_settings(cls, folder: str | Path) -> dict[str, Any]:
@@ -351,9 +435,10 @@ class JsonlStore:
     def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``record`` if it is well formed for a store with ``settings``, else a :class:`StoreError` naming ``where``.
 
-        The default checks nothing beyond :meth:`key`; a subclass checks its records' fields.
+        The default checks the numbers (:func:`check_fields` with :attr:`fields`: no NaN or infinity unless
+        :attr:`allow_nan`, each named field of its kind); a subclass adds its records' own rules.
         """
-        return record
+        return check_fields(record, where, cls.fields, cls.allow_nan)
 
     @classmethod
     def read_records(cls, path: str | Path, settings: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,89 @@
+"""The hostile suite of issue 50: no run adopts another's records, lines are lines, every input bounded.
+
+The same two endings as the suite of issue 37 (``test_hostile_strings``, whose files, toy loader and
+``refused`` this suite shares): refused in one line (before the model loads, where the loader counts its
+calls), or answered with a figure checked against the same figure computed another way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+
+from ppl_tok.cli.main import main
+from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, word_perplexity
+from tests.suites.test_hostile_strings import BATCH_FILES, refused, world  # noqa: F401 - the shared fixture
+
+
+# ------------------------------------------------------------ 1. a folder without its settings
+def test_a_perplexity_folder_without_run_json_is_refused_not_adopted(capsys, world):
+    """``cp -r X Y; rm Y/run.json``: the run under another LM took X's figures as its own."""
+    tmp, _ = world
+    shutil.copytree(tmp / "run-beam", tmp / "copy")
+    (tmp / "copy" / "run.json").unlink()
+    refused(capsys, world, ["perplexity", "{tmp}/ok.jsonl", "--field", "text", "--model", "toy-bigram-2",
+                            "--out", "{tmp}/copy"], ["{tmp}/copy", "no run.json", "new --out folder"])
+    assert not (tmp / "copy" / "run.json").exists()
+
+
+def test_a_batch_folder_without_run_json_is_refused_not_adopted(capsys, world):
+    """The batch store: ``next`` took over ``conditional``'s records."""
+    tmp, _ = world
+    for name, text in BATCH_FILES.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    assert main(["conditional", "--input", str(tmp / "pairs.jsonl"), "--model", "toy-bigram", "--out",
+                 str(tmp / "batch"), "--json"]) == 0
+    capsys.readouterr()
+    (tmp / "batch" / "run.json").unlink()
+    refused(capsys, world, ["next", "--input", "{tmp}/pairs.jsonl", "--model", "toy-bigram", "--out",
+                            "{tmp}/batch"], ["{tmp}/batch", "no run.json"], before_load=False)
+
+
+def test_surprisal_rows_without_their_settings_are_refused(capsys, world):
+    tmp, _ = world
+    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows.jsonl")]) == 0
+    capsys.readouterr()
+    (tmp / "rows.jsonl.settings.json").unlink()
+    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram-2", "--out", "{tmp}/rows.jsonl"],
+            ["rows.jsonl", "no settings"], before_load=False)
+
+
+# ------------------------------------------------------------ 7. edited numbers in a store
+@pytest.mark.parametrize("field, value, needle", [
+    ("log_likelihood", 5.0, "'log_likelihood' holds 5.0"),
+    ("log_likelihood", "NaN", "a number is nan"),
+    ("n_bytes", -3, "'n_bytes' holds -3"),
+    ("lower", 1e999, "a number is inf"),
+    ("canonical", "x", "'canonical' holds x"),
+])
+def test_an_edited_perplexity_record_is_refused_by_the_report(capsys, world, field, value, needle):
+    tmp, _ = world
+    path = tmp / "run-beam" / "documents.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[1][field] = value
+    path.write_text("".join(json.dumps(r) + "\n" for r in records).replace('"NaN"', "NaN"))
+    refused(capsys, world, ["perplexity-report", "{tmp}/run-beam"], ["documents.jsonl:2", needle, "edited"],
+            before_load=False)
+
+
+def test_an_edited_surprisal_row_is_refused(capsys, world):
+    tmp, _ = world
+    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows.jsonl")]) == 0
+    capsys.readouterr()
+    path = tmp / "rows.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["surprisal"] = math.nan
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram", "--out", "{tmp}/rows.jsonl"],
+            ["rows.jsonl:1", "a number is nan"], before_load=False)
+
+
+# ------------------------------------------------------------ 6. figures of numbers that are not log-likelihoods
+@pytest.mark.parametrize("figure", [bits_per_byte, byte_perplexity, word_perplexity])
+@pytest.mark.parametrize("lls, counts", [([math.nan], [3]), ([2.0], [3]), ([-1.0, -1.0], [4, -3])])
+def test_figures_refuse_nan_positive_log_likelihoods_and_negative_counts(figure, lls, counts):
+    with pytest.raises(ValueError):
+        figure(lls, counts)
