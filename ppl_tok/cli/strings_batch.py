@@ -118,12 +118,13 @@ def _is_file(path: str) -> bool:
 def read_items(path: str, prompt_field: str, text_field: str | None, context: str = ""
                ) -> tuple[list[Item], str, str]:
     """``(items, source, sha256)`` of a JSON Lines input; every malformed line is a ``file:line`` error."""
+    from ppl_tok.common.lines import split_lines
     from ppl_tok.perplexity.corpus import check_text, read_source
 
     text, source, sha256 = read_source(path)
     items: list[Item] = []
     fields = [prompt_field] + ([text_field] if text_field is not None else [])
-    for n, line in enumerate(text.split("\n"), 1):
+    for n, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         where = f"{source}:{n}"

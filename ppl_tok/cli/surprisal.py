@@ -1,7 +1,8 @@
 """``ppl-tok surprisal FILE|-``: per-unit surprisal over strings (word-end corrected) beside canonical surprisal.
 
 Input: one item (sentence) per line of a UTF-8 text file, or JSON Lines with
-``--field``; blank lines are skipped, and items are numbered 0, 1, ... in order.
+``--field``; blank lines are skipped, and items are numbered 0, 1, ... in order
+(lines: :func:`ppl_tok.common.lines.split_lines`, ``\n`` alone separates them).
 Output: one row per unit, with the item and unit index, as reading-time
 pipelines expect: TSV (default), CSV or JSON Lines on standard output
 (:mod:`ppl_tok.strings.surprisal` defines the columns). ``--out FILE`` also
@@ -25,6 +26,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
                                 add_search_arguments, lm_spec, ray_address, search_config)
 from ppl_tok.common.arguments import POSITIVE, output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.certified import WIDE_BITS
 
@@ -72,7 +74,7 @@ def read_items(path: str, field: str | None) -> list[str]:
     text = _read_text(path)
     where = "standard input" if path == STDIN else path
     items = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         if field is None:
