@@ -74,6 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ppl_tok.limits import check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -318,6 +319,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     Bad arguments (an empty text, regions that do not tile it) raise before any LM call; what only
     the walk finds (a byte no kept token covers, an LM without an end) is the item's entry.
     """
+    texts = check_texts("texts", texts)
     if not wide > 0:
         raise ValueError(f"wide must be a positive number of bits, got {wide!r}")
     texts = list(texts)
@@ -424,6 +426,7 @@ def canonical_surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units:
                               contexts: Sequence[str | Sequence[int]] | None = None,
                               rules: WordRules | None = None) -> list[list[float]]:
     """:func:`canonical_surprisals` of many texts in one batched call (what minicons does with a batch)."""
+    texts = check_texts("texts", texts)
     texts = list(texts)
     rules = rules or WordRules()
     contexts = [""] * len(texts) if contexts is None else list(contexts)

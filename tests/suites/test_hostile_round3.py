@@ -132,3 +132,33 @@ def test_a_blank_line_is_an_empty_document_with_crlf_as_with_lf(capsys, world, d
     (tmp / "blank-line.txt").write_bytes(data)
     refused(capsys, world, ["perplexity", "{tmp}/blank-line.txt", "--split", "lines"],
             ["blank-line.txt:2", "empty document"])
+
+
+# ------------------------------------------------------------ 4. a str where a list of texts is expected
+def _str_calls():
+    from ppl_tok.infer.search import marginal_bounds_many
+    from ppl_tok.infer.smc import smc_marginals
+    from ppl_tok.strings.events import string_events
+    from ppl_tok.strings.marginal import string_marginals
+    from ppl_tok.strings.state import initial_many
+    from ppl_tok.strings.surprisal import canonical_surprisals_many, surprisal_batch, surprisals_many
+
+    return {
+        "surprisals_many": lambda lm: surprisals_many(lm, "ab ba"),
+        "surprisal_batch": lambda lm: surprisal_batch(lm, "ab ba"),
+        "canonical_surprisals_many": lambda lm: canonical_surprisals_many(lm, "ab ba"),
+        "marginal_bounds_many": lambda lm: marginal_bounds_many("ab ba", lm),
+        "string_marginals": lambda lm: string_marginals(lm, "ab ba"),
+        "string_events": lambda lm: string_events(lm, "ab ba"),
+        "smc_marginals": lambda lm: smc_marginals("ab ba", lm, 4),
+        "initial_many": lambda lm: initial_many(lm, "ab ba"),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_str_calls()))
+def test_a_str_where_a_list_of_texts_is_expected_is_refused(name):
+    """It was scored character by character (five texts 'a', 'b', ' ', 'b', 'a')."""
+    from qa_toy import toy_lm
+
+    with pytest.raises(TypeError, match=r"must be a sequence of \w+, got the str 'ab ba': wrap one"):
+        _str_calls()[name](toy_lm())
