@@ -95,6 +95,18 @@ def read_items(path: str, field: str | None) -> list[str]:
     return items
 
 
+def check_item_sizes(path: str, items: list[str], context: str) -> None:
+    """Each item, after ``--context``, within the ``lm_bytes`` limit, before the model loads: the LM over strings
+    conditions on the whole item (no window), so its states grow with it (a 1 MB line asked for 40 GB)."""
+    from ppl_tok.limits import limits
+
+    where = "standard input" if path == STDIN else path
+    extra = len(context.encode("utf-8"))
+    for n, item in enumerate(items):
+        limits().check("lm_bytes", extra + len(item.encode("utf-8")),
+                       f"{where}: item {n}'s bytes (with --context's)")
+
+
 def read_regions(path: str, n_items: int) -> list[list[tuple[int, int]]]:
     """``--regions``: a CSV of ``item,start,end`` character spans (a header line is allowed), per item."""
     try:
@@ -285,6 +297,7 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
     lm_spec(args)  # the LM flags, checked before any work
     ray_address(args)  # --ray needs --out; --workers needs --ray
     items = read_items(args.file, args.field)
+    check_item_sizes(args.file, items, args.context)
     regions = read_regions(args.regions, len(items)) if args.regions else None
     if regions is not None:
         from ppl_tok.strings.surprisal import region_spans

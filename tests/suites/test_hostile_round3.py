@@ -162,3 +162,70 @@ def test_a_str_where_a_list_of_texts_is_expected_is_refused(name):
 
     with pytest.raises(TypeError, match=r"must be a sequence of \w+, got the str 'ab ba': wrap one"):
         _str_calls()[name](toy_lm())
+
+
+# ------------------------------------------------------------ runaway inputs, refused before the model loads
+def test_surprisal_refuses_a_line_past_lm_bytes_before_the_model_loads(capsys, world):
+    """A 1,040,000-byte line loaded the model, then asked for 40 GB ("internal error")."""
+    tmp, _ = world
+    (tmp / "long.txt").write_text("ab\n" + "ab " * 346_667 + "\n", encoding="utf-8")
+    refused(capsys, world, ["surprisal", "{tmp}/long.txt"], ["long.txt: item 1's bytes", "lm_bytes=16,384",
+                                                             "PPL_TOK_MAX_LM_BYTES"])
+    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--context", "a" * 16_380],
+            ["item 0's bytes (with --context's)", "lm_bytes"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["perplexity", "{tmp}/ok.txt"], ["surprisal", "{tmp}/ok.txt"], ["conditional", "ab", "--prompt", "b"],
+    ["next", "--prompt", "ab"], ["generate", "--prompt", "ab"],
+])
+@pytest.mark.parametrize("flags, needles", [
+    (["--beam", "1000000000"], ["--beam is 1,000,000,000", "beam=10,000"]),
+    (["--prune", "1e9"], ["--prune (nats) is 1,000,000,000", "prune_nats=10,000"]),
+])
+def test_beam_and_prune_past_their_limits_are_refused_before_the_model_loads(capsys, world, argv, flags, needles):
+    refused(capsys, world, [*argv, *flags], needles)
+
+
+def test_windows_swept_a_group_at_a_time_give_the_figures_of_one_sweep(world):
+    """Perplexity's beam sweeps ``lm_bytes`` of windows at a time (memory bounded whatever the document's
+    length): the figures equal those of every window swept at once."""
+    from ppl_tok.limits import Limits, set_limits
+    from ppl_tok.perplexity import ScoringConfig, corpus_from_texts
+    from ppl_tok.perplexity.score import score_documents
+    from qa_toy import toy_lm
+
+    lm = toy_lm()
+    docs = corpus_from_texts(["ab ba b a ab ba", "b a ab", "ab ab ba b"]).documents
+    for scoring in ("beam", "prefix"):
+        config = ScoringConfig(scoring=scoring, window=4)
+        whole = score_documents(lm, docs, config)
+        set_limits(Limits(lm_bytes=3))
+        try:
+            grouped = score_documents(lm, docs, config)
+        finally:
+            set_limits(None)
+        assert whole[0].windows > 1
+        for a, b in zip(whole, grouped):
+            assert (a.windows, a.n_bytes) == (b.windows, b.n_bytes)
+            assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9)
+            assert (b.lower, b.upper) == pytest.approx((a.lower, a.upper), abs=1e-9)
+
+
+def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_one_call(monkeypatch):
+    """A canonical call computed a [T, V] row block for every window of a document at once (a 1 MB document
+    passed 12 GB at 0%): now at most CALL_ROW_BYTES of rows a call, the target cut into pieces (the chain rule)."""
+    import ppl_tok.perplexity.score as score
+    from ppl_tok.perplexity import corpus_from_texts
+    from qa_toy import toy_lm
+
+    lm = toy_lm()
+    docs = corpus_from_texts(["ab ba b a ab ba ab b", "b a ab"]).documents
+    whole = score.canonical_scores(lm, docs, 5)
+    monkeypatch.setattr(score, "CALL_ROW_BYTES", 4 * len(lm.vocab) * 2)  # two tokens a call
+    pieces = score.canonical_scores(lm, docs, 5)
+    assert whole[0].windows > 1
+    for a, b in zip(whole, pieces):
+        assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9) and b.windows == a.windows
+        assert a.log_likelihood == pytest.approx(lm.canonical_log_prob(docs[a.index].text), abs=1e-9) \
+            or a.windows > 1
