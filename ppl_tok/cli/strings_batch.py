@@ -255,8 +255,13 @@ def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dic
                "context": args.context, **record}
     if task == "conditional":
         lines = [f"prompt: {record['prompt']!r}   text: {record['text']!r}   {head}",
-                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   certified in "
-                 f"[{_num(record['lower'])}, {_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
+                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   "
+                 f"{'' if record.get('head_bytes') else 'certified '}in [{_num(record['lower'])}, "
+                 f"{_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
+        if record.get("head_bytes"):
+            from ppl_tok.strings.certified import head_caveat
+
+            lines.insert(2, head_caveat(record["head_bytes"]))
     elif task == "generate":
         log_p = f"log p = {_num(record['log_prob'])}, " if record["mode"] == "bytes" else ""
         lines = [record["prompt"] + record["text"], f"-- {record['bytes']} bytes ({record['stopped']}, "

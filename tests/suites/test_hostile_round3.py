@@ -229,3 +229,44 @@ def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_on
         assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9) and b.windows == a.windows
         assert a.log_likelihood == pytest.approx(lm.canonical_log_prob(docs[a.index].text), abs=1e-9) \
             or a.windows > 1
+
+
+# ------------------------------------------------------------ certified means certified under every prefill mode
+def test_an_interval_called_certified_holds_the_exact_value_under_every_prefill_mode():
+    """Under --prefill auto the headline called an interval certified that excludes the exact value (0.06 nats in
+    the audit): under a canonical head it is certified for the conditional given that head, and says so."""
+    from dataclasses import replace
+
+    from ppl_tok.strings.conditional import string_conditional
+    from tests.strings.test_state import WIDE, brute_prefix, history_lm
+    from tests.strings.test_surprisal import VOCAB
+
+    prompt, text = "a b a b a b a b a", " b"
+    excluded = 0
+    for seed in range(1, 6):
+        lm = history_lm(seed, VOCAB)
+        exact = brute_prefix(lm, (prompt + text).encode()) - brute_prefix(lm, prompt.encode())
+        for mode in ("exact", "canonical-head", "auto"):
+            r = string_conditional(lm, prompt, text, config=replace(WIDE, prefill=mode))
+            assert r.certified == (r.head_bytes == 0) and r.to_dict()["certified"] == r.certified
+            inside = r.lower - 1e-9 <= exact <= r.upper + 1e-9
+            assert inside or not r.certified, (seed, mode, r, exact)
+            excluded += not inside
+            assert (mode == "exact") == r.certified  # auto chose a head of 15 bytes here
+    assert excluded >= 5  # the head's conditional is another quantity: its bracket misses the exact value
+
+
+def test_the_conditional_headline_says_what_a_head_interval_is_certified_for(capsys, world):
+    tmp, _ = world
+    argv = ["conditional", " b", "--prompt", "a b a b a b a b a", "--model", "toy-bigram"]
+    assert main([*argv, "--prefill", "canonical-head"]) == 0
+    out = capsys.readouterr().out
+    assert "certified in" not in out and "not certified for log p(text | prompt)" in out and "--prefill exact" in out
+    assert main([*argv, "--prefill", "canonical-head", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certified"] is False
+    assert main([*argv, "--prefill", "exact"]) == 0
+    out = capsys.readouterr().out
+    assert "certified in" in out and "not certified" not in out
+    assert main(["next", "--prompt", "a b a b a b a b a", "--model", "toy-bigram", "--prefill", "canonical-head"]) == 0
+    out = capsys.readouterr().out
+    assert "not certified for the next byte's log p" in out and "certified log p" not in out
