@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppl_tok.common.lines import split_lines
+
 #: the data folder read by default (relative to the working directory: ``shared/data`` beside the checkout)
 DATA_ROOT = "../shared/data"
 
@@ -162,7 +164,7 @@ def read_socialiqa(path: Path) -> list[Question]:
     if not labels_path.is_file():
         raise DatasetError(f"{path}: the labels file {labels_path.name} is missing beside it")
     try:
-        lines = labels_path.read_text(encoding="utf-8").splitlines()
+        lines = split_lines(labels_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise DatasetError(f"{labels_path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     labels = [(k, line.strip()) for k, line in enumerate(lines, 1) if line.strip()]

@@ -58,6 +58,10 @@ class Limits:
         (bytes mode) or part of a sampled token (tokens mode), and the LM's states along it are held.
     :param corpus_bytes: bytes of one corpus read by ``perplexity`` (a file or standard input): it is held in
         memory, decoded and split into documents (each also within ``text_bytes``).
+    :param beam: ``--beam``, the token prefixes the beam over strings keeps per byte offset: each holds its LM
+        state, and a step's forward runs up to that many rows.
+    :param prune_nats: ``--prune`` in nats: past about 745 nats (the log of float64's smallest positive number)
+        every value prunes nothing, so a larger one is a typo, refused.
     """
 
     samples: int = 1 << 20
@@ -72,6 +76,8 @@ class Limits:
     generated_tokens: int = 1 << 15
     generated_bytes: int = 1 << 16
     corpus_bytes: int = 1 << 28
+    beam: int = 10_000
+    prune_nats: int = 10_000
 
     def __post_init__(self) -> None:
         for f in fields(self):

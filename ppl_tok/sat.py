@@ -44,6 +44,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from ppl_tok.common.lines import split_lines
 from ppl_tok.lm.toy import FunctionLM
 from ppl_tok.vocabulary import Vocabulary
 
@@ -128,7 +129,7 @@ class CNF:
         before anything is built (the reduction string has ``3 n + K`` characters).
         """
         header, header_line, clauses, current = None, 0, [], []
-        for n, raw in enumerate(text.splitlines(), 1):
+        for n, raw in enumerate(split_lines(text), 1):
             line = raw.strip()
             if not line or line.startswith(("c", "%")):
                 continue

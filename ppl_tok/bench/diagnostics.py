@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.common.lines import split_lines
 from ppl_tok.datasets import continuation, data_file, load_questions
 from ppl_tok.infer import diagnostics
 from ppl_tok.mdd import compile_mdd
@@ -145,7 +146,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text("utf-8")
     rows = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.lines import split_lines
+
 LN2 = math.log(2)
 
 
@@ -33,7 +35,7 @@ def read_rows(folder: str | Path) -> dict[int, dict[str, Any]]:
     if not path.is_file():
         raise ValueError(f"{folder}: not a bench perplexity folder (no documents.jsonl; give the --out of a run)")
     rows = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(split_lines(path.read_text(encoding="utf-8")), 1):
         if line.strip():
             try:
                 row = json.loads(line)

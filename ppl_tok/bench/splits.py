@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.lines import split_lines
 from ppl_tok.common.logspace import logsumexp
 
 #: the classes of :func:`document_class`, in the order they are tried
@@ -153,7 +154,7 @@ def read_path_rows(path: str | Path) -> list[dict[str, Any]]:
         opener = gzip.open if path.suffix == ".gz" else open
         try:
             with opener(path, "rt", encoding="utf-8") as f:
-                lines = f.read().splitlines()
+                lines = split_lines(f.read())
         except OSError as err:
             raise ValueError(f"--splits: cannot read {path}: {err.strerror or err}") from None
         rows, where = [], path

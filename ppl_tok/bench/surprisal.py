@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.lines import split_lines
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 
@@ -55,7 +56,7 @@ def held_out_items(path: str | Path, words: int) -> list[str]:
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         texts = (q.context for q in load_questions(path))
     else:
-        texts = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+        texts = (line.strip() for line in split_lines(path.read_text(encoding="utf-8")))
     items, total = [], 0
     for text in texts:
         if not text:

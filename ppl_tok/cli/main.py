@@ -32,6 +32,7 @@ keeping what was already printed.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import textwrap
@@ -55,6 +56,10 @@ def _prepare(args: argparse.Namespace) -> None:
     if hasattr(args, "context") and (scored[1] is not None or scored[2] is not None):
         lim.check("lm_bytes", sum(len(s.encode("utf-8", "surrogatepass")) for s in scored if s),
                   "--context plus the prompt and the text in bytes")
+    if isinstance(getattr(args, "beam", None), int):
+        lim.check("beam", args.beam, "--beam")
+    if isinstance(getattr(args, "prune", None), float) and args.prune > lim.prune_nats:
+        lim.check("prune_nats", math.ceil(args.prune), "--prune (nats)")
     if args.command != "bench":
         if isinstance(getattr(args, "samples", None), int):
             lim.check("samples", args.samples, "--samples")

@@ -50,11 +50,15 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.corpus import read_corpus
     from ppl_tok.perplexity.report import corpus_summary, document_row
     from ppl_tok.perplexity.run import run_perplexity
-    from ppl_tok.perplexity.score import BEAM_SCORINGS, ScoringConfig, cap_prefix_cache
+    from ppl_tok.perplexity.score import ScoringConfig, cap_prefix_cache
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
     address = ray_address(args)  # --ray needs --out; --workers needs --ray
+    if args.out is not None:
+        from ppl_tok.perplexity.store import PerplexityStore
+
+        PerplexityStore.check_settings_present(args.out)  # records without run.json: refused before the model loads
     corpus = read_corpus(args.file, field=args.field, split=args.split)  # every input check before the model loads
     if args.limit is not None:
         from ppl_tok.perplexity.corpus import Corpus
@@ -73,8 +77,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
                                     field=args.field, split=args.split, progress=progress)
     else:
         lm = load_lm(lm_spec(args))
-        if config.scoring in BEAM_SCORINGS:
-            cap_prefix_cache(lm)
+        cap_prefix_cache(lm)  # every scoring: a canonical call caches each position's row, never read again
         scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
                                 field=args.field, split=args.split, progress=progress)
     summary = corpus_summary(scores, config.scoring)

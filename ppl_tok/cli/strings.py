@@ -14,6 +14,7 @@ from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 def cmd_conditional(args: argparse.Namespace) -> None:
     from ppl_tok.strings.batch import Options, walk
+    from ppl_tok.strings.certified import head_caveat
     from ppl_tok.strings.conditional import conditional_of
 
     if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
@@ -31,13 +32,16 @@ def cmd_conditional(args: argparse.Namespace) -> None:
     payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
                "beam": args.beam, "prune": args.prune}
     lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
-             f"log p(text | prompt), over strings: {result.estimate:.4f}   certified in "
+             f"log p(text | prompt), over strings: {result.estimate:.4f}   {'certified ' * result.certified}in "
              f"[{result.lower:.4f}, {result.upper:.4f}] (rounding tolerance {result.tolerance:.1e} nats included)",
              f"  log P(prompt is a prefix):        [{result.prompt_prefix.lower:.4f}, {result.prompt_prefix.upper:.4f}]",
              f"  log P(prompt+text is a prefix):   [{result.joint_prefix.lower:.4f}, {result.joint_prefix.upper:.4f}]",
              f"log p(canonical tokens of text | canonical tokens of prompt): {canonical:.4f}",
              f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam}, prefill {result.prefill}"
              + (f": a canonical head of {result.head_bytes} bytes, the conditional given it)" if result.head_bytes else ")")]
+    caveat = head_caveat(result.head_bytes)
+    if caveat:
+        lines.insert(2, "  " + caveat)
     if result.hint:
         lines.append(result.hint)
     _emit(args, payload, lines)
@@ -104,7 +108,7 @@ def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
 
 def cmd_next(args: argparse.Namespace) -> None:
     from ppl_tok.strings.batch import Options, walk
-    from ppl_tok.strings.certified import uninformative_hint
+    from ppl_tok.strings.certified import head_caveat, uninformative_hint
     from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
 
     if dispatch(args, "next"):
@@ -132,7 +136,11 @@ def cmd_next(args: argparse.Namespace) -> None:
     unit = "character" if args.chars else "byte"
     lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
              f"[{prefix.lower:.4f}, {prefix.upper:.4f}]; intervals include a rounding tolerance of {tol:.1e} nats",
-             f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
+             f"{unit:>9} {'p':>8} {'log p':>9}   {'certified ' if not state.base else ''}log p"]
+    caveat = head_caveat(state.base, f"the next {unit}'s log p")
+    if caveat:
+        lines.insert(1, caveat)
+    payload["certified"] = caveat is None
     for key, name, lp, lo, hi in shown:
         lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
                      + ("   uninformative" if key in wide else ""))

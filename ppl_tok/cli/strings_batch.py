@@ -118,12 +118,13 @@ def _is_file(path: str) -> bool:
 def read_items(path: str, prompt_field: str, text_field: str | None, context: str = ""
                ) -> tuple[list[Item], str, str]:
     """``(items, source, sha256)`` of a JSON Lines input; every malformed line is a ``file:line`` error."""
+    from ppl_tok.common.lines import split_lines
     from ppl_tok.perplexity.corpus import check_text, read_source
 
     text, source, sha256 = read_source(path)
     items: list[Item] = []
     fields = [prompt_field] + ([text_field] if text_field is not None else [])
-    for n, line in enumerate(text.split("\n"), 1):
+    for n, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         where = f"{source}:{n}"
@@ -254,8 +255,13 @@ def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dic
                "context": args.context, **record}
     if task == "conditional":
         lines = [f"prompt: {record['prompt']!r}   text: {record['text']!r}   {head}",
-                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   certified in "
-                 f"[{_num(record['lower'])}, {_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
+                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   "
+                 f"{'' if record.get('head_bytes') else 'certified '}in [{_num(record['lower'])}, "
+                 f"{_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
+        if record.get("head_bytes"):
+            from ppl_tok.strings.certified import head_caveat
+
+            lines.insert(2, head_caveat(record["head_bytes"]))
     elif task == "generate":
         log_p = f"log p = {_num(record['log_prob'])}, " if record["mode"] == "bytes" else ""
         lines = [record["prompt"] + record["text"], f"-- {record['bytes']} bytes ({record['stopped']}, "

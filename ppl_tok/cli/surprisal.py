@@ -1,7 +1,8 @@
 """``ppl-tok surprisal FILE|-``: per-unit surprisal over strings (word-end corrected) beside canonical surprisal.
 
 Input: one item (sentence) per line of a UTF-8 text file, or JSON Lines with
-``--field``; blank lines are skipped, and items are numbered 0, 1, ... in order.
+``--field``; blank lines are skipped, and items are numbered 0, 1, ... in order
+(lines: :func:`ppl_tok.common.lines.split_lines`, ``\n`` alone separates them).
 Output: one row per unit, with the item and unit index, as reading-time
 pipelines expect: TSV (default), CSV or JSON Lines on standard output
 (:mod:`ppl_tok.strings.surprisal` defines the columns). ``--out FILE`` also
@@ -25,6 +26,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
                                 add_search_arguments, lm_spec, ray_address, search_config)
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from ppl_tok.common.jsonl_store import JsonlStore
+from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.certified import WIDE_BITS
 
@@ -39,6 +41,25 @@ class SurprisalRecords(JsonlStore):
 
     record_name = "surprisal row"
     informational = ("ppl_tok_version",)
+    fields = {"item": "count", "unit": "count", "start": "count", "end": "count", "byte_start": "count",
+              "byte_end": "count", "surprisal": "number", "canonical": "number", "lower": "number", "upper": "bits",
+              "tokens": "count"}
+
+    @classmethod
+    def validate(cls, record: Any, where: str, settings: Any = None) -> dict[str, Any]:
+        """A row's numbers (:attr:`fields`, every column present), its spans in order and ``lower <= upper``."""
+        from ppl_tok.common.jsonl_store import damaged
+
+        record = super().validate(record, where, settings)
+        missing = [k for k in COLUMNS if k not in record and k != "model"]
+        if missing:
+            raise damaged(where, f"no column {missing[0]!r}")
+        if record["start"] > record["end"] or record["byte_start"] >= record["byte_end"]:
+            raise damaged(where, f"the span {record['start']}..{record['end']} (bytes {record['byte_start']}.."
+                                 f"{record['byte_end']}) is empty or reversed")
+        if record["upper"] not in ("Infinity", None) and record["lower"] > record["upper"]:
+            raise damaged(where, f"lower {record['lower']} is above upper {record['upper']}")
+        return record
 
     @staticmethod
     def key(record: dict[str, Any]) -> tuple[int, int]:
@@ -53,7 +74,7 @@ def read_items(path: str, field: str | None) -> list[str]:
     text = _read_text(path)
     where = "standard input" if path == STDIN else path
     items = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         if field is None:
@@ -72,6 +93,18 @@ def read_items(path: str, field: str | None) -> list[str]:
     if not items:
         raise ValueError(f"{where} holds no items (no non-blank line)")
     return items
+
+
+def check_item_sizes(path: str, items: list[str], context: str) -> None:
+    """Each item, after ``--context``, within the ``lm_bytes`` limit, before the model loads: the LM over strings
+    conditions on the whole item (no window), so its states grow with it (a 1 MB line asked for 40 GB)."""
+    from ppl_tok.limits import limits
+
+    where = "standard input" if path == STDIN else path
+    extra = len(context.encode("utf-8"))
+    for n, item in enumerate(items):
+        limits().check("lm_bytes", extra + len(item.encode("utf-8")),
+                       f"{where}: item {n}'s bytes (with --context's)")
 
 
 def read_regions(path: str, n_items: int) -> list[list[tuple[int, int]]]:
@@ -267,6 +300,7 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
     lm_spec(args)  # the LM flags, checked before any work
     ray_address(args)  # --ray needs --out; --workers needs --ray
     items = read_items(args.file, args.field)
+    check_item_sizes(args.file, items, args.context)
     regions = read_regions(args.regions, len(items)) if args.regions else None
     if regions is not None:
         from ppl_tok.strings.surprisal import region_spans

@@ -10,13 +10,17 @@ A store folder holds:
   compared); those in :attr:`JsonlStore.informational` are recorded for the
   reader and not compared; :attr:`JsonlStore.defaults` are the values of
   settings added after the first folders were written (a folder that lacks one
-  holds what it meant then).
+  holds what it meant then). A folder that holds records but no settings file
+  is refused (whose settings the records have is unknown), as is a lone file's
+  records without its settings file: no run adopts another's records.
 * a records file (one JSON object per line). Records are appended a batch at a
   time with one ``write``, ``flush`` and ``fsync``. A process killed at any
   point leaves at most one partial last line (no trailing newline):
   :meth:`JsonlStore.open` cuts it off, so that record is computed again. A
   malformed complete line, or the same key twice, is an error naming the file
-  and line, never skipped.
+  and line, never skipped; so is a record whose numbers are not what a run
+  writes (NaN, an infinity, a log-probability above 0, a negative count: the
+  kinds of :attr:`JsonlStore.fields`, checked by :func:`check_fields`).
 * ``.lock``: an exclusive ``flock`` held by the process that has the folder
   open, so two runs never write one folder at once; the kernel releases it when
   that process ends, however it ends.
@@ -41,41 +45,16 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ppl_tok.common.lines import split_lines
+from ppl_tok.common.records import (FIELD_KINDS, SettingsMismatchError, StoreError, check_fields,  # noqa: F401
+                                    damaged, decode_log, decode_logs, encode_log, encode_logs)
+
 LOCK_FILE = ".lock"
-
-
-class StoreError(ValueError):
-    """A store folder that cannot be used as asked."""
-
-
-class SettingsMismatchError(StoreError):
-    """A store folder written with other settings."""
-
-
-def encode_log(x: float) -> float | str:
-    """A log-probability as standard JSON, as every ``--json`` output writes it
-    (:func:`ppl_tok.common.jsonout.to_json`): ``-inf`` becomes ``"-Infinity"``."""
-    x = float(x)
-    if x == -math.inf:
-        return "-Infinity"
-    if not math.isfinite(x):
-        raise ValueError(f"cannot store the log-probability {x} (only finite values and -inf)")
-    return x
-
-
-def decode_log(x: float | str | None) -> float:
-    """Inverse of :func:`encode_log`; ``None`` (``null``, how ppl-tok 0.2 stored ``-inf``) is ``-inf`` too."""
-    if x is None or x == "-Infinity":
-        return -math.inf
-    if isinstance(x, str):
-        raise ValueError(f"a stored log-probability is a number or \"-Infinity\", got {x!r}")
-    return float(x)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -136,6 +115,17 @@ def repair(path: Path) -> int:
     return len(data) - keep
 
 
+def _holds_records(path: Path) -> bool:
+    """Whether ``path`` holds any byte but whitespace (a records file a run wrote to)."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
 def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashable], what: str = "record",
                        validate: Callable[[Any, str], dict[str, Any]] | None = None,
                        unique: bool = True) -> Iterator[dict[str, Any]]:
@@ -176,7 +166,7 @@ def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    lines = split_lines(text)
     out = []
     for n, line in enumerate(lines, 1):
         try:
@@ -211,6 +201,8 @@ class JsonlStore:
     unique_keys: ClassVar[bool] = True
     #: whether records may hold NaN and infinities (JSON's non-standard ``NaN``, ``-Infinity``)
     allow_nan: ClassVar[bool] = False
+    #: the numbers of a record, checked when read back (name -> a kind of :data:`FIELD_KINDS`)
+    fields: ClassVar[dict[str, str]] = {}
 
     def __init__(self, folder: Path, settings: dict[str, Any], records: list[dict[str, Any]],
                  lock: int | None = None, records_path: Path | None = None):
@@ -296,7 +288,7 @@ class JsonlStore:
             if diff:
                 raise SettingsMismatchError(f"{path} was written by a run with other settings ({sidecar}); use "
                                             "another --out file or the same settings. Differences: " + "; ".join(diff))
-        elif path.exists() and path.stat().st_size > 0:
+        elif _holds_records(path):
             raise SettingsMismatchError(f"{path} holds records but no settings ({sidecar.name} is missing: a file of "
                                         "an older ppl-tok), so they cannot be checked against this run's; use another "
                                         "--out file")
@@ -332,9 +324,21 @@ class JsonlStore:
                 write_atomic(settings_path, json.dumps(grown, indent=2, allow_nan=False) + "\n")
             settings = grown
         else:
+            cls.check_settings_present(folder)
             write_atomic(settings_path, json.dumps(settings, indent=2, allow_nan=False) + "\n")
         repair(folder / cls.records_file)
         return cls(folder, settings, list(cls.read_records(folder / cls.records_file, settings)), lock)
+
+    @classmethod
+    def check_settings_present(cls, folder: str | Path) -> None:
+        """A :class:`StoreError` if ``folder`` holds records but no settings file: whose settings they have is
+        unknown, so no run may adopt them (the one rule of every store; a command calls it before its model
+        loads, :meth:`open` again)."""
+        folder = Path(folder)
+        if not (folder / cls.settings_file).exists() and _holds_records(folder / cls.records_file):
+            raise StoreError(f"{folder} holds records ({cls.records_file}) but no {cls.settings_file}: the settings "
+                             "they were computed with are unknown, so they cannot be checked against this run's; "
+                             f"use a new --out folder (or restore {cls.settings_file})")
 
     @classmethod
     def read_settings(cls, folder: str | Path) -> dict[str, Any]:
@@ -351,9 +355,10 @@ class JsonlStore:
     def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``record`` if it is well formed for a store with ``settings``, else a :class:`StoreError` naming ``where``.
 
-        The default checks nothing beyond :meth:`key`; a subclass checks its records' fields.
+        The default checks the numbers (:func:`check_fields` with :attr:`fields`: no NaN or infinity unless
+        :attr:`allow_nan`, each named field of its kind); a subclass adds its records' own rules.
         """
-        return record
+        return check_fields(record, where, cls.fields, cls.allow_nan)
 
     @classmethod
     def read_records(cls, path: str | Path, settings: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -385,11 +390,3 @@ class JsonlStore:
         if timing is not None:
             with open(self.folder / self.timing_file, "a", encoding="utf-8") as f:
                 f.write(json.dumps(timing, allow_nan=False) + "\n")
-
-
-def encode_logs(xs: Iterable[float]) -> list[float | str]:
-    return [encode_log(x) for x in xs]
-
-
-def decode_logs(xs: Iterable[float | str | None]) -> list[float]:
-    return [decode_log(x) for x in xs]

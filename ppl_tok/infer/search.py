@@ -32,6 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ppl_tok.limits import check_texts
 from ppl_tok.infer.diagnostics import CERTIFIED
 from ppl_tok.lm.base import LanguageModel, LMState
 from ppl_tok.lm.toy import BigramLM
@@ -221,6 +222,7 @@ def marginal_bounds_many(texts: Sequence[str], lm: LanguageModel, *, contexts: S
     alone, at the cost of far fewer forwards calls. ``budget`` is per pair;
     ``time_budget`` (seconds) is for the whole call.
     """
+    texts = check_texts("texts", texts)
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0 nats, got {tolerance}")
     contexts = [""] * len(texts) if contexts is None else list(contexts)

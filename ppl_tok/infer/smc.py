@@ -47,6 +47,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ppl_tok.limits import check_texts
 from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.infer import diagnostics
 from ppl_tok.infer.importance import MarginalResult, _result
@@ -115,6 +116,7 @@ def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 
     :param ess_threshold: resample a pair when its ESS falls below this fraction of
         ``num_particles`` (0: never, plain look-ahead IS; 1: at every byte position).
     """
+    texts = check_texts("texts", texts)
     texts = list(texts)
     contexts = [""] * len(texts) if contexts is None else list(contexts)
     seeds = list(range(len(texts))) if seeds is None else [int(s) for s in seeds]

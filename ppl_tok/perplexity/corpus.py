@@ -7,7 +7,9 @@
 * **JSON Lines** (``field=NAME``): one JSON object per line, the document is the
   string ``object[NAME]``; blank lines are skipped.
 
-A document is taken literally (no stripping): its bytes are what is scored.
+A document is taken literally (no stripping): its bytes are what is scored. Lines
+are those of :func:`ppl_tok.common.lines.split_lines`: ``\n`` separates, ``\r\n`` is
+read as ``\n``, no other character ends a line (``split="none"`` keeps the bytes as they are).
 Every problem is a :class:`CorpusError` naming the file and line and the fix:
 a file that is not UTF-8 or holds NUL bytes (a binary file), a line that is
 not JSON or not an object, a missing or non-string field, an empty document,
@@ -28,6 +30,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ppl_tok.common.lines import split_lines
 
 STDIN = "-"
 SPLITS = ("none", "lines", "paragraphs")
@@ -119,9 +123,7 @@ def _text_documents(text: str, source: str, split: str) -> list[Document]:
         if not text:
             raise CorpusError(f"{source}:1: the document is empty (an empty file)")
         return [Document(0, text, source, 1)]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
+    lines = split_lines(text)
     docs: list[Document] = []
     if split == "lines":
         for n, line in enumerate(lines, 1):
@@ -160,7 +162,7 @@ def check_text(value: str, where: str, field: str) -> None:
 
 def _jsonl_documents(text: str, source: str, field: str) -> list[Document]:
     docs: list[Document] = []
-    for n, line in enumerate(text.split("\n"), 1):
+    for n, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:

@@ -22,6 +22,7 @@ bound on bits per byte and on both perplexities, since all three decrease in
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Sequence
 
@@ -40,12 +41,28 @@ def count_bytes(text: str) -> int:
 
 
 def _ratio(log_likelihoods: Sequence[float], units: Sequence[int]) -> float:
+    """``-sum(ll) / sum(units)``, the inputs checked: each ``ll`` a real number ``<= 0`` (``-inf`` allowed: a
+    document of probability zero), each count an integer ``>= 0``, their sum positive."""
+    for name, value in (("log_likelihoods", log_likelihoods), ("counts", units)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(f"{name} must be a sequence (one entry per document), got {type(value).__name__}")
     if len(log_likelihoods) != len(units):
         raise ValueError(f"{len(log_likelihoods)} log-likelihoods against {len(units)} counts: give one count per "
                          "document, in the same order")
+    for i, ll in enumerate(log_likelihoods):
+        if isinstance(ll, bool) or not isinstance(ll, numbers.Real):
+            raise TypeError(f"log_likelihoods[{i}] must be a real number, got {ll!r}")
+        if math.isnan(ll) or ll > 0:
+            raise ValueError(f"log_likelihoods[{i}] is {ll}: a log-likelihood is a number <= 0 (the log of a "
+                             "probability, in nats); a positive one is a log-loss or a sign error")
+    for i, n in enumerate(units):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"counts[{i}] must be an integer (bytes or words of a document), got {n!r}")
+        if n < 0:
+            raise ValueError(f"counts[{i}] is {n}: a document's bytes or words cannot be negative")
     total = sum(units)
     if total <= 0:
-        raise ValueError("no bytes or words to divide by")
+        raise ValueError("no bytes or words to divide by (every count is 0)")
     return -math.fsum(log_likelihoods) / total
 
 

@@ -67,7 +67,7 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
                             "log_likelihood_floor": ceiling["log_likelihood"]}
         uppers = [s.upper for s in scores]
         if entry.ceiling and all(u is not None and math.isfinite(u) for u in uppers):
-            out["certified"]["bits_per_byte_floor"] = figures(uppers, nb, nw)["bits_per_byte"]
+            out["certified"]["bits_per_byte_floor"] = figures([min(u, 0.0) for u in uppers], nb, nw)["bits_per_byte"]
     den = [b * LN2 for b in nb]
     out["bootstrap"] = {"resamples": resamples, "seed": seed}  # the intervals below repeat with these
     out["gain_bits_per_byte"] = bootstrap_ratio([s.log_likelihood - s.canonical for s in scores], den,

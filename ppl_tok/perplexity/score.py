@@ -47,7 +47,8 @@ from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.metrics import count_bytes, count_words
-from ppl_tok.perplexity.windows import rolling_windows, text_windows
+from ppl_tok.perplexity.windows import (lockstep_groups, rolling_windows, split_targets, sweep_in_groups,
+                                        text_windows)
 
 #: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, prefix, with-end, canonical+rest.
 SCORINGS = names(DOCUMENT)
@@ -58,6 +59,8 @@ BEAM_SCORINGS = ("beam", "prefix", "with-end")
 SPAN_GAIN_VERSION = 1
 #: spans holding less than this share of their window's off-canonical mass are summed into ``rest``
 SPAN_SHARE_KEPT = 1e-3
+#: The next-token rows (4 V bytes a token) one canonical call computes at most (:func:`_log_probs_after`).
+CALL_ROW_BYTES = 256 << 20
 #: The prefix cache of a ``beam`` run (:func:`cap_prefix_cache`).
 MARGINAL_CACHE_BYTES = 256 << 20
 
@@ -192,15 +195,22 @@ def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets
     float32 SDPA a short row padded to a long one moves by ~2e-4 nats
     (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's
     1e-4 agreement. Rows of one prefix length advance in lockstep and are never
-    padded, so each group's numbers are those of the row run alone.
+    padded, so each group's numbers are those of the row run alone. A call scores at most
+    :data:`CALL_ROW_BYTES` of ``[T, V]`` rows: a longer target is cut into pieces, each after the tokens before
+    it (:func:`split_targets`, the chain rule), so a long window's memory stays that of a piece's.
     """
+    most = max(1, CALL_ROW_BYTES // (4 * len(lm.vocab)))
+    pieces, owner = split_targets(prefixes, targets, most)
     groups: dict[int, list[int]] = {}
-    for i, p in enumerate(prefixes):
+    for i, (p, _) in enumerate(pieces):
         groups.setdefault(len(p), []).append(i)
     out = [0.0] * len(prefixes)
     for members in groups.values():
-        for i, lp in zip(members, lm.log_probs_after([prefixes[i] for i in members], [targets[i] for i in members])):
-            out[i] = lp
+        for part in lockstep_groups([len(pieces[i][1]) for i in members], most):
+            chosen = members[part]
+            scored = lm.log_probs_after([pieces[i][0] for i in chosen], [pieces[i][1] for i in chosen])
+            for i, lp in zip(chosen, scored):
+                out[owner[i]] += lp
     return out
 
 
@@ -263,9 +273,9 @@ def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | Non
 def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
-    Every window of every document in ``docs`` is swept in lockstep
-    (:func:`ppl_tok.strings.string_marginals`: one batched forward per step for all of
-    them; each window's figures are those of its sweep alone). A document's
+    The windows of ``docs`` are swept in lockstep, ``lm_bytes`` of text at a time (:func:`sweep_in_groups`;
+    :func:`ppl_tok.strings.string_marginals`: one batched forward per step for a group; each window's
+    figures are those of its sweep alone). A document's
     ``seconds`` is the batch's wall time shared in proportion to bytes.
 
     A one-window document's canonical figure is the beam's own (its canonical path,
@@ -286,7 +296,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     start = time.perf_counter()
     plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
-    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search))
+    results = iter(sweep_in_groups(string_marginals, lm, flat, config.search))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
@@ -401,10 +411,9 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
              for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
     before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
-    texts = iter(string_marginals(lm, [p.text for p in before], [p.context for p in before], config.search))
+    texts = iter(sweep_in_groups(string_marginals, lm, before, config.search))
     lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
-    events = string_events(lm, [p.text for p in lasts], [p.context for p in lasts], config.search,
-                           keep=[p.tokens for p in lasts])
+    events = sweep_in_groups(string_events, lm, lasts, config.search, keep=True)
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     out = []

@@ -39,10 +39,11 @@ read under the new one, so it resumes and reports as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.jsonl_store import JsonlStore, StoreError
+from ppl_tok.common.jsonl_store import JsonlStore, StoreError, damaged, decode_log
 from ppl_tok.lm.device import lm_identity
 from ppl_tok.lm.spec import IDENTITY
 from ppl_tok.scoring import ALIASES, DOCUMENT
@@ -66,6 +67,25 @@ class PerplexityStore(JsonlStore):
     informational = ("ppl_tok_version", "source", "documents", "bytes", "lm")
     what = "perplexity run folder"
     record_name = "document record"
+    fields = {"index": "count", "n_bytes": "count", "n_words": "count", "n_tokens": "count", "windows": "count",
+              "log_likelihood": "log", "canonical": "log", "lower": "bound", "upper": "bound", "forwards": "count",
+              "canonical_forwards": "count"}
+
+    @classmethod
+    def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The numbers of a document record (:attr:`fields`), every one required, ``n_bytes`` at least 1 and
+        ``lower <= upper``: an edited record is an error naming its line, never a figure of the report."""
+        record = super().validate(record, where, settings)
+        missing = [k for k in ("index", "n_bytes", "n_words", "n_tokens", "windows", "log_likelihood", "canonical")
+                   if k not in record]
+        if missing:
+            raise damaged(where, f"no field {missing[0]!r}")
+        if record["n_bytes"] < 1:
+            raise damaged(where, "n_bytes is 0 (a document has at least one byte)")
+        lower, upper = (decode_log(record[k]) if k in record else None for k in ("lower", "upper"))
+        if lower is not None and upper is not None and lower > upper:
+            raise damaged(where, f"the certified floor {lower} is above the ceiling {upper}")
+        return record
 
     @staticmethod
     def key(record: dict[str, Any]) -> int:

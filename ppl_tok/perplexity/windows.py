@@ -120,3 +120,49 @@ def text_windows(vocab: Any, tokens: Sequence[int], length: int | None) -> list[
         out.append(TextWindow(context, vocab.decode(piece).decode("utf-8"), tuple(piece)))
         done = end
     return out
+
+
+def lockstep_groups(sizes: Sequence[int], most: int) -> list[slice]:
+    """Consecutive slices of the items whose ``sizes`` (bytes) sum to at most ``most`` each; an item larger than
+    ``most`` is a group alone. The beam sweeps one group's windows in lockstep, then the next: its LM states grow
+    with the bytes swept together, so a long document's windows are not all held at once (a 65 kB document's two
+    windows together peaked at 4.8 GB; every window of a 1 MB document would not fit)."""
+    groups: list[slice] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and total + size > most:
+            groups.append(slice(start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        groups.append(slice(start, len(sizes)))
+    return groups
+
+
+def split_targets(prefixes: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], most: int
+                  ) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[int]]:
+    """Each ``(prefix, target)`` as pieces ``(prefix + target[:k], target[k:k + most])`` of at most ``most``
+    target tokens, and the pair each piece belongs to: ``log p(target | prefix)`` is the sum of its pieces'
+    (the chain rule), so a long window is scored a piece at a time."""
+    pieces: list[tuple[tuple[int, ...], list[int]]] = []
+    owner: list[int] = []
+    for i, (prefix, target) in enumerate(zip(prefixes, targets)):
+        prefix, target = tuple(prefix), list(target)
+        for k in range(0, max(1, len(target)), most):
+            pieces.append((prefix + tuple(target[:k]), target[k: k + most]))
+            owner.append(i)
+    return pieces, owner
+
+
+def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, keep: bool = False) -> list[Any]:
+    """``sweep(lm, texts, contexts, search)`` of the windows ``pieces``, a :func:`lockstep_groups` group (at most
+    the ``lm_bytes`` limit of text) at a time: memory bounded by a group's, whatever the documents' lengths."""
+    from ppl_tok.limits import limits
+    from ppl_tok.perplexity.metrics import count_bytes
+
+    out: list[Any] = []
+    for g in lockstep_groups([count_bytes(p.text) for p in pieces], limits().lm_bytes):
+        part = pieces[g]
+        extra = {"keep": [p.tokens for p in part]} if keep else {}
+        out.extend(sweep(lm, [p.text for p in part], [p.context for p in part], search, **extra))
+    return out

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ppl_tok.common.jsonl_store import JsonlStore, encode_log
+from ppl_tok.common.jsonl_store import JsonlStore, check_fields, damaged, encode_log
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.device import identity_of
@@ -130,6 +130,20 @@ class StringsStore(JsonlStore):
     defaults: ClassVar[dict[str, Any]] = {"extend_threshold": 0.0}
     what = "strings batch folder"
     record_name = "item record"
+    fields = {"index": "count", "estimate": "bound", "log_prob": "bound", "forwards": "count", "bytes": "count"}
+
+    @classmethod
+    def validate(cls, record: Any, where: str, settings: Any = None) -> dict[str, Any]:
+        """An item record's numbers (:attr:`fields`; each of ``next``'s ``log_probs`` a number or
+        ``"-Infinity"``) and, where both are numbers, ``lower <= upper``."""
+        record = super().validate(record, where, settings)
+        log_probs = record.get("log_probs")
+        if isinstance(log_probs, dict):
+            check_fields(log_probs, where, dict.fromkeys(log_probs, "bound"))
+        lower, upper = record.get("lower"), record.get("upper")
+        if isinstance(lower, (int, float)) and isinstance(upper, (int, float)) and lower > upper:
+            raise damaged(where, f"lower {lower} is above upper {upper}")
+        return record
 
     @staticmethod
     def key(record: dict[str, Any]) -> int:

@@ -75,6 +75,13 @@ class StringConditional:
     def informative(self) -> bool:
         return self.hint is None
 
+    @property
+    def certified(self) -> bool:
+        """Whether ``[lower, upper]`` is certified for ``log p(text | prompt)`` itself: not under a canonical head
+        (``head_bytes > 0``), where it is certified for the conditional given that head only
+        (:func:`~ppl_tok.strings.certified.head_caveat`)."""
+        return self.head_bytes == 0
+
     def __repr__(self) -> str:
         return (f"StringConditional({self.text!r} | {self.prompt!r}: {self.lower:.4f} <= log p <= {self.upper:.4f}, "
                 f"estimate {self.estimate:.4f}, {self.forwards} forwards)")
@@ -86,7 +93,7 @@ class StringConditional:
                 "prompt_prefix": self.prompt_prefix.to_dict(), "joint_prefix": self.joint_prefix.to_dict(),
                 "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds,
                 "prefill": self.prefill, "head_bytes": self.head_bytes, "tolerance_nats": self.tolerance,
-                "informative": self.informative, "hint": self.hint}
+                "informative": self.informative, "hint": self.hint, "certified": self.certified}
 
 
 def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float, float, float]:

@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ppl_tok.limits import check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -102,6 +103,7 @@ def string_events(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[st
     :param keep: per text, a tokenization of it whose path the beam always keeps (default: its
         canonical tokens, ``lm.canonical(text)``).
     """
+    texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
     contexts = [""] * len(texts) if contexts is None else list(contexts)
     paths = [lm.canonical(t) for t in texts] if keep is None else [p or lm.canonical(t) for p, t in zip(keep, texts)]

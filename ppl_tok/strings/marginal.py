@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ppl_tok.limits import check_texts
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
@@ -217,6 +218,7 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     mix; only float32 rounding of a batched forward can differ), in far fewer LM calls.
     ``seconds`` of each result is the wall time of the whole call.
     """
+    texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
     _check_config(config)
     contexts = [""] * len(texts) if contexts is None else list(contexts)

@@ -360,6 +360,9 @@ def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Se
     forwards are shared (:func:`~ppl_tok.strings.prefill.prefill_heads`), the tails are
     walked one prompt at a time.
     """
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"prompts must be a sequence of prompts, got the {type(prompts).__name__} {prompts[:40]!r}: "
+                        "wrap one prompt in a list, [prompt]")
     config = config or StringSearchConfig()
     contexts = [""] * len(prompts) if contexts is None else list(contexts)
     data = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]

@@ -43,9 +43,9 @@ continuations together), so
 
     -log2 min(1, U_k / L_{k-1})  <=  s(u_k)  <=  -log2 (L_k / U_{k-1}),
 
-and the estimate is ``-log2 (L_k / L_{k-1})`` (the masses found; they telescope
-to ``-log2 P^(x, end)`` exactly); each ``[L_k, U_k]`` is widened by the rows' rounding
-tolerance (:mod:`ppl_tok.strings.certified`). A bracket wider than ``wide`` bits (default
+and the estimate is ``-log2 (P^(E_k) / P^(E_{k-1}))`` (the masses found, without the rounding
+tolerance; they telescope to ``-log2 P^(x, end)``, the estimate of the text's event, exactly); each
+``[L_k, U_k]`` is widened by the rows' rounding tolerance (:mod:`ppl_tok.strings.certified`). A bracket wider than ``wide`` bits (default
 3, the shared rule :func:`~ppl_tok.strings.certified.uninformative_hint`) is flagged
 uninformative, with what would tighten it (a wider beam, a larger ``prune``).
 
@@ -77,6 +77,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ppl_tok.limits import check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -132,8 +133,9 @@ class UnitSurprisal:
 
 
 # ------------------------------------------------------------------- walk
-def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list[str]) -> tuple[float, float]:
-    """``[L, U]`` on ``log (sum over c in B of P(x c) + P(x, end))`` for the bytes ``x`` the state has read.
+def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list[str]
+                    ) -> tuple[float, float, float]:
+    """``(L, found, U)`` on ``log (sum over c in B of P(x c) + P(x, end))`` for the bytes ``x`` the state has read.
 
     The bracket of exact arithmetic widened by the largest rounding tolerance of its terms
     (:mod:`ppl_tok.strings.certified`).
@@ -159,16 +161,17 @@ def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list
                 tol = max(tol, p.tolerance)
         finally:
             state._shared = shared  # the copies die here: the state may release its LM states again
-    return logsumexp(lower_terms) - tol, min(nb.prefix.bound, logsumexp(upper_terms)) + tol
+    found_mass = logsumexp(lower_terms)
+    return found_mass - tol, found_mass, min(nb.prefix.bound, logsumexp(upper_terms)) + tol
 
 
-def _end_event(state: StringState) -> tuple[float, float]:
+def _end_event(state: StringState) -> tuple[float, float, float]:
     try:
         p = end_bracket(state)
     except EndUnavailableError:
         raise EndUnavailableError(f"{state.lm.name} has no EOS or other special token: the last unit's surprisal "
                                   "(followed by the end of the string) is undefined") from None
-    return p.lower, p.upper
+    return p.lower, p.found, p.upper
 
 
 #: what the last unit of an item is conditioned on (module docstring, ``E_n``)
@@ -176,8 +179,9 @@ FINALS = ("end", "boundary", "none")
 
 
 def _event(state: StringState, k: int, last: str | None, corrected: bool, ascii_bytes: list[int],
-           wide_chars: list[str]) -> tuple[float, float]:
-    """``[L_k, U_k]`` once ``state`` has read units ``0..k`` (``last``: the item's ``final``, else ``None``)."""
+           wide_chars: list[str]) -> tuple[float, float, float]:
+    """``(L_k, found, U_k)`` once ``state`` has read units ``0..k`` (``last``: the item's ``final``, else ``None``):
+    the bracket and the mass found (the estimate, without the rounding tolerance that widens the bracket)."""
     if last == "end":
         return _end_event(state)
     if last == "boundary":
@@ -185,7 +189,7 @@ def _event(state: StringState, k: int, last: str | None, corrected: bool, ascii_
     if corrected:
         return _boundary_event(state, ascii_bytes, wide_chars)
     p = state.prefix_log_prob()
-    return p.lower, p.upper
+    return p.lower, p.found, p.upper
 
 
 def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, boundary: str) -> None:
@@ -245,7 +249,7 @@ class _Job:
         for k, (a, b) in enumerate(self.spans):
             self._unit[a:b] = [k] * (b - a)
         self.state: StringState | None = None
-        self.events: list[tuple[float, float]] = [(0.0, 0.0)]
+        self.events: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)]
         self.error: Exception | None = None
 
     def canonical_ids(self) -> list[int] | None:
@@ -306,7 +310,7 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
           wide: float) -> list[UnitSurprisal]:
     rows = []
     for k, ((a, b), (ca, cb)) in enumerate(zip(job.spans, job.chars)):
-        (lo0, up0), (lo1, up1) = job.events[k], job.events[k + 1]
+        (lo0, found0, up0), (lo1, found1, up1) = job.events[k], job.events[k + 1]
         if lo0 == -math.inf:
             raise DeadEndError(f"unit {k} ({job.texts[k]!r}): the beam found no mass for the text before it")
         lower = max(0.0, -min(0.0, up1 - lo0) / LN2)
@@ -314,7 +318,7 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
         hint = uninformative_hint(upper - lower, config, wide, unit="bits")
         rows.append(UnitSurprisal(
             unit=k, text=job.texts[k], start=ca, end=cb, byte_start=a, byte_end=b,
-            surprisal=-(lo1 - lo0) / LN2, canonical=0.0 - canon[k] / LN2, lower=lower, upper=upper,
+            surprisal=-(found1 - found0) / LN2, canonical=0.0 - canon[k] / LN2, lower=lower, upper=upper,
             informative=hint is None, followed_by={"none": "any"}.get(job.final, job.final) if k == len(job.spans) - 1
             else ("boundary" if job.corrected[k] else "any"), tokens=counts[k], hint=hint))
     return rows
@@ -329,6 +333,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     Bad arguments (an empty text, regions that do not tile it) raise before any LM call; what only
     the walk finds (a byte no kept token covers, an LM without an end) is the item's entry.
     """
+    texts = check_texts("texts", texts)
     if not wide > 0:
         raise ValueError(f"wide must be a positive number of bits, got {wide!r}")
     texts = list(texts)
@@ -439,6 +444,7 @@ def canonical_surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units:
                               contexts: Sequence[str | Sequence[int]] | None = None,
                               rules: WordRules | None = None) -> list[list[float]]:
     """:func:`canonical_surprisals` of many texts in one batched call (what minicons does with a batch)."""
+    texts = check_texts("texts", texts)
     texts = list(texts)
     rules = rules or WordRules()
     contexts = [""] * len(texts) if contexts is None else list(contexts)

@@ -31,7 +31,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-WIDE_ARGS = ("--beam", "10000", "--prune", "1e9")
+WIDE_ARGS = ("--beam", "10000", "--prune", "1e4")
 
 
 def test_tsv_csv_and_jsonl_rows(toy, capsys, tmp_path):
@@ -113,7 +113,7 @@ def test_out_resumes(toy, capsys, tmp_path):
     toy.loads.clear()
     code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
     assert code == 0 and again == whole and not toy.loads  # all stored: no LM loaded
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--beam", "4", "--prune", "1e9")
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--beam", "4", "--prune", "1e4")
     assert code == 2 and "other settings" in err and "search" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--units", "char", *WIDE_ARGS)
     assert code == 2 and "units: folder has 'word', this run has 'char'" in err

@@ -37,3 +37,20 @@ def test_figures_are_ratios_of_sums():
     assert f["bits_per_byte"] == pytest.approx(1 / math.log(2))
     assert f["byte_perplexity"] == pytest.approx(math.e)
     assert f["word_perplexity"] == pytest.approx(math.exp(5))
+
+
+@pytest.mark.parametrize("figure", [bits_per_byte, byte_perplexity, word_perplexity])
+@pytest.mark.parametrize("lls, counts, error, message", [
+    ([math.nan], [3], ValueError, r"log_likelihoods\[0\] is nan"),
+    ([-1.0, 2.0], [3, 4], ValueError, r"log_likelihoods\[1\] is 2.0: a log-likelihood is a number <= 0"),
+    ([-1.0, -2.0], [5, -3], ValueError, r"counts\[1\] is -3"),
+    ([-1.0], [2.5], TypeError, r"counts\[0\] must be an integer"),
+    ([-1.0], [True], TypeError, r"counts\[0\] must be an integer"),
+    (["-1"], [3], TypeError, r"log_likelihoods\[0\] must be a real number"),
+    ([-1.0], [0], ValueError, "every count is 0"),
+    ("-1", [1], TypeError, "log_likelihoods must be a sequence"),
+])
+def test_inputs_that_are_not_log_likelihoods_and_counts_are_refused(figure, lls, counts, error, message):
+    """Issue 50: NaN, positive log-likelihoods and negative byte counts gave a figure."""
+    with pytest.raises(error, match=message):
+        figure(lls, counts)

@@ -39,3 +39,13 @@ def test_text_windows_rebuild_the_text_and_fit_the_window():
         ws = text_windows(lm.vocab, tokens, length)
         assert "".join(w.text for w in ws) == text
         assert all(1 + len(w.context) + len(w.tokens) <= length for w in ws)
+
+
+def test_lockstep_groups_hold_at_most_the_bytes_asked_for_and_every_item_once():
+    """Issue 50: every window of a document was swept at once (a 1 MB document passed 6 GB)."""
+    from ppl_tok.perplexity.windows import lockstep_groups
+
+    sizes = [5, 3, 9, 20, 1, 1, 8]
+    groups = lockstep_groups(sizes, 10)
+    assert [sizes[g] for g in groups] == [[5, 3], [9], [20], [1, 1, 8]]
+    assert lockstep_groups([], 10) == [] and lockstep_groups([4], 1) == [slice(0, 1)]

@@ -248,3 +248,17 @@ def test_smollm2_garden_path(smollm2):
     for one, other in zip(rows, many[0]):
         assert other.surprisal == pytest.approx(one.surprisal, abs=1e-3)
         assert other.canonical == pytest.approx(one.canonical, abs=1e-3)
+
+
+@pytest.mark.parametrize("units", ["word", "char"])
+def test_the_estimates_sum_to_the_estimate_of_the_text_without_the_rounding_tolerance(monkeypatch, units):
+    """Issue 50: each estimate carried the rounding tolerance (4e-4 nats per sentence on SmolLM2), so the units
+    summed to -log2 of the floor, not of the estimate P^(text, end); the brackets still carry it."""
+    import ppl_tok.strings.beam
+
+    monkeypatch.setattr(ppl_tok.strings.beam, "tolerance", lambda *a: 1e-3)
+    lm = history_lm(4, VOCAB)
+    text = "ab é.a b"
+    rows = surprisals(lm, text, units=units, config=WIDE)
+    assert sum(r.surprisal for r in rows) == pytest.approx(-brute_exact(lm, text.encode()) / LN2, abs=1e-9)
+    assert all(r.lower < r.surprisal < r.upper for r in rows)
