@@ -259,6 +259,6 @@ def test_the_estimates_sum_to_the_estimate_of_the_text_without_the_rounding_tole
     monkeypatch.setattr(ppl_tok.strings.beam, "tolerance", lambda *a: 1e-3)
     lm = history_lm(4, VOCAB)
     text = "ab é.a b"
-    rows = surprisals(lm, text, units=units, config=WIDE)
+    rows = surprisals(lm, text, units=units, config=WIDE, final="end")  # the sum is P(text, end)
     assert sum(r.surprisal for r in rows) == pytest.approx(-brute_exact(lm, text.encode()) / LN2, abs=1e-9)
     assert all(r.lower < r.surprisal < r.upper for r in rows)
