@@ -7,7 +7,9 @@ same way, all in one process. The target: median <= 0.01 bits and p99 <= 0.1 bit
 cheapest candidate that meets it on text it was not chosen on.
 
 Usage: python benchmarks/surprisal_defaults.py DATA_FILE OUT.jsonl [--words 1000] [--thresholds 0.1,0.01,...]
-Resumable: each finished setting is one line of OUT.jsonl; a rerun skips the settings already there.
+Resumable: each finished setting is one line of OUT.jsonl; a rerun skips the settings already there. The
+exhaustive reference (OUT.reference.json) and every row record the package version they ran on (`code`: the git
+commit of the checkout); a rerun on other code is refused rather than mixed with them.
 """
 
 from __future__ import annotations
@@ -42,11 +44,16 @@ def main() -> None:
     from ppl_tok.strings.surprisal import canonical_surprisals_many, surprisals, surprisals_many
 
     torch.set_num_threads(1)
+    import subprocess
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent).stdout.strip() or "unknown"
     done = {}
     if args.out.is_file():
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
             done[row["extend_threshold"]] = row
+            if row.get("code", code) != code:
+                raise SystemExit(f"{args.out} was measured on {row['code']}, this checkout is {code}: use another OUT")
     lm = load_lm("smollm2-135m")
     items = held_out_items(args.data, args.words)
     base = StringSearchConfig()
@@ -65,10 +72,12 @@ def main() -> None:
     reference_path = args.out.with_suffix(".reference.json")
     if reference_path.is_file():
         reference = json.loads(reference_path.read_text())
+        if reference.get("code", code) != code:
+            raise SystemExit(f"{reference_path} was measured on {reference['code']}, this checkout is {code}")
     else:
         canon, canon_s = timed(lambda ts: canonical_surprisals_many(lm, ts))
         rows, seconds = timed(lambda ts: surprisals_many(lm, ts, config=replace(base, extend_threshold=0.0)))
-        reference = {"data": str(args.data), "words": sum(len(r) for r in rows), "items": len(items),
+        reference = {"code": code, "data": str(args.data), "words": sum(len(r) for r in rows), "items": len(items),
                      "canonical_seconds": canon_s, "seconds": seconds,
                      "surprisal": [u.surprisal for r in rows for u in r]}
         reference_path.write_text(json.dumps(reference))
@@ -80,7 +89,7 @@ def main() -> None:
         rows, seconds = timed(lambda ts: surprisals_many(lm, ts, config=replace(base, extend_threshold=s)))
         got = [u.surprisal for r in rows for u in r]
         diff = [abs(a - b) for a, b in zip(got, truth, strict=True)]
-        write({"data": str(args.data), "extend_threshold": s, "words": len(got), "canonical_seconds": canon_s,
+        write({"code": code, "data": str(args.data), "extend_threshold": s, "words": len(got), "canonical_seconds": canon_s,
                "seconds": seconds, "ratio_to_canonical": seconds / canon_s,
                "exhaustive_ratio_to_canonical": reference["seconds"] / reference["canonical_seconds"],
                "median_bits": statistics.median(diff), "p99_bits": _quantile(diff, 0.99), "max_bits": max(diff),
