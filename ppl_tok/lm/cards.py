@@ -12,6 +12,7 @@ reloaded from there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -246,7 +247,7 @@ def _build(card: ModelCard, what: str, folder: Path) -> Path:
     from transformers.utils import logging as hf_logging
     import torch
 
-    hf_logging.disable_progress_bar()  # its "de-quantizing GGUF tensors" bar would interleave with this one
+    hf_logging.disable_progress_bar()  # its own bars ("Loading weights", "Writing model shards") inside this one
     steps = ["locate GGUF", "tokenizer"] + (["weights", "save"] if what == "model" else ["save"])
     bar = tqdm(total=len(steps), desc=f"converting {card.name} ({what}) once", unit="step", file=sys.stderr)
     gguf = _gguf_path(card)
@@ -256,10 +257,20 @@ def _build(card: ModelCard, what: str, folder: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     bar.update()
     if what == "model":
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, card.dtype),
-            quantization_config=GgufConfig(dequantize=True),
-        )
+        # its "de-quantizing GGUF tensors" bar is a plain tqdm that no transformers switch turns off
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        own = getattr(gguf_utils, "tqdm", None)
+        if own is not None:
+            gguf_utils.tqdm = functools.partial(own, disable=True)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, card.dtype),
+                quantization_config=GgufConfig(dequantize=True),
+            )
+        finally:
+            if own is not None:
+                gguf_utils.tqdm = own
         bar.update()
         model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
