@@ -38,7 +38,7 @@ import textwrap
 from collections.abc import Sequence
 
 from ppl_tok.cli import bench, models, perplexity, qa, strings, surprisal, tokenization
-from ppl_tok.cli.common import STDIN, Parser, _check_utf8, _resolve_text
+from ppl_tok.cli.common import STDIN, Parser, _check_utf8, _resolve_text, set_threads
 from ppl_tok.common.jsonout import unlimited_int_digits
 from ppl_tok.limits import limits
 
@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog = f"ppl-tok {args.command}"
         try:
             _prepare(args)
+            set_threads(args)
             status = args.func(args)  # None, or a command's own exit status (bench gpu-check: 1, a target missed)
             sys.stdout.flush()  # a closed pipe shows here, not at exit
         except BrokenPipeError:  # `ppl-tok ... | head`: the reader has all it wants, a normal end

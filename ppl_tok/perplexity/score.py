@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,7 +260,8 @@ def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | Non
     return plans
 
 
-def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
     Every window of every document in ``docs`` is swept in lockstep
@@ -279,6 +280,9 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     ``SPAN_SHARE_KEPT`` of their window's off-canonical mass are summed into
     ``rest``, and ``single_span`` is the part of the gain in tokenizations that
     depart on one span only (attributed without splitting).
+
+    ``on_bytes``: progress inside the documents, the bytes the sweeps go past as they go
+    (:func:`ppl_tok.strings.string_marginals`).
     """
     from ppl_tok.strings import string_marginals
 
@@ -286,7 +290,8 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     start = time.perf_counter()
     plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
-    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search))
+    results = iter(string_marginals(lm, [p.text for p in flat], [p.context for p in flat], config.search,
+                                    on_bytes=on_bytes))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
@@ -377,7 +382,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
                          extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
-def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                 on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """``prefix`` and ``with-end``: the event in each document's last window, the text in the windows before it.
 
     A document of one window scores ``log P(x | BOS)`` (the output starts with ``x``) or
@@ -389,6 +395,9 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     and ceilings included; each window's floor is at least its canonical slice's figure of the same
     event, and ``canonical`` holds that figure (with the end, ``log p(v*) + log p(end | v*)`` in the
     last window).
+
+    ``on_bytes``: progress inside the documents, the bytes the sweeps of the windows before the last go past
+    (the last window's walk reports none).
     """
     from ppl_tok.strings import string_marginals
     from ppl_tok.strings.events import require_end, string_events
@@ -401,7 +410,8 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
              for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
     before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
-    texts = iter(string_marginals(lm, [p.text for p in before], [p.context for p in before], config.search))
+    texts = iter(string_marginals(lm, [p.text for p in before], [p.context for p in before], config.search,
+                                  on_bytes=on_bytes))
     lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
     events = string_events(lm, [p.text for p in lasts], [p.context for p in lasts], config.search,
                            keep=[p.tokens for p in lasts])
@@ -427,9 +437,14 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     return out
 
 
-def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The scores of ``docs`` under ``config.scoring`` (canonical, beam, prefix and with-end: batched;
     canonical+rest: one document at a time).
+
+    ``on_bytes``: progress inside the documents where a scoring reports it (``beam``: the bytes its sweeps
+    go past, :func:`marginal_scores`; ``prefix``, ``with-end``: those of the windows before the last,
+    :func:`event_scores`); the caller counts the rest when the batch is done.
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
     """
@@ -437,9 +452,9 @@ def score_documents(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     if name == "canonical":
         return canonical_scores(lm, docs, window_length(lm, config))
     if name == "beam":
-        return marginal_scores(lm, docs, config)
+        return marginal_scores(lm, docs, config, on_bytes=on_bytes)
     if name in ("prefix", "with-end"):
-        return event_scores(lm, docs, config)
+        return event_scores(lm, docs, config, on_bytes=on_bytes)
     if name == "canonical+rest":
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
     raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for documents but has no implementation here")
