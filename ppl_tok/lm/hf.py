@@ -215,6 +215,11 @@ class HFLanguageModel(LanguageModel):
         self.tokenizer = tokenizer
         self.device = device
         params = inspect.signature(model.forward).parameters
+        if "cache" in params and not {"past_key_values", "cache_params"} & set(params):
+            import transformers
+
+            raise ValueError(f"transformers {transformers.__version__} names the cache argument `cache`; ppl-tok "
+                             "runs on transformers 5.23 (pip install 'transformers>=5.23,<5.24')")
         # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
         self.pooled = "past_key_values" in params
         self.ragged = self.pooled

@@ -6,7 +6,7 @@ next batch starts, so a kill loses at most the batch in progress. A document's
 figures do not depend on the batch it was scored in (canonical scoring batches
 positions, not sums; the marginal scorings run one document at a time), so a
 resumed run stores what an uninterrupted one does. The progress bar counts
-bytes (bytes/s).
+bytes (bytes/s), inside a document too where the scoring reports them (``beam``).
 """
 
 from __future__ import annotations
@@ -127,11 +127,17 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
                     break
                 batch = todo[lo: lo + batch_docs]
                 t0 = time.perf_counter()
-                done = score_documents(lm, batch, config)
+                shown = [0]  # the bytes of this batch the bar went past inside its documents
+
+                def inside(n: int, bar: Any = bar, shown: list[int] = shown) -> None:
+                    shown[0] += n
+                    bar.update(n)
+
+                done = score_documents(lm, batch, config, on_bytes=inside)
                 if store is not None:
                     store.append([s.to_record() for s in done], timing=batch_timing(batch, time.perf_counter() - t0))
                 scores.update((s.index, s) for s in done)
-                bar.update(sum(d.n_bytes for d in batch))
+                bar.update(sum(d.n_bytes for d in batch) - shown[0])
     finally:
         if store is not None:
             store.close()

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +47,7 @@ from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.perplexity.corpus import Document
 from ppl_tok.perplexity.metrics import count_bytes, count_words
-from ppl_tok.perplexity.windows import (lockstep_groups, rolling_windows, split_targets, sweep_in_groups,
-                                        text_windows)
+from ppl_tok.perplexity.windows import log_probs_after_in_pieces, rolling_windows, sweep_in_groups, text_windows
 
 #: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, prefix, with-end, canonical+rest.
 SCORINGS = names(DOCUMENT)
@@ -189,29 +188,8 @@ def window_length(lm: LanguageModel, config: ScoringConfig) -> int | None:
 
 
 def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets: list) -> list[float]:
-    """:meth:`~ppl_tok.lm.base.LanguageModel.log_probs_after`, run one prefix length at a time.
-
-    A batch of prefixes of different lengths is padded on the left; under
-    float32 SDPA a short row padded to a long one moves by ~2e-4 nats
-    (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's
-    1e-4 agreement. Rows of one prefix length advance in lockstep and are never
-    padded, so each group's numbers are those of the row run alone. A call scores at most
-    :data:`CALL_ROW_BYTES` of ``[T, V]`` rows: a longer target is cut into pieces, each after the tokens before
-    it (:func:`split_targets`, the chain rule), so a long window's memory stays that of a piece's.
-    """
-    most = max(1, CALL_ROW_BYTES // (4 * len(lm.vocab)))
-    pieces, owner = split_targets(prefixes, targets, most)
-    groups: dict[int, list[int]] = {}
-    for i, (p, _) in enumerate(pieces):
-        groups.setdefault(len(p), []).append(i)
-    out = [0.0] * len(prefixes)
-    for members in groups.values():
-        for part in lockstep_groups([len(pieces[i][1]) for i in members], most):
-            chosen = members[part]
-            scored = lm.log_probs_after([pieces[i][0] for i in chosen], [pieces[i][1] for i in chosen])
-            for i, lp in zip(chosen, scored):
-                out[owner[i]] += lp
-    return out
+    """:func:`~ppl_tok.perplexity.windows.log_probs_after_in_pieces` at :data:`CALL_ROW_BYTES` of rows a call."""
+    return log_probs_after_in_pieces(lm, prefixes, targets, CALL_ROW_BYTES)
 
 
 def canonical_scores(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[DocumentScore]:
@@ -270,7 +248,8 @@ def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | Non
     return plans
 
 
-def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
     The windows of ``docs`` are swept in lockstep, ``lm_bytes`` of text at a time (:func:`sweep_in_groups`;
@@ -289,6 +268,9 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     ``SPAN_SHARE_KEPT`` of their window's off-canonical mass are summed into
     ``rest``, and ``single_span`` is the part of the gain in tokenizations that
     depart on one span only (attributed without splitting).
+
+    ``on_bytes``: progress inside the documents, the bytes the sweeps go past as they go
+    (:func:`ppl_tok.strings.string_marginals`).
     """
     from ppl_tok.strings import string_marginals
 
@@ -296,7 +278,7 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     start = time.perf_counter()
     plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
-    results = iter(sweep_in_groups(string_marginals, lm, flat, config.search))
+    results = iter(sweep_in_groups(string_marginals, lm, flat, config.search, on_bytes=on_bytes))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
@@ -387,7 +369,8 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
                          extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
-def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                 on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """``prefix`` and ``with-end``: the event in each document's last window, the text in the windows before it.
 
     A document of one window scores ``log P(x | BOS)`` (the output starts with ``x``) or
@@ -399,6 +382,9 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     and ceilings included; each window's floor is at least its canonical slice's figure of the same
     event, and ``canonical`` holds that figure (with the end, ``log p(v*) + log p(end | v*)`` in the
     last window).
+
+    ``on_bytes``: progress inside the documents, the bytes the sweeps of the windows before the last go past
+    (the last window's walk reports none).
     """
     from ppl_tok.strings import string_marginals
     from ppl_tok.strings.events import require_end, string_events
@@ -411,7 +397,7 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
              for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
     before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
-    texts = iter(sweep_in_groups(string_marginals, lm, before, config.search))
+    texts = iter(sweep_in_groups(string_marginals, lm, before, config.search, on_bytes=on_bytes))
     lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
     events = sweep_in_groups(string_events, lm, lasts, config.search, keep=True)
     seconds = time.perf_counter() - start
@@ -436,9 +422,14 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     return out
 
 
-def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig) -> list[DocumentScore]:
+def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The scores of ``docs`` under ``config.scoring`` (canonical, beam, prefix and with-end: batched;
     canonical+rest: one document at a time).
+
+    ``on_bytes``: progress inside the documents where a scoring reports it (``beam``: the bytes its sweeps
+    go past, :func:`marginal_scores`; ``prefix``, ``with-end``: those of the windows before the last,
+    :func:`event_scores`); the caller counts the rest when the batch is done.
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
     """
@@ -446,9 +437,9 @@ def score_documents(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     if name == "canonical":
         return canonical_scores(lm, docs, window_length(lm, config))
     if name == "beam":
-        return marginal_scores(lm, docs, config)
+        return marginal_scores(lm, docs, config, on_bytes=on_bytes)
     if name in ("prefix", "with-end"):
-        return event_scores(lm, docs, config)
+        return event_scores(lm, docs, config, on_bytes=on_bytes)
     if name == "canonical+rest":
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
     raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for documents but has no implementation here")

@@ -154,9 +154,11 @@ def split_targets(prefixes: Sequence[Sequence[int]], targets: Sequence[Sequence[
     return pieces, owner
 
 
-def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, keep: bool = False) -> list[Any]:
-    """``sweep(lm, texts, contexts, search)`` of the windows ``pieces``, a :func:`lockstep_groups` group (at most
-    the ``lm_bytes`` limit of text) at a time: memory bounded by a group's, whatever the documents' lengths."""
+def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, keep: bool = False,
+                    **options: Any) -> list[Any]:
+    """``sweep(lm, texts, contexts, search, **options)`` of the windows ``pieces``, a :func:`lockstep_groups` group
+    (at most the ``lm_bytes`` limit of text) at a time: memory bounded by a group's, whatever the documents'
+    lengths (``options``: e.g. ``on_bytes``, the progress callback)."""
     from ppl_tok.limits import limits
     from ppl_tok.perplexity.metrics import count_bytes
 
@@ -164,5 +166,33 @@ def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, kee
     for g in lockstep_groups([count_bytes(p.text) for p in pieces], limits().lm_bytes):
         part = pieces[g]
         extra = {"keep": [p.tokens for p in part]} if keep else {}
+        extra.update(options)
         out.extend(sweep(lm, [p.text for p in part], [p.context for p in part], search, **extra))
+    return out
+
+
+def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets: list, row_bytes: int
+                              ) -> list[float]:
+    """:meth:`~ppl_tok.lm.base.LanguageModel.log_probs_after`, run one prefix length at a time.
+
+    A batch of prefixes of different lengths is padded on the left; under
+    float32 SDPA a short row padded to a long one moves by ~2e-4 nats
+    (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's
+    1e-4 agreement. Rows of one prefix length advance in lockstep and are never
+    padded, so each group's numbers are those of the row run alone. A call scores at most
+    ``row_bytes`` of ``[T, V]`` rows: a longer target is cut into pieces, each after the tokens before
+    it (:func:`split_targets`, the chain rule), so a long window's memory stays that of a piece's.
+    """
+    most = max(1, row_bytes // (4 * len(lm.vocab)))
+    pieces, owner = split_targets(prefixes, targets, most)
+    groups: dict[int, list[int]] = {}
+    for i, (p, _) in enumerate(pieces):
+        groups.setdefault(len(p), []).append(i)
+    out = [0.0] * len(prefixes)
+    for members in groups.values():
+        for part in lockstep_groups([len(pieces[i][1]) for i in members], most):
+            chosen = members[part]
+            scored = lm.log_probs_after([pieces[i][0] for i in chosen], [pieces[i][1] for i in chosen])
+            for i, lp in zip(chosen, scored):
+                out[owner[i]] += lp
     return out

@@ -209,7 +209,8 @@ class _Sweep:
 
 
 def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,
-                     config: StringSearchConfig | None = None) -> list[StringMarginal]:
+                     config: StringSearchConfig | None = None, *,
+                     on_bytes: Callable[[int], None] | None = None) -> list[StringMarginal]:
     """:func:`string_marginal` of several strings, swept in lockstep: one batched forward per step for all of them.
 
     Each step every unfinished string advances to its next byte offset that keeps a
@@ -217,6 +218,10 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     Each string's result is what :func:`string_marginal` gives it alone (the beams never
     mix; only float32 rounding of a batched forward can differ), in far fewer LM calls.
     ``seconds`` of each result is the wall time of the whole call.
+
+    :param on_bytes: called with the number of bytes (of all the texts together) that the sweeps have just
+        gone past, as they go: progress inside a long text; the calls add up to the bytes before each text's
+        last offset.
     """
     texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
@@ -225,7 +230,8 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     if len(contexts) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
     start = time.perf_counter()
-    sweeps = [_Sweep(lm, t, c, config, None, None) for t, c in zip(texts, contexts)]
+    sweeps = [_Sweep(lm, t, c, config, None, None if on_bytes is None else _bytes_gone(t, on_bytes))
+              for t, c in zip(texts, contexts)]
     _run_lockstep(sweeps)
     seconds = time.perf_counter() - start
     return [s.result(seconds) for s in sweeps]
@@ -247,6 +253,18 @@ def _run_lockstep(sweeps: Sequence[_Sweep]) -> None:
         for s, (i, kept, out) in steps:
             s.expand(i, kept, out)
         active = [s for s, _ in steps]
+
+
+def _bytes_gone(text: str, on_bytes: Callable[[int], None]) -> Callable[[int], None]:
+    """An ``on_offset`` of one sweep that reports to ``on_bytes`` the bytes gone past since its last call."""
+    done = [0]
+
+    def on_offset(i: int) -> None:
+        if i > done[0]:
+            on_bytes(i - done[0])
+            done[0] = i
+
+    return on_offset
 
 
 def string_marginal(lm: LanguageModel, text: str, context: str | Sequence[int] = "",

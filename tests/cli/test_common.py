@@ -64,3 +64,37 @@ def test_context_errors_and_window_warning(capsys, loaded, monkeypatch):
     monkeypatch.setattr(loaded.model.config, "max_position_embeddings", 4)
     code, _, err = run(capsys, "score", " Paris", "--context", "The capital of France is")
     assert code == 0 and "more than smollm2-135m's window of 4" in err
+
+
+@pytest.fixture
+def torch_threads():
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("argv, env, want", [
+    (["score", "x"], None, 1),                       # the default: one thread
+    (["score", "x"], "3", 3),                        # OMP_NUM_THREADS, as the user set it
+    (["score", "x", "--threads", "2"], "3", 2),      # --threads over everything
+    (["perplexity", "-", "--threads", "2"], None, 2),
+    (["count", "x"], None, None),                    # no LM, no threads
+])
+def test_threads_come_from_the_flag_else_omp_num_threads_else_one(torch_threads, monkeypatch, argv, env, want):
+    from ppl_tok.cli.common import set_threads
+    from ppl_tok.cli.main import build_parser
+
+    if env is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    torch_threads.set_num_threads(4)
+    assert set_threads(build_parser().parse_args(argv)) == want
+    assert torch_threads.get_num_threads() == (4 if want is None else want)
+
+
+def test_threads_below_one_is_a_usage_error_before_any_work(capsys, no_work):
+    code, out, err = run(capsys, "score", "x", "--threads", "0")
+    assert code == 2 and "--threads" in err and not out

@@ -67,3 +67,23 @@ def test_length_groups_cover_every_item_once_and_pad_little(lengths, size):
         assert len(g) * real[0] <= 1.25 * sum(real) + 32
     # equal lengths fill whole groups
     assert [len(g) for g in length_groups(list(range(10)), [7] * 10, 4)] == [4, 4, 2]
+
+
+def test_a_model_whose_forward_names_its_cache_cache_is_refused_in_one_line():
+    """transformers 5.24 renamed ``past_key_values``/``cache_params`` to ``cache``: read as a recurrent model, an
+    attention model gave wrong log-probs (log p(" Tokens") -27.39 instead of -18.55), so it is refused by name."""
+    from ppl_tok.lm.hf import HFLanguageModel
+    from ppl_tok.vocabulary import Vocabulary
+
+    class Renamed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = torch.nn.Linear(2, 3)
+            self.config = type("Config", (), {"num_hidden_layers": 1})()
+
+        def forward(self, input_ids=None, cache=None, use_cache=None):
+            raise AssertionError("never called")
+
+    vocab = Vocabulary.from_tokens([None, "a", "b"])
+    with pytest.raises(ValueError, match=r"names the cache argument `cache`.*transformers>=5.23,<5.24"):
+        HFLanguageModel(Renamed(), None, 0, vocab=vocab, name="renamed")

@@ -59,3 +59,30 @@ def test_with_end_without_an_end_token_is_refused_before_a_folder_is_made(tmp_pa
     with pytest.raises(ValueError, match="has no EOS or other special token.*--scoring beam"):
         run_perplexity(lm, read_corpus(path), ScoringConfig("with-end"), out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_bar_moves_inside_a_beam_scored_document_and_ends_at_the_corpus_bytes(tmp_path, monkeypatch):
+    """One long document under ``beam``: the bar advances as the sweep goes past its bytes, not only at its end."""
+    import ppl_tok.perplexity.run as run_module
+    from ppl_tok.strings.beam import StringSearchConfig
+
+    updates: list[int] = []
+
+    class Bar:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n):
+            updates.append(n)
+
+    monkeypatch.setattr(run_module, "progress_bar", lambda *a, **k: Bar())
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"text": "a b c a b b a c a b"}) + "\n")
+    corpus = read_corpus(path, field="text")
+    config = ScoringConfig("beam", search=StringSearchConfig(beam=2))
+    run_perplexity(toy_lm(), corpus, config, out=tmp_path / "run", field="text")
+    assert len(updates) > 3 and sum(updates) == corpus.n_bytes and all(n >= 0 for n in updates)
+    assert sum(updates[:-1]) >= corpus.n_bytes // 2  # most of the document was shown before it was done

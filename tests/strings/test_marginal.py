@@ -172,6 +172,19 @@ def test_on_offset_reports_the_sweep_in_byte_order():
     assert result.lower == string_marginal(lm, "abbab").lower  # watching changes nothing
 
 
+def test_on_bytes_reports_progress_inside_the_texts_of_a_lockstep_sweep():
+    """Each text's bytes up to its last offset before the end, in positive steps as the sweeps go; the results
+    are those of an unwatched sweep."""
+    lm = BigramLM.random(VOCAB, seed=3, bos_id=0)
+    texts, config = ["abbab", "ba", "abbaabab"], StringSearchConfig(beam=2)
+    steps: list[int] = []
+    watched = string_marginals(lm, texts, config=config, on_bytes=steps.append)
+    assert len(steps) > len(texts) and all(n > 0 for n in steps)
+    assert sum(steps) == sum(len(t) - 1 for t in texts)  # every offset of these texts is an MDD node
+    plain = string_marginals(lm, texts, config=config)
+    assert [(r.lower, r.upper, r.found) for r in watched] == [(r.lower, r.upper, r.found) for r in plain]
+
+
 @pytest.mark.parametrize("beam, prune", [(2, 1.0), (10_000, math.inf)])
 def test_marginals_in_lockstep_equal_one_at_a_time_in_fewer_calls(beam, prune):
     """Several strings swept together: each result equals its sweep alone (and the exact value when nothing is

