@@ -57,6 +57,10 @@ class ModelCard:
     repo: str | None = None
     install: str = ""
     bos_token: str | None = None
+    #: the card's vocabulary (:func:`ppl_tok.lm.bos.vocabulary_sha256` of its first ``vocab_size`` pieces): a
+    #: folder with the same one (a fine-tune) is scored after the card's BOS
+    vocab_size: int | None = None
+    vocab_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SOURCE_KINDS:
@@ -80,7 +84,8 @@ class ModelCard:
             kind=source.get("kind", ""), package=source.get("package"), file=source.get("file"),
             repo=source.get("repo"), install=source.get("install", ""),
             bos_id=scoring.get("bos_id"), bos_token=scoring.get("bos_token"),
-            dtype=scoring.get("dtype", "float32"),
+            dtype=scoring.get("dtype", "float32"), vocab_size=scoring.get("vocab_size"),
+            vocab_sha256=scoring.get("vocab_sha256"),
         )
 
 

@@ -26,6 +26,7 @@ from transformers.cache_utils import DynamicCache
 
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.base import LanguageModel, LMState, release_free_memory
+from ppl_tok.lm.bos import NO_BOS
 from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
 from ppl_tok.lm.kvpool import GatherPlan, KVNode, KVPool, padded_index
@@ -330,7 +331,7 @@ class HFLanguageModel(LanguageModel):
     @torch.inference_mode()
     def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
         if not all(keys):
-            raise ValueError(f"{self.name} needs a BOS id or a context to score the first token")
+            raise ValueError(NO_BOS.format(name=self.name))
         if self.pooled:
             logits, nodes, _ = self._pool_forward([None] * len(keys), [list(k) for k in keys], last_only=True)
             return self._log_softmax(logits), nodes
