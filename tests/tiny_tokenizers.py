@@ -41,3 +41,32 @@ def byte_level_tokenizer(size: int = 320, *, bos: str | None = "<|endoftext|>", 
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token="<|endoftext|>",
                                    pad_token="<pad>")
+
+
+def llama2_folder(out, *, hidden: int = 16, seed: int = 0):
+    """A Llama-2-style model folder in ``out``: the real Llama 2 tokenizer (``../shared``, converted by
+    ``transformers`` as a hub folder's would be: dummy prefix, BOS ``<s>`` prepended) and a tiny random
+    Llama built from a config of its vocabulary (init spread 0.25, so the context moves the scores)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    import torch
+    import transformers as tf
+
+    out = Path(out)
+    src = out / "sentencepiece"
+    src.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(__file__).resolve().parents[2] / "shared" / "tokenizers" / "llama2" / "tokenizer.model", src)
+    (src / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False,
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+    tokenizer = tf.AutoTokenizer.from_pretrained(src)
+    torch.manual_seed(seed)
+    config = tf.LlamaConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+                            num_attention_heads=2, num_key_value_heads=1, initializer_range=0.25,
+                            bos_token_id=1, eos_token_id=2, max_position_embeddings=512)
+    tf.LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    shutil.rmtree(src)
+    return out

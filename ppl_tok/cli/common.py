@@ -59,7 +59,7 @@ def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
     g.add_argument("--device", type=device_name, help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
     g.add_argument("--bos-id", type=integer(0), metavar="ID",
-                   help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+                   help="the BOS id used for scoring (default: the card's, else the tokenizer's pipeline; docs/models.md)")
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:
