@@ -33,7 +33,6 @@ SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
-
 class ByteTrie:
     """A byte trie of token surfaces, stored flat so the garbage collector ignores it.
 
@@ -126,6 +125,9 @@ class Vocabulary:
     :param encoder: the tokenizer's canonical encoder ``str -> ids``, taking
         the text literally (no dummy-prefix space, no special tokens).
     :param fallback: the byte-fallback policy used by :func:`ppl_tok.mdd.compile_mdd`.
+    :param dummy_prefix: the tokenizer puts a space (``▁``) before every text it encodes (SentencePiece's
+        dummy prefix: Llama 2, Mistral, Phi-3); :meth:`encode` still takes text literally, and
+        :meth:`sequence_start` gives a text the space the tokenizer would.
     """
 
     surfaces: tuple[bytes | None, ...]
@@ -134,6 +136,7 @@ class Vocabulary:
     encoder: Callable[[str], list[int]] | None = field(default=None, repr=False)
     fallback: ByteFallback = ByteFallback.PAPER
     name: str = "vocabulary"
+    dummy_prefix: bool = False
 
     def __post_init__(self) -> None:
         if not self.surfaces:
@@ -208,6 +211,12 @@ class Vocabulary:
         return {False: ordinary, True: with_bytes}
 
     # -------------------------------------------------------------- encoding
+    def sequence_start(self, text: str) -> str:
+        """``text`` as the tokenizer feeds it at the start of a sequence (right after BOS): with a leading
+        space where the tokenizer has a dummy prefix and the text has none (``"Q: x"`` -> ``" Q: x"``, encoded
+        ``[▁Q, :, ▁x]`` as ``transformers`` does), else unchanged."""
+        return " " + text if self.dummy_prefix and text and not text.startswith(" ") else text
+
     def encode(self, text: str) -> list[int]:
         """The canonical tokenization of ``text``, taken literally.
 
@@ -294,8 +303,9 @@ class Vocabulary:
             else:
                 surfaces.append(_sentencepiece_surface(piece))
         encoder = _literal_sentencepiece_encoder(path, sp)
+        dummy = "".join(sp.encode("a", out_type=str)).startswith(SPACE_MARK)
         return cls(tuple(surfaces), frozenset(fallback_ids), tuple(names), encoder,
-                   ByteFallback(fallback), path.stem)
+                   ByteFallback(fallback), path.stem, dummy)
 
     @classmethod
     def from_hf(cls, tokenizer: Any, *, fallback: ByteFallback | str = ByteFallback.PAPER,
@@ -336,25 +346,88 @@ class Vocabulary:
             # Text that spells a special token ("<|endoftext|>", "<bos>") is ordinary text.
             return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
 
+        probe = encoder("a")
+        dummy = all(surfaces[t] is not None for t in probe) and b"".join(surfaces[t] for t in probe) == b" a"
+        if dummy:
+            encoder = _literal_hf_encoder(tokenizer)
         label = name or getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         return cls(tuple(surfaces), frozenset(fallback_ids), tuple(names), encoder,
-                   ByteFallback(fallback), str(label))
+                   ByteFallback(fallback), str(label), dummy)
+
+
+def _pipeline_kinds(tokenizer: Any) -> set[str]:
+    """The component types of a fast tokenizer's decoder and pre-tokenizer (``tokenizer.json``), nested
+    ``Sequence`` parts included; empty for a slow tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return set()
+    data = json.loads(backend.to_str())
+    kinds: set[str] = set()
+    todo = [data.get("decoder"), data.get("pre_tokenizer")]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            kinds.add(str(node.get("type")))
+            todo.extend(node.get("decoders") or [])
+            todo.extend(node.get("pretokenizers") or [])
+    return kinds
 
 
 def _is_byte_level(tokenizer: Any, vocab_map: dict[str, int]) -> bool:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        decoder = json.loads(backend.to_str()).get("decoder") or {}
-        kinds = {decoder.get("type")} | {d.get("type") for d in decoder.get("decoders", []) or []}
-        if "ByteLevel" in kinds:
-            return True
-        if kinds & {"ByteFallback", "Metaspace", "Replace"}:
-            return False
+    """Whether the pieces are written in GPT-2's byte alphabet: from ``tokenizer.json``'s decoder and
+    pre-tokenizer (``ByteLevel``, or SentencePiece's ``Metaspace`` / ``ByteFallback`` / ``Replace``), as
+    transformers 5 dropped ``byte_decoder`` from some tokenizers; else that attribute; else ``Ġ`` against ``▁``.
+    """
+    kinds = _pipeline_kinds(tokenizer)
+    if "ByteLevel" in kinds:
+        return True
+    if kinds & {"ByteFallback", "Metaspace", "Replace"}:
+        return False
     if hasattr(tokenizer, "byte_decoder") or hasattr(tokenizer, "byte_encoder"):
         return True
     gpt2 = sum(1 for p in vocab_map if "\u0120" in p)
     sp = sum(1 for p in vocab_map if SPACE_MARK in p)
     return gpt2 > sp
+
+
+def _literal_hf_encoder(tokenizer: Any) -> Callable[[str], list[int]]:
+    """The encoder of a fast tokenizer with a dummy prefix, taking text literally.
+
+    ``transformers`` 5 writes the dummy prefix into ``tokenizer.json`` as a ``Metaspace`` pre-tokenizer with
+    ``prepend_scheme`` ``"first"``/``"always"``, or (legacy Llama) a ``Prepend("▁")`` normalizer; a copy of
+    the pipeline with ``"never"`` and without that normalizer encodes ``"Paris is"`` as ``[P, aris, ▁is]``
+    and ``" Paris is"`` as ``[▁Paris, ▁is]``, exactly as the text reads.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"{type(tokenizer).__name__} puts a space before every text and is not a fast tokenizer: "
+                         "ppl-tok cannot encode its texts literally; save it as a fast one (tokenizer.json)")
+    from tokenizers import Tokenizer
+
+    data = json.loads(backend.to_str())
+
+    def literal(node: Any) -> Any:
+        if isinstance(node, list):
+            return [literal(x) for x in node
+                    if not (isinstance(x, dict) and x.get("type") == "Prepend" and x.get("prepend") == SPACE_MARK)]
+        if isinstance(node, dict):
+            if node.get("type") == "Prepend" and node.get("prepend") == SPACE_MARK:
+                return None
+            out = {k: literal(v) for k, v in node.items()}
+            if out.get("type") == "Metaspace":
+                out["prepend_scheme"], out["add_prefix_space"] = "never", False
+            return out
+        return node
+
+    data["normalizer"] = literal(data.get("normalizer"))
+    data["pre_tokenizer"] = literal(data.get("pre_tokenizer"))
+    copy = Tokenizer.from_str(json.dumps(data))
+    copy.encode_special_tokens = True  # text that spells a special token is ordinary text
+
+    def encode(text: str) -> list[int]:
+        return list(copy.encode(text, add_special_tokens=False).ids)
+
+    return encode
 
 
 def _literal_sentencepiece_encoder(path: Path, sp: Any) -> Callable[[str], list[int]]:

@@ -93,3 +93,57 @@ def test_special_token_spellings_are_ordinary_text(smollm2_vocab):
     mdd = compile_mdd("<|endoftext|>", v)
     assert mdd.count() == 132 and mdd.canonical() == tuple(ids)
     assert v.decode(v.encode("a <|im_start|> b")) == b"a <|im_start|> b"
+
+
+def _hf_llama2(tmp_path):
+    """The Llama 2 tokenizer as transformers 5 loads a hub folder's (a fast tokenizer with the dummy prefix)."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from tests.conftest import LLAMA2
+
+    shutil.copy(LLAMA2, tmp_path / "tokenizer.model")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizer"}))
+    return AutoTokenizer.from_pretrained(tmp_path)
+
+
+def test_a_dummy_prefix_tokenizer_is_encoded_literally_and_starts_sequences_with_its_space(tmp_path, llama2_vocab):
+    from ppl_tok import compile_mdd
+    from tests.test_mdd import FIG1
+
+    tok = _hf_llama2(tmp_path)
+    assert tok.convert_ids_to_tokens(tok.encode("Paris is", add_special_tokens=False)) == ["\u2581Paris", "\u2581is"]
+    v = Vocabulary.from_hf(tok)
+    assert v.dummy_prefix and llama2_vocab.dummy_prefix  # the .model file says the same
+    assert [v.token_name(t) for t in v.encode("Paris is")] == ["Par", "is", "\u2581is"]  # the text as it reads
+    assert [v.token_name(t) for t in v.encode(" Paris is")] == ["\u2581Paris", "\u2581is"]  # the tokenizer's own
+    assert v.decode(v.encode("Q: x\nA:")) == b"Q: x\nA:"
+    assert v.sequence_start("Q: x") == " Q: x" and v.sequence_start(" Q") == " Q" and v.sequence_start("") == ""
+    assert v.encode(v.sequence_start("Paris is")) == list(tok.encode("Paris is", add_special_tokens=False))
+    assert [v.token_name(t) for t in v.encode("<s>")] == ["<", "s", ">"]  # a special token's spelling is text
+    for text, count in FIG1.items():  # the paper's Fig. 1 from the transformers tokenizer too
+        assert compile_mdd(text, v).count() == count
+    assert compile_mdd("Tokens", v).count() != compile_mdd(" Tokens", v).count() == 52
+
+
+def test_byte_level_is_read_from_tokenizer_json_not_a_dropped_attribute():
+    from tokenizers import decoders, pre_tokenizers
+
+    from ppl_tok.vocabulary import _is_byte_level
+    from tests.tiny_tokenizers import byte_level_tokenizer
+
+    tok = byte_level_tokenizer()
+    assert not hasattr(tok, "byte_decoder") and not hasattr(tok, "byte_encoder")  # transformers 5
+    assert _is_byte_level(tok, {})  # no Ġ piece consulted: the decoder says so
+    tok.backend_tokenizer.decoder = decoders.Metaspace()
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    assert not _is_byte_level(tok, {})
+    tok.backend_tokenizer.decoder = None  # only the pre-tokenizer, nested in a Sequence
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(),
+                                                                   pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    assert _is_byte_level(tok, {})
+    v = Vocabulary.from_hf(byte_level_tokenizer())
+    assert not v.dummy_prefix and v.decode(v.encode(" Paris is\n")) == b" Paris is\n"
+    assert all(s is None or b"\xc4\xa0" not in s for s in v.surfaces)  # Ġ decoded to a space, not kept

@@ -60,7 +60,7 @@ def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
     g.add_argument("--device", type=device_name, help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     g.add_argument("--dtype", choices=DTYPES, help="the LM's weights (default: the card's, else float32)")
     g.add_argument("--bos-id", type=integer(0), metavar="ID",
-                   help="the BOS id used for scoring (default: the card's, else the tokenizer's)")
+                   help="the BOS id used for scoring (default: the card's, else the tokenizer's pipeline; docs/models.md)")
     g.add_argument("--backend", metavar="NAME",
                    help=f"what loads the model: a registered backend ({', '.join(backends())}) or a loader as "
                         f"'module:function' (default {DEFAULT_BACKEND}; docs/lm.md, Backends)")

@@ -91,13 +91,13 @@ def write_hf_tokenizer(model: str, out: str | Path) -> Path:
     """
     from transformers import AutoTokenizer
 
-    from ppl_tok.lm.cards import _load_tokenizer, _manifest
+    from ppl_tok.lm.bos import default_bos
+    from ppl_tok.lm.cards import _load_tokenizer
 
     tokenizer, card = _load_tokenizer(model)
-    recorded = _manifest(Path(model)) if card is None and Path(model).is_dir() else {}
-    bos_id = card.bos_id if card is not None else recorded.get("bos_id", tokenizer.bos_token_id)
+    bos_id = default_bos(card, model, tokenizer)
     if bos_id is None:
-        raise ValueError(f"{model}: no BOS id (neither the card nor the tokenizer names one)")
+        raise ValueError(f"{model}: no BOS id (neither a card, the tokenizer's pipeline nor its bos_token names one)")
     bos = tokenizer.convert_ids_to_tokens(int(bos_id))
     out = Path(out)
     tokenizer.save_pretrained(out)

@@ -243,11 +243,12 @@ class LanguageModel(ABC):
 
     # --------------------------------------------------------------- API
     def prefix_ids(self, context: str | Sequence[int] = "") -> tuple[int, ...]:
-        """BOS followed by the canonical tokens of ``context`` (a string or ids)."""
+        """BOS followed by the canonical tokens of ``context`` (a string or ids); a string starts the sequence, so
+        it gets the tokenizer's dummy-prefix space (:meth:`~ppl_tok.vocabulary.Vocabulary.sequence_start`)."""
         head = () if self.bos_id is None else (self.bos_id,)
         if isinstance(context, str):
             try:
-                return head + (tuple(self.vocab.encode(context)) if context else ())
+                return head + (tuple(self.vocab.encode(self.vocab.sequence_start(context))) if context else ())
             except ValueError as err:
                 raise type(err)(f"context: {err}") from err
         ids = tuple(int(t) for t in context)

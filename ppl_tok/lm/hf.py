@@ -11,7 +11,9 @@ layer while the model runs (:class:`PoolLayer`).
 
 State-space models (Mamba) carry a fixed-size recurrent state, where padding
 is not exact: their payload is ``(cache, row)`` in the batch cache that produced
-the state, and the engine groups their extensions by length.
+the state, and the engine groups their extensions by length. Hybrids and other
+recurrent designs run one full forward per sequence (:mod:`ppl_tok.lm.serving`
+chooses the path from the model's forward and config).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from transformers.cache_utils import DynamicCache
 
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.base import LanguageModel, LMState, release_free_memory
+from ppl_tok.lm.bos import NO_BOS
 from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
 from ppl_tok.lm.kvpool import GatherPlan, KVNode, KVPool, padded_index
+from ppl_tok.lm.serving import check_servable, serving_path
 
 
 def _is_rows(value: Any, batch: int) -> bool:
@@ -214,19 +218,21 @@ class HFLanguageModel(LanguageModel):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = device
+        check_servable(model, self.name)
         params = inspect.signature(model.forward).parameters
         if "cache" in params and not {"past_key_values", "cache_params"} & set(params):
             import transformers
 
             raise ValueError(f"transformers {transformers.__version__} names the cache argument `cache`; ppl-tok "
                              "runs on transformers 5.23 (pip install 'transformers>=5.23,<5.24')")
-        # Attention models take and return ``past_key_values``; Mamba-style models ``cache_params``.
-        self.pooled = "past_key_values" in params
+        #: how the model is served (:mod:`ppl_tok.lm.serving`): ``pooled``, ``state`` or ``sequence``
+        self.serving = serving_path(model)
+        self.pooled = self.serving == "pooled"
         self.ragged = self.pooled
         self._cache_arg = "past_key_values" if self.pooled else "cache_params"
         self._keep_arg = "logits_to_keep" if "logits_to_keep" in params else None
         text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        self._layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer")
+        self._layers = getattr(text_config, "num_hidden_layers", None) or getattr(text_config, "n_layer", None)
         self.pool = KVPool(self.device, block_bytes=self.config.kv_block_bytes)
 
     def _log_softmax(self, logits: torch.Tensor) -> torch.Tensor:
@@ -276,7 +282,9 @@ class HFLanguageModel(LanguageModel):
             new_mask[i, : len(c)] = True
         lengths = torch.tensor([len(p) for p in pasts])
         positions = lengths.unsqueeze(1) + torch.arange(steps).unsqueeze(0)
-        host = [ids, positions, torch.cat([past_mask, new_mask], 1)]
+        # the right pads may attend (to themselves at least): a query row with every key masked is NaN in eager
+        # attention, and a NaN value times a zero weight is NaN in the next layer; no real position sees them
+        host = [ids, positions, torch.cat([past_mask, torch.ones_like(new_mask)], 1)]
         gather = self.pool.host_plan(index, past_mask) if width else None
         slots = self.pool.allocate(new) if self.pool.block_slots else None  # known once the first forward stored
         store = None if slots is None else self.pool.host_plan(slots.unsqueeze(0))
@@ -335,23 +343,25 @@ class HFLanguageModel(LanguageModel):
     @torch.inference_mode()
     def _prefill(self, keys: list[tuple[int, ...]]) -> tuple[torch.Tensor, list[Any]]:
         if not all(keys):
-            raise ValueError(f"{self.name} needs a BOS id or a context to score the first token")
+            raise ValueError(NO_BOS.format(name=self.name))
         if self.pooled:
             logits, nodes, _ = self._pool_forward([None] * len(keys), [list(k) for k in keys], last_only=True)
             return self._log_softmax(logits), nodes
-        # a recurrent state is not exact under padding: one forward per group of equal lengths
+        # a recurrent state (or no cache) is not exact under padding: one forward per group of equal lengths
         groups: dict[int, list[int]] = {}
         for i, key in enumerate(keys):
             groups.setdefault(len(key), []).append(i)
         rows: list[torch.Tensor | None] = [None] * len(keys)
         payloads: list[Any] = [None] * len(keys)
+        state = self.serving == "state"
         for members in groups.values():
             ids = to_device(torch.tensor([keys[i] for i in members]), self.device)
-            out = self.model(input_ids=ids, use_cache=True)
+            kwargs = {self._keep_arg: 1} if self._keep_arg else {}
+            out = self.model(input_ids=ids, use_cache=state, **kwargs)
             group_rows = self._log_softmax(out.logits[:, -1])
-            cache = getattr(out, self._cache_arg)
-            for r, i in enumerate(members):
-                rows[i], payloads[i] = group_rows[r], (cache, r)
+            cache = getattr(out, self._cache_arg) if state else None
+            for r, i in enumerate(members):  # ``sequence``: the payload is the prefix itself, run again to extend
+                rows[i], payloads[i] = group_rows[r], ((cache, r) if state else keys[i])
         return torch.stack(rows), payloads
 
     @torch.inference_mode()
@@ -359,6 +369,8 @@ class HFLanguageModel(LanguageModel):
         if self.pooled:
             logits, nodes, _ = self._pool_forward(list(payloads), [[t] for t in tokens], last_only=True)
             return self._log_softmax(logits), nodes
+        if self.serving == "sequence":  # the engine groups a non-ragged batch by length: one forward, no padding
+            return self._prefill([tuple(p) + (int(t),) for p, t in zip(payloads, tokens)])
         ids = to_device(torch.tensor(tokens).unsqueeze(1), self.device)
         out = self.model(input_ids=ids, use_cache=True, **{self._cache_arg: gather_cache(payloads)})
         new = getattr(out, self._cache_arg)

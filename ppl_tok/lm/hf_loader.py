@@ -3,7 +3,9 @@
 
 The spec's model is a card, a local model folder or a hub id (:mod:`ppl_tok.lm.cards` finds the files);
 the weights go straight onto the spec's device in its dtype, a half-precision model gets an fp32 LM head,
-and the BOS id is the spec's, else the card's, else the tokenizer's. ``transformers``' own progress bars
+and the BOS id is the spec's, else the card's (or the one a folder converted by ppl-tok records), else
+:func:`ppl_tok.lm.bos.scoring_bos`'s (a known card's vocabulary, the tokenizer's post-processor, its
+``bos_token``; with a warning where they disagree). ``transformers``' own progress bars
 (checkpoint shards) are switched off: a command's progress is its own work, on standard error.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.lm.bos import default_bos
 from ppl_tok.lm.cards import _check_folder, _convert, _from_pretrained, _manifest, _resolve
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.vocabulary import Vocabulary
@@ -52,7 +55,7 @@ def load_transformers(spec: LMSpec, *, config: Any = None, head_fp32: bool = Tru
     recorded = _manifest(Path(where)) if card is None and Path(where).is_dir() else {}
     bos_id = spec.bos_id
     if bos_id is None:
-        bos_id = card.bos_id if card else recorded.get("bos_id", tokenizer.bos_token_id)
+        bos_id = default_bos(card, where, tokenizer)
     name = card.name if card else recorded.get("card") or spec.model
     vocab = Vocabulary.from_hf(tokenizer, name=name)
     return HFLanguageModel(model, tokenizer, bos_id, vocab=vocab, name=name, config=config)

@@ -120,7 +120,7 @@ def model_inputs(shape: ForwardShape, vocab_size: int, generator: torch.Generato
     mask = torch.zeros(batch, width + steps, dtype=torch.bool)
     ids = torch.randint(vocab_size, (batch, steps), generator=generator)
     for i, (p, c) in enumerate(zip(shape.pasts, shape.chunks)):
-        mask[i, width - p: width + c] = True
+        mask[i, width - p:] = True  # the right pads too, as the engine masks them (no real position sees them)
     positions = torch.tensor(shape.pasts).unsqueeze(1) + torch.arange(steps).unsqueeze(0)
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
 
