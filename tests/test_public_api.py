@@ -37,7 +37,8 @@ def test_import_does_not_import_transformers_until_an_hf_model_is_named():
 def test_an_unknown_attribute_is_an_attribute_error():
     for module in (ppl_tok, ppl_tok.lm):
         try:
-            getattr(module, "no_such_name")
+            name = "no_such_name"
+            getattr(module, name)
         except AttributeError as e:
             assert "no_such_name" in str(e)
         else:
