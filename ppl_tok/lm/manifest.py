@@ -7,10 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ppl_tok.lm.cards import ModelCard
+from typing import Any
 
 MANIFEST = "ppl-tok-manifest.json"
 _VERIFIED = ".ppl-tok-verified.json"
@@ -29,8 +26,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(folder: Path, card: ModelCard | None = None) -> None:
-    """Record the size and sha256 of every file of ``folder`` (and the card's BOS id) in ``MANIFEST``."""
+def write_manifest(folder: Path, card: Any = None) -> None:
+    """Record the size and sha256 of every file of ``folder`` (and the BOS id of ``card``, a
+    :class:`~ppl_tok.lm.cards.ModelCard`) in ``MANIFEST``."""
     files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
              for p in sorted(folder.iterdir()) if p.is_file() and p.name not in _BOOKKEEPING}
     meta = {"card": card.name if card else None, "bos_id": card.bos_id if card else None, "files": files}
