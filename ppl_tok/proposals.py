@@ -33,7 +33,7 @@ import torch
 from ppl_tok.distributions import OverCandidates
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import MDD
-from ppl_tok.model import PLATE, ParticleWalk, outer_batch_shape, site
+from ppl_tok.model import PLATE, ParticleWalk, conditioned, outer_batch_shape, site
 
 #: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
 #: node whose out-edges are ``out`` (token -> next node), one logit per token of
@@ -47,6 +47,13 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
     Like the model, it runs ``outer_shape`` replicas of its particles inside
     enclosing vectorized plates (stock ``vectorized_importance_weights``), and
     returns the padded tokens (the model's return value).
+
+    The logits stay torch expressions (:class:`~ppl_tok.distributions.OverCandidates`):
+    a proposal whose logits depend on ``pyro.param`` sites is learnable with
+    stock ``SVI`` / ``ReweightedWakeSleep``. A site observed by ``poutine.condition``
+    (applied to the guide and the model alike) is masked out of ``log q``: the
+    weight is then ``p(v) / q(v_unobserved | v_observed)``, whose mean is the
+    probability of the string *and* the observed tokens.
     """
 
     def guide(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
@@ -71,7 +78,9 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
                         candidates.append([0])
                         logits.append(torch.zeros(1))
                 proposal_t = OverCandidates.from_lists(candidates, logits, walk.uniforms(), walk.batch_shape)
-                with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
+                # an observed site (poutine.condition on the guide) is no draw of q: its log q stays out of the weight
+                keep = active & (not conditioned(site(t)))
+                with pyro.poutine.mask(mask=keep.reshape(walk.batch_shape)):
                     tok = pyro.sample(site(t), proposal_t)
                 walk.advance(tok)
         return walk.padded_tokens()
