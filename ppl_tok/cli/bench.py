@@ -12,6 +12,7 @@ from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
+from ppl_tok.cli.bench_learned import register_learned
 from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_search_arguments, lazy_options, lm_spec, search_config)
 from ppl_tok.datasets import DATA_ROOT, data_file
@@ -430,6 +431,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
     _add_strings(bench_sub)
     _add_perplexity(bench_sub)
+    register_learned(bench_sub)
     p = _add(bench_sub, "surprisal", "word surprisal over strings against canonical-token surprisal of the same "
              "words: words per second, the ratio, forwards per word", cmd_surprisal)
     p.add_argument("--text", required=True, metavar="FILE",
