@@ -63,6 +63,7 @@ from collections.abc import Iterator, Sequence
 
 import pyro
 import torch
+from pyro.infer.tracegraph_elbo import TrackNonReparam
 from pyro.poutine.util import site_is_subsample
 
 from ppl_tok.distributions import NextToken
@@ -266,6 +267,10 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
     :func:`per_particle_weights` (Pyro's weight of one run is the product over the
     plate, an estimate of ``p(x)^num_particles``).
     """
+    if any(isinstance(f, TrackNonReparam) for f in pyro.poutine.runtime._PYRO_STACK):
+        raise ValueError("TraceGraph_ELBO cannot train a guide of the tokenization model: its provenance tracking "
+                         "loses each drawn token where the LM reads it as an id, so a choice's cost leaves out log p "
+                         "and the loss drifts up; use Trace_ELBO or ReweightedWakeSleep")
     walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
     replayed = _replayed_trace()
     if replayed is not None and num_particles > 1 and not _PER_PARTICLE.get():
