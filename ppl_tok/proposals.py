@@ -91,6 +91,7 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
 
     guide.__name__ = guide.__qualname__ = name or getattr(proposal, "__name__", "mdd_guide")
     guide.__doc__ = proposal.__doc__
+    guide.proposal = proposal  # the step proposal, for samplers that draw token by token (smc_marginal(guide=...))
     return guide
 
 
