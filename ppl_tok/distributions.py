@@ -95,10 +95,19 @@ class NextToken(_Particles):
 
 
 class OverCandidates(_Particles):
-    """``candidates[i, k]`` has logit ``logits[i, k]`` (``-inf`` pads); normalised per row.
+    """A proposal over a few candidate tokens per particle, normalised per row.
 
-    Row ``i`` is the ``i``-th particle in the row-major order of ``batch_shape``
-    (default ``(N,)``).
+    ``q(candidates[i, k]) = exp(logits[i, k] - logsumexp_k logits[i, k])`` for
+    particle ``i`` (row ``i`` is the ``i``-th particle in the row-major order of
+    ``batch_shape``, default ``(N,)``); ``-inf`` pads a row. The logits stay a
+    torch expression: ``log_prob`` is differentiable in them, so a proposal whose
+    logits depend on ``pyro.param`` sites learns under ``SVI`` and
+    ``ReweightedWakeSleep`` (sampling is not differentiated: it is discrete).
+
+    :param candidates: ``[N, K]`` token ids (``LongTensor``).
+    :param logits: ``[N, K]`` unnormalised log-weights (any float dtype, computed in float64; no NaN, no ``+inf``).
+    :param uniforms: ``[N]`` uniforms for a seeded inverse-CDF draw (``None``: ``torch.multinomial``).
+    :param batch_shape: the shape the ``N`` particles are arranged in (its product must be ``N``).
     """
 
     def __init__(self, candidates: torch.Tensor, logits: torch.Tensor, uniforms: torch.Tensor | None = None,
@@ -107,11 +116,12 @@ class OverCandidates(_Particles):
             raise ValueError("candidates and logits must both be [N, K]")
         if torch.isnan(logits).any():
             raise ValueError("a proposal gave NaN logits")
+        logits = logits.double()
         norm = torch.logsumexp(logits, -1, keepdim=True)
         if (norm == math.inf).any():
             raise ValueError("a proposal gave +inf logits")
         self.candidates = candidates
-        self.logits = (logits - norm).double()
+        self.logits = logits - norm
         self.uniforms = uniforms
         shape = torch.Size([candidates.shape[0]] if batch_shape is None else batch_shape)
         if shape.numel() != candidates.shape[0]:
@@ -119,30 +129,31 @@ class OverCandidates(_Particles):
         super().__init__(batch_shape=shape, validate_args=False)
 
     @classmethod
-    def from_lists(cls, candidates: Sequence[Sequence[int]], logits: Sequence[torch.Tensor],
+    def from_lists(cls, candidates: Sequence[Sequence[int]], logits: Sequence[torch.Tensor | Sequence[float]],
                    uniforms: torch.Tensor | None = None, batch_shape: Sequence[int] | None = None) -> OverCandidates:
-        """Pad ragged candidate lists. A row whose logits are all ``-inf`` (every allowed token has
-        probability zero) becomes uniform over its candidates: the model then gives the drawn
-        token probability zero, so the particle gets weight zero instead of an error."""
+        """Pad ragged candidate lists (torch operations only: gradients flow from ``logits``).
+
+        A row whose logits are all ``-inf`` (every allowed token has probability zero) becomes
+        uniform over its candidates: the model then gives the drawn token probability zero, so
+        the particle gets weight zero instead of an error."""
         width = max(1, max((len(c) for c in candidates), default=1))
-        ids, lps = [], []
+        ids, rows = [], []
         for c, lp in zip(candidates, logits):
-            row = lp.tolist() if torch.is_tensor(lp) else [float(x) for x in lp]
-            if len(row) != len(c):
-                raise ValueError(f"{len(c)} candidates but {len(row)} logits")
-            if not any(x > -math.inf for x in row):
-                row = [0.0] * len(row)
-            pad = width - len(c)
-            ids.append(list(c) + [0] * pad)
-            lps.append(row + [-math.inf] * pad)
+            row = (lp if torch.is_tensor(lp) else torch.as_tensor(lp)).to("cpu", torch.float64).reshape(-1)
+            if row.numel() != len(c):
+                raise ValueError(f"{len(c)} candidates but {row.numel()} logits")
+            if row.numel() and not bool((row > -math.inf).any()):
+                row = torch.zeros_like(row)
+            ids.append(list(c) + [0] * (width - len(c)))
+            rows.append(torch.cat([row, row.new_full((width - len(c),), -math.inf)]))
         ids = torch.tensor(ids, dtype=torch.long).reshape(len(candidates), width)
-        lps = torch.tensor(lps, dtype=torch.float64).reshape(len(candidates), width)
+        lps = torch.stack(rows) if rows else torch.zeros(0, width, dtype=torch.float64)
         return cls(ids, lps, uniforms, batch_shape)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise NotImplementedError("OverCandidates draws one token per particle")
-        probs = self.logits.exp()
+        probs = self.logits.detach().exp()
         if self.uniforms is None:
             k = torch.multinomial(probs, 1)
         else:  # inverse CDF at the given uniforms

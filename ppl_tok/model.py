@@ -47,7 +47,11 @@ particle), a value that Pyro's ``EmpiricalMarginal`` stacks and whose
 Sites: every run has the same ones, ``"tok_{t}"`` and ``"off_mdd_{t}"`` for
 ``t < width`` (masked once a particle has finished), so that tools which stack
 traces (``pyro.infer.Predictive``) work. Under ``poutine.replay`` the model
-checks the guide's sites against its own (:func:`tokenization_model`).
+checks the guide's sites against its own (:func:`tokenization_model`); under
+``poutine.condition`` (``Predictive`` with a guide) it refuses a token site left
+out of the data, under ``poutine.block`` a hidden token site, and it refuses an
+observed site scored twice (the model alone conditioned, or a guide's observed
+site left in ``log q``): each would weigh the run silently wrong.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from collections.abc import Iterator, Sequence
 
 import pyro
 import torch
+from pyro.infer.tracegraph_elbo import TrackNonReparam
 from pyro.poutine.util import site_is_subsample
 
 from ppl_tok.distributions import NextToken
@@ -262,6 +267,10 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
     :func:`per_particle_weights` (Pyro's weight of one run is the product over the
     plate, an estimate of ``p(x)^num_particles``).
     """
+    if any(isinstance(f, TrackNonReparam) for f in pyro.poutine.runtime._PYRO_STACK):
+        raise ValueError("TraceGraph_ELBO cannot train a guide of the tokenization model: its provenance tracking "
+                         "loses each drawn token where the LM reads it as an id, so a choice's cost leaves out log p "
+                         "and the loss drifts up; use Trace_ELBO or ReweightedWakeSleep")
     walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
     replayed = _replayed_trace()
     if replayed is not None and num_particles > 1 and not _PER_PARTICLE.get():
@@ -274,8 +283,8 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
     with particles:
         for t in range(walk.width):
             active = walk.active.clone().reshape(walk.batch_shape)
-            if replayed is not None and bool(active.any()) and site(t) not in replayed.nodes:
-                raise ValueError(_unsampled_message(site(t), int(active.sum()), replayed, walk.width))
+            if bool(active.any()):
+                _check_site(site(t), int(active.sum()), replayed, walk.width)
             with pyro.poutine.mask(mask=active):
                 tok = pyro.sample(site(t), NextToken(walk))
             off = walk.advance(tok)
@@ -288,9 +297,17 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
                              "rename them, or mark auxiliary ones infer={'is_auxiliary': True}")
     tokens = walk.padded_tokens()
     if tokens.dim() == 1:  # one particle: its tokenization alone, outside the plate
-        return pyro.deterministic(TOKENIZATION, tokens, event_dim=1)
+        return _record(tokens)
     with particles:
-        return pyro.deterministic(TOKENIZATION, tokens, event_dim=1)
+        return _record(tokens)
+
+
+def _record(tokens: torch.Tensor) -> torch.Tensor:
+    """``pyro.deterministic(TOKENIZATION, tokens, event_dim=1)`` with a float64 log-prob (0), like every other
+    site: Pyro's own gives float32, which ``TraceEnum_ELBO`` cannot contract with the float64 sites."""
+    zero = torch.zeros(tokens.shape[:-1], dtype=torch.float64)
+    return pyro.sample(TOKENIZATION, pyro.distributions.Delta(tokens, log_density=zero, event_dim=1), obs=tokens,
+                       infer={"_deterministic": True})
 
 
 _PER_PARTICLE: contextvars.ContextVar[bool] = contextvars.ContextVar("ppl_tok_per_particle", default=False)
@@ -313,6 +330,57 @@ def _replayed_trace() -> pyro.poutine.Trace | None:
         if isinstance(frame, pyro.poutine.replay_messenger.ReplayMessenger) and frame.trace is not None:
             return frame.trace
     return None
+
+
+def conditioned(name: str) -> bool:
+    """Whether an enclosing ``poutine.condition`` observes the site ``name`` (its data holds it)."""
+    return any(name in _condition_data(frame) for frame in pyro.poutine.runtime._PYRO_STACK)
+
+
+def _condition_data(frame) -> Sequence[str]:
+    if not isinstance(frame, pyro.poutine.condition_messenger.ConditionMessenger):
+        return ()
+    data = frame.data
+    return list(data.nodes) if isinstance(data, pyro.poutine.Trace) else list(data)
+
+
+def _hidden(name: str) -> bool:
+    """Whether an enclosing ``poutine.block`` hides the latent site ``name`` by name (not every site: Pyro's
+    own ``block()`` around a whole run, as in ``Predictive``, hides everything and is no error)."""
+    def hides(frame, probe: str) -> bool:
+        msg = {"type": "sample", "name": probe, "is_observed": False, "infer": {}, "fn": None, "value": None}
+        try:
+            return bool(frame.hide_fn(msg))
+        except (KeyError, TypeError, AttributeError):  # a user hide_fn reading other fields: no verdict
+            return False
+    return any(isinstance(f, pyro.poutine.block_messenger.BlockMessenger) and hides(f, name)
+               and not hides(f, "__ppl_tok_probe__") for f in pyro.poutine.runtime._PYRO_STACK)
+
+
+def _check_site(name: str, walking: int, replayed: pyro.poutine.Trace | None, width: int) -> None:
+    """Refuse, in one line naming the fix, each way stock Pyro would weigh the site ``name`` silently wrong."""
+    if _hidden(name):
+        raise ValueError(f"poutine.block hides the model's site {name!r}: its token would be drawn from the LM and "
+                         "its probability left out of the weight; block nothing of tokenization_model (condition "
+                         "it, or mask a site with poutine.mask, instead)")
+    if replayed is None:
+        observed = {n for f in pyro.poutine.runtime._PYRO_STACK for n in _condition_data(f) if n.startswith("tok_")}
+        if observed and name not in observed:
+            raise ValueError(f"the model is conditioned on {len(observed)} token site(s) but not on {name!r}, where "
+                             f"{walking} particle(s) are still walking: the LM prior would fill it silently (a "
+                             "guide in Predictive that stops emitting sites does this); use a guide that samples "
+                             "every 'tok_{t}' (ppl_tok.proposals.mdd_guide does), or condition on whole tokenizations")
+        return
+    if name not in replayed.nodes:
+        raise ValueError(_unsampled_message(name, walking, replayed, width))
+    node = replayed.nodes[name]
+    if conditioned(name) and not node["is_observed"]:
+        raise ValueError(f"the model's site {name!r} is observed (poutine.condition) but the guide samples it: the "
+                         "guide's draw would be scored against another token; condition the guide on the same data")
+    mask = node.get("mask")
+    if node["is_observed"] and not (mask is False or (torch.is_tensor(mask) and not bool(mask.any()))):
+        raise ValueError(f"the guide's site {name!r} is observed (poutine.condition on the guide) and unmasked: its "
+                         "log q would enter the weight; wrap that site in poutine.mask(mask=False) (mdd_guide does)")
 
 
 def _unknown_sites(trace: pyro.poutine.Trace, width: int) -> list[str]:

@@ -16,6 +16,8 @@ your own proposal").
 * :func:`uniform_guide`: uniform over the MDD's paths (exact, from path counts).
 * :class:`StratifiedGuide`: the look-ahead restricted to the tokenizations a
   certified search has *not* enumerated (:mod:`ppl_tok.infer.importance`).
+* :class:`LearnedProposal`: log-linear over features of the out-edges, with
+  learnable weights (below; trained by :mod:`ppl_tok.infer.learn`).
 
 The LM prior (the naive proposal the paper dismisses) is ``guide=None`` in
 :func:`ppl_tok.infer.importance.marginal`: the model is its own proposal and every
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import pyro
 import torch
@@ -33,7 +37,7 @@ import torch
 from ppl_tok.distributions import OverCandidates
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import MDD
-from ppl_tok.model import PLATE, ParticleWalk, outer_batch_shape, site
+from ppl_tok.model import PLATE, ParticleWalk, conditioned, outer_batch_shape, site
 
 #: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
 #: node whose out-edges are ``out`` (token -> next node), one logit per token of
@@ -47,6 +51,13 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
     Like the model, it runs ``outer_shape`` replicas of its particles inside
     enclosing vectorized plates (stock ``vectorized_importance_weights``), and
     returns the padded tokens (the model's return value).
+
+    The logits stay torch expressions (:class:`~ppl_tok.distributions.OverCandidates`):
+    a proposal whose logits depend on ``pyro.param`` sites is learnable with
+    stock ``SVI`` / ``ReweightedWakeSleep``. A site observed by ``poutine.condition``
+    (applied to the guide and the model alike) is masked out of ``log q``: the
+    weight is then ``p(v) / q(v_unobserved | v_observed)``, whose mean is the
+    probability of the string *and* the observed tokens.
     """
 
     def guide(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str | Sequence = "",
@@ -71,13 +82,16 @@ def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torc
                         candidates.append([0])
                         logits.append(torch.zeros(1))
                 proposal_t = OverCandidates.from_lists(candidates, logits, walk.uniforms(), walk.batch_shape)
-                with pyro.poutine.mask(mask=active.reshape(walk.batch_shape)):
+                # an observed site (poutine.condition on the guide) is no draw of q: its log q stays out of the weight
+                keep = active & (not conditioned(site(t)))
+                with pyro.poutine.mask(mask=keep.reshape(walk.batch_shape)):
                     tok = pyro.sample(site(t), proposal_t)
                 walk.advance(tok)
         return walk.padded_tokens()
 
     guide.__name__ = guide.__qualname__ = name or getattr(proposal, "__name__", "mdd_guide")
     guide.__doc__ = proposal.__doc__
+    guide.proposal = proposal  # the step proposal, for samplers that draw token by token (smc_marginal(guide=...))
     return guide
 
 
@@ -134,3 +148,105 @@ class StratifiedGuide:
         if self.exhausted:
             raise ValueError("every tokenization is already enumerated: there is nothing left to sample")
         return self.guide(lm, mdd, context, num_particles)
+
+
+#: the features of an out-edge, in the order of the weights
+FEATURES = ("lookahead_log_prob", "edge_bytes", "reaches_end", "log_completions_change")
+#: the weights of the paper's look-ahead, where training starts
+LOOKAHEAD_WEIGHTS = (1.0, 0.0, 0.0, 0.0)
+FORMAT = "ppl-tok learned proposal v1"
+
+
+def edge_features(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
+    """``[len(out), 4]`` float64: the :data:`FEATURES` of particle ``i``'s out-edges (in ``out``'s order)."""
+    mdd, node = walk.mdd_of(i), walk.nodes[i]
+    counts = mdd.log_path_counts
+    lp = walk.edge_log_probs(i).to("cpu", torch.float64)
+    rest = torch.tensor([[float(j - node), float(j == mdd.sink), counts[j] - counts[node]] for j in out.values()],
+                        dtype=torch.float64)
+    return torch.cat([lp.reshape(-1, 1), rest], 1)
+
+
+class LearnedProposal:
+    """A learnable proposal: log-linear over features of the MDD's out-edges.
+
+    For particle ``i`` at MDD node ``b`` (a byte offset) with out-edge ``v -> b'``
+    the proposal is
+
+        q(v | v_<) ∝ exp(w · f(v)),   f(v) = (log p(v | c, v_<), b' - b, 1[b' = n], log C(b') - log C(b)),
+
+    the LM's look-ahead log-probability, the edge's bytes, whether it reaches the
+    string's end ``n``, and the change in the log count of completions ``C`` (the
+    MDD's path counts). ``w = (1, 0, 0, 0)`` is the paper's look-ahead
+    (:func:`lookahead`), ``w = (0, 0, 0, 1)`` the uniform
+    proposal over paths. The features are those of the MDD and the LM's own
+    next-token log-probs, so one ``w`` serves any string and any LM (train it on
+    the LM it serves). Any ``w`` gives every tokenization of positive LM
+    probability positive ``q``, so importance sampling with it stays unbiased.
+
+    ``w`` is the ``pyro.param`` named :attr:`LearnedProposal.name` while training
+    (:mod:`ppl_tok.infer.learn` trains it with stock ``ReweightedWakeSleep``); the
+    guide is :func:`mdd_guide` of :meth:`LearnedProposal.proposal`.
+    A file holds the weights, the training step and the optimiser's state
+    (``torch.save`` of plain tensors; loaded with ``weights_only=True``).
+
+    :param weights: 4 numbers (default: the look-ahead's, ``(1, 0, 0, 0)``).
+    :param name: the ``pyro.param`` the weights live in while :attr:`training`.
+    """
+
+    def __init__(self, weights: Sequence[float] | torch.Tensor = LOOKAHEAD_WEIGHTS, name: str = "proposal_weights"):
+        w = torch.as_tensor(weights, dtype=torch.float64).detach().clone().reshape(-1)
+        if w.numel() != len(FEATURES) or not bool(torch.isfinite(w).all()):
+            raise ValueError(f"a learned proposal has {len(FEATURES)} finite weights ({', '.join(FEATURES)}), "
+                             f"got {w.tolist()}")
+        self.weights = w
+        self.name = name
+        self.training = False
+        self.step = 0
+        self.optimizer_state: dict[str, Any] | None = None
+        self.meta: dict[str, Any] = {}
+        self.guide: Callable[..., torch.Tensor] = mdd_guide(self.proposal, "learned_guide")
+
+    def current(self) -> torch.Tensor:
+        """The weights: the ``pyro.param`` while training (initialised from :attr:`weights`), else :attr:`weights`."""
+        return pyro.param(self.name, self.weights.clone()) if self.training else self.weights
+
+    def proposal(self, walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
+        """``w · f(v)`` for each out-edge ``v`` (a torch expression in ``w``: differentiable while training)."""
+        return edge_features(walk, i, out) @ self.current()
+
+    def __call__(self, lm, mdd, context="", num_particles: int = 1) -> torch.Tensor:
+        return self.guide(lm, mdd, context, num_particles)
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={w:.4g}" for n, w in zip(FEATURES, self.weights.tolist()))
+        return f"LearnedProposal({pairs}; step {self.step})"
+
+    def save(self, path: str | Path) -> None:
+        """Write the weights, the step, the optimiser's state and :attr:`meta` to ``path`` (atomically)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"format": FORMAT, "features": list(FEATURES), "weights": self.weights, "step": self.step,
+                    "optimizer_state": self.optimizer_state, "meta": dict(self.meta)}, tmp)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> LearnedProposal:
+        """The proposal saved at ``path``; a missing or foreign file is a one-line error naming it."""
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"no learned proposal at {path}: train one with `ppl-tok learn-proposal WORDS --out "
+                             f"{path}` (or ppl_tok.infer.learn.train_proposal)")
+        try:
+            data = torch.load(path, weights_only=True)
+        except Exception as err:  # torch raises many kinds on a foreign file
+            raise ValueError(f"{path} is not a learned proposal file ({type(err).__name__}): train one with "
+                             "`ppl-tok learn-proposal`") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("features") != list(FEATURES):
+            raise ValueError(f"{path} is not a {FORMAT!r} file with features {list(FEATURES)}: retrain it with "
+                             "`ppl-tok learn-proposal`")
+        out = cls(data["weights"])
+        out.step, out.optimizer_state, out.meta = int(data["step"]), data.get("optimizer_state"), data.get("meta", {})
+        if not math.isfinite(float(out.weights.sum())):
+            raise ValueError(f"{path} holds non-finite weights: retrain it")
+        return out

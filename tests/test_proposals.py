@@ -24,3 +24,32 @@ def test_a_proposal_written_with_mdd_guide_swaps_in():
     guide = mdd_guide(tempered)
     z = torch.tensor([math.exp(marginal(TEXT, lm, 8, guide=guide, seed=s).log_marginal) for s in range(150)])
     assert abs(float(z.mean()) - exact) < 4 * float(z.std()) / math.sqrt(len(z))
+
+
+def test_gradients_reach_every_parameter_of_a_parametrised_mdd_guide():
+    """The logits stay torch expressions: Trace_ELBO's loss and ReweightedWakeSleep's both reach every pyro.param
+    (through OverCandidates.from_lists, which once read them with .tolist() and cut the graph)."""
+    import pyro
+    from pyro.infer import ReweightedWakeSleep, Trace_ELBO
+
+    from ppl_tok.model import tokenization_model
+    from ppl_tok.proposals import lookahead, mdd_guide
+    from toys import LM, MDD_
+
+    def learnable(walk, i, out):
+        scale = pyro.param("scale", torch.tensor(1.0, dtype=torch.float64))
+        counts = walk.mdd_of(i).log_path_counts
+        weight = pyro.param("count_weight", torch.tensor(0.5, dtype=torch.float64))
+        return scale * lookahead(walk, i, out) + weight * torch.tensor([counts[j] for j in out.values()])
+
+    guide = mdd_guide(learnable)
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    loss = Trace_ELBO(num_particles=4).differentiable_loss(tokenization_model, guide, LM, MDD_)
+    params = [pyro.param("scale").unconstrained(), pyro.param("count_weight").unconstrained()]
+    grads = torch.autograd.grad(loss, params)
+    assert all(g is not None and torch.isfinite(g) and g != 0 for g in grads)
+    for p in params:
+        p.grad = None
+    ReweightedWakeSleep(num_particles=4, vectorize_particles=False).loss_and_grads(tokenization_model, guide, LM, MDD_)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() and bool(p.grad != 0) for p in params)

@@ -12,6 +12,7 @@ from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, output_file, positive, share
+from ppl_tok.cli.bench_learned import register_learned
 from ppl_tok.cli.bench_lm_eval import add_lm_eval
 from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_search_arguments, lazy_options, lm_spec, search_config, transformers_backend_only)
@@ -434,6 +435,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_strings(bench_sub)
     _add_perplexity(bench_sub)
     add_lm_eval(bench_sub, _add)
+    register_learned(bench_sub)
     p = _add(bench_sub, "surprisal", "word surprisal over strings against canonical-token surprisal of the same "
              "words: words per second, the ratio, forwards per word", cmd_surprisal)
     p.add_argument("--text", required=True, metavar="FILE",

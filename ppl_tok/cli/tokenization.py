@@ -1,5 +1,5 @@
 """The commands on one string: ``tokenize``, ``count``, ``mdd``, ``score``, ``marginal``, ``distribution``,
-``canonicity``, ``most-likely`` and ``sat``."""
+``canonicity``, ``most-likely`` and ``sat``; ``learn-proposal`` (a proposal trained on a word list)."""
 
 from __future__ import annotations
 
@@ -66,13 +66,14 @@ def cmd_marginal(args: argparse.Namespace) -> None:
     from ppl_tok.infer.importance import marginal
     from ppl_tok.infer.search import marginal_bounds
 
+    guide = _guide(args)
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
     _check_context(args, lm, walk="the text", covering=False)
     if args.exact and mdd.count() > args.max_paths:  # before sampling
         raise ValueError(f"{args.text!r} has {mdd.count()} tokenizations, more than --max-paths "
                          f"{args.max_paths}: drop --exact or raise --max-paths")
-    result = marginal(args.text, lm, args.samples, guide=args.proposal, context=args.context, seed=args.seed, mdd=mdd)
+    result = marginal(args.text, lm, args.samples, guide=guide, context=args.context, seed=args.seed, mdd=mdd)
     bounds = None
     if args.bounds is not None:
         bounds = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.budget,
@@ -254,6 +255,38 @@ STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, n
                    "unbiased, sampled part": " (the enumerated part exact; the ± is the sampled part's)"}
 
 
+def _guide(args: argparse.Namespace) -> Any:
+    """``--proposal``, with ``learned`` read from ``--proposal-file`` (checked before the LM loads)."""
+    if (args.proposal == "learned") != (args.proposal_file is not None):
+        raise ValueError("--proposal learned and --proposal-file F go together: give both (train F with "
+                         "`ppl-tok learn-proposal WORDS --out F`), or neither")
+    if args.proposal != "learned":
+        return args.proposal
+    from ppl_tok.proposals import LearnedProposal
+    return LearnedProposal.load(args.proposal_file).guide
+
+
+def cmd_learn_proposal(args: argparse.Namespace) -> None:
+    from ppl_tok.infer.learn import train_proposal
+    from ppl_tok.proposals import FEATURES
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            texts = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as err:
+        raise ValueError(f"cannot read the training texts {args.file}: {err.strerror}") from None
+    if not texts:
+        raise ValueError(f"{args.file} holds no text: give one training string a line")
+    lm = _load_lm(args)
+    start = time.perf_counter()
+    prop = train_proposal(texts, lm, args.steps, particles=args.particles, lr=args.lr, seed=args.seed,
+                          path=args.out, progress=not args.json)
+    weights = dict(zip(FEATURES, prop.weights.tolist()))
+    _emit(args, {"file": args.out, "steps": prop.step, "texts": len(texts), "weights": weights,
+                 "seconds": time.perf_counter() - start},
+          [f"{prop!r}", f"saved to {args.out} ({len(texts)} training texts)"])
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands on one string to the ``ppl-tok`` subcommands."""
     p = add_command(sub, "tokenize", "canonical tokens and the number of tokenizations", "vocab")
@@ -273,9 +306,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "marginal", "marginal probability of a string over all its tokenizations", "lm")
     add_text_arguments(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples (default 64)")
-    p.add_argument("--proposal", default="lookahead", choices=["lookahead", "uniform", "prior", "stratified"],
+    p.add_argument("--proposal", default="lookahead",
+                   choices=["lookahead", "uniform", "prior", "stratified", "learned"],
                    help="the importance proposal: the LM's look-ahead restricted to the MDD (default), uniform "
-                        "over tokenizations, the LM's prior (rejection), or look-ahead stratified by a search")
+                        "over tokenizations, the LM's prior (rejection), look-ahead stratified by a search, or "
+                        "a learned one (--proposal-file)")
+    p.add_argument("--proposal-file", metavar="FILE", help="the learned proposal (ppl-tok learn-proposal --out)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (same seed, same estimate; default 0)")
     p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
@@ -283,6 +319,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bounds", type=positive, metavar="TOL", help="also a certified bracket, to TOL nats")
     p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
     p.set_defaults(func=cmd_marginal)
+    p = add_command(sub, "learn-proposal", "train a learned proposal on a word list (reweighted wake-sleep; "
+                    "resumable: an existing --out file continues)", "lm")
+    p.add_argument("file", metavar="WORDS", help="training texts, one a line (a leading space is kept)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the proposal file (saved after every step)")
+    p.add_argument("--steps", type=POSITIVE, default=20, help="training steps in all (default 20)")
+    p.add_argument("--particles", type=POSITIVE, default=16, help="draws per step (default 16)")
+    p.add_argument("--lr", type=positive, default=0.1, help="Adam's learning rate (default 0.1)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    p.set_defaults(func=cmd_learn_proposal)
     p = add_command(sub, "distribution", "the distribution over tokenizations (the paper's Fig. 2): exact, or from "
             "importance samples", "lm")
     add_text_arguments(p)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -54,6 +54,7 @@ from ppl_tok.infer.importance import MarginalResult, _result
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import ParticleWalk, particle_seeds
+from ppl_tok.proposals import Proposal, lookahead
 
 #: a particle's stand-in node once it has stopped (reached the sink or got weight zero)
 _DONE = math.inf
@@ -76,12 +77,13 @@ def smc_relative_variance(log_w: torch.Tensor, eve: torch.Tensor, resamplings: i
 
 
 def _move_hindmost(walk: ParticleWalk, lm: LanguageModel, n: int, pairs: int, log_w: torch.Tensor,
-                   log_p: torch.Tensor) -> None:
+                   log_p: torch.Tensor, proposal: Proposal | None = None) -> None:
     """One step: in each of the ``pairs`` groups of ``n`` particles, the active ones at the group's hindmost
-    node draw a token from the look-ahead proposal.
+    node draw a token from the look-ahead proposal (or ``proposal``'s logits over the out-edges).
 
-    A mover's weight gains the allowed mass ``sum p(t)`` over its out-tokens and its path ``log p(t)`` of the
-    token drawn (inverse CDF at this step's uniform); a mover whose allowed mass is zero gets weight zero and stops.
+    A mover's weight gains ``p(t) / q(t)`` for the token ``t`` drawn (inverse CDF at this step's uniform): the
+    allowed mass ``sum p(t)`` over its out-tokens for the look-ahead; its path gains ``log p(t)``. A mover whose
+    allowed mass is zero gets weight zero and stops.
     """
     u = walk.uniforms()
     node = [walk.nodes[i] if walk.active[i] else _DONE for i in range(len(walk))]
@@ -98,25 +100,34 @@ def _move_hindmost(walk: ParticleWalk, lm: LanguageModel, n: int, pairs: int, lo
             log_w[i] = -math.inf
             walk.active[i] = False
             continue
-        cdf = (lp - mass).exp().cumsum(0)
-        k = int(inverse_cdf(cdf[None], u[i].reshape(1, 1)))
+        log_q = lp - mass
+        if proposal is not None:
+            logits = proposal(walk, i, walk.out_tokens(i)).detach().to("cpu", torch.float64).reshape(-1)
+            logits = logits if bool((logits > -math.inf).any()) else torch.zeros_like(logits)
+            log_q = logits - torch.logsumexp(logits, 0)
+        k = int(inverse_cdf(log_q.exp().cumsum(0)[None], u[i].reshape(1, 1)))
         tokens[i], which[i] = out[k], True
-        log_w[i] += mass
+        log_w[i] += mass if proposal is None else float(lp[k] - log_q[k])
         log_p[i] += float(lp[k])
     walk.advance(tokens, which)
 
 
 def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 64, *,
                   contexts: Sequence[str | Sequence[int]] | None = None, seeds: Sequence[int] | None = None,
-                  ess_threshold: float = 0.5, mdds: Sequence[MDD] | None = None) -> list[MarginalResult]:
+                  ess_threshold: float = 0.5, mdds: Sequence[MDD] | None = None,
+                  guide: Callable | None = None) -> list[MarginalResult]:
     """Estimate ``log p(texts[i] | contexts[i])`` by SMC with ``num_particles`` particles per pair.
 
     ``results[i].log_weights`` are the final weights scaled so that their log-mean-exp
     is the estimate; ``results[i].log_se`` is Lee & Whiteley's standard error.
     :param ess_threshold: resample a pair when its ESS falls below this fraction of
         ``num_particles`` (0: never, plain look-ahead IS; 1: at every byte position).
+    :param guide: the proposal of each step, a guide built by :func:`ppl_tok.proposals.mdd_guide` (its
+        ``.proposal`` over out-edges: ``uniform_guide``, a ``LearnedProposal``'s ``.guide``, your own); the
+        incremental weight is then ``p(t) / q(t)``, and the estimate stays unbiased. Default: the look-ahead.
     """
     texts = check_texts("texts", texts)
+    proposal = _step_proposal(guide)
     texts = list(texts)
     contexts = [""] * len(texts) if contexts is None else list(contexts)
     seeds = list(range(len(texts))) if seeds is None else [int(s) for s in seeds]
@@ -142,7 +153,7 @@ def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 
     eve = torch.arange(len(walk))
     resamplings = [0] * pairs
     while walk.any_active():
-        _move_hindmost(walk, lm, n, pairs, log_w, log_p)
+        _move_hindmost(walk, lm, n, pairs, log_w, log_p, proposal)
         for g in range(pairs):
             part = slice(g * n, (g + 1) * n)
             if not walk.active[part].any():
@@ -183,8 +194,20 @@ def _copy_particles(walk: ParticleWalk, slots: Sequence[int], sources: Sequence[
     walk._edge_lps = None
 
 
+def _step_proposal(guide: Callable | None) -> Proposal | None:
+    """The proposal over out-edges that ``guide`` steps with (``None``: the look-ahead, computed inline)."""
+    if guide is None or getattr(guide, "proposal", None) is lookahead:
+        return None
+    proposal = getattr(guide, "proposal", None)
+    if not callable(proposal):
+        raise ValueError(f"SMC draws each token from a proposal over the MDD's out-edges: give a guide built by "
+                         f"ppl_tok.proposals.mdd_guide (it carries .proposal), not {getattr(guide, '__name__', guide)!r}")
+    return proposal
+
+
 def smc_marginal(text: str, lm: LanguageModel, num_particles: int = 64, *, context: str | Sequence[int] = "",
-                 seed: int = 0, ess_threshold: float = 0.5, mdd: MDD | None = None) -> MarginalResult:
-    """:func:`smc_marginals` for one string."""
+                 seed: int = 0, ess_threshold: float = 0.5, mdd: MDD | None = None,
+                 guide: Callable | None = None) -> MarginalResult:
+    """:func:`smc_marginals` for one string (``guide``: the step proposal, see there)."""
     return smc_marginals([text], lm, num_particles, contexts=[context], seeds=[seed], ess_threshold=ess_threshold,
-                         mdds=None if mdd is None else [mdd])[0]
+                         mdds=None if mdd is None else [mdd], guide=guide)[0]

@@ -24,7 +24,8 @@ def test_each_benchmark_shows_only_its_own_flags():
     bench = next(a for a in sub.choices["bench"]._actions if isinstance(a, cli.argparse._SubParsersAction))
     flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in bench.choices.items()}
     assert set(flags) == {"mdd", "marginal", "most-likely", "engine", "memory", "estimators", "diagnostics",
-                          "strings", "perplexity", "surprisal", "lm-eval", "gpu-check"}
+                          "learned", "strings", "perplexity", "surprisal", "lm-eval", "gpu-check"}
+    assert "--heldout" in flags["learned"] and not any("--heldout" in f for n, f in flags.items() if n != "learned")
     assert "--genlm-python" in flags["strings"] and not any("--genlm-python" in f for n, f in flags.items()
                                                                if n != "strings")
     assert "--lockstep" in flags["perplexity"] and "--lockstep" not in flags["strings"]

@@ -148,3 +148,32 @@ def test_sat_time_budget_bounds_a_hard_formula(capsys, tmp_path):
     assert code == 0 and strict_json(out)["satisfiable"] in (None, True)
     code, _, err = run(capsys, "sat", str(f), "--problem", "msp", "--time-budget", "1")
     assert code == 2 and "did not finish within 1 s" in err
+
+
+def test_learn_proposal_then_marginal_with_it(capsys, tmp_path, monkeypatch):
+    """learn-proposal trains (resuming an existing file) and marginal --proposal learned reads the file."""
+    import ppl_tok.cli.common
+    from toys import EXACT, LM, TEXT
+
+    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: LM)
+    words, out = tmp_path / "words.txt", tmp_path / "q.pt"
+    words.write_text("abab\nbabb\n\nabba\n", encoding="utf-8")
+    code, printed, _ = run(capsys, "learn-proposal", str(words), "--out", str(out), "--steps", "2", "--particles", "4",
+                           "--json")
+    assert code == 0 and json.loads(printed)["steps"] == 2 and json.loads(printed)["texts"] == 3
+    code, printed, _ = run(capsys, "learn-proposal", str(words), "--out", str(out), "--steps", "3", "--particles", "4")
+    assert code == 0 and "step 3" in printed
+    code, printed, _ = run(capsys, "marginal", TEXT, "--samples", "256", "--proposal", "learned", "--proposal-file",
+                           str(out), "--json")
+    data = json.loads(printed)
+    assert code == 0 and data["proposal"] == "learned_guide" and abs(data["log_marginal"] - EXACT.log_marginal) < 0.2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--proposal", "learned"], "--proposal learned and --proposal-file F go together"),
+    (["--proposal-file", "q.pt"], "--proposal learned and --proposal-file F go together"),
+    (["--proposal", "learned", "--proposal-file", "missing.pt"], "no learned proposal at missing.pt"),
+])
+def test_marginal_learned_needs_its_file_before_any_model_loads(capsys, no_work, argv, message):
+    code, _, err = run(capsys, "marginal", " Tokens", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

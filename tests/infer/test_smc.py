@@ -50,3 +50,20 @@ def test_smollm2_smc_and_stock_vectorized_agree_with_exact_or_warn(smollm2):
     cats = smc_marginal(" cats", smollm2, 64, seed=0)
     if cats.log_marginal < exact_marginal(" cats", smollm2).log_marginal - 1:
         assert cats.warnings
+
+
+@pytest.mark.parametrize("name", ["uniform", "learned"])
+def test_smc_with_a_guide_is_unbiased(name):
+    """smc_marginal(guide=...) steps with the guide's proposal over out-edges, weights p(t) / q(t)."""
+    from ppl_tok.proposals import LearnedProposal, lookahead_guide, uniform_guide
+
+    guide = uniform_guide if name == "uniform" else LearnedProposal([0.7, 0.6, 1.5, 0.6]).guide
+    text = "ababbaab"
+    p = math.exp(exact_marginal(text, LM).log_marginal)
+    z = torch.tensor([math.exp(smc_marginal(text, LM, 8, seed=s, guide=guide).log_marginal) for s in range(120)],
+                     dtype=torch.float64)
+    assert abs(float(z.mean()) - p) < 4 * float(z.std()) / math.sqrt(len(z))
+    assert smc_marginal(text, LM, 8, seed=1, guide=lookahead_guide).log_marginal == \
+        smc_marginal(text, LM, 8, seed=1).log_marginal  # the look-ahead's guide is the default
+    with pytest.raises(ValueError, match="a guide built by ppl_tok.proposals.mdd_guide"):
+        smc_marginal(text, LM, 8, guide=lambda *a, **k: None)

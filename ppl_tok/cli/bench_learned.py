@@ -1,0 +1,43 @@
+"""``ppl-tok bench learned``: the learned proposal's benchmark (:mod:`ppl_tok.bench.learned`), registered under
+``ppl-tok bench`` by :mod:`ppl_tok.cli.bench`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec, transformers_backend_only
+from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias
+from ppl_tok.datasets import DATA_ROOT
+
+
+def cmd_learned(args: argparse.Namespace) -> None:
+    from ppl_tok.bench import learned as bench
+
+    spec = lm_spec(args)
+    sizes = bench.QUICK if args.quick else {"train": args.train, "heldout": args.heldout, "steps": args.steps,
+                                            "sizes": tuple(args.sizes)}
+    result = bench.bench_learned(spec.model, **sizes, particles=args.particles, seed=args.seed, data=args.data,
+                                 proposal_file=args.proposal_file, max_paths=args.max_paths, **spec.options())
+    _emit(args, result, bench.format_learned(result))
+
+
+def register_learned(bench_sub: argparse._SubParsersAction) -> None:
+    """Add ``ppl-tok bench learned``."""
+    help = ("a proposal learned on SocialIQA answers against the look-ahead and the stratified one on held-out "
+            "OpenBookQA answers (error against the exact marginal, forwards)")
+    p = bench_sub.add_parser("learned", help=help, description=help)
+    add_lm_arguments(p)
+    p.add_argument("--data-dir", "--data", dest="data", default=str(DATA_ROOT), action=DeprecatedAlias, old=("--data",),
+                   help=f"the data folder (default {DATA_ROOT}; --data is its deprecated old name)")
+    add_json_argument(p)
+    p.add_argument("--train", type=POSITIVE, default=10, help="training strings (default 10)")
+    p.add_argument("--heldout", type=POSITIVE, default=30, help="held-out strings with exact truth (default 30)")
+    p.add_argument("--steps", type=POSITIVE, default=20, help="training steps (default 20)")
+    p.add_argument("--particles", type=POSITIVE, default=16, help="draws per training step (default 16)")
+    p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[64, 256], help="numbers of samples (default 64 256)")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    p.add_argument("--proposal-file", metavar="FILE", help="keep the trained proposal here (an existing one resumes)")
+    p.add_argument("--max-paths", type=POSITIVE, default=3000,
+                   help="the most tokenizations of a held-out string (default 3000)")
+    p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
+    p.set_defaults(func=transformers_backend_only(cmd_learned))

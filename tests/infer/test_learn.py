@@ -1,0 +1,59 @@
+"""Training a proposal with stock Pyro (ppl_tok.infer.learn): unbiased in the weights, lower variance after
+training, resumable to the same weights; on the toy LM against its exact marginal."""
+
+import math
+
+import pytest
+import torch
+
+from ppl_tok.infer.importance import model_and_guide_log_probs
+from ppl_tok.infer.learn import train_proposal
+from ppl_tok.proposals import LearnedProposal
+from ppl_tok.model import particle_seeds, tokenization_model
+from toys import EXACT, LM, MDD_
+
+#: training strings of the toy vocabulary; the held-out string is toys.TEXT ("ababba"), not among them
+WORDS = ["abab", "babb", "abba", "bab", "aabb", "abbab", "baab"]
+
+
+def normalised_weights(proposal: LearnedProposal, n: int = 3000, seed: int = 0) -> torch.Tensor:
+    """``p(v) / (q(v) p(x))`` for ``n`` draws of ``q``: mean 1 for an unbiased proposal."""
+    torch.manual_seed(seed)
+    with particle_seeds([seed]):
+        log_p, log_q, _ = model_and_guide_log_probs(tokenization_model, proposal.guide, LM, MDD_, "", num_samples=n)
+    return (log_p - log_q - EXACT.log_marginal).exp()
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return train_proposal(WORDS, LM, 60, particles=16, lr=0.1, progress=False)
+
+
+def test_a_trained_proposal_is_unbiased_and_has_lower_weight_variance(trained):
+    before, after = normalised_weights(LearnedProposal()), normalised_weights(trained)
+    for w in (before, after):  # mean weight = p(x): within 4 standard errors of 1
+        assert abs(float(w.mean()) - 1) < 4 * float(w.std()) / math.sqrt(len(w))
+    assert trained.step == 60 and not torch.equal(trained.weights, LearnedProposal().weights)
+    assert float(after.var()) < 0.8 * float(before.var())  # held-out string: 0.043 -> 0.025 measured (seeds 0-39)
+
+
+def test_training_resumes_from_its_file_to_the_same_weights(tmp_path):
+    whole = train_proposal(WORDS, LM, 4, particles=4, progress=False)
+    path = tmp_path / "q.pt"
+    train_proposal(WORDS, LM, 2, particles=4, path=path, progress=False)
+    assert LearnedProposal.load(path).step == 2
+    resumed = train_proposal(WORDS, LM, 4, particles=4, path=path, progress=False)
+    assert resumed.step == 4 and torch.allclose(resumed.weights, whole.weights, atol=1e-12, rtol=0)
+    assert torch.equal(LearnedProposal.load(path).weights, resumed.weights)
+
+
+def test_bad_files_and_arguments_are_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="no learned proposal at .*learn-proposal"):
+        LearnedProposal.load(tmp_path / "missing.pt")
+    (tmp_path / "junk.pt").write_text("not a proposal")
+    with pytest.raises(ValueError, match="is not a learned proposal file"):
+        LearnedProposal.load(tmp_path / "junk.pt")
+    with pytest.raises(ValueError, match="4 finite weights"):
+        LearnedProposal([1.0, float("nan"), 0, 0])
+    with pytest.raises(ValueError, match="non-empty list"):
+        train_proposal([], LM, 1)
