@@ -137,17 +137,25 @@ class OverCandidates(_Particles):
         uniform over its candidates: the model then gives the drawn token probability zero, so
         the particle gets weight zero instead of an error."""
         width = max(1, max((len(c) for c in candidates), default=1))
-        ids, rows = [], []
-        for c, lp in zip(candidates, logits):
-            row = (lp if torch.is_tensor(lp) else torch.as_tensor(lp)).to("cpu", torch.float64).reshape(-1)
+        rows = [(lp if torch.is_tensor(lp) else torch.as_tensor(lp, dtype=torch.float64)).reshape(-1) for lp in logits]
+        for c, row in zip(candidates, rows):
             if row.numel() != len(c):
                 raise ValueError(f"{len(c)} candidates but {row.numel()} logits")
-            if row.numel() and not bool((row > -math.inf).any()):
-                row = torch.zeros_like(row)
-            ids.append(list(c) + [0] * (width - len(c)))
-            rows.append(torch.cat([row, row.new_full((width - len(c),), -math.inf)]))
-        ids = torch.tensor(ids, dtype=torch.long).reshape(len(candidates), width)
-        lps = torch.stack(rows) if rows else torch.zeros(0, width, dtype=torch.float64)
+        ids = torch.tensor([list(c) + [0] * (width - len(c)) for c in candidates],
+                           dtype=torch.long).reshape(len(candidates), width)
+        if not rows:
+            return cls(ids, torch.zeros(0, width, dtype=torch.float64), uniforms, batch_shape)
+        # padded on the rows' own device and read on the host once (one synchronisation a step on a GPU, not one per
+        # particle, and the host's tokens after it); every operation is torch's, so gradients flow from ``logits``
+        device = next((r.device for r in rows if r.device.type != "cpu"), rows[0].device)
+        rows = [(r if r.device == device else r.to(device, non_blocking=True)).to(torch.float64) for r in rows]
+        lps = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=-math.inf)
+        if lps.shape[1] < width:
+            lps = torch.cat([lps, lps.new_full((lps.shape[0], width - lps.shape[1]), -math.inf)], 1)
+        lps = lps.cpu()
+        valid = torch.arange(width) < torch.tensor([len(c) for c in candidates])[:, None]
+        dead = ~(lps > -math.inf).any(-1, keepdim=True)  # every allowed token at probability zero: uniform instead
+        lps = torch.where(dead & valid, 0.0, lps)
         return cls(ids, lps, uniforms, batch_shape)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
