@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,12 @@ class BenchStore(PerplexityStore):
     informational = ("ppl_tok_version",)
     what = "perplexity benchmark folder"
     record_name = "benchmark row"
+    fields = {"index": "count", "bytes": "count"}  # a row's own numbers (not a run folder's document record)
+
+    @classmethod
+    def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A benchmark row: its numbers checked (:attr:`fields`), not a run folder's document fields."""
+        return JsonlStore.validate.__func__(cls, record, where, settings)
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
