@@ -41,7 +41,7 @@ def test_the_command(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: lm)
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps({"q": c, "a": x}) + "\n" for c, x in PAIRS))
-    assert main(["boundary", str(path), "--fields", "q", "a", "--beam", "10000", "--prune", "1e6", "--prefill",
+    assert main(["boundary", str(path), "--fields", "q", "a", "--beam", "10000", "--prune", "1e4", "--prefill",
                  "exact", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     want = boundary_report(lm, PAIRS, WIDE)
