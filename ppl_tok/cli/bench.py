@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import Any
 from pathlib import Path
 
-from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, output_file, positive, share
+from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
 from ppl_tok.cli.bench_learned import register_learned
 from ppl_tok.cli.bench_lm_eval import add_lm_eval
-from ppl_tok.cli.common import (_emit, _load_lm, add_extend_argument, add_json_argument, add_lm_arguments,
+from ppl_tok.cli.common import (_emit, _load_lm, add_data_dir_argument, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_search_arguments, lazy_options, lm_spec, search_config, transformers_backend_only)
 from ppl_tok.datasets import DATA_ROOT, data_file
 from ppl_tok.strings.beam import StringSearchConfig
@@ -281,8 +281,7 @@ def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, l
         add_lm_arguments(p)
         func = transformers_backend_only(func)
     if data is not None:
-        p.add_argument("--data-dir", "--data", dest="data", default=DATA, action=DeprecatedAlias, old=("--data",),
-                       help=f"{data} (default {DATA}; --data is its deprecated old name)")
+        add_data_dir_argument(p, DATA, data)
     add_json_argument(p)
     p.set_defaults(func=func)
     return p

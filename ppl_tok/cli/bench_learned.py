@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ppl_tok.cli.common import _emit, add_json_argument, add_lm_arguments, lm_spec, transformers_backend_only
-from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias
+from ppl_tok.cli.common import _emit, add_data_dir_argument, add_json_argument, add_lm_arguments, lm_spec, transformers_backend_only
+from ppl_tok.common.arguments import POSITIVE, SEED
 from ppl_tok.datasets import DATA_ROOT
 
 
@@ -27,8 +27,7 @@ def register_learned(bench_sub: argparse._SubParsersAction) -> None:
             "OpenBookQA answers (error against the exact marginal, forwards)")
     p = bench_sub.add_parser("learned", help=help, description=help)
     add_lm_arguments(p)
-    p.add_argument("--data-dir", "--data", dest="data", default=str(DATA_ROOT), action=DeprecatedAlias, old=("--data",),
-                   help=f"the data folder (default {DATA_ROOT}; --data is its deprecated old name)")
+    add_data_dir_argument(p, str(DATA_ROOT), "the data folder")
     add_json_argument(p)
     p.add_argument("--train", type=POSITIVE, default=10, help="training strings (default 10)")
     p.add_argument("--heldout", type=POSITIVE, default=30, help="held-out strings with exact truth (default 30)")

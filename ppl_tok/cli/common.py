@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, integer, positive, share
+from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.base import model_window
@@ -103,6 +103,12 @@ def lm_spec(args: argparse.Namespace) -> LMSpec:
     _check_bos_id(args.model or DEFAULT_MODEL, args.bos_id)
     return LMSpec(model=args.model or DEFAULT_MODEL, backend=_backend(args), device=args.device, dtype=args.dtype,
                   bos_id=args.bos_id)
+
+
+def add_data_dir_argument(p: argparse.ArgumentParser, default: str, what: str) -> None:
+    """``--data-dir`` (the folder of the data sets, as ``qa`` names it), ``--data`` its deprecated old name."""
+    p.add_argument("--data-dir", "--data", dest="data", default=default, action=DeprecatedAlias, old=("--data",),
+                   help=f"{what} (default {default}; --data is its deprecated old name)")
 
 
 def transformers_backend_only(func: Any) -> Any:

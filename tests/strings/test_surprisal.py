@@ -232,8 +232,8 @@ def test_smollm2_garden_path(smollm2):
     """The issue's example: the word-end correction moves " the" up and " boat" down (" old" no longer counts
     " older"); "The", a single token whose continuations all start with a space or punctuation, is canonical."""
     text = "The old man the boat."
-    rows = surprisals(smollm2, text)
-    plain = surprisals(smollm2, text, word_end=False)
+    rows = surprisals(smollm2, text, final="end")
+    plain = surprisals(smollm2, text, word_end=False, final="end")
     by = {r.text: r for r in rows}
     assert [r.text for r in rows] == ["The", " old", " man", " the", " boat", "."]
     assert abs(by["The"].surprisal - by["The"].canonical) < 0.05 and by["The"].informative
@@ -243,7 +243,7 @@ def test_smollm2_garden_path(smollm2):
     # the chain rule: both sum to -log2 P(text, end) (the end is scored by the last unit either way)
     assert sum(r.surprisal for r in rows) == pytest.approx(sum(r.surprisal for r in plain), abs=1e-6)
     # in lockstep with other sentences: the same rows up to float32 rounding of a batched forward
-    many = surprisals_many(smollm2, [text, "The horse raced past the barn fell.", "Hi."])
+    many = surprisals_many(smollm2, [text, "The horse raced past the barn fell.", "Hi."], final="end")
     assert [r.text for r in many[0]] == [r.text for r in rows]
     for one, other in zip(rows, many[0]):
         assert other.surprisal == pytest.approx(one.surprisal, abs=1e-3)
