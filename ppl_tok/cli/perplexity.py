@@ -50,7 +50,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.corpus import read_corpus
     from ppl_tok.perplexity.report import corpus_summary, document_row
     from ppl_tok.perplexity.run import run_perplexity
-    from ppl_tok.scorings.documents import ScoringConfig, cap_prefix_cache
+    from ppl_tok.scorings.documents import cap_prefix_cache
+    from ppl_tok.scorings.registry import ScoringConfig
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")

@@ -10,16 +10,16 @@ from ppl_tok.cli.common import add_lm_arguments, add_ray_arguments, lm_spec, ray
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
-from ppl_tok.qa.run import OPTIONAL_SCORES
+from ppl_tok.qa.run import optional_scores
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
 
 
 def _scores(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in OPTIONAL_SCORES]
+    unknown = [s for s in names if s not in optional_scores()]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(OPTIONAL_SCORES)}")
+        raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(optional_scores())}")
     return names
 
 
@@ -154,7 +154,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     p.add_argument("--scores", type=_scores, default=[],
-                   help=f"optional scores, comma-separated: {','.join(OPTIONAL_SCORES)}")
+                   help=f"optional scores, comma-separated: {','.join(optional_scores())}")
     p.add_argument("--out", type=output_folder, required=True, help="the run folder (created, or resumed)")
     p.add_argument("--seed", type=SEED, default=0, help="run seed: each answer's particles get a seed derived from it")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,

@@ -13,9 +13,8 @@ from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Options, walk
+    from ppl_tok.strings.batch import Item, Members, Options, answer
     from ppl_tok.strings.certified import head_caveat
-    from ppl_tok.strings.conditional import conditional_of
 
     if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
         return
@@ -24,26 +23,25 @@ def cmd_conditional(args: argparse.Namespace) -> None:
     lm = _load_lm(args)
     _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm,
                    walk="the prompt and the text")
-    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # string_conditional,
-        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)  # byte by byte
-        result = conditional_of(state, args.text, bar.update)
-    context = args.context + args.prompt
-    canonical = lm.canonical_log_prob(args.text, context) if context else lm.canonical_log_prob(args.text)
-    payload = {"model": lm.name, "context": args.context, **result.to_dict(), "canonical_tokens": canonical,
-               "beam": args.beam, "prune": args.prune}
+    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # byte by byte
+        # one prompt is a batch of one item of the one runner's task (ppl_tok.strings.tasks)
+        r = answer("conditional", Members((lm,)), Item(0, args.prompt, args.text, "--prompt"),
+                   Options(args.context, config), on_bytes=bar.update)
+    payload = {"model": lm.name, "context": args.context, **r, "beam": args.beam, "prune": args.prune}
+    pp, jp = r["prompt_prefix"], r["joint_prefix"]
     lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
-             f"log p(text | prompt), over strings: {result.estimate:.4f}   {'certified ' * result.certified}in "
-             f"[{result.lower:.4f}, {result.upper:.4f}] (rounding tolerance {result.tolerance:.1e} nats included)",
-             f"  log P(prompt is a prefix):        [{result.prompt_prefix.lower:.4f}, {result.prompt_prefix.upper:.4f}]",
-             f"  log P(prompt+text is a prefix):   [{result.joint_prefix.lower:.4f}, {result.joint_prefix.upper:.4f}]",
-             f"log p(canonical tokens of text | canonical tokens of prompt): {canonical:.4f}",
-             f"{result.forwards} LM forwards, {result.seconds:.1f} s (beam {args.beam}, prefill {result.prefill}"
-             + (f": a canonical head of {result.head_bytes} bytes, the conditional given it)" if result.head_bytes else ")")]
-    caveat = head_caveat(result.head_bytes)
+             f"log p(text | prompt), over strings: {r['estimate']:.4f}   {'certified ' * r['certified']}in "
+             f"[{r['lower']:.4f}, {r['upper']:.4f}] (rounding tolerance {r['tolerance_nats']:.1e} nats included)",
+             f"  log P(prompt is a prefix):        [{pp['lower']:.4f}, {pp['upper']:.4f}]",
+             f"  log P(prompt+text is a prefix):   [{jp['lower']:.4f}, {jp['upper']:.4f}]",
+             f"log p(canonical tokens of text | canonical tokens of prompt): {r['canonical_tokens']:.4f}",
+             f"{r['forwards']} LM forwards, {r['seconds']:.1f} s (beam {args.beam}, prefill {r['prefill']}"
+             + (f": a canonical head of {r['head_bytes']} bytes, the conditional given it)" if r['head_bytes'] else ")")]
+    caveat = head_caveat(r["head_bytes"])
     if caveat:
         lines.insert(2, "  " + caveat)
-    if result.hint:
-        lines.append(result.hint)
+    if r["hint"]:
+        lines.append(r["hint"])
     _emit(args, payload, lines)
 
 

@@ -28,6 +28,7 @@ from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, l
 from ppl_tok.common.arguments import POSITIVE, positive
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
+from ppl_tok.strings.tasks import string_task
 from ppl_tok.strings.batch import (BatchRun, Item, Members, Options, StringsStore, answer, batch_settings,
                                    item_bytes, run_items)
 from ppl_tok.strings.ensemble import KINDS
@@ -74,7 +75,7 @@ def dispatch(args: argparse.Namespace, task: str) -> bool:
             raise ValueError(f"{'--ray' if args.ray is not None else '--workers'} runs the batches of --input FILE "
                              "on Ray: give --input and --out, or drop it")
         if args.prompt is None:
-            if task == "conditional":
+            if string_task(task).needs_text:
                 raise ValueError("give --prompt (or --input FILE of prompt and text pairs)")
             args.prompt = ""
         return False
@@ -170,11 +171,11 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
     options = _options(args, task)
     if args.input is not None:
         items, source, sha256 = read_items(args.input, args.prompt_field,
-                                           args.text_field if task == "conditional" else None, args.context)
+                                           args.text_field if string_task(task).needs_text else None, args.context)
     else:
         _check_utf8("--prompt", args.prompt if args.prompt is not None else "")
         items, source, sha256 = [Item(0, args.prompt or "", getattr(args, "text", None), "--prompt")], None, None
-    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if task == "conditional" else None}
+    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if string_task(task).needs_text else None}
     settings_args = {"input_sha256": sha256, "fields": fields,
                      "extra": {"input": source, "items": len(items), "lm": [s.to_dict() for s in lm_specs(args)]}}
     weights = None if args.weight is None else tuple(args.weight)

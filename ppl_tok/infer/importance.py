@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyro
 import torch
 from pyro import poutine
@@ -142,6 +143,16 @@ class MarginalResult:
 
 
 _log_mean_exp = diagnostics.log_mean_exp
+
+
+def canonical_plus_rest(canonical: Any, rest: Any) -> Any:
+    """The ``canonical+rest`` estimate, ``log(p(v* | c) + m)``, of floats or arrays alike.
+
+    ``canonical`` is ``log p(v* | c)``, computed exactly; ``rest`` is ``log m``, ``m = (1/N) sum_i w_i 1[v_i != v*]``
+    the unbiased importance estimate of the non-canonical mass (:attr:`MarginalResult.noncanonical_estimate`).
+    The sum is unbiased for ``p(x | c)`` and never below the canonical term, its certified floor.
+    """
+    return np.logaddexp(canonical, rest)
 
 
 def importance_weights(model: Callable, guide: Callable | None, *args, num_samples: int) -> tuple[torch.Tensor, list]:

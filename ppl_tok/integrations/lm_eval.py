@@ -39,7 +39,7 @@ Model arguments (``--model_args key=value,...``):
     (``tolerance`` nats, ``budget`` LM forwards per answer);
   - ``stratified``: the stratified estimate of ``log p(x | c)``;
   - ``conditional``: ``log p(x | c)`` over strings, free of the prompt boundary, its certified
-    interval logged per request (:mod:`ppl_tok.integrations.lm_eval_strings`); ``prefill``
+    interval logged per request (:mod:`ppl_tok.scorings.conditional`); ``prefill``
     (``canonical-head``, ``exact`` or ``auto``) says how the context is conditioned on.
     Under ``loglikelihood_rolling`` it is the ``prefix`` scoring (the document as a prefix of the
     output after BOS: the conditional with an empty context).
@@ -76,7 +76,6 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -87,36 +86,19 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError("ppl_tok.integrations.lm_eval needs lm-evaluation-harness 0.4: "
                       "pip install 'ppl-tok[lm-eval]'") from err
 
-import numpy as np
 
-from ppl_tok.common.logspace import logsumexp
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, write_tasks  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
-from ppl_tok.scorings import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
-#: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scorings.names`)
-SCORINGS = names(PAIR)
-#: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
-ROLLING_SCORINGS = names(DOCUMENT)
 DEFAULT_BATCH = 32
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One loglikelihood request in ppl-tok's terms."""
-
-    context: str
-    continuation: str
-    seed: int
-    group: tuple[Any, ...]
-    choice: int
 
 
 def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str = "id") -> Pair:
@@ -208,8 +190,8 @@ class PPLTokLM(LM):
         #: the scoring of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined there)
         self.pair_scoring = find_scoring(scoring, PAIR).name if is_defined(scoring, PAIR) else None
         self.document_scoring = find_scoring(scoring, DOCUMENT).name if is_defined(scoring, DOCUMENT) else None
-        if scoring == "conditional":
-            self.document_scoring = "prefix"  # the conditional of a document after BOS alone
+        if self.document_scoring is None and self.pair_scoring is not None:  # e.g. conditional: prefix
+            self.document_scoring = find_scoring(self.pair_scoring, PAIR).rolling
         self.num_samples = _int_arg("num_samples", num_samples, 1)
         limits().check("samples", self.num_samples, "num_samples")
         self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
@@ -235,7 +217,7 @@ class PPLTokLM(LM):
         #: the LM over strings of ``conditional`` and ``generate_until`` (the context under ``prefill``)
         self.strings = StringSearchConfig(**knobs, prefill=prefill)
         self.gen_bytes_per_token = _int_arg("gen_bytes_per_token", gen_bytes_per_token, 1)
-        #: ``conditional``: the certified interval of every request scored, in order
+        #: the certified interval of every request scored where the scoring gives one (``conditional``, ``exact``), in order
         self.intervals: list[tuple[float, float]] = []
         if lm is None:
             from ppl_tok.lm.cards import load_lm
@@ -301,11 +283,11 @@ class PPLTokLM(LM):
         """
         from tqdm.auto import tqdm
 
-        from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
+        from ppl_tok.perplexity import corpus_from_texts, score_documents
 
         if self.document_scoring is None:
             raise NotImplementedError(
-                f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(ROLLING_SCORINGS)}, "
+                f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(names(DOCUMENT))}, "
                 f"not {self.scoring!r}")
         texts = [str(r.args[0]) for r in requests]
         config = ScoringConfig(scoring=self.document_scoring, window=self.max_length, search=self.search,
@@ -338,87 +320,25 @@ class PPLTokLM(LM):
 
     # ------------------------------------------------------------------ scoring
     def score_pairs(self, pairs: Sequence[Pair], progress: bool = False) -> list[float]:
-        """The score of every pair, in batches of ``batch_size`` requests (whole documents for ``mixture``)."""
+        """The score of every pair, in batches of ``batch_size`` requests (a question's answers kept together:
+        ``mixture`` normalises over them), by the scoring's :meth:`~ppl_tok.scorings.Scoring.score_pairs`."""
         from tqdm.auto import tqdm
 
         if self.pair_scoring is None:
-            raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(SCORINGS)}, not "
+            raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(names(PAIR))}, not "
                                       f"{self.scoring!r} (a scoring of perplexity tasks only)")
+        implementation = find_scoring(self.pair_scoring, PAIR)
+        config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.strings,
+                               num_samples=self.num_samples, seed=self.seed, exact_tolerance=self.tolerance,
+                               exact_budget=self.budget, alpha=self.alpha)
         out = [0.0] * len(pairs)
         with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
-            for idx in chunks(pairs, self.batch, whole_groups=self.pair_scoring == "mixture"):
-                for i, s in zip(idx, self._score([pairs[i] for i in idx])):
-                    out[i] = s
+            for idx in chunks(pairs, self.batch, whole_groups=True):
+                for i, s in zip(idx, implementation.score_pairs(self.lm, [pairs[i] for i in idx], config)):
+                    out[i] = s.estimate
+                    if s.lower is not None and s.upper is not None:
+                        self.intervals.append((s.lower, s.upper))
                 bar.update(len(idx))
-        return out
-
-    def _canonical_tokens(self, p: Pair) -> list[int]:
-        try:
-            return list(self.lm.canonical(p.continuation))
-        except ValueError as err:
-            raise ValueError(f"request {p.group} choice {p.choice}: continuation {p.continuation!r} has no "
-                             f"canonical tokenization ({err})") from err
-
-    def _score(self, pairs: list[Pair]) -> list[float]:
-        """The pairs' scores under :attr:`pair_scoring` (see the module docstring)."""
-        name = find_scoring(str(self.pair_scoring), PAIR).name
-        if name == "canonical":
-            return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], [p.context for p in pairs])
-        if name == "exact":
-            return self._exact(pairs)
-        if name == "conditional":
-            from ppl_tok.integrations.lm_eval_strings import conditional_scores
-
-            results = conditional_scores(self.lm, [p.context for p in pairs], [p.continuation for p in pairs],
-                                         self.strings, labels=[(*p.group, p.choice) for p in pairs])
-            self.intervals += [(r.lower, r.upper) for r in results]
-            return [r.estimate for r in results]
-        if name not in ("importance", "stratified", "canonical+rest", "mixture"):
-            raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for requests but has no "
-                             "implementation here")
-        results = self._particles(pairs, guide="stratified" if name == "stratified" else "lookahead")
-        if name == "canonical+rest":
-            return [logsumexp([r.canonical_log_prob, r.noncanonical_estimate]) for r in results]
-        if name == "mixture":
-            return self._mixture(pairs, results)
-        return [float(r.log_marginal) for r in results]  # importance, stratified
-
-    def _particles(self, pairs: list[Pair], guide: str) -> list[Any]:
-        """The importance-sampling results of the pairs (``num_samples`` particles each, seeded per pair)."""
-        from ppl_tok.infer.importance import marginals
-
-        for p in pairs:
-            self._canonical_tokens(p)  # a clear error before sampling
-        return marginals([p.continuation for p in pairs], self.lm, self.num_samples,
-                         contexts=[p.context for p in pairs], guide=guide, seeds=[p.seed for p in pairs])
-
-    def _exact(self, pairs: list[Pair]) -> list[float]:
-        """The certified brackets' midpoints (the upper bound where nothing was found), searched together."""
-        from ppl_tok.infer.search import marginal_bounds_many
-
-        brackets = marginal_bounds_many([p.continuation for p in pairs], self.lm, contexts=[p.context for p in pairs],
-                                        tolerance=self.tolerance, budget=self.budget)
-        return [b.upper if b.lower == -math.inf else (b.lower + b.upper) / 2 for b in brackets]
-
-    def _mixture(self, pairs: list[Pair], results: list[Any]) -> list[float]:
-        from ppl_tok.qa.classify import SplitScores, mixture_scores
-
-        out = [0.0] * len(pairs)
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, p in enumerate(pairs):
-            groups.setdefault(p.group, []).append(i)
-        for members in groups.values():
-            c = len(members)
-            t = SplitScores(
-                ids=["q"], labels=np.zeros(1, dtype=int), valid=np.ones((1, c), dtype=bool),
-                nbytes=np.ones((1, c)),
-                canonical=np.array([[float(results[i].canonical_log_prob) for i in members]]),
-                log_w=np.array([[(results[i].log_p - results[i].log_q).double().numpy() for i in members]]),
-                is_canonical=np.array([[np.asarray(results[i].is_canonical, dtype=bool) for i in members]]))
-            probs = mixture_scores(t, [self.alpha])[0, :, 0]
-            with np.errstate(divide="ignore"):
-                for i, pr in zip(members, np.log(probs)):
-                    out[i] = float(pr)
         return out
 
 

@@ -38,7 +38,6 @@ from typing import Any
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.conditional import StringConditional, conditionals_many
 
 LOG = logging.getLogger(__name__)
 
@@ -49,22 +48,6 @@ BYTES_PER_TOKEN = 4
 DEFAULT_GEN_TOKS = 256
 #: the ``gen_kwargs`` keys :func:`generation_settings` reads (any other is an error)
 GEN_KEYS = ("until", "max_gen_toks", "do_sample", "temperature", "top_p")
-
-
-def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
-                       config: StringSearchConfig, labels: Sequence[Any] | None = None) -> list[StringConditional]:
-    """``log p(continuation | context)`` over strings of each request (contexts and continuations already
-    moved, see the module docstring), every certified interval logged.
-
-    One batched walk (:func:`~ppl_tok.strings.conditional.conditionals_many`): the answers of a question
-    share its context's walk.
-    """
-    results = conditionals_many(lm, list(contexts), list(continuations), config=config)
-    for i, r in enumerate(results):
-        label = labels[i] if labels is not None else i
-        LOG.info("request %s: log p(%r | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, r.prompt[-40:],
-                 r.estimate, r.lower, r.upper, "" if r.hint is None else f" ({r.hint})")
-    return results
 
 
 def generation_settings(gen_kwargs: dict[str, Any], bytes_per_token: int) -> dict[str, Any]:
@@ -119,4 +102,4 @@ def generate_until(lm: LanguageModel, requests: Sequence[Any], config: StringSea
     return out
 
 
-__all__ = ["BYTES_PER_TOKEN", "conditional_scores", "generate_until", "generation_settings"]
+__all__ = ["BYTES_PER_TOKEN", "generate_until", "generation_settings"]

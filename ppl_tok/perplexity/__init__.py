@@ -7,9 +7,11 @@ into a resumable store, :func:`corpus_figures` aggregates.
 
 from ppl_tok.perplexity.corpus import Corpus, CorpusError, Document, check_coverage, corpus_from_texts, read_corpus
 from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, count_words, word_perplexity
-from ppl_tok.scorings.documents import SCORINGS, DocumentScore, ScoringConfig, score_documents
+from ppl_tok.scorings.documents import score_documents
+from ppl_tok.scorings.results import DocumentScore
+from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.windows import rolling_windows, text_windows
 
-__all__ = ["SCORINGS", "Corpus", "CorpusError", "Document", "DocumentScore", "ScoringConfig", "bits_per_byte",
+__all__ = ["Corpus", "CorpusError", "Document", "DocumentScore", "ScoringConfig", "bits_per_byte",
            "byte_perplexity", "check_coverage", "corpus_from_texts", "count_words", "read_corpus",
            "rolling_windows", "score_documents", "text_windows", "word_perplexity"]

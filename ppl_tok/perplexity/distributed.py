@@ -35,7 +35,9 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, CorpusError, Document, check_coverage
 from ppl_tok.perplexity.run import LMFacts, batch_timing, open_run, progress_bar, run_settings
-from ppl_tok.scorings.documents import DocumentScore, ScoringConfig, cap_prefix_cache, score_documents
+from ppl_tok.scorings.documents import cap_prefix_cache, score_documents
+from ppl_tok.scorings.results import DocumentScore
+from ppl_tok.scorings.registry import ScoringConfig
 
 #: The stated agreement of a Ray run's figures with a single-process run's, in nats per document (log-likelihood,
 #: canonical and the beam's bracket): batched float32 forwards of another batch composition.

@@ -29,7 +29,8 @@ from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
 from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
-from ppl_tok.scorings.documents import SPAN_GAIN_VERSION, DocumentScore
+from ppl_tok.scorings.documents import SPAN_GAIN_VERSION
+from ppl_tok.scorings.results import DocumentScore
 
 
 def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: int = 2_000,

@@ -20,7 +20,9 @@ from typing import Any
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, Document, check_coverage
-from ppl_tok.scorings.documents import DocumentScore, ScoringConfig, score_documents
+from ppl_tok.scorings.documents import score_documents
+from ppl_tok.scorings.results import DocumentScore
+from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore, check_documents, lm_identity
 
 

@@ -29,7 +29,7 @@ folder with neither (ppl-tok 0.1.0) cannot say on which dtype and device it ran
 (0.1.0 had ``--dtype`` and ``--device``): resuming it is refused, with the fix.
 
 The records hold each document's figures
-(:meth:`ppl_tok.scorings.documents.DocumentScore.to_record`, ``-inf`` as
+(:meth:`ppl_tok.scorings.results.DocumentScore.to_record`, ``-inf`` as
 ``null``), keyed by the document's index. Seconds per batch go to
 ``timing.jsonl``, apart from the records. A folder written under an old
 scoring name (``marginal``, now ``beam``: :data:`ppl_tok.scorings.ALIASES`) is

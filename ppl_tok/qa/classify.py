@@ -50,7 +50,9 @@ from typing import Any
 import numpy as np
 
 from ppl_tok.common.bootstrap import paired_difference
-from ppl_tok.qa.store import decode_log, decode_logs
+from ppl_tok.infer.importance import canonical_plus_rest
+from ppl_tok.qa.store import decode_log, decode_logs, pair_scored_kinds
+from ppl_tok.scorings.mixture import mixture
 
 NEG_INF = -math.inf
 DEFAULT_ALPHAS = np.round(np.linspace(0.0, 1.0, 101), 4)
@@ -113,7 +115,8 @@ def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> Sp
             log_w[i, j] = np.array(decode_logs(c["log_p"])) - np.array(decode_logs(c["log_q"]))
             is_canon[i, j] = np.array(c["is_canonical"], dtype=bool)
     optional: dict[str, dict[str, np.ndarray]] = {}
-    fields = {"exact": ("lower", "upper", "closed"), "stratified": ("log_marginal",), "most-likely": ("log_prob",)}
+    fields = {"exact": ("lower", "upper", "closed"), "stratified": ("log_marginal",), "most-likely": ("log_prob",),
+              **{kind: ("estimate",) for kind in pair_scored_kinds()}}
     for kind, names in fields.items():
         got = by_kind.get(kind, {})
         if len(got) == size:
@@ -177,26 +180,15 @@ def noncanonical_scores(t: SplitScores, norm: bool = False) -> np.ndarray:
 
 
 def canonical_plus_rest_scores(t: SplitScores, norm: bool = False) -> np.ndarray:
-    """``log (p(v*_j | c) + (1/N) sum_i w_ij 1[v_ij != v*_j])``: the canonical term exact, the rest sampled."""
-    return per_byte(np.logaddexp(t.canonical, noncanonical_scores(t)), t, norm)
-
-
-def _normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """``exp(s_j) / sum_l exp(s_l)`` over valid answers; all-zero rows stay zero."""
-    s = np.where(valid, log_scores, NEG_INF)
-    top = np.max(s, axis=1, keepdims=True)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    e = np.exp(s - safe)
-    total = e.sum(axis=1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    """``log (p(v*_j | c) + (1/N) sum_i w_ij 1[v_ij != v*_j])``: the canonical term exact, the rest sampled
+    (:func:`ppl_tok.infer.importance.canonical_plus_rest`, the one formula of the ``canonical+rest`` scoring)."""
+    return per_byte(canonical_plus_rest(t.canonical, noncanonical_scores(t)), t, norm)
 
 
 def mixture_scores(t: SplitScores, alphas: Sequence[float] | np.ndarray, norm: bool = False) -> np.ndarray:
-    """``alpha P_can + (1 - alpha) P_non`` for every alpha: shape ``[Q, C, len(alphas)]``."""
-    p_can = _normalise(canonical_scores(t, norm), t.valid)
-    p_non = _normalise(noncanonical_scores(t, norm), t.valid)
-    a = np.asarray(alphas, dtype=float)
-    return a * p_can[..., None] + (1 - a) * p_non[..., None]
+    """``alpha P_can + (1 - alpha) P_non`` for every alpha: shape ``[Q, C, len(alphas)]``
+    (:func:`ppl_tok.scorings.mixture.mixture`, the ``mixture`` scoring's formula)."""
+    return mixture(canonical_scores(t, norm), noncanonical_scores(t, norm), t.valid, alphas)
 
 
 def exact_scores(t: SplitScores, norm: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -18,8 +18,8 @@ import numpy as np
 
 from ppl_tok.qa import classify as C
 from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
-from ppl_tok.qa.run import OPTIONAL_SCORES, check_settings
-from ppl_tok.scorings import classifiers
+from ppl_tok.qa.run import check_settings, optional_scores
+from ppl_tok.scorings import classifier_scoring, classifiers
 from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
@@ -36,14 +36,12 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
-#: Classifiers in report order (:func:`ppl_tok.scorings.classifiers`); those whose scores are missing are left out.
-CLASSIFIERS = classifiers()
 
 
 def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
-    """Each classifier of :data:`CLASSIFIERS` as ``(split scores, norm) -> [Q, C] scores``, k and alpha from ``tuned``.
+    """Each classifier (:func:`ppl_tok.scorings.classifiers`, in report order) as ``(split scores, norm) -> [Q, C] scores``, k and alpha from ``tuned``.
 
-    :raises ValueError: a classifier of the table of scorings has no scorer here.
+    :raises ValueError: a registered classifier has no scorer here.
     """
     def mixture(t: C.SplitScores, norm: bool) -> np.ndarray:
         return C.mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]
@@ -58,7 +56,11 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
         "stratified": lambda t, norm: C.per_byte(t.optional["stratified"]["log_marginal"], t, norm),
         "most-likely": lambda t, norm: C.per_byte(t.optional["most-likely"]["log_prob"], t, norm),
     }
-    missing = [c for c in CLASSIFIERS if c not in scorers]
+    for c in classifiers():  # a scoring stored as its score_pairs figures, under its name
+        scoring = classifier_scoring(c)
+        if c not in scorers and scoring.record_kind is None:
+            scorers[c] = lambda t, norm, kind=scoring.name: C.per_byte(t.optional[kind]["estimate"], t, norm)
+    missing = [c for c in classifiers() if c not in scorers]
     if missing:
         raise ValueError(f"QA classifiers {missing} are in ppl_tok.scorings's table but have no scorer here")
     return scorers
@@ -66,7 +68,8 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
 
 def _available(name: str, t: C.SplitScores) -> bool:
     """Whether the split holds the scores the classifier needs (the optional kinds are named as their classifier)."""
-    return name not in OPTIONAL_SCORES or name in t.optional
+    kind = classifier_scoring(name).record_kind or classifier_scoring(name).name
+    return kind not in optional_scores() or kind in t.optional
 
 
 def _check_labels(records: list[dict[str, Any]], path: Path) -> None:
@@ -123,7 +126,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     ks = np.arange(1, tables["test"].num_samples + 1)
     curves, mix, tuned = _tune(tables, ks, runs, seed, alphas)
     scorers = _classifier_scores(tuned)
-    names = [c for c in CLASSIFIERS if all(_available(c, t) for t in tables.values())]
+    names = [c for c in classifiers() if all(_available(c, t) for t in tables.values())]  # those with scores
     accuracy, acc_norm, hits, picks = _accuracies(names, tables, scorers)
     metrics = (("acc", False), ("acc_norm", True))
     differences = {

@@ -53,6 +53,7 @@ from ppl_tok.qa.store import (
     SETTINGS_FILE,
     TIMING_FILE,
     ScoreStore,
+    pair_scored_kinds,
     StoreError,
     encode_log,
     encode_logs,
@@ -65,6 +66,12 @@ KINDS = ("is",)
 #: another scores version is then refused instead of mixing the two. A ppl-tok release alone does not.
 SCORES_VERSION = 1
 OPTIONAL_SCORES = tuple(k for k in RECORD_KINDS if k not in KINDS)  # exact, stratified, most-likely
+
+
+def optional_scores() -> tuple[str, ...]:
+    """What ``--scores`` may add: :data:`OPTIONAL_SCORES` and every registered question-level scoring without a
+    record kind of its own (stored as its ``score_pairs`` figures: :func:`~ppl_tok.qa.store.pair_scored_kinds`)."""
+    return OPTIONAL_SCORES + pair_scored_kinds()
 
 
 class QAError(ValueError):
@@ -106,9 +113,9 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
         raise TypeError("study_settings(lm=spec): the model and dtype come from the LMSpec; do not give them again")
     if device is None:
         device = lm.device or "cpu"
-    unknown = set(scores) - set(OPTIONAL_SCORES)
+    unknown = set(scores) - set(optional_scores())
     if unknown:
-        raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {OPTIONAL_SCORES}")
+        raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {optional_scores()}")
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     return {
@@ -162,7 +169,7 @@ def check_settings(settings: Any, where: str) -> dict[str, Any]:
         "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
         "splits": lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(n, int)
                                                         and not isinstance(n, bool) and n >= 0 for k, n in v.items()),
-        "scores": lambda v: isinstance(v, list) and all(k in OPTIONAL_SCORES for k in v),
+        "scores": lambda v: isinstance(v, list) and all(k in optional_scores() for k in v),
     }
     for name, check in checks.items():
         key = "samples" if name == "num_samples" and name not in settings and "samples" in settings else name
@@ -258,6 +265,22 @@ def _exact_records(lm: LanguageModel, items: Sequence[tuple[str, int, Question]]
     return records
 
 
+def _pair_records(kind: str, lm: LanguageModel, items: Sequence[tuple[str, int, Question]],
+                  settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of a scoring stored as its figures (:func:`~ppl_tok.qa.store.pair_scored_kinds`): every answer
+    of ``items`` in one :meth:`~ppl_tok.scorings.Scoring.score_pairs` call, seeded per answer as the ``"is"`` kind."""
+    from ppl_tok.scorings import PAIR, Pair, ScoringConfig, scoring
+
+    pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
+             for split, index, q in items for j, c in enumerate(q.choices)]
+    config = ScoringConfig(kind, level=PAIR, num_samples=run_num_samples(settings), seed=settings["seed"],
+                           exact_tolerance=settings["exact_tolerance"], exact_budget=settings["exact_budget"])
+    scores = iter(scoring(kind, PAIR).score_pairs(lm, pairs, config))
+    return [{"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
+             "choices": [{"estimate": encode_log(next(scores).estimate)} for _ in q.choices]}
+            for split, index, q in items]
+
+
 def _stratified(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
     r = marginal(continuation(q.choices[j]), lm, run_num_samples(settings), guide="stratified", context=q.context,
                  seed=seed)
@@ -307,8 +330,14 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
     exact_items = [item for item, todo in zip(batch, todos) if "exact" in todo]
     if exact_items:
         records.extend(_exact_records(lm, exact_items, settings))
+    by_pairs = pair_scored_kinds()
+    for kind in by_pairs:
+        items = [item for item, todo in zip(batch, todos) if kind in todo]
+        if items:
+            records.extend(_pair_records(kind, lm, items, settings))
     for (split, index, q), todo in zip(batch, todos):
-        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo if k not in ("is", "exact"))
+        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo
+                       if k not in ("is", "exact", *by_pairs))
     lm.clear_cache()
     return records
 

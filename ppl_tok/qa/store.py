@@ -104,6 +104,23 @@ CHOICE_FIELDS: dict[str, dict[str, Any]] = {
     "most-likely": {"log_prob": _is_log, "tokens": _list_of(_is_nat), "optimal": lambda b: isinstance(b, bool)},
 }
 RECORD_KINDS = tuple(CHOICE_FIELDS)
+#: Per answer, the field of a record a scoring without a record kind of its own stores: its
+#: :meth:`~ppl_tok.scorings.Scoring.score_pairs` figure, under the scoring's name (:func:`pair_scored_kinds`).
+PAIR_SCORE_FIELDS: dict[str, Any] = {"estimate": _is_log}
+
+
+def pair_scored_kinds() -> tuple[str, ...]:
+    """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
+    from ppl_tok.scorings import QUESTION, SCORINGS
+
+    return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
+
+
+def choice_fields(kind: Any) -> dict[str, Any] | None:
+    """The per-answer fields of a record of ``kind`` and their checks (``None``: no such kind)."""
+    if kind in CHOICE_FIELDS:
+        return CHOICE_FIELDS[kind]
+    return PAIR_SCORE_FIELDS if kind in pair_scored_kinds() else None
 
 
 def validate_record(record: Any, where: str, samples: int | None = None) -> dict[str, Any]:
@@ -120,8 +137,9 @@ def validate_record(record: Any, where: str, samples: int | None = None) -> dict
     if not isinstance(record, dict):
         raise bad(f"expected a JSON object, got {type(record).__name__}")
     kind = record.get("kind")
-    if kind not in CHOICE_FIELDS:
-        raise bad(f"unknown record kind {kind!r} (expected one of {', '.join(RECORD_KINDS)})")
+    fields = choice_fields(kind)
+    if fields is None:
+        raise bad(f"unknown record kind {kind!r} (expected one of {', '.join(RECORD_KINDS + pair_scored_kinds())})")
     for name, check in (("split", lambda v: isinstance(v, str)), ("index", _is_nat),
                         ("id", lambda v: isinstance(v, str)), ("label", _is_nat),
                         ("choices", lambda v: isinstance(v, list) and v and all(isinstance(c, dict) for c in v))):
@@ -130,7 +148,7 @@ def validate_record(record: Any, where: str, samples: int | None = None) -> dict
     if record["label"] >= len(record["choices"]):
         raise bad(f"label {record['label']} does not index {len(record['choices'])} answers")
     for j, choice in enumerate(record["choices"]):
-        for name, check in CHOICE_FIELDS[kind].items():
+        for name, check in fields.items():
             if name not in choice:
                 raise bad(f"answer {j} has no field {name!r}")
             if not check(choice[name]):

@@ -1,6 +1,6 @@
 """The log-likelihood of a document under each scoring, with its certified floor where there is one.
 
-The document-level scorings of :mod:`ppl_tok.scorings` (the one table of scorings;
+The document-level scorings of :mod:`ppl_tok.scorings` (the registered scorings;
 ``marginal``, the old name of ``beam``, is still accepted):
 
 * ``canonical``: ``log p(t_1 .. t_n | BOS)`` of the document's canonical tokens,
@@ -37,28 +37,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.scorings.registry import DOCUMENT, names, scoring as find_scoring
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.scorings.registry import DOCUMENT, ScoringConfig, scoring as find_scoring
+from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.scorings.windows import log_probs_after_in_pieces, rolling_windows, sweep_in_groups, text_windows
 
-class ScoredText(Protocol):
-    """What a document-level scoring reads of a document (:class:`ppl_tok.perplexity.Document` is one)."""
-
-    index: int
-    text: str
-
-
-#: The document-level scorings (:func:`ppl_tok.scorings.names`): canonical, beam, prefix, with-end, canonical+rest.
-SCORINGS = names(DOCUMENT)
-#: The scorings the byte-synchronous beam computes (they record its settings and a certified bracket).
-BEAM_SCORINGS = ("beam", "prefix", "with-end")
 
 #: The layout of a beam record's ``span_gain`` (:func:`marginal_scores`); records before it have none.
 SPAN_GAIN_VERSION = 1
@@ -70,101 +58,13 @@ CALL_ROW_BYTES = 256 << 20
 MARGINAL_CACHE_BYTES = 256 << 20
 
 
-@dataclass(frozen=True)
-class ScoringConfig:
-    """What a perplexity run computes (validated).
-
-    :param scoring: ``canonical``, ``beam``, ``prefix``, ``with-end`` or ``canonical+rest`` (:data:`SCORINGS`;
-        the old name ``marginal`` is read as ``beam``).
-    :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
-    :param search: the byte-synchronous beam of ``beam``, ``prefix`` and ``with-end`` (its ``beam``, ``prune``, ``budget``; the defaults are
-        :class:`~ppl_tok.strings.StringSearchConfig`'s).
-    :param num_samples: importance particles of ``canonical+rest``.
-    :param seed: the seed the particles of (document, window) derive from.
-    """
-
-    scoring: str = "canonical"
-    window: int | None = None
-    search: StringSearchConfig = StringSearchConfig()
-    num_samples: int = 64
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "scoring", find_scoring(self.scoring, DOCUMENT).name)  # old names resolved
-        if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
-            raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
-        if not isinstance(self.search, StringSearchConfig):
-            raise TypeError(f"search must be a StringSearchConfig, got {self.search!r}")
-        if self.search.prune_against != "offset":
-            raise ValueError(f"the beam scoring prunes against the offset only, got "
-                             f"prune_against={self.search.prune_against!r}")
-
-    def settings(self) -> dict[str, Any]:
-        """What the stored figures depend on (the store's settings)."""
-        out: dict[str, Any] = {"scoring": self.scoring, "window": self.window}
-        if self.scoring in BEAM_SCORINGS:
-            out.update(beam=self.search.beam, prune=self.search.prune, budget=self.search.budget,
-                       prune_against=self.search.prune_against)
-            if self.search.lazy:  # recorded when set: runs from before lazy extension resume
-                out.update(self.search.lazy_settings())
-        if self.scoring == "canonical+rest":
-            out.update(num_samples=self.num_samples, seed=self.seed)
-        return out
-
-
-@dataclass
-class DocumentScore:
-    """One document's figures (log-likelihoods in nats).
-
-    ``log_likelihood`` is the scoring's figure; ``canonical`` the canonical
-    tokens' log-likelihood under the same windows; ``lower``/``upper`` the
-    certified bracket of the marginal (``None`` for ``canonical``, and
-    ``upper`` is ``None`` for ``canonical+rest``).
-    """
-
-    index: int
-    n_bytes: int
-    n_words: int
-    n_tokens: int
-    windows: int
-    log_likelihood: float
-    canonical: float
-    lower: float | None = None
-    upper: float | None = None
-    forwards: int = 0
-    canonical_forwards: int = 0
-    seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        from ppl_tok.common.jsonl_store import encode_log
-
-        rec: dict[str, Any] = {"index": self.index, "n_bytes": self.n_bytes, "n_words": self.n_words,
-                               "n_tokens": self.n_tokens, "windows": self.windows,
-                               "log_likelihood": encode_log(self.log_likelihood),
-                               "canonical": encode_log(self.canonical)}
-        if self.lower is not None:
-            rec["lower"] = encode_log(self.lower)
-        if self.upper is not None:
-            rec["upper"] = encode_log(self.upper)
-        rec.update(forwards=self.forwards, canonical_forwards=self.canonical_forwards, **self.extra)
-        return rec
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> DocumentScore:
-        from ppl_tok.common.jsonl_store import decode_log
-
-        known = {"index", "n_bytes", "n_words", "n_tokens", "windows", "log_likelihood", "canonical", "lower",
-                 "upper", "forwards", "canonical_forwards"}
-        return cls(index=rec["index"], n_bytes=rec["n_bytes"], n_words=rec["n_words"], n_tokens=rec["n_tokens"],
-                   windows=rec["windows"], log_likelihood=decode_log(rec["log_likelihood"]),
-                   canonical=decode_log(rec["canonical"]),
-                   lower=decode_log(rec["lower"]) if "lower" in rec else None,
-                   upper=decode_log(rec["upper"]) if "upper" in rec else None,
-                   forwards=rec.get("forwards", 0), canonical_forwards=rec.get("canonical_forwards", 0),
-                   extra={k: v for k, v in rec.items() if k not in known})
+def beam_settings(config: ScoringConfig) -> dict[str, Any]:
+    """The byte-synchronous beam's settings a run of ``beam``, ``prefix`` or ``with-end`` records."""
+    out: dict[str, Any] = {"beam": config.search.beam, "prune": config.search.prune,
+                           "budget": config.search.budget, "prune_against": config.search.prune_against}
+    if config.search.lazy:  # recorded when set: runs from before lazy extension resume
+        out.update(config.search.lazy_settings())
+    return out
 
 
 def cap_prefix_cache(lm: LanguageModel, limit: int = MARGINAL_CACHE_BYTES) -> None:
@@ -349,7 +249,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     ``is_certified_lower`` the sum over windows of what those particles certify
     (the distinct tokenizations they drew, and the canonical one).
     """
-    from ppl_tok.infer.importance import marginals
+    from ppl_tok.infer.importance import canonical_plus_rest, marginals
     from ppl_tok.common.seeds import pair_seed
 
     _require_bos(lm)
@@ -366,7 +266,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     for p, c, r in zip(pieces, canon, results):
         # the importance run's canonical is the canonical tokenization of the window's text; the floor
         # is the better of it and the canonical slice (both are tokenizations of the window)
-        total += logsumexp([r.canonical_log_prob, r.noncanonical_estimate])
+        total += float(canonical_plus_rest(r.canonical_log_prob, r.noncanonical_estimate))
         floor += max(c, r.canonical_log_prob)
     return DocumentScore(doc.index, count_bytes(doc.text), count_words(doc.text), len(toks), len(pieces),
                          log_likelihood=total, canonical=math.fsum(canon), lower=floor,
@@ -430,8 +330,9 @@ def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringC
 
 def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                     on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-    """The scores of ``docs`` under ``config.scoring`` (canonical, beam, prefix and with-end: batched;
-    canonical+rest: one document at a time).
+    """The scores of ``docs`` under ``config.scoring``: the registered scoring's
+    :meth:`~ppl_tok.scorings.Scoring.score_documents` (canonical, beam, prefix and with-end batch the documents;
+    canonical+rest runs one at a time).
 
     ``on_bytes``: progress inside the documents where a scoring reports it (``beam``: the bytes its sweeps
     go past, :func:`marginal_scores`; ``prefix``, ``with-end``: those of the windows before the last,
@@ -439,13 +340,4 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).
     """
-    name = find_scoring(config.scoring, DOCUMENT).name
-    if name == "canonical":
-        return canonical_scores(lm, docs, window_length(lm, config))
-    if name == "beam":
-        return marginal_scores(lm, docs, config, on_bytes=on_bytes)
-    if name in ("prefix", "with-end"):
-        return event_scores(lm, docs, config, on_bytes=on_bytes)
-    if name == "canonical+rest":
-        return [canonical_plus_rest_score(lm, d, config) for d in docs]
-    raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for documents but has no implementation here")
+    return find_scoring(config.scoring, DOCUMENT).score_documents(lm, docs, config, on_bytes=on_bytes)

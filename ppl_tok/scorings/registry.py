@@ -1,4 +1,4 @@
-"""The scorings: every way ppl-tok turns a text into one log-likelihood, each defined once.
+"""The registry of scorings: every way ppl-tok turns a text into one log-likelihood, each a registered object.
 
 A *scoring* names an estimator of ``log p(x | c)`` (or, for ``mixture``, of an
 answer's log-probability among a question's answers). The same name means the
@@ -11,9 +11,10 @@ same estimator everywhere it is accepted:
   of the QA study (``ppl-tok qa report``; their report names are
   :attr:`Scoring.classifiers`).
 
-Every dispatcher looks a name up here (:func:`scoring`) and so rejects an
-unknown one with a :class:`ValueError` naming the known ones. A new scoring is
-one entry of :data:`SCORINGS` plus its implementation at each level it names.
+Each scoring is one :class:`Scoring` subclass in its own module of :mod:`ppl_tok.scorings`, registered once
+(:func:`register`). Every consumer looks a name up here (:func:`scoring`), so rejects an unknown one with a
+:class:`ValueError` naming the known ones, and calls the scoring's own method: a new scoring is one module and
+one registration, whatever consumes it (docs/architecture.md, "Adding a scoring").
 
 Old names still accepted (:data:`ALIASES`, per level): ``marginal`` named the
 byte-synchronous beam at the document level (stored perplexity run folders and
@@ -23,7 +24,14 @@ level (documented ``--model_args``); they now mean ``beam`` and ``importance``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.scorings.pairs import Pair, PairScore
+from ppl_tok.scorings.results import DocumentScore, ScoredText
+from ppl_tok.strings.beam import StringSearchConfig
 
 DOCUMENT = "document"
 PAIR = "pair"
@@ -37,96 +45,110 @@ LEVEL_NAMES = {DOCUMENT: "documents (perplexity, lm-eval loglikelihood_rolling)"
 NATS = "nats: log p(x | c)"
 
 
-@dataclass(frozen=True)
 class Scoring:
-    """One scoring.
+    """One scoring: what it computes (its metadata) and how, at each level it is defined at.
 
-    :param name: its name (what ``--scoring``, ``scoring=`` and stored settings say).
-    :param estimator: the estimator, and where it is implemented.
-    :param levels: where it is defined (:data:`DOCUMENT`, :data:`PAIR`, :data:`QUESTION`).
-    :param floor: whether it records a certified floor on ``log p(x | c)`` beside its figure
+    A scoring is a subclass that sets the class attributes below and implements the method of each of its
+    ``levels``, registered once (:func:`register`); every consumer (perplexity, lm-eval, the QA study) finds it
+    by name (:func:`scoring`) and calls the same method.
+
+    * ``document`` level: :meth:`score_documents` (``log p(x | BOS)`` of whole texts, in windows);
+    * ``pair`` level: :meth:`score_pairs` (``log p(continuation | context)`` of requests);
+    * ``question`` level: the QA study's classifiers (:attr:`classifiers`), computed by the study from the
+      records its run stores: the record of :attr:`record_kind`, or, where that is ``None``, the figures of
+      :meth:`score_pairs` stored under the scoring's name (``ppl_tok.qa.run``).
+
+    :cvar name: its name (what ``--scoring``, ``scoring=`` and stored settings say).
+    :cvar estimator: the estimator, and where it is implemented.
+    :cvar levels: where it is defined (:data:`DOCUMENT`, :data:`PAIR`, :data:`QUESTION`).
+    :cvar floor: whether it records a certified floor on ``log p(x | c)`` beside its figure
         (a lower bound that holds whatever the run's settings).
-    :param ceiling: whether it records a certified ceiling (an upper bound) too.
-    :param unit: what its figure is.
-    :param doc: one line: what it computes.
-    :param classifiers: the QA report's names of the classifiers built on it (``question`` level).
+    :cvar ceiling: whether it records a certified ceiling (an upper bound) too.
+    :cvar unit: what its figure is.
+    :cvar doc: one line: what it computes.
+    :cvar classifiers: the QA report's names of the classifiers built on it (``question`` level).
+    :cvar settings_fields: the :class:`ScoringConfig` fields its figures depend on
+        beyond ``scoring`` and ``window`` (a run's stored settings: a resume under others is refused).
+    :cvar rolling: what lm-eval's ``loglikelihood_rolling`` computes under this scoring where it is no
+        document-level scoring itself (``None``: itself, or nothing).
+    :cvar record_kind: the QA study's stored record its classifiers are computed from (``None``: the figures
+        of :meth:`score_pairs`, stored under its name).
     """
 
-    name: str
-    estimator: str
-    levels: tuple[str, ...]
-    floor: bool
-    ceiling: bool
-    unit: str
-    doc: str
-    classifiers: tuple[str, ...] = ()
+    name: ClassVar[str]
+    estimator: ClassVar[str]
+    levels: ClassVar[tuple[str, ...]]
+    floor: ClassVar[bool] = False
+    ceiling: ClassVar[bool] = False
+    unit: ClassVar[str] = NATS
+    doc: ClassVar[str] = ""
+    classifiers: ClassVar[tuple[str, ...]] = ()
+    settings_fields: ClassVar[tuple[str, ...]] = ()
+    rolling: ClassVar[str | None] = None
+    record_kind: ClassVar[str | None] = None
+
+    def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
+                        on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
+        """The figures of whole documents (``document`` level); ``on_bytes`` reports progress inside them."""
+        raise NotImplementedError(f"scoring {self.name!r} has no document-level implementation")
+
+    def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
+        """The figures of (context, continuation) requests (``pair`` level), in order."""
+        raise NotImplementedError(f"scoring {self.name!r} has no request-level implementation")
+
+    def settings(self, config: ScoringConfig) -> dict[str, Any]:
+        """What a run's stored figures depend on: the name, the window and :attr:`settings_fields`."""
+        return {"scoring": self.name, "window": config.window,
+                **{f: getattr(config, f) for f in self.settings_fields}}
+
+    def __repr__(self) -> str:
+        return f"<scoring {self.name!r} ({', '.join(self.levels)})>"
 
 
-_TABLE = (
-    Scoring("canonical", "the tokenizer's own tokenization v* (ppl_tok.lm.base.LanguageModel)",
-            (DOCUMENT, PAIR, QUESTION), floor=False, ceiling=False, unit=NATS,
-            doc="log p(v* | c), the canonical tokens only (documents: lm-eval's rolling windows)",
-            classifiers=("canonical",)),
-    Scoring("importance", "importance sampling, look-ahead proposal (ppl_tok.infer.importance.marginals)",
-            (PAIR, QUESTION), floor=False, ceiling=False, unit=NATS,
-            doc="log mean(p(v_i) / q(v_i)): the importance-sampling estimate of log p(x | c) over N particles "
-                "(QA: 'marginal' uses the first k, k tuned; 'marginal-all' all N)",
-            classifiers=("marginal", "marginal-all")),
-    Scoring("beam", "the byte-synchronous beam (ppl_tok.strings.string_marginals, StringSearchConfig)",
-            (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
-            doc="the mass of the tokenizations the beam found (a certified floor on log p(x | c)), with the "
-                "pruned mass as a certified ceiling"),
-    Scoring("prefix", "the LM over strings' prefix probability by the byte-synchronous beam "
-                      "(ppl_tok.strings.events.string_events, StringSearchConfig)",
-            (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
-            doc="log P(the output starts with x | c): every token sequence whose spelling starts with x, the last "
-                "token allowed to run past its end; a certified bracket (the mass found, plus the pruned mass)"),
-    Scoring("with-end", "the LM over strings' probability of the whole output by the byte-synchronous beam "
-                        "(ppl_tok.strings.events.string_events, StringSearchConfig)",
-            (DOCUMENT,), floor=True, ceiling=True, unit=NATS,
-            doc="log P(the output is exactly x | c): every tokenization v of x times p(end | c, v), the end being "
-                "EOS or another token without a surface; a certified bracket"),
-    Scoring("mixture", "importance sampling, split into canonical and non-canonical answer distributions "
-                       "(ppl_tok.qa.classify.mixture_scores)",
-            (PAIR, QUESTION), floor=False, ceiling=False,
-            unit="nats: log-probability of the answer among the question's answers",
-            doc="log(alpha P_can + (1 - alpha) P_non), the paper's mixture (alpha: QA tuned, lm-eval 'alpha')",
-            classifiers=("mixture",)),
-    Scoring("canonical+rest", "the canonical term exact, importance sampling for the rest "
-                              "(ppl_tok.infer.importance.marginals)",
-            (DOCUMENT, PAIR, QUESTION), floor=True, ceiling=False, unit=NATS,
-            doc="log(p(v* | c) + m), m the unbiased importance estimate of the non-canonical mass; the canonical "
-                "term is its certified floor",
-            classifiers=("canonical+rest",)),
-    Scoring("exact", "the best-first certified bracket (ppl_tok.infer.search.marginal_bounds_many)",
-            (PAIR, QUESTION), floor=True, ceiling=True, unit=NATS,
-            doc="the midpoint of a certified bracket lower <= log p(x | c) <= upper (the upper bound where "
-                "nothing was found)",
-            classifiers=("exact",)),
-    Scoring("stratified", "stratified importance sampling (guide 'stratified', ppl_tok.infer.importance)",
-            (PAIR, QUESTION), floor=False, ceiling=False, unit=NATS,
-            doc="the stratified estimate of log p(x | c): the enumerated part exact, the rest sampled",
-            classifiers=("stratified",)),
-    Scoring("conditional", "the LM over strings' conditional, canonical-head prefill by default "
-                           "(ppl_tok.strings.conditional.conditionals_many)",
-            (PAIR,), floor=True, ceiling=True, unit=NATS,
-            doc="log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of "
-                "context plus continuation, tokens spanning the join included; a certified interval"),
-    Scoring("most-likely", "the most likely tokenization (ppl_tok.infer.search)", (QUESTION,),
-            floor=False, ceiling=False, unit=NATS,
-            doc="log p(v^ | c) of the most probable tokenization v^ of the answer",
-            classifiers=("most-likely",)),
-)
-
-#: Every scoring by name, in report order.
-SCORINGS: dict[str, Scoring] = {s.name: s for s in _TABLE}
+#: Every scoring by name, in registration (report) order; :func:`register` adds to it.
+SCORINGS: dict[str, Scoring] = {}
 
 #: Old names still accepted, per level: ``{level: {old name: scoring}}``.
 ALIASES: dict[str, dict[str, str]] = {DOCUMENT: {"marginal": "beam"}, PAIR: {"marginal": "importance"}}
 
 
+def register(scoring_class: type[Scoring]) -> type[Scoring]:
+    """Register a :class:`Scoring` subclass (a class decorator); :func:`scoring` returns its instance.
+
+    :raises ValueError: its name is another scoring's or an old name, its levels are empty or unknown, or it
+        names a level whose method it does not implement (or the question level without classifiers).
+    """
+    obj = scoring_class()
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{scoring_class.__qualname__}: set the class attribute name (a non-empty str)")
+    if name in SCORINGS and type(SCORINGS[name]).__qualname__ != scoring_class.__qualname__:
+        raise ValueError(f"scoring {name!r} is registered already ({type(SCORINGS[name]).__qualname__}); "
+                         "give yours another name")
+    if any(name in old for old in ALIASES.values()):
+        raise ValueError(f"scoring {name!r} is an old name of another scoring (ppl_tok.scorings.ALIASES)")
+    levels = getattr(obj, "levels", ())
+    if not levels or any(level not in LEVELS for level in levels):
+        raise ValueError(f"scoring {name!r}: levels must be some of {', '.join(LEVELS)}, got {levels!r}")
+    for level, method in ((DOCUMENT, "score_documents"), (PAIR, "score_pairs")):
+        if level in levels and getattr(scoring_class, method) is getattr(Scoring, method):
+            raise ValueError(f"scoring {name!r} names the {level} level but does not implement {method}")
+    if QUESTION in levels and not obj.classifiers:
+        raise ValueError(f"scoring {name!r} names the {QUESTION} level but no classifiers")
+    if QUESTION in levels and obj.record_kind is None and PAIR not in levels:
+        raise ValueError(f"scoring {name!r}: a question-level scoring without a record kind is classified "
+                         "through score_pairs; name the pair level too")
+    SCORINGS[name] = obj
+    return scoring_class
+
+
+def unregister(name: str) -> None:
+    """Remove a registered scoring (a test's toy scoring, say)."""
+    SCORINGS.pop(name, None)
+
+
 def names(level: str) -> tuple[str, ...]:
-    """The scorings defined at ``level``, in table order (aliases not included)."""
+    """The scorings defined at ``level``, in registration order (aliases not included)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}: expected one of {', '.join(LEVELS)}")
     return tuple(s.name for s in SCORINGS.values() if level in s.levels)
@@ -173,5 +195,60 @@ def classifier_scoring(classifier: str) -> Scoring:
     raise ValueError(f"unknown QA classifier {classifier!r}: expected one of {', '.join(classifiers())}")
 
 
-__all__ = ["ALIASES", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "Scoring", "accepted",
-           "classifier_scoring", "classifiers", "is_defined", "names", "scoring"]
+@dataclass(frozen=True)
+class ScoringConfig:
+    """What a scoring computes, at one level (validated); each scoring reads the fields it needs.
+
+    :param scoring: a scoring's name at ``level`` (:mod:`ppl_tok.scorings`; old names resolved: ``marginal`` is
+        ``beam`` for documents and ``importance`` for requests).
+    :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
+    :param search: the byte-synchronous beam of ``beam``, ``prefix``, ``with-end`` and ``conditional`` (its
+        ``beam``, ``prune``, ``budget``; the defaults are :class:`~ppl_tok.strings.StringSearchConfig`'s).
+    :param num_samples: importance particles (``canonical+rest``, ``importance``, ``stratified``, ``mixture``).
+    :param seed: the seed the particles of (document, window) derive from (requests carry their own).
+    :param exact_tolerance: ``exact``: the bracket's width at which the search stops (nats).
+    :param exact_budget: ``exact``: the search's forwards at most.
+    :param alpha: ``mixture``: the canonical distribution's weight.
+    :param level: :data:`~ppl_tok.scorings.DOCUMENT` (perplexity, ``loglikelihood_rolling``) or
+        :data:`~ppl_tok.scorings.PAIR` (``loglikelihood``).
+    """
+
+    scoring: str = "canonical"
+    window: int | None = None
+    search: StringSearchConfig = StringSearchConfig()
+    num_samples: int = 64
+    seed: int = 0
+    exact_tolerance: float = 1e-3
+    exact_budget: int = 2000
+    alpha: float = 0.5
+    level: str = DOCUMENT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scoring", scoring(self.scoring, self.level).name)  # old names resolved
+        if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
+            raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
+        if not isinstance(self.num_samples, int) or self.num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
+        if not isinstance(self.search, StringSearchConfig):
+            raise TypeError(f"search must be a StringSearchConfig, got {self.search!r}")
+        if self.level == DOCUMENT and self.search.prune_against != "offset":
+            raise ValueError(f"the beam scoring prunes against the offset only, got "
+                             f"prune_against={self.search.prune_against!r}")
+        if not (self.exact_tolerance > 0 and isinstance(self.exact_budget, int) and self.exact_budget >= 1):
+            raise ValueError(f"exact_tolerance must be > 0 and exact_budget a positive integer, got "
+                             f"{self.exact_tolerance!r}, {self.exact_budget!r}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha!r}")
+
+    @property
+    def implementation(self) -> Scoring:
+        """The registered scoring this config names (:func:`ppl_tok.scorings.scoring`)."""
+        return scoring(self.scoring, self.level)
+
+    def settings(self) -> dict[str, Any]:
+        """What the stored figures depend on (the store's settings; :meth:`ppl_tok.scorings.Scoring.settings`)."""
+        return self.implementation.settings(self)
+
+
+__all__ = ["ALIASES", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "accepted",
+           "classifier_scoring", "classifiers", "is_defined", "names", "register", "scoring", "unregister"]

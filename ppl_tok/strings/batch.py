@@ -1,14 +1,10 @@
 """Many prompts at once: conditionals, next bytes and generations, for one LM or an ensemble, into a resumable store.
 
 An **item** is a prompt string ``x`` (and, for a conditional, a text ``y``). :func:`run_items` answers
-each item with one of three **tasks**, all after the same context ``c`` and beam settings:
-
-* ``conditional``: ``log p(y | x, c)`` with its certified interval (:mod:`ppl_tok.strings.conditional`;
-  under an ensemble :func:`~ppl_tok.strings.ensemble.ensemble_conditional`);
-* ``next``: the next-byte distribution after ``x`` (or, with ``chars``, the next-character one);
-* ``generate``: a continuation of ``x`` (:func:`~ppl_tok.strings.generate.generate`), drawn with the
-  item's own seed ``pair_seed(seed, "generate", index, 0)`` (:mod:`ppl_tok.common.seeds`), so that an
-  item's draw depends on the run's seed and its index only, not on which items ran before it.
+each item with one registered **task** (:mod:`ppl_tok.strings.tasks`: ``conditional``, ``next``,
+``generate``, or one of the user's), all after the same context ``c`` and beam settings. It is the one runner
+of every task: one prompt is a batch of one item, a file of prompts is batches, a folder (``out``) makes the
+run resumable, and :mod:`ppl_tok.strings.distributed` deals the same batches to Ray actors.
 
 **Batching.** Items run in fixed batches of ``batch_size`` consecutive items (by index, whatever is
 already stored). The prompts' canonical heads of a batch are prefilled in one batched call per LM
@@ -27,36 +23,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ppl_tok.common.jsonl_store import JsonlStore, check_fields, damaged, encode_log
-from ppl_tok.common.seeds import pair_seed
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.device import identity_of
-from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
+from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.prefill import Head, prefill_heads
 from ppl_tok.strings.state import StringState
+from ppl_tok.strings.tasks import TASKS, Item, Options, item_seed, string_task, task_settings  # noqa: F401 (re-exported)
 
-#: the tasks of :func:`run_items`
-TASKS = ("conditional", "next", "generate")
 #: the version of what a record holds for given settings; bump it when the stored figures change meaning
 RECORDS_VERSION = 1
 #: per-record figures that are timings, not results: left out of the records (a resumed run's equal an
 #: uninterrupted one's) and summed into the store's timing file
 TIMINGS = ("seconds", "bytes_per_second")
-
-
-@dataclass(frozen=True)
-class Item:
-    """One prompt (and, for a conditional, the text after it); ``where`` names its source (``file:line``)."""
-
-    index: int
-    prompt: str
-    text: str | None = None
-    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,36 +69,6 @@ class Members:
         out: dict[str, Any] = {"models": [identity_of(lm) for lm in self.lms]}
         if self.ensemble:
             out.update(kind=self.kind, weights=None if self.weights is None else list(self.weights))
-        return out
-
-
-@dataclass
-class Options:
-    """A task's settings: the context and beam (all tasks), ``chars``/``min_log_prob`` (next), and generation's."""
-
-    context: str = ""
-    config: StringSearchConfig = field(default_factory=StringSearchConfig)
-    chars: bool = False
-    min_log_prob: float = -12.0
-    max_bytes: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    greedy: bool = False
-    seed: int = 0
-    stop: tuple[str, ...] = ()
-    mode: str = "auto"
-
-    def settings(self, task: str) -> dict[str, Any]:
-        """The settings of ``task`` that change its numbers (what a store compares)."""
-        c = self.config
-        out: dict[str, Any] = {"context": self.context, "beam": c.beam, "prune": c.prune, "budget": c.budget,
-                               "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail,
-                               **c.lazy_settings()}
-        if task == "next":
-            out.update(chars=self.chars, min_log_prob=self.min_log_prob)
-        if task == "generate":
-            out.update(max_bytes=self.max_bytes, temperature=self.temperature, top_p=self.top_p, greedy=self.greedy,
-                       seed=self.seed, stop=list(self.stop), mode=self.mode)
         return out
 
 
@@ -165,7 +118,7 @@ def batch_settings(task: str, members: Members, options: Options, *, input_sha25
     from ppl_tok.common.version import __version__
 
     return {"task": task, "input_sha256": input_sha256, **(fields or {}), **members.identity(),
-            **options.settings(task), "batch_size": batch_size, "records_version": RECORDS_VERSION,
+            **task_settings(task, options), "batch_size": batch_size, "records_version": RECORDS_VERSION,
             "ppl_tok_version": __version__, **(extra or {})}
 
 
@@ -205,61 +158,10 @@ def _heads(lm: LanguageModel, prompts: list[bytes], options: Options) -> list[He
         return out
 
 
-# -------------------------------------------------------------------- tasks
-def _conditional(target: StringState | Ensemble, item: Item, options: Options,
-                 on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-    text = item.text or ""
-    if isinstance(target, Ensemble):
-        return ensemble_conditional(target, text, on_bytes).to_dict()
-    from ppl_tok.strings.conditional import conditional_of
-
-    result = conditional_of(target, text, on_bytes)
-    context = options.context + item.prompt
-    lm = target.lm
-    canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
-    return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
-
-
-def _next(target: StringState | Ensemble, item: Item, options: Options,
-          on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-    from ppl_tok.strings.chars import next_char_log_probs
-
-    if isinstance(target, Ensemble):
-        return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
-    prefix = target.prefix_log_prob()
-    if options.chars:
-        body = {"unit": "char", **next_char_log_probs(target, options.min_log_prob).to_dict()}
-    else:
-        body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
-    return {"prompt": item.prompt, **body, "prefix": {"lower": prefix.lower, "upper": prefix.upper},
-            "prefill": target.prefill, "head_bytes": target.base}
-
-
-def item_seed(seed: int, index: int) -> int:
-    """The seed of item ``index``'s generation: ``pair_seed(seed, "generate", index, 0)``."""
-    return pair_seed(seed, "generate", str(index), 0)
-
-
-def _generate(target: StringState | Ensemble, item: Item, options: Options,
-              on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-    from ppl_tok.strings.generate import generate
-
-    seed = item_seed(options.seed, item.index)
-    g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
-                 greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
-    if on_bytes is not None:
-        on_bytes(options.max_bytes)
-    return {**g.to_dict(), "prompt": item.prompt, "seed": seed}
-
-
-_TASKS = {"conditional": _conditional, "next": _next, "generate": _generate}
-
-
 def item_bytes(task: str, item: Item, options: Options, members: Members) -> int:
-    """The bytes :func:`run_items` reports for ``item`` (``on_bytes``): its prompt once per member, then its text
-    (a conditional) or ``max_bytes`` (a generation)."""
-    after = {"conditional": len((item.text or "").encode("utf-8")), "generate": options.max_bytes}.get(task, 0)
-    return len(item.prompt.encode("utf-8")) * len(members.lms) + after
+    """The bytes :func:`run_items` reports for ``item`` (``on_bytes``): its prompt once per member, then what the
+    task walks after it (:meth:`~ppl_tok.strings.tasks.StringTask.bytes_after`)."""
+    return len(item.prompt.encode("utf-8")) * len(members.lms) + string_task(task).bytes_after(item, options)
 
 
 def answer(task: str, members: Members, item: Item, options: Options, heads: Sequence[Head | None] | None = None,
@@ -268,12 +170,11 @@ def answer(task: str, members: Members, item: Item, options: Options, heads: Seq
 
     Errors of the item (a ``ValueError``: a dead end, a prompt of probability zero) propagate.
     """
-    if task not in _TASKS:
-        raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
+    implementation = string_task(task)
     heads = [None] * len(members.lms) if heads is None else heads
     states = [walk(lm, item.prompt, h, options, on_bytes) for lm, h in zip(members.lms, heads)]
     target = Ensemble(states, members.kind, members.weights) if members.ensemble else states[0]
-    return _TASKS[task](target, item, options, on_bytes)
+    return implementation.answer(target, item, options, on_bytes)
 
 
 def storable(value: Any) -> Any:
@@ -381,8 +282,7 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
     :param on_bytes: called with the bytes walked (progress; stored items count at once).
     :param on_records: called with each batch's new records, in index order, as they are computed.
     """
-    if task not in _TASKS:
-        raise ValueError(f"unknown task {task!r}: expected one of {', '.join(TASKS)}")
+    string_task(task)  # an unknown task: its error before anything runs
     check_batch_size(batch_size)
     start = time.perf_counter()
     store = None

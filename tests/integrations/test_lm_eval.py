@@ -27,7 +27,6 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from ppl_tok.integrations import lm_eval as ppl_lm_eval  # noqa: E402
 from ppl_tok.integrations.lm_eval import (  # noqa: E402
     MODEL_NAME,
-    SCORINGS,
     Pair,
     PPLTokLM,
     chunks,
@@ -36,6 +35,7 @@ from ppl_tok.integrations.lm_eval import (  # noqa: E402
     write_tasks,
 )
 from ppl_tok.qa import classify  # noqa: E402
+from ppl_tok.scorings import PAIR, names  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
@@ -81,7 +81,7 @@ def test_registered_beside_lm_evals_own_models():
 def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
     _, _, names, folder = toy_tasks
     per = {}
-    for scoring in SCORINGS:
+    for scoring in names(PAIR):
         res = _evaluate(names, folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "num_samples": 8,
                                                     "batch_size": 4})
         assert 0.0 <= res["results"]["ppltok_test"]["acc,none"] <= 1.0
@@ -151,9 +151,9 @@ def test_the_model_loads_and_records_an_lm_spec():
 
 def test_scoring_names_are_those_of_the_one_table():
     """Distinct estimators, distinct names; the old name ``marginal`` keeps meaning what it meant per request type."""
-    from ppl_tok.scorings import DOCUMENT, PAIR, names
+    from ppl_tok.scorings import Pair as NeutralPair
 
-    assert SCORINGS == names(PAIR) and ppl_lm_eval.ROLLING_SCORINGS == names(DOCUMENT)
+    assert Pair is NeutralPair  # lm-eval's requests are the scorings' own pairs
     old = PPLTokLM(lm=toy_lm(), scoring="marginal")
     assert (old.pair_scoring, old.document_scoring) == ("importance", "beam")
     assert (PPLTokLM(lm=toy_lm(), scoring="importance").document_scoring, PPLTokLM(lm=toy_lm(), scoring="beam")

@@ -1,0 +1,59 @@
+"""``conditional``: ``log p(x | c) = log P(c x) - log P(c)`` over strings, a certified interval.
+
+``P`` is the LM over strings' prefix probability (every tokenization of the context and of context plus
+continuation, tokens spanning the join included; :func:`ppl_tok.strings.conditional.conditionals_many`),
+the context conditioned on as ``config.search.prefill`` says (default ``canonical-head``:
+:mod:`ppl_tok.strings.prefill`). Free of the prompt boundary: the score is the same wherever whitespace sits
+between context and continuation (the caller moves the context's trailing whitespace first,
+:func:`ppl_tok.integrations.lm_eval.move_trailing_space`), and no continuation is ever empty of tokens.
+Under lm-eval's ``loglikelihood_rolling`` (a document after BOS alone) it is ``prefix`` (:attr:`rolling`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.scorings.registry import ScoringConfig
+from ppl_tok.scorings.pairs import Pair, PairScore
+from ppl_tok.scorings.registry import PAIR, Scoring, register
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.conditional import StringConditional, conditionals_many
+
+LOG = logging.getLogger(__name__)
+
+
+def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
+                       config: StringSearchConfig, labels: Sequence[Any] | None = None) -> list[StringConditional]:
+    """``log p(continuation | context)`` over strings of each request, every certified interval logged
+    (logger ``ppl_tok.scorings.conditional``, level INFO).
+
+    One batched walk (:func:`~ppl_tok.strings.conditional.conditionals_many`): the answers of a question
+    share its context's walk.
+    """
+    results = conditionals_many(lm, list(contexts), list(continuations), config=config)
+    for i, r in enumerate(results):
+        label = labels[i] if labels is not None else i
+        LOG.info("request %s: log p(%r | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, r.prompt[-40:],
+                 r.estimate, r.lower, r.upper, "" if r.hint is None else f" ({r.hint})")
+    return results
+
+
+@register
+class Conditional(Scoring):
+    """The LM over strings' conditional of a request."""
+
+    name = "conditional"
+    estimator = "the LM over strings' conditional, canonical-head prefill by default (ppl_tok.strings.conditional.conditionals_many)"
+    levels = (PAIR,)
+    floor = ceiling = True
+    doc = ("log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of context "
+           "plus continuation, tokens spanning the join included; a certified interval")
+    rolling = "prefix"
+
+    def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
+        results = conditional_scores(lm, [p.context for p in pairs], [p.continuation for p in pairs], config.search,
+                                     labels=[(*p.group, p.choice) for p in pairs])
+        return [PairScore(r.estimate, lower=r.lower, upper=r.upper) for r in results]

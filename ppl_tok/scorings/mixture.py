@@ -1,0 +1,66 @@
+"""``mixture``: the paper's mixture of the canonical and the non-canonical answer distributions.
+
+For the answers ``j`` of one question (one :attr:`~ppl_tok.scorings.pairs.Pair.group`),
+``P_can(j) = p(v*_j | c) / sum_l p(v*_l | c)`` and ``P_non(j) = m_j / sum_l m_l``, ``m_j`` the importance
+estimate of answer ``j``'s non-canonical mass; the score is ``log(alpha P_can(j) + (1 - alpha) P_non(j))``
+(:func:`normalise`; the QA study tunes ``alpha``, lm-eval takes it as a model argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.scorings.registry import ScoringConfig
+from ppl_tok.scorings.importance import particles
+from ppl_tok.scorings.pairs import Pair, PairScore, groups
+from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
+
+
+def normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``exp(s_j) / sum_l exp(s_l)`` over the valid answers of each row (``[Q, C]``); all-zero rows stay zero."""
+    s = np.where(valid, log_scores, -np.inf)
+    top = np.max(s, axis=1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - safe)
+    total = e.sum(axis=1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def mixture(canonical: np.ndarray, noncanonical: np.ndarray, valid: np.ndarray,
+            alphas: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``alpha P_can + (1 - alpha) P_non`` for every alpha, from ``[Q, C]`` log-scores: shape ``[Q, C, len(alphas)]``."""
+    p_can = normalise(canonical, valid)
+    p_non = normalise(noncanonical, valid)
+    a = np.asarray(alphas, dtype=float)
+    return a * p_can[..., None] + (1 - a) * p_non[..., None]
+
+
+@register
+class Mixture(Scoring):
+    """An answer's probability among its question's answers, not ``log p(x | c)``."""
+
+    name = "mixture"
+    estimator = ("importance sampling, split into canonical and non-canonical answer distributions "
+                 "(ppl_tok.scorings.mixture.mixture)")
+    levels = (PAIR, QUESTION)
+    unit = "nats: log-probability of the answer among the question's answers"
+    doc = "log(alpha P_can + (1 - alpha) P_non), the paper's mixture (alpha: QA tuned, lm-eval 'alpha')"
+    classifiers = ("mixture",)
+    settings_fields = ("num_samples", "alpha")
+    record_kind = "is"
+
+    def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
+        """Requests of one group (a question's answers) must come in one call: each is normalised over them."""
+        results = particles(lm, pairs, config)
+        out: list[PairScore] = [PairScore(0.0)] * len(pairs)
+        for members in groups(pairs):
+            canonical = np.array([[float(results[i].canonical_log_prob) for i in members]])
+            rest = np.array([[float(results[i].noncanonical_estimate) for i in members]])
+            probs = mixture(canonical, rest, np.ones_like(canonical, dtype=bool), [config.alpha])[0, :, 0]
+            with np.errstate(divide="ignore"):
+                for i, lp in zip(members, np.log(probs)):
+                    out[i] = PairScore(float(lp))
+        return out

@@ -1,0 +1,213 @@
+"""The string tasks: what the LM over strings answers after each prompt, each a registered object.
+
+An **item** is a prompt string ``x`` (and, for a conditional, a text ``y``); a **task** answers it after the
+same context ``c`` and beam settings (:class:`Options`) with one record:
+
+* ``conditional``: ``log p(y | x, c)`` with its certified interval (:mod:`ppl_tok.strings.conditional`;
+  under an ensemble :func:`~ppl_tok.strings.ensemble.ensemble_conditional`);
+* ``next``: the next-byte distribution after ``x`` (or, with ``chars``, the next-character one);
+* ``generate``: a continuation of ``x`` (:func:`~ppl_tok.strings.generate.generate`), drawn with the
+  item's own seed (:func:`item_seed`), so that an item's draw depends on the run's seed and its index only.
+
+One runner asks every task the same way (:func:`ppl_tok.strings.batch.run_items`: one prompt, a file of them,
+a resumable folder, Ray): a new task is one :class:`StringTask` subclass registered with
+:func:`register_task` (docs/architecture.md, "Adding a string task").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ppl_tok.common.seeds import pair_seed
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
+from ppl_tok.strings.state import StringState
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt (and, for a conditional, the text after it); ``where`` names its source (``file:line``)."""
+
+    index: int
+    prompt: str
+    text: str | None = None
+    where: str = ""
+
+
+@dataclass
+class Options:
+    """A task's settings: the context and beam (all tasks), ``chars``/``min_log_prob`` (next), and generation's."""
+
+    context: str = ""
+    config: StringSearchConfig = field(default_factory=StringSearchConfig)
+    chars: bool = False
+    min_log_prob: float = -12.0
+    max_bytes: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    mode: str = "auto"
+
+    def settings(self) -> dict[str, Any]:
+        """The settings every task's numbers depend on: the context and the beam's (what a store compares)."""
+        c = self.config
+        return {"context": self.context, "beam": c.beam, "prune": c.prune, "budget": c.budget,
+                "prune_against": c.prune_against, "prefill": c.prefill, "prefill_tail": c.prefill_tail,
+                **c.lazy_settings()}
+
+
+class StringTask:
+    """One task: its name and what it answers after an item's prompt.
+
+    :cvar name: the task's name (what a batch folder's ``run.json`` records as ``task``).
+    :cvar doc: one line: what a record holds.
+    :cvar needs_text: whether an item carries a text after its prompt (a conditional's).
+    """
+
+    name: ClassVar[str]
+    doc: ClassVar[str] = ""
+    needs_text: ClassVar[bool] = False
+
+    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
+               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+        """The item's record (JSON-able; ``-inf`` allowed) from the state after its prompt (one LM, or an ensemble);
+        ``on_bytes`` reports the bytes walked past the prompt. A ``ValueError`` is the item's own error."""
+        raise NotImplementedError
+
+    def settings(self, options: Options) -> dict[str, Any]:
+        """The settings of this task beyond :meth:`Options.settings` that change its numbers."""
+        return {}
+
+    def bytes_after(self, item: Item, options: Options) -> int:
+        """The bytes the task walks after the prompt (its progress)."""
+        return 0
+
+    def __repr__(self) -> str:
+        return f"<string task {self.name!r}>"
+
+
+#: Every string task by name, in registration order.
+TASKS: dict[str, StringTask] = {}
+
+
+def register_task(task_class: type[StringTask]) -> type[StringTask]:
+    """Register a :class:`StringTask` subclass (a class decorator); :func:`string_task` returns its instance."""
+    obj = task_class()
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{task_class.__qualname__}: set the class attribute name (a non-empty str)")
+    if name in TASKS and type(TASKS[name]).__qualname__ != task_class.__qualname__:
+        raise ValueError(f"string task {name!r} is registered already; give yours another name")
+    if task_class.answer is StringTask.answer:
+        raise ValueError(f"string task {name!r} does not implement answer")
+    TASKS[name] = obj
+    return task_class
+
+
+def unregister_task(name: str) -> None:
+    """Remove a registered string task (a test's toy task, say)."""
+    TASKS.pop(name, None)
+
+
+def string_task(name: str) -> StringTask:
+    """The registered task ``name``.
+
+    :raises ValueError: no task has that name; the message names the known ones.
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}: expected one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def task_settings(name: str, options: Options) -> dict[str, Any]:
+    """Every setting of task ``name`` that changes its numbers: :meth:`Options.settings` and the task's own."""
+    return {**options.settings(), **string_task(name).settings(options)}
+
+
+def item_seed(seed: int, index: int) -> int:
+    """The seed of item ``index``'s generation: ``pair_seed(seed, "generate", index, 0)``."""
+    return pair_seed(seed, "generate", str(index), 0)
+
+
+@register_task
+class Conditional(StringTask):
+    """``log p(text | prompt, context)`` over strings, a certified interval, beside the canonical tokens' figure."""
+
+    name = "conditional"
+    doc = "log p(text | prompt) over strings with its certified interval"
+    needs_text = True
+
+    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
+               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+        text = item.text or ""
+        if isinstance(target, Ensemble):
+            return ensemble_conditional(target, text, on_bytes).to_dict()
+        from ppl_tok.strings.conditional import conditional_of
+
+        result = conditional_of(target, text, on_bytes)
+        context = options.context + item.prompt
+        lm = target.lm
+        canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
+        return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
+
+    def bytes_after(self, item: Item, options: Options) -> int:
+        return len((item.text or "").encode("utf-8"))
+
+
+@register_task
+class Next(StringTask):
+    """The next byte's (or character's) distribution after the prompt, each entry a certified interval."""
+
+    name = "next"
+    doc = "the next-byte (or next-character) distribution after the prompt"
+
+    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
+               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+        from ppl_tok.strings.chars import next_char_log_probs
+
+        if isinstance(target, Ensemble):
+            return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
+        prefix = target.prefix_log_prob()
+        if options.chars:
+            body = {"unit": "char", **next_char_log_probs(target, options.min_log_prob).to_dict()}
+        else:
+            body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
+        return {"prompt": item.prompt, **body, "prefix": {"lower": prefix.lower, "upper": prefix.upper},
+                "prefill": target.prefill, "head_bytes": target.base}
+
+    def settings(self, options: Options) -> dict[str, Any]:
+        return {"chars": options.chars, "min_log_prob": options.min_log_prob}
+
+
+@register_task
+class Generate(StringTask):
+    """A continuation of the prompt, drawn byte by byte or token by token (:func:`item_seed` per item)."""
+
+    name = "generate"
+    doc = "a continuation of the prompt, with its log-probability"
+
+    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
+               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+        from ppl_tok.strings.generate import generate
+
+        seed = item_seed(options.seed, item.index)
+        g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
+                     greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
+        if on_bytes is not None:
+            on_bytes(options.max_bytes)
+        return {**g.to_dict(), "prompt": item.prompt, "seed": seed}
+
+    def settings(self, options: Options) -> dict[str, Any]:
+        return {"max_bytes": options.max_bytes, "temperature": options.temperature, "top_p": options.top_p,
+                "greedy": options.greedy, "seed": options.seed, "stop": list(options.stop), "mode": options.mode}
+
+    def bytes_after(self, item: Item, options: Options) -> int:
+        return options.max_bytes
+
+
+__all__ = ["TASKS", "Item", "Options", "StringTask", "item_seed", "register_task", "string_task", "task_settings",
+           "unregister_task"]
