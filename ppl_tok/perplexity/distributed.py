@@ -54,9 +54,8 @@ def describe(config: ScoringConfig, lm: LanguageModel, corpus: Corpus) -> LMFact
 
 
 def score_batch(config: ScoringConfig, lm: LanguageModel, docs: Sequence[Document]) -> list[dict[str, Any]]:
-    """An actor's work: the records of a batch of documents (the beam's prefix cache capped as a CLI run caps it)."""
-    if config.scoring == "beam":
-        cap_prefix_cache(lm)
+    """An actor's work: the records of a batch of documents (the prefix cache capped as a CLI run caps it)."""
+    cap_prefix_cache(lm)
     return [s.to_record() for s in score_documents(lm, docs, config)]
 
 

@@ -111,10 +111,7 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     if batch_docs < 1:
         raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
     check_coverage(corpus, lm.vocab)
-    if config.scoring == "with-end":  # before a folder is made: a run that cannot score its first document
-        from ppl_tok.strings.events import require_end
-
-        require_end(lm, "a text followed by the end (--scoring with-end)")
+    config.implementation.check(lm)  # before a folder is made: a run that cannot score its first document
     store = None
     scores: dict[int, DocumentScore] = {}
     if out is not None:

@@ -275,9 +275,10 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
                          extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
-def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
+def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *, with_end: bool,
                  on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-    """``prefix`` and ``with-end``: the event in each document's last window, the text in the windows before it.
+    """``prefix`` (``with_end`` false) and ``with-end``: the event in each document's last window, the text in the
+    windows before it.
 
     A document of one window scores ``log P(x | BOS)`` (the output starts with ``x``) or
     ``log P(x, end | BOS)`` (the output is exactly ``x``), bracketed by one walk of the LM over strings
@@ -296,7 +297,6 @@ def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringC
     from ppl_tok.strings.events import require_end, string_events
 
     _require_bos(lm)
-    with_end = config.scoring == "with-end"
     if with_end:
         require_end(lm, "a text followed by the end (--scoring with-end)")
     start = time.perf_counter()

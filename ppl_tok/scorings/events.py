@@ -19,10 +19,12 @@ from ppl_tok.scorings.registry import DOCUMENT, Scoring, register
 class _Event(Scoring):
     levels = (DOCUMENT,)
     floor = ceiling = True
+    #: the event: the output is exactly the document (the end after it), else it starts with it
+    with_end: bool = False
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-        return event_scores(lm, docs, config, on_bytes=on_bytes)
+        return event_scores(lm, docs, config, with_end=self.with_end, on_bytes=on_bytes)
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         return {**super().settings(config), **beam_settings(config)}
@@ -44,7 +46,13 @@ class WithEnd(_Event):
     """The probability that the output is exactly the document (the end after it)."""
 
     name = "with-end"
+    with_end = True
     estimator = ("the LM over strings' probability of the whole output by the byte-synchronous beam "
                  "(ppl_tok.strings.events.string_events, StringSearchConfig)")
     doc = ("log P(the output is exactly x | c): every tokenization v of x times p(end | c, v), the end being EOS "
            "or another token without a surface; a certified bracket")
+
+    def check(self, lm: LanguageModel) -> None:
+        from ppl_tok.strings.events import require_end
+
+        require_end(lm, "a text followed by the end (--scoring with-end)")

@@ -96,6 +96,10 @@ class Scoring:
         """The figures of (context, continuation) requests (``pair`` level), in order."""
         raise NotImplementedError(f"scoring {self.name!r} has no request-level implementation")
 
+    def check(self, lm: LanguageModel) -> None:
+        """What the scoring needs of the LM, checked before a run makes its folder (a ``ValueError`` naming the
+        fix); by default nothing."""
+
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         """What a run's stored figures depend on: the name, the window and :attr:`settings_fields`."""
         return {"scoring": self.name, "window": config.window,

@@ -35,7 +35,7 @@ from ppl_tok.integrations.lm_eval import (  # noqa: E402
     write_tasks,
 )
 from ppl_tok.qa import classify  # noqa: E402
-from ppl_tok.scorings import PAIR, names  # noqa: E402
+from ppl_tok.scorings import PAIR, names as scoring_names  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
@@ -81,7 +81,7 @@ def test_registered_beside_lm_evals_own_models():
 def test_every_scoring_runs_through_simple_evaluate(toy_tasks):
     _, _, names, folder = toy_tasks
     per = {}
-    for scoring in names(PAIR):
+    for scoring in scoring_names(PAIR):
         res = _evaluate(names, folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "num_samples": 8,
                                                     "batch_size": 4})
         assert 0.0 <= res["results"]["ppltok_test"]["acc,none"] <= 1.0

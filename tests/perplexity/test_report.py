@@ -106,9 +106,13 @@ def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
     from ppl_tok import scorings as scoring
     from ppl_tok.cli.perplexity import summary_lines
 
-    plain = scoring.Scoring("plain", "a test estimate", (scoring.DOCUMENT,), floor=False, ceiling=False,
-                            unit=scoring.NATS, doc="the beam's estimate, claimed uncertified")
-    monkeypatch.setitem(scoring.SCORINGS, "plain", plain)
+    class Plain(scoring.Scoring):
+        name, estimator, levels, doc = "plain", "a test estimate", (scoring.DOCUMENT,), "claimed uncertified"
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            return scoring.scoring("beam", scoring.DOCUMENT).score_documents(lm, docs, config)
+
+    monkeypatch.setitem(scoring.SCORINGS, "plain", Plain())
     scores = score_documents(toy_lm(), corpus_from_texts(PPL_DOCS).documents, ScoringConfig("beam"))
     summary = corpus_summary(scores, "plain", resamples=100)
     assert summary["scoring"] == "plain" and summary["gain_bits_per_byte"]["value"] >= 0
