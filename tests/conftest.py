@@ -29,7 +29,9 @@ def pytest_collection_finish(session):
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``): the tests on a local Ray run on one worker,
     one after the other, as they do without xdist (two Ray clusters of 2 CPUs each on one 2-core machine would
-    only fight), and each worker's torch takes its share of the cores, not all of them."""
+    only fight); the tests of a module with a module-scoped fixture (the wheel and its virtual environment, a
+    loaded Gemma, a trained tokenizer) stay together, so that the fixture is built once, not once per worker; and
+    each worker's torch takes its share of the cores, not all of them."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         import torch
@@ -38,6 +40,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "local_ray" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray"))
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.scope == "module" for ds in defs for d in ds):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")
