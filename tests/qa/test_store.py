@@ -233,6 +233,7 @@ run_study(study, toy_lm(), {out!r}, settings, batch_questions=2, progress=False)
 """
 
 
+@pytest.mark.slow  # three child processes, each importing torch: 205 s of the loaded profile (issue 45)
 def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     study = _study(tmp_path, n=20)
     settings = _settings(study, samples=16, scores=["exact"])
