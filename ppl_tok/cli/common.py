@@ -28,6 +28,28 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Also ``flag_defaults``: each option's ``(dest, default)`` of the innermost (sub)command parsed, by
+        its first option string, so that :func:`refuse_ignored` tells a flag given from one left alone."""
+        ns, rest = super().parse_known_args(args, namespace)
+        if not hasattr(ns, "flag_defaults"):
+            ns.flag_defaults = {a.option_strings[0]: (a.dest, a.default) for a in self._actions if a.option_strings}
+        return ns, rest
+
+
+def given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether ``flag`` (e.g. ``--beam``) was given a value other than its default."""
+    dest, default = args.flag_defaults[flag]
+    return getattr(args, dest) != default
+
+
+def refuse_ignored(args: argparse.Namespace, flags: Sequence[str], why: str, fix: str = "leave it out") -> None:
+    """A flag that the run would silently ignore is an error, before the model loads: the first of ``flags``
+    given (:func:`given`) is named with ``why`` (what ignores it) and ``fix`` (``FLAG`` in them: the flag)."""
+    for flag in flags:
+        if given(args, flag):
+            raise ValueError(f"{flag} would be ignored: {why}; {fix}".replace("FLAG", flag))
+
 
 # ------------------------------------------------------- argument groups
 def device_name(text: str) -> str:
