@@ -12,6 +12,7 @@ import math
 import shutil
 
 import pytest
+import torch
 
 from ppl_tok.cli.main import main
 from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, word_perplexity
@@ -229,6 +230,36 @@ def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_on
         assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9) and b.windows == a.windows
         assert a.log_likelihood == pytest.approx(lm.canonical_log_prob(docs[a.index].text), abs=1e-9) \
             or a.windows > 1
+
+
+def test_a_long_document_runs_in_forwards_of_a_bounded_length_and_keeps_no_per_position_rows(monkeypatch):
+    """A 1 MB document passed 3 GB under canonical scoring: each piece cached one state per position with the
+    piece's [T, V] rows (and a long prefix was prefilled whole). Now no forward runs more than the row budget's
+    positions, whatever the prefix and target lengths, and no state of a finished document stays cached."""
+    from ppl_tok.lm.hf import HFLanguageModel
+    from ppl_tok.perplexity.windows import log_probs_after_in_pieces
+    from tests.lm.test_hf_architectures import VOCAB, full_forward_log_prob, tiny
+
+    lm = HFLanguageModel(tiny("llama", "cpu"), None, 0, vocab=VOCAB, name="llama")
+    most = 4
+    runs, real = [], lm._pool_forward
+
+    def counted(pasts, chunks, last_only):
+        runs.append(max(len(c) for c in chunks))
+        return real(pasts, chunks, last_only)
+
+    monkeypatch.setattr(lm, "_pool_forward", counted)
+    gen = torch.Generator().manual_seed(0)
+    context = (0,) + tuple(torch.randint(1, 16, (30,), generator=gen).tolist())
+    target = torch.randint(1, 16, (41,), generator=gen).tolist()
+    prefixes, targets = [context, (0,), (0,)], [target, target[:3], target[:9]]
+    got = log_probs_after_in_pieces(lm, prefixes, targets, row_bytes=4 * len(VOCAB) * most)
+    for p, t, value in zip(prefixes, targets, got):
+        exact = full_forward_log_prob(lm, list(p) + t) - (full_forward_log_prob(lm, list(p)) if len(p) > 1 else 0)
+        assert value == pytest.approx(exact, abs=1e-4)
+    assert runs and max(runs) <= most, runs  # main: the 31-token prefix in one prefill, [T, V] rows of it
+    held = [p + tuple(t[:k]) for p, t in zip(prefixes, targets) for k in range(len(t) + 1)]
+    assert not any(lm.has_state(k) for k in held)  # main: one state per position, each with the piece's rows
 
 
 # ------------------------------------------------------------ certified means certified under every prefill mode
