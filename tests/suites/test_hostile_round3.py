@@ -237,7 +237,7 @@ def test_a_long_document_runs_in_forwards_of_a_bounded_length_and_keeps_no_per_p
     piece's [T, V] rows (and a long prefix was prefilled whole). Now no forward runs more than the row budget's
     positions, whatever the prefix and target lengths, and no state of a finished document stays cached."""
     from ppl_tok.lm.hf import HFLanguageModel
-    from ppl_tok.perplexity.windows import log_probs_after_in_pieces
+    from ppl_tok.scorings.windows import log_probs_after_in_pieces
     from tests.lm.test_hf_architectures import VOCAB, full_forward_log_prob, tiny
 
     lm = HFLanguageModel(tiny("llama", "cpu"), None, 0, vocab=VOCAB, name="llama")
