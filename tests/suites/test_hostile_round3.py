@@ -301,3 +301,87 @@ def test_the_conditional_headline_says_what_a_head_interval_is_certified_for(cap
     assert main(["next", "--prompt", "a b a b a b a b a", "--model", "toy-bigram", "--prefill", "canonical-head"]) == 0
     out = capsys.readouterr().out
     assert "not certified for the next byte's log p" in out and "certified log p" not in out
+
+
+# ------------------------------------------------------------ flags a mode would ignore, refused
+IGNORED_FLAGS = [
+    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical runs no beam"),
+    (["perplexity", "x.txt", "--prune", "3"], "--prune", "runs no beam"),
+    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "runs no beam"),
+    (["perplexity", "x.txt", "--scoring", "canonical+rest", "--extend-threshold", "0.01"], "--extend-threshold",
+     "canonical+rest runs no beam"),
+    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "runs no beam"),
+    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
+    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
+    (["bench", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
+    (["bench", "diagnostics", "--rescore", "--strings", "4"], "--strings", "--rescore scores the stored"),
+    (["bench", "diagnostics", "--rescore", "--model", "gemma3-270m"], "--model", "without running the LM"),
+    (["bench", "diagnostics", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
+    (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
+    (["bench", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
+    (["bench", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"], "--max-gen-toks", "--prompts 0 skips"),
+    (["bench", "surprisal", "--text", "t.txt", "--reference"], "--reference", "--extend-threshold 0 is that run"),
+    (["bench", "gpu-check", "--parts", "engine", "--tests", "tests"], "--tests", "--parts has no tests part"),
+    (["bench", "strings", "--prefill-bytes", "100", "--long-bytes", "10"], "--long-bytes", "the prefill part"),
+    (["bench", "strings", "--generation-only", "--prompts", "3"], "--prompts", "--generation-only runs its own"),
+    (["bench", "strings", "--genlm-python", "py", "--generation-only"], "--generation-only", "--genlm-python runs"),
+    (["bench", "strings", "--prompts-only", "--generate-bytes", "9"], "--generate-bytes", "--prompts-only runs"),
+    (["bench", "strings", "--prefill-tail", "9"], "--prefill-tail", "applies to --prefill-bytes or"),
+    (["bench", "strings", "--genlm-keep", "d"], "--genlm-keep", "applies to --genlm-python only"),
+    (["bench", "perplexity", "--memory-bytes", "100", "--documents", "3"], "--documents", "takes no documents"),
+    (["bench", "perplexity", "--table", "a", "--lengths", "1", "2"], "--lengths", "takes no documents"),
+    (["bench", "perplexity", "--lockstep", "--progress"], "--progress", "makes no such run"),
+    (["bench", "perplexity", "--splits", "p", "--beam", "3"], "--beam", "runs none"),
+    (["bench", "perplexity", "--lockstep", "--out", "d"], "--out", "makes no such run"),
+    (["bench", "perplexity", "--costs"], "--costs", "applies to --splits only"),
+]
+USED_FLAGS = [
+    ["perplexity", "x.txt", "--scoring", "beam", "--beam", "4", "--prune", "3", "--extend-threshold", "0.01"],
+    ["perplexity", "x.txt", "--scoring", "marginal", "--search-budget", "100"],
+    ["perplexity", "x.txt", "--scoring", "canonical+rest", "--samples", "8", "--seed", "3"],
+    ["perplexity", "x.txt", "--beam", "8"],  # the default value, given: the run is the one asked for
+    ["bench", "marginal", "--quick"], ["bench", "marginal", "--sizes", "4"],
+    ["bench", "diagnostics", "--rescore", "--samples", "32"], ["bench", "memory", "--device", "cpu"],
+    ["bench", "surprisal", "--text", "t.txt", "--reference", "--extend-threshold", "0.01"],
+    ["bench", "gpu-check", "--parts", "tests,engine", "--tests", "tests"],
+    ["bench", "strings", "--prefill-bytes", "100", "--prefill-tail", "9", "--prompt-records", "r.jsonl"],
+    ["bench", "strings", "--genlm-python", "py", "--genlm-keep", "d"], ["bench", "strings", "--long-bytes", "10"],
+    ["bench", "perplexity", "--splits", "p", "--reference", "d", "--costs"],
+    ["bench", "perplexity", "--out", "d", "--progress", "--beam", "3"],
+]
+
+
+def _check_flags(argv):
+    from ppl_tok.cli.bench_flags import CHECKS
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.perplexity import refuse_ignored_flags
+
+    args = build_parser().parse_args(argv)
+    (refuse_ignored_flags if argv[0] == "perplexity" else CHECKS[argv[1]])(args)
+
+
+@pytest.mark.parametrize("argv,flag,why", IGNORED_FLAGS, ids=[" ".join(a) for a, _, _ in IGNORED_FLAGS])
+def test_a_flag_the_mode_would_ignore_is_refused_naming_it(argv, flag, why):
+    """Several bench and perplexity flags were silently ignored (the audit): each is refused, naming it."""
+    with pytest.raises(ValueError) as err:
+        _check_flags(argv)
+    message = str(err.value)
+    assert message.startswith(f"{flag} would be ignored") or message.startswith(f"{flag} applies"), message
+    assert why in message and "\n" not in message
+
+
+@pytest.mark.parametrize("argv", USED_FLAGS, ids=[" ".join(a) for a in USED_FLAGS])
+def test_a_flag_the_mode_reads_is_not_refused(argv):
+    _check_flags(argv)
+
+
+def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch, tmp_path):
+    import ppl_tok.cli.bench as bench
+
+    monkeypatch.setattr(bench, "cmd_strings", lambda args: pytest.fail("the benchmark ran"))
+    (tmp_path / "x.txt").write_text("some text", encoding="utf-8")
+    for argv in (["perplexity", str(tmp_path / "x.txt"), "--beam", "4", "--model", "toy-bigram"],
+                 ["bench", "strings", "--generation-only", "--prompts", "3"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1 and "would be ignored" in err, err
