@@ -81,7 +81,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search = search_config(args)
+    search, spec = search_config(args), lm_spec(args)  # the spec's model: the card's name, however spelled
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress
@@ -89,13 +89,13 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.lm.loader import LMLoader
         from ppl_tok.perplexity.distributed import run_perplexity_ray
 
-        scores = run_perplexity_ray(LMLoader.from_spec(lm_spec(args)), corpus, config, out=args.out, model=args.model,
+        scores = run_perplexity_ray(LMLoader.from_spec(spec), corpus, config, out=args.out, model=spec.model,
                                     workers=args.workers, address=address or None, batch_docs=args.batch_docs,
                                     field=args.field, split=args.split, progress=progress)
     else:
-        lm = load_lm(lm_spec(args))
+        lm = load_lm(spec)
         cap_prefix_cache(lm)  # every scoring: a canonical call caches each position's row, never read again
-        scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
+        scores = run_perplexity(lm, corpus, config, out=args.out, model=spec.model, batch_docs=args.batch_docs,
                                 field=args.field, split=args.split, progress=progress)
     summary = corpus_summary(scores, config.scoring)
     rows = [document_row(s) for s in scores]

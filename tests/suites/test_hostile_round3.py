@@ -385,3 +385,54 @@ def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch,
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1 and "would be ignored" in err, err
+
+
+# ------------------------------------------------------------ resume: the same settings spelled otherwise
+SAME_LM = [["--dtype", "float32"], ["--bos-id", "0"], ["--device", "cpu"], ["--backend", "transformers"]]
+
+
+@pytest.mark.parametrize("flags", SAME_LM, ids=[" ".join(f) for f in SAME_LM])
+def test_the_same_lm_spelled_another_way_resumes_a_surprisal_file(flags, tmp_path):
+    """``--dtype float32`` (the card's), ``--bos-id 0`` (the card's): the same LM as the defaults, which the
+    rows file refused as 'other settings' (dtype: None against 'float32', bos_id: None against 0)."""
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.common import search_config
+    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+
+    def settings(extra):
+        args = build_parser().parse_args(["surprisal", "x.txt", "--model", "smollm2-135m", *extra])
+        return run_settings(args, [" a b"], None, search_config(args))
+
+    assert SurprisalRecords.differences(settings([]), settings(flags)) == []
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings([])).close()
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(flags)).close()  # resumes
+
+
+def test_a_card_named_by_its_hub_repo_is_the_card_and_another_dtype_is_refused_naming_it(tmp_path):
+    from ppl_tok.cli.common import lm_spec
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.common.jsonl_store import SettingsMismatchError
+    from ppl_tok.cli.common import search_config
+    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+
+    parse = build_parser().parse_args
+    assert lm_spec(parse(["surprisal", "x", "--model", "google/gemma-2b"])).model == "gemma-2b"
+    args = parse(["surprisal", "x.txt", "--model", "smollm2-135m"])
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(args, ["a"], None, search_config(args))).close()
+    other = parse(["surprisal", "x.txt", "--model", "smollm2-135m", "--dtype", "bfloat16"])
+    with pytest.raises(SettingsMismatchError) as err:
+        SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(other, ["a"], None, search_config(other)))
+    assert "dtype: folder has None, this run has 'bfloat16'" in str(err.value) and "--out" in str(err.value)
+
+
+def test_a_file_where_the_output_folder_should_be_is_named_as_a_file(capsys, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert main(["surprisal", str(tmp_path / "t.txt"), "--out", str(tmp_path / "afile" / "rows.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "afile is a file, not a folder" in err and "does not exist" not in err, err
+
+
+def test_a_missing_surprisal_input_is_named_as_the_file_argument(capsys, tmp_path):
+    assert main(["surprisal", str(tmp_path / "nope.txt"), "--model", "smollm2-135m"]) == 2
+    err = capsys.readouterr().err
+    assert "FILE: cannot read" in err and "--file" not in err, err
