@@ -12,6 +12,7 @@ from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive, share
+from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.bench_learned import register_learned
 from ppl_tok.cli.bench_lm_eval import add_lm_eval
 from ppl_tok.cli.common import (_emit, _load_lm, add_data_dir_argument, add_extend_argument, add_json_argument, add_lm_arguments,
@@ -99,39 +100,6 @@ def cmd_memory(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_memory(result))
 
 
-def _refuse_ignored_flags(args: argparse.Namespace) -> None:
-    """``bench perplexity``'s flags that a mode would ignore, refused rather than ignored: the run over documents'
-    (its rows, their store, their reference) beside a mode that makes no such run, the beam's beside the modes
-    that read stored rows, and ``--prefix-bytes``' and ``--splits``' own beside any other."""
-    mode = next((flag for flag, on in (("--table", args.table), ("--splits", args.splits is not None),
-                                       ("--lockstep", args.lockstep),
-                                       ("--prefix-bytes", args.prefix_bytes is not None),
-                                       ("--memory-bytes", args.memory_bytes is not None)) if on), None)
-    for flag, on, owner in (("--costs", args.costs, "--splits"),
-                            ("--prefix-budget", args.prefix_budget is not None, "--prefix-bytes"),
-                            ("--prefix-tolerance", args.prefix_tolerance is not None, "--prefix-bytes")):
-        if on and mode != owner:
-            raise ValueError(f"{flag} applies to {owner} only" + (f", not {mode}" if mode else "") +
-                             f": give {owner} or leave {flag} out")
-    if mode is None:
-        return
-    beam = [flag for flag, on in (("--beam", args.beam is not None), ("--prune", args.prune is not None),
-                                  ("--extend-threshold", args.extend_threshold != StringSearchConfig.extend_threshold),
-                                  ("--boundary-threshold", args.boundary_threshold is not None),
-                                  ("--rejoin-threshold", args.rejoin_threshold is not None)) if on]
-    if beam and mode in ("--table", "--splits"):
-        raise ValueError(f"{beam[0]} sets the beam of a run; {mode} runs none (it reads stored rows, their settings "
-                         f"with them), so {beam[0]} would be ignored: leave it out")
-    given = [flag for flag, on in (("--out", args.out is not None),
-                                   ("--corpus", args.corpus != "mixed" and mode != "--splits"),
-                                   ("--limit", args.limit is not None), ("--shard", args.shard != (0, 1)),
-                                   ("--paths", args.paths), ("--reference", args.reference is not None
-                                                             and mode not in ("--table", "--splits"))) if on]
-    if given:
-        raise ValueError(f"{given[0]} applies to the run over documents (its rows); {mode} makes no such run, so "
-                         f"{given[0]} would be ignored: leave it out")
-
-
 def _splits(args: argparse.Namespace) -> None:
     """``bench perplexity --splits PATHS [--reference DIR] [--costs]``: where the found gain sits
     (:mod:`ppl_tok.bench.splits`)."""
@@ -152,7 +120,6 @@ def _splits(args: argparse.Namespace) -> None:
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.bench import perplexity as bench
 
-    _refuse_ignored_flags(args)
     if args.table:
         from ppl_tok.bench import knobs
 
@@ -283,7 +250,7 @@ def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, l
     if data is not None:
         add_data_dir_argument(p, DATA, data)
     add_json_argument(p)
-    p.set_defaults(func=func)
+    p.set_defaults(func=checked(name, func))  # flags the mode would ignore, refused (cli/bench_flags.py)
     return p
 
 

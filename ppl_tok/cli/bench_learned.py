@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.common import _emit, add_data_dir_argument, add_json_argument, add_lm_arguments, lm_spec, transformers_backend_only
 from ppl_tok.common.arguments import POSITIVE, SEED
 from ppl_tok.datasets import DATA_ROOT
@@ -39,4 +40,4 @@ def register_learned(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-paths", type=POSITIVE, default=3000,
                    help="the most tokenizations of a held-out string (default 3000)")
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
-    p.set_defaults(func=transformers_backend_only(cmd_learned))
+    p.set_defaults(func=transformers_backend_only(checked("learned", cmd_learned)))

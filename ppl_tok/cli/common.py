@@ -28,6 +28,28 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Also ``flag_defaults``: each option's ``(dest, default)`` of the innermost (sub)command parsed, by
+        its first option string, so that :func:`refuse_ignored` tells a flag given from one left alone."""
+        ns, rest = super().parse_known_args(args, namespace)
+        if not hasattr(ns, "flag_defaults"):
+            ns.flag_defaults = {a.option_strings[0]: (a.dest, a.default) for a in self._actions if a.option_strings}
+        return ns, rest
+
+
+def given(args: argparse.Namespace, flag: str) -> bool:
+    """Whether ``flag`` (e.g. ``--beam``) was given a value other than its default."""
+    dest, default = args.flag_defaults[flag]
+    return getattr(args, dest) != default
+
+
+def refuse_ignored(args: argparse.Namespace, flags: Sequence[str], why: str, fix: str = "leave it out") -> None:
+    """A flag that the run would silently ignore is an error, before the model loads: the first of ``flags``
+    given (:func:`given`) is named with ``why`` (what ignores it) and ``fix`` (``FLAG`` in them: the flag)."""
+    for flag in flags:
+        if given(args, flag):
+            raise ValueError(f"{flag} would be ignored: {why}; {fix}".replace("FLAG", flag))
+
 
 # ------------------------------------------------------- argument groups
 def device_name(text: str) -> str:
@@ -101,8 +123,27 @@ def lm_spec(args: argparse.Namespace) -> LMSpec:
             raise ValueError(f"{len(specs)} --model given where one LM is used: give one --model")
         return specs[0]
     _check_bos_id(args.model or DEFAULT_MODEL, args.bos_id)
-    return LMSpec(model=args.model or DEFAULT_MODEL, backend=_backend(args), device=args.device, dtype=args.dtype,
-                  bos_id=args.bos_id)
+    return plain_spec(LMSpec(model=args.model or DEFAULT_MODEL, backend=_backend(args), device=args.device,
+                             dtype=args.dtype, bos_id=args.bos_id))
+
+
+def plain_spec(spec: LMSpec) -> LMSpec:
+    """``spec`` with what equals the default written as the default: a card named by its hub repo named by the
+    card, a ``--dtype`` or ``--bos-id`` equal to the card's (``--dtype float32`` without a card) left out. The
+    same LM spelled another way is then the same spec, and a rerun resumes its ``--out`` (the stores compare
+    the model, dtype and BOS id as given)."""
+    from dataclasses import replace
+
+    from ppl_tok.lm.cards import list_cards
+
+    if spec.backend != DEFAULT_BACKEND:
+        return spec
+    cards = list_cards()
+    card = cards.get(spec.model) or next((c for c in cards.values() if c.repo and c.repo == spec.model), None)
+    if card is None:
+        return replace(spec, dtype=None) if spec.dtype == "float32" else spec
+    return replace(spec, model=card.name, dtype=None if spec.dtype == card.dtype else spec.dtype,
+                   bos_id=None if spec.bos_id is not None and spec.bos_id == card.bos_id else spec.bos_id)
 
 
 def add_data_dir_argument(p: argparse.ArgumentParser, default: str, what: str) -> None:
@@ -135,7 +176,8 @@ def lm_specs(args: argparse.Namespace) -> list[LMSpec]:
     for model in dict.fromkeys(models):
         _check_bos_id(model, args.bos_id)
     backend = _backend(args)
-    return [LMSpec(model=m, backend=backend, device=args.device, dtype=args.dtype, bos_id=args.bos_id) for m in models]
+    return [plain_spec(LMSpec(model=m, backend=backend, device=args.device, dtype=args.dtype, bos_id=args.bos_id))
+            for m in models]
 
 
 def _check_bos_id(model: str, bos_id: int | None) -> None:
@@ -292,8 +334,9 @@ def _check_utf8(what: str, value: str) -> str:
     return value
 
 
-def _read_text(path: str) -> str:
-    """The UTF-8 text of a file or of standard input, read no further than the ``text_bytes`` limit allows."""
+def _read_text(path: str, flag: str = "--file") -> str:
+    """The UTF-8 text of a file or of standard input, read no further than the ``text_bytes`` limit allows
+    (``flag``: the argument that named the file, in the error)."""
     most = limits().text_bytes
     if path == STDIN:
         data, where = sys.stdin.buffer.read(most + 1), "standard input"
@@ -302,7 +345,7 @@ def _read_text(path: str) -> str:
             with open(path, "rb") as f:
                 data, where = f.read(most + 1), path
         except OSError as err:
-            raise ValueError(f"--file: cannot read {path}: {err.strerror or err}") from err
+            raise ValueError(f"{flag}: cannot read {path}: {err.strerror or err}") from err
     limits().check("text_bytes", len(data), f"{where}'s length in bytes (at least)" if len(data) > most else "")
     try:
         return data.decode("utf-8")

@@ -9,9 +9,9 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_ray_arguments, lm_spec, ray_address, search_config)
+                                add_ray_arguments, lm_spec, ray_address, refuse_ignored, search_config)
 from ppl_tok.perplexity.corpus import SPLITS
-from ppl_tok.scorings import DOCUMENT, accepted
+from ppl_tok.scorings import DOCUMENT, accepted, scoring as find_scoring
 from ppl_tok.strings.beam import StringSearchConfig
 
 #: documents listed one per line in the text output (the JSON output lists all)
@@ -45,6 +45,22 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: the flags of the byte-synchronous beam: read by --scoring beam, prefix and with-end only
+BEAM_FLAGS = ("--beam", "--prune", "--search-budget", "--extend-threshold", "--boundary-threshold",
+              "--rejoin-threshold")
+
+
+def refuse_ignored_flags(args: argparse.Namespace) -> None:
+    """The flags that ``--scoring`` would ignore, refused (one line naming the flag) before anything is read."""
+    name = find_scoring(args.scoring, DOCUMENT).name
+    if name not in ("beam", "prefix", "with-end"):
+        refuse_ignored(args, BEAM_FLAGS, f"--scoring {args.scoring} runs no beam over strings (the beam's flags "
+                       "apply to --scoring beam, prefix and with-end)", "leave FLAG out or give one of those")
+    if name != "canonical+rest":
+        refuse_ignored(args, ("--samples", "--seed"), f"--scoring {args.scoring} draws no importance samples "
+                       "(FLAG applies to --scoring canonical+rest)", "leave FLAG out or give that scoring")
+
+
 def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.perplexity.corpus import read_corpus
@@ -53,6 +69,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.scorings.documents import cap_prefix_cache
     from ppl_tok.scorings.registry import ScoringConfig
 
+    refuse_ignored_flags(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")
     address = ray_address(args)  # --ray needs --out; --workers needs --ray
@@ -65,7 +82,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search = search_config(args)
+    search, spec = search_config(args), lm_spec(args)  # the spec's model: the card's name, however spelled
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
                            seed=args.seed)
     progress = not args.json and sys.stderr.isatty() or args.progress
@@ -73,13 +90,13 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.lm.loader import LMLoader
         from ppl_tok.perplexity.distributed import run_perplexity_ray
 
-        scores = run_perplexity_ray(LMLoader.from_spec(lm_spec(args)), corpus, config, out=args.out, model=args.model,
+        scores = run_perplexity_ray(LMLoader.from_spec(spec), corpus, config, out=args.out, model=spec.model,
                                     workers=args.workers, address=address or None, batch_docs=args.batch_docs,
                                     field=args.field, split=args.split, progress=progress)
     else:
-        lm = load_lm(lm_spec(args))
+        lm = load_lm(spec)
         cap_prefix_cache(lm)  # every scoring: a canonical call caches each position's row, never read again
-        scores = run_perplexity(lm, corpus, config, out=args.out, model=args.model, batch_docs=args.batch_docs,
+        scores = run_perplexity(lm, corpus, config, out=args.out, model=spec.model, batch_docs=args.batch_docs,
                                 field=args.field, split=args.split, progress=progress)
     summary = corpus_summary(scores, config.scoring)
     rows = [document_row(s) for s in scores]

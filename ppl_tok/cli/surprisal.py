@@ -71,7 +71,7 @@ class SurprisalRecords(JsonlStore):
 
 def read_items(path: str, field: str | None) -> list[str]:
     """The items of the input: its non-blank lines, or the ``field`` of each JSON line."""
-    text = _read_text(path)
+    text = _read_text(path, "FILE")
     where = "standard input" if path == STDIN else path
     items = []
     for n, line in enumerate(split_lines(text), 1):

@@ -90,6 +90,8 @@ def output_file(text: str) -> str:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
     parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} is a file, not a folder; give a path in a folder")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {parent} does not exist")
     if not os.access(parent, os.W_OK):

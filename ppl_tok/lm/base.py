@@ -54,10 +54,7 @@ from ppl_tok.lm.spec import LMSpec
 
 
 def model_window(lm: Any) -> int | None:
-    """The model's context length in token positions (a transformer's ``max_position_embeddings``), or ``None``.
-
-    ``None``: no limit is known (the toy LMs).
-    """
+    """The model's context length in token positions (``max_position_embeddings``); ``None``: no limit known."""
     value = getattr(getattr(getattr(lm, "model", None), "config", None), "max_position_embeddings", None)
     return value if isinstance(value, int) and value > 0 else None
 
@@ -100,10 +97,10 @@ class LMState:
 class LMStats:
     """Work counters of an LM.
 
-    ``forwards``: token-forwards, the token positions run through the model (a prefill of
-    ``n`` tokens counts ``n``, an extension 1); ``calls``: forward calls, the batched backend
-    calls that ran them (one call runs many token-forwards); ``cache_hits``: states found in
-    the prefix cache; ``recomputed``: rows computed again after the row budget dropped them.
+    ``forwards``: token-forwards, the token positions run through the model (a prefill of ``n`` tokens counts
+    ``n``, an extension 1); ``calls``: forward calls, the batched backend calls that ran them (one call runs many
+    token-forwards); ``cache_hits``: states found in the prefix cache; ``recomputed``: rows computed again after
+    the row budget dropped them.
     """
 
     forwards: int = 0
@@ -214,6 +211,13 @@ class LanguageModel(ABC):
             self._cache.move_to_end(key)
             self.stats.cache_hits += 1
         return state
+
+    def forget(self, prefixes: Sequence[Sequence[int]]) -> None:
+        """Drop the states after ``prefixes`` and their rows from the caches (KV entries go with their last holder)."""
+        for state in filter(None, (self._cache.pop(k, None) for k in {tuple(map(int, p)) for p in prefixes})):
+            self._cache_used -= self._state_bytes(state)
+            if self._rows.pop(id(state), None) is not None:
+                self._rows_used, state.rows = self._rows_used - self._row_bytes(state), None
 
     def clear_cache(self) -> None:
         """Forget every cached prefix and row; memory no live state holds is freed."""
@@ -422,17 +426,16 @@ class LanguageModel(ABC):
         return self.log_probs_after([self.prefix_ids(c) for c in contexts], texts_tokens)
 
     def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
-        """``log p(texts_tokens[i] | prefixes[i])`` for whole prefixes, taken as given (no BOS added): the sums of
-        :meth:`token_log_probs_after`, in token order."""
+        """``log p(texts_tokens[i] | prefixes[i])`` (no BOS added): :meth:`token_log_probs_after` summed."""
         return [sum(lps, 0.0) for lps in self.token_log_probs_after(prefixes, texts_tokens)]
 
-    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]],
-                              texts_tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]],
+                              keep_states: bool = True) -> list[list[float]]:
         """``out[i][k] = log p(texts_tokens[i][k] | prefixes[i], texts_tokens[i][:k])``.
 
-        The prefixes are run once (one batched prefill, or the cache); the token
-        sequences then advance together, one batched extension per position.
-        """
+        The prefixes are run once (one batched prefill, or the cache); the token sequences then advance together,
+        one batched extension per position. ``keep_states=False``: a backend that runs a sequence in one forward
+        caches the state before its last token only, not every position's (with the ``[T, V]`` rows)."""
         if len(texts_tokens) != len(prefixes):
             raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
         states = self.states([tuple(int(t) for t in p) for p in prefixes])
@@ -441,8 +444,7 @@ class LanguageModel(ABC):
         for step in range(max((len(s) for s in seqs), default=0)):
             live = [i for i, s in enumerate(seqs) if step < len(s)]
             if step:
-                new = self.extend([states[i] for i in live], [seqs[i][step - 1] for i in live])
-                for i, st in zip(live, new):
+                for i, st in zip(live, self.extend([states[i] for i in live], [seqs[i][step - 1] for i in live])):
                     states[i] = st
             lps = self.token_log_probs([states[i] for i in live], [[seqs[i][step]] for i in live])
             for i, lp in zip(live, lps):

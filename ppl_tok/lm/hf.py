@@ -386,13 +386,14 @@ class HFLanguageModel(LanguageModel):
         return self._log_softmax(logits)
 
     @torch.inference_mode()
-    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]],
-                              texts_tokens: Sequence[Sequence[int]]) -> list[list[float]]:
+    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]],
+                              keep_states: bool = True) -> list[list[float]]:
         """One forward per batch: every sequence's tokens run on top of its (cached) prefix state, and each
         token's term ``log p(t_k | prefix, t_<k)`` is read from that forward's rows (the base class extends
-        one token per call); :meth:`log_probs_after` sums them."""
+        one token per call); :meth:`log_probs_after` sums them. ``keep_states=False``: only each sequence's
+        last state is cached (its one row), not one per position with the batch's ``[T, V]`` rows."""
         if not self.pooled:
-            return super().token_log_probs_after(prefixes, texts_tokens)
+            return super().token_log_probs_after(prefixes, texts_tokens, keep_states)
         if len(texts_tokens) != len(prefixes):
             raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
         seqs = [[int(t) for t in s] for s in texts_tokens]
@@ -413,13 +414,17 @@ class HFLanguageModel(LanguageModel):
             for r, i in enumerate(part):
                 terms[i].extend(picked[r][mask[r]].tolist())
                 # every prefix of the sequence becomes a cached state: particles on the canonical path reuse them
-                # (its own rows only: a view would keep the whole batch's [B, T, V] alive)
-                base, own_rows = roots[i].tokens, log_probs[r, : len(seqs[i]) - 1].clone()
-                for j in range(len(seqs[i]) - 1):
+                # (its own rows only: a view would keep the whole batch's [B, T, V] alive); without keep_states
+                # the last one only (a long text scored in pieces resumes from it)
+                n = len(seqs[i]) - 1
+                first_kept = 0 if keep_states else n - 1
+                base, own_rows = roots[i].tokens, log_probs[r, first_kept: n].clone()
+                for j in range(first_kept, n):
                     key = base + tuple(seqs[i][: j + 1])
                     if key not in self._cache:
                         node = KVNode(self.pool, nodes[r].slots[: len(base) + j + 1])
-                        self._new_state(key, own_rows, j, node).known[seqs[i][j + 1]] = float(picked[r, j])
+                        self._new_state(key, own_rows, j - first_kept, node).known[seqs[i][j + 1]] = \
+                            float(picked[r, j])
             self.stats.forwards += int(mask.sum())
             self.stats.calls += 1
         return terms

@@ -139,21 +139,6 @@ def lockstep_groups(sizes: Sequence[int], most: int) -> list[slice]:
     return groups
 
 
-def split_targets(prefixes: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], most: int
-                  ) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[int]]:
-    """Each ``(prefix, target)`` as pieces ``(prefix + target[:k], target[k:k + most])`` of at most ``most``
-    target tokens, and the pair each piece belongs to: ``log p(target | prefix)`` is the sum of its pieces'
-    (the chain rule), so a long window is scored a piece at a time."""
-    pieces: list[tuple[tuple[int, ...], list[int]]] = []
-    owner: list[int] = []
-    for i, (prefix, target) in enumerate(zip(prefixes, targets)):
-        prefix, target = tuple(prefix), list(target)
-        for k in range(0, max(1, len(target)), most):
-            pieces.append((prefix + tuple(target[:k]), target[k: k + most]))
-            owner.append(i)
-    return pieces, owner
-
-
 def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, keep: bool = False,
                     **options: Any) -> list[Any]:
     """``sweep(lm, texts, contexts, search, **options)`` of the windows ``pieces``, a :func:`lockstep_groups` group
@@ -171,28 +156,56 @@ def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, kee
     return out
 
 
+def chain_pieces(prefix: Sequence[int], target: Sequence[int], most: int
+                 ) -> list[tuple[tuple[int, ...], tuple[int, ...], bool]]:
+    """``(prefix, target)`` as a chain of pieces ``(before, tokens, scored)`` of at most ``most`` tokens each, run
+    in order, each on top of the previous one's last state: the prefix's first ``1 .. most`` tokens are the root
+    (one prefill), the rest of the prefix follows in unscored pieces (their terms are dropped), then the target
+    in scored ones. ``log p(target | prefix)`` is the sum of the scored pieces' terms (the chain rule), and no
+    forward runs more than ``most`` positions, whatever the lengths."""
+    prefix, target = tuple(int(t) for t in prefix), tuple(int(t) for t in target)
+    if not prefix:
+        raise ValueError("a prefix needs at least one token (BOS)")
+    root = (len(prefix) - 1) % most + 1
+    pieces = [(prefix[:k], prefix[k: k + most], False) for k in range(root, len(prefix), most)]
+    pieces += [(prefix + target[:k], target[k: k + most], True) for k in range(0, max(1, len(target)), most)]
+    return pieces
+
+
 def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets: list, row_bytes: int
                               ) -> list[float]:
-    """:meth:`~ppl_tok.lm.base.LanguageModel.log_probs_after`, run one prefix length at a time.
+    """``log p(targets[i] | prefixes[i])`` (:meth:`~ppl_tok.lm.base.LanguageModel.token_log_probs_after`) with
+    each forward bounded: at most ``most = row_bytes / (4 V)`` positions, so its ``[T, V]`` rows stay within
+    ``row_bytes`` and its prefill within ``most`` positions, whatever the document's length.
 
-    A batch of prefixes of different lengths is padded on the left; under
-    float32 SDPA a short row padded to a long one moves by ~2e-4 nats
-    (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's
-    1e-4 agreement. Rows of one prefix length advance in lockstep and are never
-    padded, so each group's numbers are those of the row run alone. A call scores at most
-    ``row_bytes`` of ``[T, V]`` rows: a longer target is cut into pieces, each after the tokens before
-    it (:func:`split_targets`, the chain rule), so a long window's memory stays that of a piece's.
+    Each pair is a chain of pieces (:func:`chain_pieces`). Pairs run in groups of at most ``most`` positions in
+    all (a longer pair alone), so the KV entries held at once are a group's; within a group, round ``r`` runs
+    every pair's ``r``-th piece, batched one prefix length at a time: a batch of prefixes of different lengths
+    is padded on the left, and under float32 SDPA a short row padded to a long one moves by ~2e-4 nats
+    (measured, SmolLM2: BOS alone beside a 24-token prefix), more than lm-eval's 1e-4 agreement; rows of one
+    prefix length are never padded, so each is the row run alone. A piece caches only its last state
+    (``keep_states=False``: not one per position with the ``[T, V]`` rows), which the next piece resumes from,
+    and a finished group's states are dropped (:meth:`~ppl_tok.lm.base.LanguageModel.forget`).
     """
     most = max(1, row_bytes // (4 * len(lm.vocab)))
-    pieces, owner = split_targets(prefixes, targets, most)
-    groups: dict[int, list[int]] = {}
-    for i, (p, _) in enumerate(pieces):
-        groups.setdefault(len(p), []).append(i)
     out = [0.0] * len(prefixes)
-    for members in groups.values():
-        for part in lockstep_groups([len(pieces[i][1]) for i in members], most):
-            chosen = members[part]
-            scored = lm.log_probs_after([pieces[i][0] for i in chosen], [pieces[i][1] for i in chosen])
-            for i, lp in zip(chosen, scored):
-                out[owner[i]] += lp
+    sizes = [len(p) + len(t) for p, t in zip(prefixes, targets)]
+    for g in lockstep_groups(sizes, most):
+        chains = {i: chain_pieces(prefixes[i], targets[i], most) for i in range(g.start, g.stop)}
+        done: list[tuple[int, ...]] = []
+        for r in range(max(len(c) for c in chains.values())):
+            by_length: dict[int, list[int]] = {}
+            for i, chain in chains.items():
+                if r < len(chain):
+                    by_length.setdefault(len(chain[r][0]), []).append(i)
+            for members in by_length.values():
+                for part in lockstep_groups([len(chains[i][r][1]) for i in members], most):
+                    chosen = members[part]
+                    terms = lm.token_log_probs_after([chains[i][r][0] for i in chosen],
+                                                     [chains[i][r][1] for i in chosen], keep_states=False)
+                    for i, lps in zip(chosen, terms):
+                        before, tokens, scored = chains[i][r]
+                        out[i] += sum(lps, 0.0) if scored else 0.0
+                        done += [before, before + tokens[:-1]]
+        lm.forget(done)
     return out

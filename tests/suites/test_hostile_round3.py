@@ -12,6 +12,7 @@ import math
 import shutil
 
 import pytest
+import torch
 
 from ppl_tok.cli.main import main
 from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, word_perplexity
@@ -231,6 +232,36 @@ def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_on
             or a.windows > 1
 
 
+def test_a_long_document_runs_in_forwards_of_a_bounded_length_and_keeps_no_per_position_rows(monkeypatch):
+    """A 1 MB document passed 3 GB under canonical scoring: each piece cached one state per position with the
+    piece's [T, V] rows (and a long prefix was prefilled whole). Now no forward runs more than the row budget's
+    positions, whatever the prefix and target lengths, and no state of a finished document stays cached."""
+    from ppl_tok.lm.hf import HFLanguageModel
+    from ppl_tok.scorings.windows import log_probs_after_in_pieces
+    from tests.lm.test_hf_architectures import VOCAB, full_forward_log_prob, tiny
+
+    lm = HFLanguageModel(tiny("llama", "cpu"), None, 0, vocab=VOCAB, name="llama")
+    most = 4
+    runs, real = [], lm._pool_forward
+
+    def counted(pasts, chunks, last_only):
+        runs.append(max(len(c) for c in chunks))
+        return real(pasts, chunks, last_only)
+
+    monkeypatch.setattr(lm, "_pool_forward", counted)
+    gen = torch.Generator().manual_seed(0)
+    context = (0,) + tuple(torch.randint(1, 16, (30,), generator=gen).tolist())
+    target = torch.randint(1, 16, (41,), generator=gen).tolist()
+    prefixes, targets = [context, (0,), (0,)], [target, target[:3], target[:9]]
+    got = log_probs_after_in_pieces(lm, prefixes, targets, row_bytes=4 * len(VOCAB) * most)
+    for p, t, value in zip(prefixes, targets, got):
+        exact = full_forward_log_prob(lm, list(p) + t) - (full_forward_log_prob(lm, list(p)) if len(p) > 1 else 0)
+        assert value == pytest.approx(exact, abs=1e-4)
+    assert runs and max(runs) <= most, runs  # main: the 31-token prefix in one prefill, [T, V] rows of it
+    held = [p + tuple(t[:k]) for p, t in zip(prefixes, targets) for k in range(len(t) + 1)]
+    assert not any(lm.has_state(k) for k in held)  # main: one state per position, each with the piece's rows
+
+
 # ------------------------------------------------------------ certified means certified under every prefill mode
 def test_an_interval_called_certified_holds_the_exact_value_under_every_prefill_mode():
     """Under --prefill auto the headline called an interval certified that excludes the exact value (0.06 nats in
@@ -270,3 +301,138 @@ def test_the_conditional_headline_says_what_a_head_interval_is_certified_for(cap
     assert main(["next", "--prompt", "a b a b a b a b a", "--model", "toy-bigram", "--prefill", "canonical-head"]) == 0
     out = capsys.readouterr().out
     assert "not certified for the next byte's log p" in out and "certified log p" not in out
+
+
+# ------------------------------------------------------------ flags a mode would ignore, refused
+IGNORED_FLAGS = [
+    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical runs no beam"),
+    (["perplexity", "x.txt", "--prune", "3"], "--prune", "runs no beam"),
+    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "runs no beam"),
+    (["perplexity", "x.txt", "--scoring", "canonical+rest", "--extend-threshold", "0.01"], "--extend-threshold",
+     "canonical+rest runs no beam"),
+    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "runs no beam"),
+    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
+    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
+    (["bench", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
+    (["bench", "diagnostics", "--rescore", "--strings", "4"], "--strings", "--rescore scores the stored"),
+    (["bench", "diagnostics", "--rescore", "--model", "gemma3-270m"], "--model", "without running the LM"),
+    (["bench", "diagnostics", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
+    (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
+    (["bench", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
+    (["bench", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"], "--max-gen-toks", "--prompts 0 skips"),
+    (["bench", "surprisal", "--text", "t.txt", "--reference"], "--reference", "--extend-threshold 0 is that run"),
+    (["bench", "gpu-check", "--parts", "engine", "--tests", "tests"], "--tests", "--parts has no tests part"),
+    (["bench", "strings", "--prefill-bytes", "100", "--long-bytes", "10"], "--long-bytes", "the prefill part"),
+    (["bench", "strings", "--generation-only", "--prompts", "3"], "--prompts", "--generation-only runs its own"),
+    (["bench", "strings", "--genlm-python", "py", "--generation-only"], "--generation-only", "--genlm-python runs"),
+    (["bench", "strings", "--prompts-only", "--generate-bytes", "9"], "--generate-bytes", "--prompts-only runs"),
+    (["bench", "strings", "--prefill-tail", "9"], "--prefill-tail", "applies to --prefill-bytes or"),
+    (["bench", "strings", "--genlm-keep", "d"], "--genlm-keep", "applies to --genlm-python only"),
+    (["bench", "perplexity", "--memory-bytes", "100", "--documents", "3"], "--documents", "takes no documents"),
+    (["bench", "perplexity", "--table", "a", "--lengths", "1", "2"], "--lengths", "takes no documents"),
+    (["bench", "perplexity", "--lockstep", "--progress"], "--progress", "makes no such run"),
+    (["bench", "perplexity", "--splits", "p", "--beam", "3"], "--beam", "runs none"),
+    (["bench", "perplexity", "--lockstep", "--out", "d"], "--out", "makes no such run"),
+    (["bench", "perplexity", "--costs"], "--costs", "applies to --splits only"),
+]
+USED_FLAGS = [
+    ["perplexity", "x.txt", "--scoring", "beam", "--beam", "4", "--prune", "3", "--extend-threshold", "0.01"],
+    ["perplexity", "x.txt", "--scoring", "marginal", "--search-budget", "100"],
+    ["perplexity", "x.txt", "--scoring", "canonical+rest", "--samples", "8", "--seed", "3"],
+    ["perplexity", "x.txt", "--beam", "8"],  # the default value, given: the run is the one asked for
+    ["bench", "marginal", "--quick"], ["bench", "marginal", "--sizes", "4"],
+    ["bench", "diagnostics", "--rescore", "--samples", "32"], ["bench", "memory", "--device", "cpu"],
+    ["bench", "surprisal", "--text", "t.txt", "--reference", "--extend-threshold", "0.01"],
+    ["bench", "gpu-check", "--parts", "tests,engine", "--tests", "tests"],
+    ["bench", "strings", "--prefill-bytes", "100", "--prefill-tail", "9", "--prompt-records", "r.jsonl"],
+    ["bench", "strings", "--genlm-python", "py", "--genlm-keep", "d"], ["bench", "strings", "--long-bytes", "10"],
+    ["bench", "perplexity", "--splits", "p", "--reference", "d", "--costs"],
+    ["bench", "perplexity", "--out", "d", "--progress", "--beam", "3"],
+]
+
+
+def _check_flags(argv):
+    from ppl_tok.cli.bench_flags import CHECKS
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.perplexity import refuse_ignored_flags
+
+    args = build_parser().parse_args(argv)
+    (refuse_ignored_flags if argv[0] == "perplexity" else CHECKS[argv[1]])(args)
+
+
+@pytest.mark.parametrize("argv,flag,why", IGNORED_FLAGS, ids=[" ".join(a) for a, _, _ in IGNORED_FLAGS])
+def test_a_flag_the_mode_would_ignore_is_refused_naming_it(argv, flag, why):
+    """Several bench and perplexity flags were silently ignored (the audit): each is refused, naming it."""
+    with pytest.raises(ValueError) as err:
+        _check_flags(argv)
+    message = str(err.value)
+    assert message.startswith(f"{flag} would be ignored") or message.startswith(f"{flag} applies"), message
+    assert why in message and "\n" not in message
+
+
+@pytest.mark.parametrize("argv", USED_FLAGS, ids=[" ".join(a) for a in USED_FLAGS])
+def test_a_flag_the_mode_reads_is_not_refused(argv):
+    _check_flags(argv)
+
+
+def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch, tmp_path):
+    import ppl_tok.cli.bench as bench
+
+    monkeypatch.setattr(bench, "cmd_strings", lambda args: pytest.fail("the benchmark ran"))
+    (tmp_path / "x.txt").write_text("some text", encoding="utf-8")
+    for argv in (["perplexity", str(tmp_path / "x.txt"), "--beam", "4", "--model", "toy-bigram"],
+                 ["bench", "strings", "--generation-only", "--prompts", "3"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1 and "would be ignored" in err, err
+
+
+# ------------------------------------------------------------ resume: the same settings spelled otherwise
+SAME_LM = [["--dtype", "float32"], ["--bos-id", "0"], ["--device", "cpu"], ["--backend", "transformers"]]
+
+
+@pytest.mark.parametrize("flags", SAME_LM, ids=[" ".join(f) for f in SAME_LM])
+def test_the_same_lm_spelled_another_way_resumes_a_surprisal_file(flags, tmp_path):
+    """``--dtype float32`` (the card's), ``--bos-id 0`` (the card's): the same LM as the defaults, which the
+    rows file refused as 'other settings' (dtype: None against 'float32', bos_id: None against 0)."""
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.common import search_config
+    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+
+    def settings(extra):
+        args = build_parser().parse_args(["surprisal", "x.txt", "--model", "smollm2-135m", *extra])
+        return run_settings(args, [" a b"], None, search_config(args))
+
+    assert SurprisalRecords.differences(settings([]), settings(flags)) == []
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings([])).close()
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(flags)).close()  # resumes
+
+
+def test_a_card_named_by_its_hub_repo_is_the_card_and_another_dtype_is_refused_naming_it(tmp_path):
+    from ppl_tok.cli.common import lm_spec
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.common.jsonl_store import SettingsMismatchError
+    from ppl_tok.cli.common import search_config
+    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+
+    parse = build_parser().parse_args
+    assert lm_spec(parse(["surprisal", "x", "--model", "google/gemma-2b"])).model == "gemma-2b"
+    args = parse(["surprisal", "x.txt", "--model", "smollm2-135m"])
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(args, ["a"], None, search_config(args))).close()
+    other = parse(["surprisal", "x.txt", "--model", "smollm2-135m", "--dtype", "bfloat16"])
+    with pytest.raises(SettingsMismatchError) as err:
+        SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(other, ["a"], None, search_config(other)))
+    assert "dtype: folder has None, this run has 'bfloat16'" in str(err.value) and "--out" in str(err.value)
+
+
+def test_a_file_where_the_output_folder_should_be_is_named_as_a_file(capsys, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert main(["surprisal", str(tmp_path / "t.txt"), "--out", str(tmp_path / "afile" / "rows.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "afile is a file, not a folder" in err and "does not exist" not in err, err
+
+
+def test_a_missing_surprisal_input_is_named_as_the_file_argument(capsys, tmp_path):
+    assert main(["surprisal", str(tmp_path / "nope.txt"), "--model", "smollm2-135m"]) == 2
+    err = capsys.readouterr().err
+    assert "FILE: cannot read" in err and "--file" not in err, err
