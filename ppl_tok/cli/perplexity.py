@@ -97,7 +97,8 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         lm = load_lm(spec)
         cap_prefix_cache(lm)  # every scoring: a canonical call caches each position's row, never read again
         scores = run_perplexity(lm, corpus, config, out=args.out, model=spec.model, batch_docs=args.batch_docs,
-                                field=args.field, split=args.split, progress=progress)
+                                field=args.field, split=args.split, progress=progress,
+                                checkpoint_every=args.checkpoint_every)
     summary = corpus_summary(scores, config.scoring)
     rows = [document_row(s) for s in scores]
     if args.json:
@@ -274,6 +275,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
     p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
+    p.add_argument("--checkpoint-every", type=positive, default=60.0, metavar="SECONDS",
+                   help="with --out, save the documents in progress every SECONDS (beam, prefix, with-end; default 60): "
+                        "a killed run resumes mid-document")
     add_ray_arguments(p, "batches of documents")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)

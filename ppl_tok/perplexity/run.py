@@ -6,7 +6,10 @@ next batch starts, so a kill loses at most the batch in progress. A document's
 figures do not depend on the batch it was scored in (canonical scoring batches
 positions, not sums; the marginal scorings run one document at a time), so a
 resumed run stores what an uninterrupted one does. The progress bar counts
-bytes (bytes/s), inside a document too where the scoring reports them (``beam``).
+bytes (bytes/s), inside a document too where the scoring reports them (``beam``,
+``prefix``, ``with-end``). Those three also save the state of a document in
+progress every ``checkpoint_every`` seconds (``partial.jsonl``,
+:mod:`ppl_tok.perplexity.partial`), and a resumed run goes on from there.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, Document, check_coverage
+from ppl_tok.perplexity.partial import CHECKPOINT_SECONDS, open_partial
 from ppl_tok.scorings.documents import score_documents
 from ppl_tok.scorings.results import DocumentScore
 from ppl_tok.scorings.registry import ScoringConfig
@@ -96,7 +100,7 @@ def progress_bar(corpus: Corpus, todo: Sequence[Document], config: ScoringConfig
 def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, out: str | Path | None = None,
                    model: str | None = None, batch_docs: int = 8, progress: bool = True,
                    limit_seconds: float | None = None, field: str | None = None, split: str = "none",
-                   spec: LMSpec | None = None) -> list[DocumentScore]:
+                   spec: LMSpec | None = None, checkpoint_every: float = CHECKPOINT_SECONDS) -> list[DocumentScore]:
     """The scores of the documents of ``corpus`` (those stored in ``out`` first, then the rest), in document order.
 
     Exactly ``corpus``'s documents: records ``out`` holds of other documents (a run with a larger
@@ -107,6 +111,7 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     ``field``, ``split``: how the corpus was read (recorded for the reader of the folder).
     ``limit_seconds``: stop starting new batches after this long (the stored part is kept;
     the returned list then holds the documents scored so far).
+    ``checkpoint_every``: seconds between two checkpoints of the documents in progress (with ``out``).
     """
     if batch_docs < 1:
         raise ValueError(f"batch_docs must be >= 1, got {batch_docs}")
@@ -117,6 +122,12 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
     if out is not None:
         settings = run_settings(corpus, model, config, lm, field=field, split=split, spec=spec)
         store, scores = open_run(out, settings, corpus)
+    try:
+        partial = open_partial(store, checkpoint_every)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     todo = [d for d in corpus.documents if d.index not in scores]
     start = time.perf_counter()
     try:
@@ -132,12 +143,13 @@ def run_perplexity(lm: LanguageModel, corpus: Corpus, config: ScoringConfig, *, 
                     shown[0] += n
                     bar.update(n)
 
-                done = score_documents(lm, batch, config, on_bytes=inside)
+                done = score_documents(lm, batch, config, on_bytes=inside, partial=partial)
                 if store is not None:
                     store.append([s.to_record() for s in done], timing=batch_timing(batch, time.perf_counter() - t0))
                 scores.update((s.index, s) for s in done)
                 bar.update(sum(d.n_bytes for d in batch) - shown[0])
     finally:
+        partial.close()
         if store is not None:
             store.close()
     return [scores[i] for i in sorted(scores)]

@@ -20,12 +20,13 @@ class Beam(Scoring):
     estimator = "the byte-synchronous beam (ppl_tok.strings.string_marginals, StringSearchConfig)"
     levels = (DOCUMENT,)
     floor = ceiling = True
+    checkpoints = True
     doc = ("the mass of the tokenizations the beam found (a certified floor on log p(x | c)), with the pruned mass "
            "as a certified ceiling")
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
-                        on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-        return marginal_scores(lm, docs, config, on_bytes=on_bytes)
+                        on_bytes: Callable[[int], None] | None = None, partial: Any = None) -> list[DocumentScore]:
+        return marginal_scores(lm, docs, config, on_bytes=on_bytes, partial=partial)
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         return {**super().settings(config), **beam_settings(config)}

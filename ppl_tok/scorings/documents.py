@@ -155,7 +155,7 @@ def _window_plans(lm: LanguageModel, docs: Sequence[ScoredText], window: int | N
 
 
 def marginal_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
-                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
+                    on_bytes: Callable[[int], None] | None = None, partial: Any = None) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
     The windows of ``docs`` are swept in lockstep, ``lm_bytes`` of text at a time (:func:`sweep_in_groups`;
@@ -176,7 +176,8 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
     depart on one span only (attributed without splitting).
 
     ``on_bytes``: progress inside the documents, the bytes the sweeps go past as they go
-    (:func:`ppl_tok.strings.string_marginals`).
+    (:func:`ppl_tok.strings.string_marginals`). ``partial``: the checkpoints each window's sweep resumes
+    from and saves to (:class:`ppl_tok.perplexity.partial.Partial`; ``None``: none).
     """
     from ppl_tok.strings import string_marginals
 
@@ -184,7 +185,9 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
     start = time.perf_counter()
     plans = _window_plans(lm, docs, window_length(lm, config))
     flat = [p for _, _, pieces, _, _ in plans for p in pieces]
-    results = iter(sweep_in_groups(string_marginals, lm, flat, config.search, on_bytes=on_bytes))
+    keys = [(doc.index, k) for doc, _, pieces, _, _ in plans for k in range(len(pieces))]
+    results = iter(sweep_in_groups(string_marginals, lm, flat, config.search, on_bytes=on_bytes,
+                                   **(partial.options(keys) if partial else {})))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     return [_marginal_record(lm, doc, toks, pieces, canon, canon_forwards, [next(results) for _ in pieces],
@@ -276,7 +279,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
 
 
 def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *, with_end: bool,
-                 on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
+                 on_bytes: Callable[[int], None] | None = None, partial: Any = None) -> list[DocumentScore]:
     """``prefix`` (``with_end`` false) and ``with-end``: the event in each document's last window, the text in the
     windows before it.
 
@@ -290,8 +293,8 @@ def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringC
     event, and ``canonical`` holds that figure (with the end, ``log p(v*) + log p(end | v*)`` in the
     last window).
 
-    ``on_bytes``: progress inside the documents, the bytes the sweeps of the windows before the last go past
-    (the last window's walk reports none).
+    ``on_bytes``: progress inside the documents, the bytes the sweeps and walks go past; ``partial``: as in
+    :func:`marginal_scores`, for the sweeps and the last windows' walks.
     """
     from ppl_tok.strings import string_marginals
     from ppl_tok.strings.events import require_end, string_events
@@ -303,9 +306,13 @@ def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringC
     plans = [(doc, toks, pieces, canon, forwards + with_end)  # with the end: the row after the last token too
              for doc, toks, pieces, canon, forwards in _window_plans(lm, docs, window_length(lm, config))]
     before = [p for _, _, pieces, _, _ in plans for p in pieces[:-1]]
-    texts = iter(sweep_in_groups(string_marginals, lm, before, config.search, on_bytes=on_bytes))
+    keys = [(doc.index, k) for doc, _, pieces, _, _ in plans for k in range(len(pieces) - 1)]
+    texts = iter(sweep_in_groups(string_marginals, lm, before, config.search, on_bytes=on_bytes,
+                                 **(partial.options(keys) if partial else {})))
     lasts = [pieces[-1] for _, _, pieces, _, _ in plans]
-    events = sweep_in_groups(string_events, lm, lasts, config.search, keep=True)
+    keys = [(doc.index, len(pieces) - 1) for doc, _, pieces, _, _ in plans]
+    events = sweep_in_groups(string_events, lm, lasts, config.search, keep=True, on_bytes=on_bytes,
+                             **(partial.options(keys) if partial else {}))
     seconds = time.perf_counter() - start
     total_bytes = max(1, sum(count_bytes(doc.text) for doc in docs))
     out = []
@@ -329,15 +336,17 @@ def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringC
 
 
 def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
-                    on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
+                    on_bytes: Callable[[int], None] | None = None, partial: Any = None) -> list[DocumentScore]:
     """The scores of ``docs`` under ``config.scoring``: the registered scoring's
     :meth:`~ppl_tok.scorings.Scoring.score_documents` (canonical, beam, prefix and with-end batch the documents;
     canonical+rest runs one at a time).
 
-    ``on_bytes``: progress inside the documents where a scoring reports it (``beam``: the bytes its sweeps
-    go past, :func:`marginal_scores`; ``prefix``, ``with-end``: those of the windows before the last,
-    :func:`event_scores`); the caller counts the rest when the batch is done.
+    ``on_bytes``: progress inside the documents where a scoring reports it (``beam``, ``prefix``, ``with-end``:
+    the bytes their sweeps and walks go past); the caller counts the rest when the batch is done. ``partial``:
+    the checkpoints of those three (:class:`ppl_tok.perplexity.partial.Partial`).
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).
     """
-    return find_scoring(config.scoring, DOCUMENT).score_documents(lm, docs, config, on_bytes=on_bytes)
+    implementation = find_scoring(config.scoring, DOCUMENT)
+    extra = {"partial": partial} if implementation.checkpoints else {}
+    return implementation.score_documents(lm, docs, config, on_bytes=on_bytes, **extra)

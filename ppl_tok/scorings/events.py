@@ -19,12 +19,13 @@ from ppl_tok.scorings.registry import DOCUMENT, Scoring, register
 class _Event(Scoring):
     levels = (DOCUMENT,)
     floor = ceiling = True
+    checkpoints = True
     #: the event: the output is exactly the document (the end after it), else it starts with it
     with_end: bool = False
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
-                        on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-        return event_scores(lm, docs, config, with_end=self.with_end, on_bytes=on_bytes)
+                        on_bytes: Callable[[int], None] | None = None, partial: Any = None) -> list[DocumentScore]:
+        return event_scores(lm, docs, config, with_end=self.with_end, on_bytes=on_bytes, partial=partial)
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         return {**super().settings(config), **beam_settings(config)}

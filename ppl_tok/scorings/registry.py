@@ -73,6 +73,8 @@ class Scoring:
         document-level scoring itself (``None``: itself, or nothing).
     :cvar record_kind: the QA study's stored record its classifiers are computed from (``None``: the figures
         of :meth:`score_pairs`, stored under its name).
+    :cvar checkpoints: whether :meth:`score_documents` takes ``partial=``, the checkpoints of a long walk that a
+        stopped run resumes from (:class:`ppl_tok.perplexity.partial.Partial`).
     """
 
     name: ClassVar[str]
@@ -86,6 +88,7 @@ class Scoring:
     settings_fields: ClassVar[tuple[str, ...]] = ()
     rolling: ClassVar[str | None] = None
     record_kind: ClassVar[str | None] = None
+    checkpoints: ClassVar[bool] = False
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:

@@ -143,14 +143,20 @@ def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, kee
                     **options: Any) -> list[Any]:
     """``sweep(lm, texts, contexts, search, **options)`` of the windows ``pieces``, a :func:`lockstep_groups` group
     (at most the ``lm_bytes`` limit of text) at a time: memory bounded by a group's, whatever the documents'
-    lengths (``options``: e.g. ``on_bytes``, the progress callback)."""
+    lengths (``options``: e.g. ``on_bytes``, the progress callback; ``resume``, one entry per piece, and
+    ``checkpoint``, called with positions among the pieces, :mod:`ppl_tok.perplexity.partial`)."""
     from ppl_tok.limits import limits
     from ppl_tok.common.counts import count_bytes
 
     out: list[Any] = []
+    resume, checkpoint = options.pop("resume", None), options.pop("checkpoint", None)
     for g in lockstep_groups([count_bytes(p.text) for p in pieces], limits().lm_bytes):
         part = pieces[g]
         extra = {"keep": [p.tokens for p in part]} if keep else {}
+        if resume is not None:
+            extra["resume"] = resume[g]
+        if checkpoint is not None:
+            extra["checkpoint"] = lambda done, at=g.start: checkpoint([(at + k, r) for k, r in done])
         extra.update(options)
         out.extend(sweep(lm, [p.text for p in part], [p.context for p in part], search, **extra))
     return out

@@ -36,13 +36,15 @@ canonical tokens' figure of the same event: ``log p(v*)`` for the prefix,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ppl_tok.limits import check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.checkpoint import Saver, restore_state, state_record
 from ppl_tok.strings.state import END_OF_STRING, EndUnavailableError, PrefixProbability, StringState, extend_many
 
 
@@ -95,13 +97,23 @@ def _kept_path(state: StringState) -> tuple[float, float]:
 
 def string_events(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,
                   config: StringSearchConfig | None = None, *,
-                  keep: Sequence[Sequence[int] | None] | None = None) -> list[StringEvents]:
+                  keep: Sequence[Sequence[int] | None] | None = None,
+                  on_bytes: Callable[[int], None] | None = None,
+                  resume: Sequence[Sequence[dict[str, Any]] | None] | None = None,
+                  checkpoint: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                  checkpoint_every: float = 60.0) -> list[StringEvents]:
     """The prefix and end brackets of each of ``texts`` (module docstring), the walks in lockstep.
 
     :param contexts: per text, a string (canonically tokenized) or token ids after BOS.
     :param config: the beam; every text is walked exactly from its first byte (no prefill).
     :param keep: per text, a tokenization of it whose path the beam always keeps (default: its
         canonical tokens, ``lm.canonical(text)``).
+    :param on_bytes: called with ``1`` each time a walk has read one more byte (progress inside long texts;
+        a resumed walk first reports the bytes it had read).
+    :param resume: per text, the records of its walk saved so far (``None``: from its first byte); each walk
+        goes on from the last one (:mod:`ppl_tok.strings.checkpoint`).
+    :param checkpoint: called with ``[(text's position, record), ...]`` every ``checkpoint_every`` seconds,
+        between two rounds of forwards, for the walks that moved since their last record.
     """
     texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
@@ -112,8 +124,18 @@ def string_events(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[st
     for t, p in zip(texts, paths):
         if b"".join(lm.vocab[int(k)] or b"" for k in p) != t.encode("utf-8"):
             raise ValueError(f"the kept path of {t!r} does not spell it under {lm.vocab.name}")
-    states = [StringState(lm, c, config, keep=p) for c, p in zip(contexts, paths)]
-    extend_many(states, texts)
+    resume = [None] * len(texts) if resume is None else list(resume)
+    if len(resume) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(resume)} resume entries")
+    states = [StringState(lm, c, config, keep=p) if not r else restore_state(lm, c, config, p, r)
+              for c, p, r in zip(contexts, paths, resume)]
+    done = [len(s.data) for s in states]
+    if on_bytes is not None and sum(done):
+        on_bytes(sum(done))
+    saver = None if checkpoint is None else Saver(checkpoint, checkpoint_every, resume, state_record)
+    extend_many(states, [t.encode("utf-8")[n:] for t, n in zip(texts, done)],
+                after=None if on_bytes is None else (lambda k, j: on_bytes(1)),
+                between=None if saver is None else (lambda: saver(states)))
     out = []
     for t, s in zip(texts, states):
         end = end_bracket(s) if s.index.has_end else None

@@ -39,6 +39,7 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, run_kept
 from ppl_tok.strings.certified import uninformative_hint
+from ppl_tok.strings.checkpoint import Saver, restore_sweep, sweep_record
 
 
 @dataclass(frozen=True)
@@ -156,15 +157,23 @@ class _Sweep:
         self.lm, self.text, self.on_offset, self.config = lm, text, on_offset, config
         self.mdd = mdd if mdd is not None else compile_mdd(text, lm.vocab)
         self.canonical = self.mdd.canonical()
-        self.beam = ByteBeam(lm, lm.initial(context), config, canonical_offsets(self.canonical, lm))
+        self.root = lm.initial(context)
+        self.beam = ByteBeam(lm, self.root, config, canonical_offsets(self.canonical, lm))
         self.nodes = iter(sorted(self.mdd.nodes))
         self.found: dict[tuple[int, ...], float] = {}
         self.canonical_lp = -math.inf
+        self.at, self.done = 0, False  # the last offset expanded; whether the sink is reached
+
+    def skip_to(self, offset: int, done: bool) -> None:
+        """Go on after ``offset`` (a resumed sweep: :func:`ppl_tok.strings.checkpoint.restore_sweep`)."""
+        self.nodes = iter([] if done else [n for n in sorted(self.mdd.nodes) if n > offset])
+        self.at, self.done = offset, done
 
     def next_kept(self) -> tuple[int, list[Hypothesis], dict[int, int]] | None:
         """Prune the next offset that keeps a hypothesis: ``(offset, kept, out-edges)``; ``None`` at the sink."""
         for i in self.nodes:
             if i == self.mdd.sink:
+                self.done = True
                 return None
             out = self.mdd.out_tokens(i)
             kept = self.beam.select(i)
@@ -172,12 +181,14 @@ class _Sweep:
                 return i, kept, out
             if self.on_offset is not None:
                 self.on_offset(i)
+        self.done = True
         return None
 
     def expand(self, i: int, kept: list[Hypothesis], out: dict[int, int]) -> None:
         """Branch the kept hypotheses at ``i`` (already run) into the MDD's out-edges."""
         if self.on_offset is not None:
             self.on_offset(i)
+        self.at = i
         tokens = list(out)
         rows = self.lm.token_log_probs([h.state for h in kept], [tokens] * len(kept))
         for h, row in zip(kept, rows):
@@ -210,7 +221,10 @@ class _Sweep:
 
 def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[str | Sequence[int]] | None = None,
                      config: StringSearchConfig | None = None, *,
-                     on_bytes: Callable[[int], None] | None = None) -> list[StringMarginal]:
+                     on_bytes: Callable[[int], None] | None = None,
+                     resume: Sequence[Sequence[dict[str, Any]] | None] | None = None,
+                     checkpoint: Callable[[list[tuple[int, dict[str, Any]]]], None] | None = None,
+                     checkpoint_every: float = 60.0) -> list[StringMarginal]:
     """:func:`string_marginal` of several strings, swept in lockstep: one batched forward per step for all of them.
 
     Each step every unfinished string advances to its next byte offset that keeps a
@@ -222,6 +236,10 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     :param on_bytes: called with the number of bytes (of all the texts together) that the sweeps have just
         gone past, as they go: progress inside a long text; the calls add up to the bytes before each text's
         last offset.
+    :param resume: per text, the records of its sweep saved so far (``None``: from its start): each
+        sweep goes on from the last one (:mod:`ppl_tok.strings.checkpoint`).
+    :param checkpoint: called with ``[(text's position, record), ...]`` every ``checkpoint_every``
+        seconds (between two steps) for the sweeps that moved since their last record.
     """
     texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
@@ -232,7 +250,13 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     start = time.perf_counter()
     sweeps = [_Sweep(lm, t, c, config, None, None if on_bytes is None else _bytes_gone(t, on_bytes))
               for t, c in zip(texts, contexts)]
-    _run_lockstep(sweeps)
+    resume = [None] * len(texts) if resume is None else list(resume)
+    if len(resume) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(resume)} resume entries")
+    for s, records in zip(sweeps, resume):
+        if records:
+            restore_sweep(s, records)
+    _run_lockstep(sweeps, None if checkpoint is None else Saver(checkpoint, checkpoint_every, resume, sweep_record))
     seconds = time.perf_counter() - start
     return [s.result(seconds) for s in sweeps]
 
@@ -243,9 +267,10 @@ def _check_config(config: StringSearchConfig) -> None:
                          "is for next-byte walks (StringState)")
 
 
-def _run_lockstep(sweeps: Sequence[_Sweep]) -> None:
-    """Advance every sweep to its next kept offset, run all their kept hypotheses in one call, expand; repeat."""
-    active = list(sweeps)
+def _run_lockstep(sweeps: Sequence[_Sweep], saver: Saver | None = None) -> None:
+    """Advance every sweep to its next kept offset, run all their kept hypotheses in one call, expand; repeat
+    (``saver``: given every sweep's state between two steps)."""
+    active = [s for s in sweeps if not s.done]
     while active:
         steps = [(s, step) for s in active if (step := s.next_kept()) is not None]
         if steps:
@@ -253,6 +278,8 @@ def _run_lockstep(sweeps: Sequence[_Sweep]) -> None:
         for s, (i, kept, out) in steps:
             s.expand(i, kept, out)
         active = [s for s, _ in steps]
+        if saver is not None:
+            saver(sweeps)
 
 
 def _bytes_gone(text: str, on_bytes: Callable[[int], None]) -> Callable[[int], None]:

@@ -371,7 +371,7 @@ def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Se
 
 
 def extend_many(states: Sequence[StringState], data: Sequence[bytes | str], *,
-                after: Callable[[int, int], None] | None = None,
+                after: Callable[[int, int], None] | None = None, between: Callable[[], None] | None = None,
                 failed: dict[int, Exception] | None = None) -> list[StringState]:
     """Feed ``data[k]`` to ``states[k]``, many walks sharing each LM call.
 
@@ -386,6 +386,7 @@ def extend_many(states: Sequence[StringState], data: Sequence[bytes | str], *,
 
     :param after: ``after(k, j)`` is called once state ``k`` has read byte ``j`` of ``data[k]``
         (to read a figure there: :mod:`~ppl_tok.strings.surprisal` reads its events).
+    :param between: called between two rounds of forwards, every state between two bytes (a checkpoint's moment).
     :param failed: if given, a walk that raises :class:`ValueError` (a dead end, a context too long,
         or ``after``'s error) stops there and its error is stored at ``failed[k]``; the others go on.
         Without it the error propagates.
@@ -440,4 +441,6 @@ def extend_many(states: Sequence[StringState], data: Sequence[bytes | str], *,
             for k, kept in waiting:
                 finish(k, kept)
         live = [k for k in live if k not in stopped and at[k] < len(feeds[k])]
+        if between is not None:
+            between()
     return list(states)

@@ -2,7 +2,8 @@
 (its dependencies taken from this one), then ``ppl-tok --help``, every subcommand's ``--help`` and every module
 of every subpackage, run from outside the checkout so that nothing but the installed package can be imported;
 its declared bounds on torch, transformers and pyro-ppl hold what the tests run on and what the Makefile pins;
-the tutorials that need data (01, 05) and a first model command with an empty cache run there with no warning."""
+every tutorial, the Makefile's ``run`` commands and a first model command with an empty cache run there with no
+warning."""
 
 import email
 import importlib.metadata
@@ -20,10 +21,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment, converts a model, runs two tutorials
+pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment, converts a model, runs every tutorial
 
 from conftest import ROOT
-from suites.test_docs import code_blocks
+from suites.test_docs import TUTORIALS, code_blocks
 
 #: the installed package, walked by the fresh environment's Python: every module imported, every command's --help
 PROBE = r"""
@@ -155,12 +156,28 @@ def _not_progress(err: str) -> list[str]:
     return [line for line in lines if not re.match(r"converting \S+ \((model|tokenizer)\) once:", line)]
 
 
-@pytest.mark.parametrize("name", ["01-tokenization-space", "05-signal-in-non-canonical-tokenizations"])
-def test_a_tutorial_that_needs_data_runs_from_the_installed_package_with_no_warning(installed, tmp_path, name):
-    """01 without the Llama 2 tokenizer (Meta's, not shipped), 05 on the OpenBookQA the package ships."""
-    code = code_blocks(ROOT / "docs" / "tutorials" / f"{name}.md")
-    done = _run([str(installed["env"] / "bin" / "python"), "-c", code], cwd=tmp_path, env=_user_env())
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_every_tutorial_runs_from_the_installed_package_with_no_warning(installed, tmp_path, path):
+    """Every tutorial, outside the checkout and without ``../shared``: 01 without the Llama 2 tokenizer (Meta's, not
+    shipped), 05 on the OpenBookQA the package ships, the others on the bundled models alone."""
+    done = _run([str(installed["env"] / "bin" / "python"), "-c", code_blocks(path)], cwd=tmp_path, env=_user_env())
     assert done.stdout.strip() and not _not_progress(done.stderr), done.stderr[-2000:]
+
+
+def _make_run_commands() -> list[list[str]]:
+    """The commands of the Makefile's ``run`` target (``$(VENV)/bin/ppl-tok ARGS``), as argument lists."""
+    import shlex
+
+    lines = (ROOT / "Makefile").read_text(encoding="utf-8").split("\nrun:", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [shlex.split(line.strip())[1:] for line in lines[1:] if line.strip().startswith("$(VENV)/bin/ppl-tok ")]
+
+
+def test_the_make_run_commands_run_from_the_installed_package_with_no_warning(installed, tmp_path):
+    commands = _make_run_commands()
+    assert len(commands) >= 2 and all(c[0] == "marginal" for c in commands), commands
+    for args in commands:
+        done = _run([str(installed["env"] / "bin" / "ppl-tok"), *args], cwd=tmp_path, env=_user_env())
+        assert done.stdout.strip() and not _not_progress(done.stderr), (args, done.stderr[-2000:])
 
 
 def test_the_first_model_command_of_a_new_user_converts_with_one_bar_and_no_warning(installed, tmp_path):
