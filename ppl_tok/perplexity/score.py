@@ -75,6 +75,9 @@ class ScoringConfig:
         :class:`~ppl_tok.strings.StringSearchConfig`'s).
     :param num_samples: importance particles of ``canonical+rest``.
     :param seed: the seed the particles of (document, window) derive from.
+    :param proposal: ``canonical+rest``'s importance proposal, a record of
+        :func:`ppl_tok.proposals.proposal_settings` (``None``: the look-ahead); a learned one is stored
+        in the run's settings with its file's checksum.
     """
 
     scoring: str = "canonical"
@@ -82,6 +85,7 @@ class ScoringConfig:
     search: StringSearchConfig = StringSearchConfig()
     num_samples: int = 64
     seed: int = 0
+    proposal: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scoring", find_scoring(self.scoring, DOCUMENT).name)  # old names resolved
@@ -105,6 +109,8 @@ class ScoringConfig:
                 out.update(self.search.lazy_settings())
         if self.scoring == "canonical+rest":
             out.update(num_samples=self.num_samples, seed=self.seed)
+            if self.proposal is not None and self.proposal.get("proposal") != "lookahead":
+                out.update(self.proposal)  # recorded when not the look-ahead: runs from before it resume
         return out
 
 
@@ -345,6 +351,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     """
     from ppl_tok.infer.importance import marginals
     from ppl_tok.common.seeds import pair_seed
+    from ppl_tok.proposals import settings_guide
 
     _require_bos(lm)
     start = time.perf_counter()
@@ -353,7 +360,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
     before = lm.stats.forwards
     seeds = [pair_seed(config.seed, "perplexity", str(doc.index), k) for k in range(len(pieces))]
     results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
-                        seeds=seeds)
+                        seeds=seeds, guide=settings_guide(config.proposal or {}))
     total, floor = 0.0, 0.0
     plain = math.fsum(r.log_marginal for r in results)  # the standard importance estimate, as the paper reports it
     certified = math.fsum(r.certified_lower for r in results)
