@@ -13,10 +13,16 @@ Shapes follow Pyro's semantics: the particles are held flat, in the row-major
 order of ``batch_shape`` (``outer_shape + (particles,)`` under enclosing
 vectorized plates, see :mod:`ppl_tok.model`); values and ``log_prob`` have
 exactly ``batch_shape``, and ``expand`` accepts the shapes a plate broadcast
-asks for (the same shape up to leading singleton dims). There is no
-``enumerate_support``: the support is the whole vocabulary (``NextToken``) or
-ragged per particle (``OverCandidates``), so enumeration is done by
-:mod:`ppl_tok.infer.exact` instead.
+asks for (the same shape up to leading singleton dims).
+
+Enumeration (Pyro's ``config_enumerate(..., "sequential")``): a lone particle's
+``enumerate_support`` is the MDD's out-edges at its node (:class:`NextToken`:
+every other token leaves the MDD, where the model's factor ``"off_mdd_{t}"`` gives
+weight zero, so leaving them out changes no sum and no maximum) or its
+candidates (:class:`OverCandidates`); a finished particle has the one masked
+placeholder value ``0``. Only sequential enumeration of one particle is defined:
+later sites depend on the values of earlier ones (the LM reads them), which
+parallel enumeration cannot express (see :mod:`ppl_tok.infer.enumeration`).
 """
 
 from __future__ import annotations
@@ -51,6 +57,13 @@ class _Particles(TorchDistribution):
         return new
 
 
+def _one_particle(d: _Particles) -> None:
+    if d.batch_shape.numel() != 1:
+        raise ValueError(f"{type(d).__name__}.enumerate_support enumerates one particle (batch shape "
+                         f"{tuple(d.batch_shape)}): enumerate the model with num_particles=1 and no vectorized "
+                         "plates around it (ppl_tok.infer.enumeration does)")
+
+
 def _strip(shape: torch.Size) -> torch.Size:
     """``shape`` without its leading singleton dims."""
     dims = list(shape)
@@ -68,10 +81,13 @@ class NextToken(_Particles):
     particle (finished particles get 0: the model masks them out).
     """
 
+    has_enumerate_support = True
+
     def __init__(self, walk):
         self.lm = walk.lm
         self.states = list(walk.states)
         self.live = torch.nonzero(walk.active).flatten().tolist()
+        self._nodes, self._mdd_of = list(walk.nodes), walk.mdd_of
         self._uniforms = walk.uniforms
         super().__init__(batch_shape=torch.Size(getattr(walk, "batch_shape", [len(self.states)])),
                          validate_args=False)
@@ -84,6 +100,13 @@ class NextToken(_Particles):
             u = self._uniforms()
             out[self.live] = self.lm.sample_tokens([self.states[i] for i in self.live], u[self.live])
         return self._shaped(out)
+
+    def enumerate_support(self, expand: bool = True) -> torch.Tensor:
+        """``[K, *batch_shape]``: the lone particle's MDD out-edges (the only tokens of nonzero weight), or ``[[0]]``
+        once it has finished (a masked site)."""
+        _one_particle(self)
+        tokens = list(self._mdd_of(0).out_tokens(self._nodes[0])) if self.live else [0]
+        return torch.tensor(tokens, dtype=torch.long).reshape((-1,) + tuple(self.batch_shape))
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         values = value.reshape(-1).tolist()
@@ -167,6 +190,14 @@ class OverCandidates(_Particles):
         else:  # inverse CDF at the given uniforms
             k = inverse_cdf(probs.cumsum(-1), self.uniforms.reshape(-1, 1).double())
         return self._shaped(self.candidates.gather(1, k).flatten())
+
+    has_enumerate_support = True
+
+    def enumerate_support(self, expand: bool = True) -> torch.Tensor:
+        """``[K, *batch_shape]``: the lone particle's candidates of positive probability."""
+        _one_particle(self)
+        keep = self.logits[0] > -math.inf
+        return self.candidates[0][keep].reshape((-1,) + tuple(self.batch_shape))
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         hit = self.candidates == value.reshape(-1, 1)

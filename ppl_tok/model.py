@@ -63,6 +63,7 @@ from collections.abc import Iterator, Sequence
 
 import pyro
 import torch
+from pyro.infer.discrete import SamplePosteriorMessenger
 from pyro.infer.tracegraph_elbo import TrackNonReparam
 from pyro.poutine.util import site_is_subsample
 
@@ -75,6 +76,12 @@ PLATE = "particles"
 TOKENIZATION = "tokenization"
 #: the padding id after a particle's last token
 PAD = -1
+
+#: the one-line refusal of parallel enumeration (TraceEnum_ELBO's model-side, infer_discrete)
+PARALLEL_ENUMERATION = ("parallel enumeration of the tokenization model is impossible: each token's distribution "
+                        "depends on the tokens before it (the LM reads them); enumerate sequentially with "
+                        "ppl_tok.infer.enumeration.enumerate_tokenizations (pyro.infer.enum.iter_discrete_traces), "
+                        "or enumerate a guide's sites with config_enumerate(guide, 'sequential') in TraceEnum_ELBO")
 
 _SEEDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("ppl_tok_particle_seeds", default=None)
 
@@ -271,6 +278,11 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
         raise ValueError("TraceGraph_ELBO cannot train a guide of the tokenization model: its provenance tracking "
                          "loses each drawn token where the LM reads it as an id, so a choice's cost leaves out log p "
                          "and the loss drifts up; use Trace_ELBO or ReweightedWakeSleep")
+    if any(isinstance(f, SamplePosteriorMessenger) for f in pyro.poutine.runtime._PYRO_STACK):
+        raise ValueError("infer_discrete cannot decode the tokenization model: it needs parallel enumeration, and "
+                         "each token's distribution depends on the tokens before it; use "
+                         "ppl_tok.infer.enumeration.enumerate_tokenizations (Pyro's sequential enumeration) or "
+                         "ppl_tok.infer.search.most_likely")
     walk = ParticleWalk(lm, mdd, context, num_particles, outer_batch_shape())
     replayed = _replayed_trace()
     if replayed is not None and num_particles > 1 and not _PER_PARTICLE.get():
@@ -287,6 +299,8 @@ def tokenization_model(lm: LanguageModel, mdd: MDD | Sequence[MDD], context: str
                 _check_site(site(t), int(active.sum()), replayed, walk.width)
             with pyro.poutine.mask(mask=active):
                 tok = pyro.sample(site(t), NextToken(walk))
+            if tok.dim() > len(walk.batch_shape):  # Pyro's parallel enumeration put the site's support on a new dim
+                raise ValueError(PARALLEL_ENUMERATION)
             off = walk.advance(tok)
             pyro.factor(f"off_mdd_{t}", torch.where(off, -math.inf, 0.0).double().reshape(walk.batch_shape))
     if replayed is not None:
@@ -325,7 +339,12 @@ def per_particle_weights() -> Iterator[None]:
 
 
 def _replayed_trace() -> pyro.poutine.Trace | None:
-    """The guide trace the current call replays (the innermost ``poutine.replay``), if any."""
+    """The guide trace the current call replays (the innermost ``poutine.replay``), if any.
+
+    None under ``poutine.queue`` (an ``escape`` on the stack): Pyro's sequential enumeration
+    (``iter_discrete_traces``) replays its own partial traces, not a guide's."""
+    if any(isinstance(f, pyro.poutine.escape_messenger.EscapeMessenger) for f in pyro.poutine.runtime._PYRO_STACK):
+        return None
     for frame in reversed(pyro.poutine.runtime._PYRO_STACK):
         if isinstance(frame, pyro.poutine.replay_messenger.ReplayMessenger) and frame.trace is not None:
             return frame.trace
@@ -372,6 +391,8 @@ def _check_site(name: str, walking: int, replayed: pyro.poutine.Trace | None, wi
                              "every 'tok_{t}' (ppl_tok.proposals.mdd_guide does), or condition on whole tokenizations")
         return
     if name not in replayed.nodes:
+        if any(isinstance(f, pyro.poutine.enum_messenger.EnumMessenger) for f in pyro.poutine.runtime._PYRO_STACK):
+            raise ValueError(PARALLEL_ENUMERATION)  # TraceEnum_ELBO left the site to the model's enumeration
         raise ValueError(_unsampled_message(name, walking, replayed, width))
     node = replayed.nodes[name]
     if conditioned(name) and not node["is_observed"]:

@@ -250,3 +250,57 @@ class LearnedProposal:
         if not math.isfinite(float(out.weights.sum())):
             raise ValueError(f"{path} holds non-finite weights: retrain it")
         return out
+
+
+#: the proposal names a consumer (QA, perplexity, lm-eval) accepts: the look-ahead, or a learned file
+CONSUMER_PROPOSALS = ("lookahead", "learned")
+
+
+def _check_pair(name: str, file: str | Path | None) -> None:
+    if name not in CONSUMER_PROPOSALS:
+        raise ValueError(f"proposal={name!r}: expected one of {', '.join(CONSUMER_PROPOSALS)} (learned with a "
+                         "proposal file from `ppl-tok learn-proposal`)")
+    if (name == "learned") != (file is not None):
+        raise ValueError("proposal learned and a proposal file go together: give both (train the file with "
+                         "`ppl-tok learn-proposal WORDS --out F`), or neither")
+
+
+def proposal_settings(name: str = "lookahead", file: str | Path | None = None) -> dict[str, Any]:
+    """The settings record of a proposal: ``{"proposal": name}``, plus the file's SHA-256 and weights when learned.
+
+    A run stores it, so that a resume with another proposal file (another checksum) is refused, and
+    rebuilds its guide from it (:func:`settings_guide`: the weights travel with the run, not the path).
+    ``name="learned"`` needs ``file``; ``"lookahead"`` refuses one (one-line errors naming the fix).
+    """
+    _check_pair(name, file)
+    if file is None:
+        return {"proposal": name}
+    import hashlib
+
+    learned = LearnedProposal.load(file)  # a missing or foreign file: its one-line error, before any run starts
+    return {"proposal": name, "proposal_sha256": hashlib.sha256(Path(file).read_bytes()).hexdigest(),
+            "proposal_weights": learned.weights.tolist()}
+
+
+def settings_guide(record: dict[str, Any]) -> str | Callable[..., torch.Tensor]:
+    """The guide of a settings record of :func:`proposal_settings` (``"lookahead"`` where none is recorded)."""
+    name = record.get("proposal", "lookahead")
+    if name == "lookahead":
+        return name
+    if name != "learned" or "proposal_weights" not in record:
+        raise ValueError(f"a run's settings name the proposal {name!r} without its weights: the record is damaged "
+                         "or from another release; start a new run folder")
+    return LearnedProposal(record["proposal_weights"]).guide
+
+
+def resolve_proposal(name: str = "lookahead", file: str | Path | None = None) -> str | Callable[..., torch.Tensor]:
+    """The ``guide=`` of :func:`ppl_tok.infer.importance.marginals` for a consumer's proposal setting.
+
+    ``"lookahead"`` stays the name (the importance sampler's built-in guide); ``"learned"`` is the
+    :class:`LearnedProposal` in ``file``'s guide. The one place QA, perplexity and lm-eval turn
+    their ``proposal`` setting into a guide (checked as :func:`proposal_settings` checks it).
+    """
+    _check_pair(name, file)
+    if file is None:
+        return name
+    return LearnedProposal.load(file).guide  # type: ignore[arg-type]

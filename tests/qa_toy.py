@@ -25,3 +25,11 @@ def write_questions(path: Path, n: int, seed: int = 0, choices: int = 3) -> Path
                    "choices": [word() for _ in range(choices)], "label": rng.randrange(choices)}
             f.write(json.dumps(row) + "\n")
     return path
+
+
+def learned_proposal_file(path: Path, lm: BigramLM, steps: int = 4) -> Path:
+    """A learned proposal for ``lm``, trained quickly (``steps`` wake-sleep steps) on a tiny word list, saved at ``path``."""
+    from ppl_tok.infer.learn import train_proposal
+
+    train_proposal(["abcde", " ab cd", "efgh", "bab"], lm, steps, particles=4, lr=0.5, path=path, progress=False)
+    return path

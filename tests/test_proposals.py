@@ -53,3 +53,38 @@ def test_gradients_reach_every_parameter_of_a_parametrised_mdd_guide():
         p.grad = None
     ReweightedWakeSleep(num_particles=4, vectorize_particles=False).loss_and_grads(tokenization_model, guide, LM, MDD_)
     assert all(p.grad is not None and torch.isfinite(p.grad).all() and bool(p.grad != 0) for p in params)
+
+
+def test_resolve_proposal_and_the_settings_record_of_a_learned_file(tmp_path):
+    """One setting (name + file) for QA, perplexity and lm-eval: the guide, and a record with the file's checksum."""
+    import hashlib
+
+    import pytest
+
+    from ppl_tok.proposals import LearnedProposal, proposal_settings, resolve_proposal, settings_guide
+    from qa_toy import learned_proposal_file, toy_lm
+
+    lm = toy_lm()
+    path = learned_proposal_file(tmp_path / "q.pt", lm)
+    learned = LearnedProposal.load(path)
+    assert learned.step == 4 and learned.weights.tolist() != [1.0, 0.0, 0.0, 0.0]
+    record = proposal_settings("learned", path)
+    assert record == {"proposal": "learned", "proposal_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                      "proposal_weights": learned.weights.tolist()}
+    assert proposal_settings() == {"proposal": "lookahead"} and resolve_proposal() == "lookahead"
+    assert settings_guide({}) == "lookahead" and settings_guide({"proposal": "lookahead"}) == "lookahead"
+    from ppl_tok.infer.importance import marginal
+
+    direct = marginal("abcde", lm, 16, guide=learned.guide, seed=3)
+    for guide in (resolve_proposal("learned", path), settings_guide(record)):
+        assert marginal("abcde", lm, 16, guide=guide, seed=3).log_weights.tolist() == direct.log_weights.tolist()
+    with pytest.raises(ValueError, match="go together"):
+        proposal_settings("learned")
+    with pytest.raises(ValueError, match="go together"):
+        resolve_proposal("lookahead", path)
+    with pytest.raises(ValueError, match="expected one of lookahead, learned"):
+        proposal_settings("uniform")
+    with pytest.raises(ValueError, match="no learned proposal at"):
+        proposal_settings("learned", tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match="without its weights"):
+        settings_guide({"proposal": "learned"})

@@ -260,6 +260,14 @@ def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
 
 
+def add_proposal_arguments(p: argparse.ArgumentParser) -> None:
+    """``--proposal lookahead|learned`` and ``--proposal-file`` (:func:`ppl_tok.proposals.proposal_settings`)."""
+    p.add_argument("--proposal", choices=["lookahead", "learned"], default="lookahead",
+                   help="the importance proposal: the look-ahead (default) or a learned one (--proposal-file)")
+    p.add_argument("--proposal-file", metavar="FILE",
+                   help="the learned proposal (ppl-tok learn-proposal --out); its checksum is stored with the run")
+
+
 def add_ray_arguments(p: argparse.ArgumentParser, unit: str) -> None:
     """``--ray [ADDRESS]`` and ``--workers K``: score ``unit`` batches on Ray actors (checked by :func:`ray_address`)."""
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",

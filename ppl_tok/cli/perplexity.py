@@ -9,7 +9,8 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_ray_arguments, lm_spec, ray_address, refuse_ignored, search_config)
+                                add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored,
+                                search_config)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings import DOCUMENT, accepted, scoring as find_scoring
 from ppl_tok.strings.beam import StringSearchConfig
@@ -83,8 +84,13 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
     search, spec = search_config(args), lm_spec(args)  # the spec's model: the card's name, however spelled
+    from ppl_tok.proposals import proposal_settings
+
+    if args.proposal != "lookahead" and args.scoring != "canonical+rest":
+        raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring canonical+rest, not of "
+                         f"{args.scoring}: drop it, or score canonical+rest")
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
-                           seed=args.seed)
+                           seed=args.seed, proposal=proposal_settings(args.proposal, args.proposal_file))
     progress = not args.json and sys.stderr.isatty() or args.progress
     if address is not None:
         from ppl_tok.lm.loader import LMLoader
@@ -271,6 +277,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "bracket's forwards)")
     add_extend_argument(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
+    add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
     p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")

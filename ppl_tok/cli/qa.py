@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import add_lm_arguments, add_ray_arguments, lm_spec, ray_address
+from ppl_tok.cli.common import add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
@@ -37,13 +37,16 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ppl_tok.qa.data import load_study
     from ppl_tok.qa.run import check_study, removed_if_nothing_stored, run_study, study_settings
 
+    from ppl_tok.proposals import proposal_settings
+
+    proposal = proposal_settings(args.proposal, args.proposal_file)  # a bad pairing or file: before anything loads
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     spec = lm_spec(args)
     settings = study_settings(study, lm=spec, samples=args.samples, seed=args.seed, scores=args.scores,
                               limit=args.limit, shuffle_seed=args.shuffle_seed,
                               device=args.device or _default_device(args.ray is not None),
                               exact_tolerance=args.tolerance, exact_budget=args.budget,
-                              most_likely_time=args.time_budget)
+                              most_likely_time=args.time_budget, proposal=proposal)
     check_study(study, settings, args.batch_questions)
     ray_address(args)  # --workers without --ray refused
     with removed_if_nothing_stored(args.out):
@@ -153,6 +156,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     add_lm_arguments(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
+    add_proposal_arguments(p)
     p.add_argument("--scores", type=_scores, default=[],
                    help=f"optional scores, comma-separated: {','.join(optional_scores())}")
     p.add_argument("--out", type=output_folder, required=True, help="the run folder (created, or resumed)")

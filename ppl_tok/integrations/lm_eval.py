@@ -46,6 +46,7 @@ Model arguments (``--model_args key=value,...``):
 * ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the
   context as a string, whatever ``scoring`` is; the budget is ``max_gen_toks x gen_bytes_per_token``
   bytes (default 4 per token; :mod:`ppl_tok.integrations.lm_eval_strings`).
+* ``proposal``, ``proposal_file``: the importance proposal (``lookahead``, or ``learned`` from a ``learn-proposal`` file).
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
   choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
@@ -93,6 +94,7 @@ from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
@@ -179,7 +181,8 @@ class PPLTokLM(LM):
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
                  prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
-                 prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN) -> None:
+                 prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN,
+                 proposal: str = "lookahead", proposal_file: str | None = None) -> None:
         super().__init__()
         if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
             known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
@@ -196,6 +199,10 @@ class PPLTokLM(LM):
         limits().check("samples", self.num_samples, "num_samples")
         self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
         self.seed = _int_arg("seed", seed, 0, MAX_SEED)
+        try:  #: the importance proposal's record (ppl_tok.proposals.proposal_settings)
+            self.proposal = proposal_settings(str(proposal), None if proposal_file is None else str(proposal_file))
+        except ValueError as err:
+            raise ModelArgumentError(str(err)) from err
         self.split, self.id_field = str(split), str(id_field)
         self.batch = _as_batch(batch_size)
         if max_batch_size is not None:
@@ -291,7 +298,7 @@ class PPLTokLM(LM):
                 f"not {self.scoring!r}")
         texts = [str(r.args[0]) for r in requests]
         config = ScoringConfig(scoring=self.document_scoring, window=self.max_length, search=self.search,
-                               num_samples=self.num_samples, seed=self.seed)
+                               num_samples=self.num_samples, seed=self.seed, proposal=self.proposal)
         out = [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t]
         with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.document_scoring}", unit="doc",
@@ -315,7 +322,7 @@ class PPLTokLM(LM):
         """Recorded in lm-eval's results ``config``."""
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
                 "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
-                "ppl_tok_prefill": self.strings.prefill,
+                "ppl_tok_prefill": self.strings.prefill, "ppl_tok_proposal": self.proposal,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
@@ -330,7 +337,7 @@ class PPLTokLM(LM):
         implementation = find_scoring(self.pair_scoring, PAIR)
         config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.strings,
                                num_samples=self.num_samples, seed=self.seed, exact_tolerance=self.tolerance,
-                               exact_budget=self.budget, alpha=self.alpha)
+                               exact_budget=self.budget, alpha=self.alpha, proposal=self.proposal)
         out = [0.0] * len(pairs)
         with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
             for idx in chunks(pairs, self.batch, whole_groups=True):

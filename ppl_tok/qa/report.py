@@ -299,6 +299,13 @@ def _table(title: str, header: list[str], ours: list[str], paper: list[list[str]
         ["| " + " | ".join(row) + " |" for row in [ours, *paper]]
 
 
+def _proposal_words(st: dict[str, Any]) -> str:
+    """How ``report.md`` names the run's proposal (a learned one with its file's checksum)."""
+    if st.get("proposal", "lookahead") == "lookahead":
+        return "look-ahead proposal"
+    return f"{st['proposal']} proposal (file sha256 {str(st.get('proposal_sha256'))[:12]})"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """``report.md``: the run's settings, Tables 1 and 2 with intervals, all classifiers, the paper beside."""
     st, tuned, acc = report["settings"], report["tuned"], report["accuracy"]
@@ -310,7 +317,7 @@ def markdown(report: dict[str, Any]) -> str:
         evaluated += f" (the first questions of a run planned for {planned})"
     lines = [f"# QA study: {st['dataset']}, {model}, N = {run_num_samples(st)}", "",
              f"Questions: {evaluated}; seed {st['seed']}; "
-             f"look-ahead proposal; ppl-tok {st['ppl_tok_version']}. k and alpha tuned on the "
+             f"{_proposal_words(st)}; ppl-tok {st['ppl_tok_version']}. k and alpha tuned on the "
              f"**{tuned['split']}** split and applied once to the test split. Accuracies in percent; differences "
              "against canonical with 95% paired bootstrap intervals."]
     if tuned["split"] == "test":

@@ -6,7 +6,7 @@ separately, and the canonical tokenization ``v*`` of ``x`` must decode to
 exactly the bytes of ``x``. Per answer the ``"is"`` record holds
 
 * ``log p(v* | c)`` (the canonical score), and
-* N look-ahead importance samples ``v_i ~ q(. | x, c)`` with ``log p(v_i | c)``,
+* N importance samples (the look-ahead's, or the run's ``proposal``) ``v_i ~ q(. | x, c)`` with ``log p(v_i | c)``,
   ``log q(v_i)``, whether ``v_i == v*`` and the tokens ``v_i``,
 
 from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
@@ -44,6 +44,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.device import device_kind
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.infer.search import marginal_bounds_many, most_likely
+from ppl_tok.proposals import settings_guide
 from ppl_tok.qa.data import Study
 from ppl_tok.qa.store import (
     FIRST_SCORES_VERSION,
@@ -94,7 +95,8 @@ def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tup
 def study_settings(study: Study, *, model: str | None = None, samples: int, seed: int, scores: Sequence[str] = (),
                    limit: int | None = None, shuffle_seed: int | None = None, dtype: str | None = None,
                    device: str | None = None, exact_tolerance: float = 1e-3, exact_budget: int = 2000,
-                   most_likely_time: float = 10.0, lm: LMSpec | None = None) -> dict[str, Any]:
+                   most_likely_time: float = 10.0, lm: LMSpec | None = None,
+                   proposal: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``run.json`` of a study: everything the stored scores depend on.
 
     The LM is ``lm`` (an :class:`~ppl_tok.lm.spec.LMSpec`, recorded under ``"lm"``) or, without
@@ -104,7 +106,9 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
     ``device`` is the device that scores (default: the spec's, else the CPU); ``run.json`` records
     its kind (``"cpu"``, ``"cuda"``): floating-point results differ between devices (and dtypes),
     so a folder is resumed only on the kind and dtype it was started with. ``samples`` is N
-    (recorded as ``num_samples``)."""
+    (recorded as ``num_samples``). ``proposal``: the importance proposal's record
+    (:func:`ppl_tok.proposals.proposal_settings`; default the look-ahead), a learned one with its file's
+    checksum and weights, so that a resume with another proposal file is refused."""
     if lm is None:
         if model is None:
             raise TypeError("study_settings needs the LM: model=... or lm=LMSpec(...)")
@@ -123,7 +127,7 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
         "data_files": {Path(p).name: sha for p, sha in study.files.items()},
         "model": lm.model, "dtype": lm.dtype, "bos_id": lm.bos_id, "device": device_kind(device),
         "num_samples": samples, "seed": seed,
-        "proposal": "lookahead",
+        **(proposal or {"proposal": "lookahead"}),
         "scores": sorted(scores), "exact_tolerance": exact_tolerance, "exact_budget": exact_budget,
         "most_likely_time": most_likely_time, "scores_version": SCORES_VERSION, "ppl_tok_version": __version__,
         # half-precision models score with an fp32 LM head (load_lm): not comparable with folders from before it
@@ -274,7 +278,8 @@ def _pair_records(kind: str, lm: LanguageModel, items: Sequence[tuple[str, int, 
     pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
              for split, index, q in items for j, c in enumerate(q.choices)]
     config = ScoringConfig(kind, level=PAIR, num_samples=run_num_samples(settings), seed=settings["seed"],
-                           exact_tolerance=settings["exact_tolerance"], exact_budget=settings["exact_budget"])
+                           exact_tolerance=settings["exact_tolerance"], exact_budget=settings["exact_budget"],
+                           proposal={k: v for k, v in settings.items() if k.startswith("proposal")})
     scores = iter(scoring(kind, PAIR).score_pairs(lm, pairs, config))
     return [{"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
              "choices": [{"estimate": encode_log(next(scores).estimate)} for _ in q.choices]}
@@ -321,7 +326,8 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
                 texts.append(continuation(choice))
                 contexts.append(q.context)
                 seeds.append(pair_seed(settings["seed"], split, q.id, j))
-        results = marginals(texts, lm, run_num_samples(settings), contexts=contexts, guide="lookahead", seeds=seeds)
+        results = marginals(texts, lm, run_num_samples(settings), contexts=contexts, guide=settings_guide(settings),
+                            seeds=seeds)
         start = 0
         for split, index, q in is_items:
             end = start + len(q.choices)

@@ -8,6 +8,7 @@ One formula (:func:`ppl_tok.infer.importance.canonical_plus_rest`) for documents
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ppl_tok.infer.importance import canonical_plus_rest
 from ppl_tok.lm.base import LanguageModel
@@ -32,6 +33,12 @@ class CanonicalPlusRest(Scoring):
     classifiers = ("canonical+rest",)
     settings_fields = ("num_samples", "seed")
     record_kind = "is"
+
+    def settings(self, config: ScoringConfig) -> dict[str, Any]:
+        out = super().settings(config)
+        if config.proposal is not None and config.proposal.get("proposal") != "lookahead":
+            out.update(config.proposal)  # recorded when not the look-ahead: runs from before it resume
+        return out
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:

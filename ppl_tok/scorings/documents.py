@@ -254,6 +254,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     """
     from ppl_tok.infer.importance import canonical_plus_rest, marginals
     from ppl_tok.common.seeds import pair_seed
+    from ppl_tok.proposals import settings_guide
 
     _require_bos(lm)
     start = time.perf_counter()
@@ -262,7 +263,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     before = lm.stats.forwards
     seeds = [pair_seed(config.seed, "perplexity", str(doc.index), k) for k in range(len(pieces))]
     results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
-                        seeds=seeds)
+                        seeds=seeds, guide=settings_guide(config.proposal or {}))
     total, floor = 0.0, 0.0
     plain = math.fsum(r.log_marginal for r in results)  # the standard importance estimate, as the paper reports it
     certified = math.fsum(r.certified_lower for r in results)

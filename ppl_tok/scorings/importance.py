@@ -16,11 +16,17 @@ from ppl_tok.scorings.pairs import Pair, PairScore, canonical_tokens
 from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
 
 
-def particles(lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig, guide: str = "lookahead") -> list[Any]:
+def particles(lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig, guide: Any = None) -> list[Any]:
     """The importance-sampling results of the pairs (:attr:`ScoringConfig.num_samples` particles each, seeded
-    per pair), every continuation checked for a canonical tokenization first (a clear error before sampling)."""
-    from ppl_tok.infer.importance import marginals
+    per pair), every continuation checked for a canonical tokenization first (a clear error before sampling).
 
+    ``guide``: the proposal (default: the config's, :func:`ppl_tok.proposals.settings_guide`; the look-ahead
+    where it names none)."""
+    from ppl_tok.infer.importance import marginals
+    from ppl_tok.proposals import settings_guide
+
+    if guide is None:
+        guide = settings_guide(config.proposal or {})
     for p in pairs:
         canonical_tokens(lm, p)
     return marginals([p.continuation for p in pairs], lm, config.num_samples, contexts=[p.context for p in pairs],

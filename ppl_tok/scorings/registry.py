@@ -216,6 +216,9 @@ class ScoringConfig:
     :param exact_tolerance: ``exact``: the bracket's width at which the search stops (nats).
     :param exact_budget: ``exact``: the search's forwards at most.
     :param alpha: ``mixture``: the canonical distribution's weight.
+    :param proposal: the importance proposal of ``canonical+rest``, ``importance`` and ``mixture``, a record of
+        :func:`ppl_tok.proposals.proposal_settings` (``None``: the look-ahead); a learned one is stored in a run's
+        settings with its file's checksum and weights.
     :param level: :data:`~ppl_tok.scorings.DOCUMENT` (perplexity, ``loglikelihood_rolling``) or
         :data:`~ppl_tok.scorings.PAIR` (``loglikelihood``).
     """
@@ -228,6 +231,7 @@ class ScoringConfig:
     exact_tolerance: float = 1e-3
     exact_budget: int = 2000
     alpha: float = 0.5
+    proposal: dict[str, Any] | None = None
     level: str = DOCUMENT
 
     def __post_init__(self) -> None:

@@ -201,3 +201,25 @@ def test_search_budget_and_its_old_name_budget_set_the_beam_budget_within_the_li
     monkeypatch.setenv("PPL_TOK_MAX_SEARCH_FORWARDS", "4")
     assert main(["perplexity", str(path), "--scoring", "beam", "--search-budget", "5"]) == 2
     assert "--search-budget" in capsys.readouterr().err
+
+
+def test_canonical_plus_rest_with_a_learned_proposal_records_its_checksum(tmp_path, monkeypatch, capsys):
+    from qa_toy import learned_proposal_file
+
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: toy_lm())
+    proposal = learned_proposal_file(tmp_path / "q.pt", toy_lm())
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DOCS))
+    base = ["perplexity", str(path), "--field", "text", "--model", "toy", "--scoring", "canonical+rest",
+            "--samples", "4", "--json"]
+    assert main([*base, "--proposal", "learned", "--proposal-file", str(proposal), "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    settings = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert settings["proposal"] == "learned" and len(settings["proposal_sha256"]) == 64
+    assert main([*base, "--out", str(tmp_path / "r")]) == 2  # the look-ahead into the learned run's folder
+    assert "proposal" in capsys.readouterr().err
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", _no_model)
+    assert main(["perplexity", str(path), "--field", "text", "--proposal", "learned", "--proposal-file",
+                 str(proposal)]) == 2
+    err = capsys.readouterr().err
+    assert "is the importance proposal of --scoring canonical+rest" in err and len(err.strip().splitlines()) == 1

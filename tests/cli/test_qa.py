@@ -204,3 +204,22 @@ def test_qa_smollm2_openbookqa(tmp_path, capsys):
     assert q["id"] == "8-343" and len(q["canonical_log_probs"]) == 4
     for lp, ex in zip(q["canonical_log_probs"], q["exact_log_marginals"]):
         assert lp <= ex + 1e-3  # the marginal is at least the canonical probability
+
+
+def test_qa_run_with_a_learned_proposal_records_it_and_refuses_another_file(tmp_path, toy_model, capsys):
+    from qa_toy import learned_proposal_file
+
+    first = learned_proposal_file(tmp_path / "q.pt", toy_lm())
+    assert _run(tmp_path, "--json", "--proposal", "learned", "--proposal-file", str(first)) == 0
+    capsys.readouterr()
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert settings["proposal"] == "learned" and len(settings["proposal_sha256"]) == 64
+    assert main(["qa", "report", str(tmp_path / "run"), "--runs", "4", "--resamples", "100"]) == 0
+    assert f"learned proposal (file sha256 {settings['proposal_sha256'][:12]})" in capsys.readouterr().out
+    other = learned_proposal_file(tmp_path / "r.pt", toy_lm(), steps=5)
+    assert _run(tmp_path, "--json", "--proposal", "learned", "--proposal-file", str(other)) == 2
+    assert "proposal_sha256: folder has" in capsys.readouterr().err
+    assert _run(tmp_path, "--json") == 2  # the look-ahead into a learned run's folder
+    assert "proposal: folder has 'learned', this run has 'lookahead'" in capsys.readouterr().err
+    assert _run(tmp_path, "--json", "--proposal", "learned") == 2
+    assert "go together" in capsys.readouterr().err

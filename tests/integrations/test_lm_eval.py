@@ -320,3 +320,30 @@ def test_rolling_canonical_equals_lm_evals_hf_model(tmp_path):
     for metric in ("word_perplexity", "byte_perplexity", "bits_per_byte"):
         x, y = hf["results"]["wiki_local"][f"{metric},none"], ours["results"]["wiki_local"][f"{metric},none"]
         assert y == pytest.approx(x, rel=1e-6), metric
+
+
+def test_a_learned_proposal_through_model_args(tmp_path):
+    """proposal=learned,proposal_file=F: importance, canonical+rest and mixture from marginals(..., guide=learned)."""
+    from ppl_tok.infer.importance import marginals
+    from ppl_tok.proposals import LearnedProposal
+    from qa_toy import learned_proposal_file
+
+    lm = toy_lm()
+    path = learned_proposal_file(tmp_path / "q.pt", lm)
+    pairs = [Pair("ab", " ab", 3, ("t", 0), 0), Pair("ab", " ba", 4, ("t", 0), 1), Pair("ab", "cde", 5, ("t", 0), 2)]
+    direct = marginals([p.continuation for p in pairs], lm, 8, contexts=["ab"] * 3, seeds=[3, 4, 5],
+                       guide=LearnedProposal.load(path).guide)
+    learned = PPLTokLM(lm=lm, scoring="importance", num_samples=8, proposal="learned", proposal_file=str(path))
+    assert learned.score_pairs(pairs) == pytest.approx([r.log_marginal for r in direct], abs=1e-12)
+    assert learned.get_model_info()["ppl_tok_proposal"]["proposal"] == "learned"
+    lookahead = PPLTokLM(lm=lm, scoring="importance", num_samples=8).score_pairs(pairs)
+    assert lookahead != pytest.approx(learned.score_pairs(pairs), abs=1e-9)
+    for scoring in ("canonical+rest", "mixture"):
+        ours = PPLTokLM(lm=lm, scoring=scoring, num_samples=8, proposal="learned", proposal_file=str(path))
+        with_direct = ours._particles  # the same pairs' particles, replaced by the direct call's: the same scores
+        ours._particles = lambda ps, guide: direct
+        expected = ours.score_pairs(pairs)
+        ours._particles = with_direct
+        assert ours.score_pairs(pairs) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="go together"):
+        PPLTokLM(lm=lm, scoring="importance", proposal="learned")

@@ -38,3 +38,37 @@ def test_exact_and_is_records_match_the_exact_marginal_and_one_at_a_time_runs():
             assert rec["seed"] == seed  # the batched run draws what the pair draws alone
             assert log_mean_exp(log_w) == pytest.approx(alone.log_marginal, abs=1e-5)  # float32 rows
             assert math.isfinite(log_mean_exp(log_w))
+
+
+def test_a_learned_proposal_scores_the_is_records_and_a_different_file_is_refused_on_resume(tmp_path):
+    """settings' proposal (a learned file): each pair's particles are those of marginals(..., guide=learned)."""
+    from ppl_tok.infer.importance import marginals
+    from ppl_tok.proposals import LearnedProposal, proposal_settings
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.run import study_settings
+    from ppl_tok.qa.store import ScoreStore, SettingsMismatchError
+    from qa_toy import learned_proposal_file, write_questions
+
+    lm = toy_lm(3)
+    path = learned_proposal_file(tmp_path / "q.pt", lm)
+    settings = {**SETTINGS, **proposal_settings("learned", path)}
+    batch = [("test", i, q) for i, q in enumerate(QUESTIONS)]
+    learned = score_batch(lm, batch, settings, [("is",)] * len(batch))
+    lookahead = score_batch(lm, batch, SETTINGS, [("is",)] * len(batch))
+    guide = LearnedProposal.load(path).guide
+    for rec, other, q in zip(learned, lookahead, QUESTIONS):
+        seeds = [pair_seed(SETTINGS["seed"], "test", q.id, j) for j in range(len(q.choices))]
+        direct = marginals([continuation(c) for c in q.choices], lm, SETTINGS["samples"],
+                           contexts=[q.context] * len(q.choices), guide=guide, seeds=seeds)
+        for choice, r in zip(rec["choices"], direct):
+            assert decode_logs(choice["log_q"]) == pytest.approx(r.log_q.tolist(), abs=1e-9)
+            assert choice["samples"] == [list(v) for v in r.samples]
+        assert [c["log_q"] for c in rec["choices"]] != [c["log_q"] for c in other["choices"]]
+    study = load_study(str(write_questions(tmp_path / "t.jsonl", 2)), None)
+    first = study_settings(study, model="toy", samples=4, seed=0, proposal=proposal_settings("learned", path))
+    assert first["proposal"] == "learned" and first["proposal_sha256"] == settings["proposal_sha256"]
+    ScoreStore.open(tmp_path / "run", first).close()
+    other = learned_proposal_file(tmp_path / "r.pt", lm, steps=5)
+    with pytest.raises(SettingsMismatchError, match="proposal_sha256"):
+        ScoreStore.open(tmp_path / "run", study_settings(study, model="toy", samples=4, seed=0,
+                                                          proposal=proposal_settings("learned", other)))

@@ -233,3 +233,26 @@ def test_on_smollm2_prefix_text_and_with_end_nest(smollm2):
         assert end.canonical == pytest.approx(canonical_end, abs=1e-3)
         assert end.canonical <= end.lower + 1e-9
         assert prefix.canonical == pytest.approx(text.canonical, abs=1e-3)
+
+
+def test_canonical_plus_rest_with_a_learned_proposal(tmp_path):
+    """The proposal record in the config: its particles are those of marginals(..., guide=learned), stored settings."""
+    from ppl_tok.common.seeds import pair_seed
+    from ppl_tok.infer.importance import marginals
+    from ppl_tok.common.logspace import logsumexp
+    from ppl_tok.proposals import LearnedProposal, proposal_settings
+    from qa_toy import learned_proposal_file
+
+    lm = toy_lm()
+    path = learned_proposal_file(tmp_path / "q.pt", lm)
+    corpus = corpus_from_texts(["abc de"])
+    config = ScoringConfig("canonical+rest", num_samples=8, proposal=proposal_settings("learned", path))
+    assert config.settings()["proposal_sha256"] == proposal_settings("learned", path)["proposal_sha256"]
+    assert "proposal" not in ScoringConfig("canonical+rest", num_samples=8).settings()  # old runs resume
+    s = score_documents(lm, corpus.documents, config)[0]
+    (r,) = marginals(["abc de"], lm, 8, seeds=[pair_seed(0, "perplexity", "0", 0)],
+                     guide=LearnedProposal.load(path).guide)
+    assert s.extra["is_estimate"] == pytest.approx(r.log_marginal, abs=1e-12)
+    assert s.log_likelihood == pytest.approx(logsumexp([r.canonical_log_prob, r.noncanonical_estimate]), abs=1e-12)
+    plain = score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8))[0]
+    assert s.extra["is_estimate"] != pytest.approx(plain.extra["is_estimate"], abs=1e-9)
