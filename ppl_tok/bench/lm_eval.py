@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ppl_tok.bench.strings import _token_sampling
@@ -24,6 +26,7 @@ from ppl_tok.common.bootstrap import bootstrap_mean
 from ppl_tok.datasets import Question, continuation
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_NATS
+from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD
 
 
 def _timed(fn) -> tuple[Any, float]:
@@ -32,44 +35,75 @@ def _timed(fn) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
-def bench_loglikelihood(lm, qs: Sequence[Question], batch: int = 32) -> dict[str, Any]:
-    """Conditional against canonical ``loglikelihood`` on the questions' (context, " " + choice) requests."""
+def _accuracy(qs: Sequence[Question], scores: Sequence[float]) -> dict[str, Any]:
+    """Multiple-choice accuracy (the argmax choice) with a percentile bootstrap interval over questions."""
+    correct, at = [], 0
+    for q in qs:
+        s = scores[at: at + len(q.choices)]
+        correct.append(float(max(range(len(s)), key=s.__getitem__) == q.label))
+        at += len(q.choices)
+    mean, lo, hi = bootstrap_mean(correct)
+    return {"mean": mean, "ci95": [lo, hi]}
+
+
+def bench_loglikelihood(lm, qs: Sequence[Question], batch: int = 32,
+                        extend_threshold: float = CONDITIONAL_EXTEND_THRESHOLD, reference: bool = False
+                        ) -> dict[str, Any]:
+    """Conditional against canonical ``loglikelihood`` on the questions' (context, " " + choice) requests.
+
+    Conditional runs as the lm-eval model does by default (canonical-head prefill, lazy extension at
+    ``extend_threshold``, a question's choices in one batch); ``reference``: also the exhaustive beam
+    (``extend_threshold=0``) on the same requests, its time, and the per-request error of the lazy setting's
+    estimates against it (median, p95 and max in nats; the accuracy under each).
+    """
     from ppl_tok.strings.boundary import spans_join
     from ppl_tok.strings.conditional import conditionals_many
 
     pairs = [(q.context, continuation(c)) for q in qs for c in q.choices]
-    config = StringSearchConfig(prefill="canonical-head")  # the lm-eval model's default
+    config = StringSearchConfig(prefill="canonical-head", extend_threshold=extend_threshold)
+    per_q = [len(q.choices) for q in qs]
+    chunks, at = [], 0  # whole questions per batch, as the lm-eval model's chunks
+    for n in per_q:
+        if chunks and chunks[-1][1] - chunks[-1][0] + n <= batch:
+            chunks[-1] = (chunks[-1][0], chunks[-1][1] + n)
+        else:
+            chunks.append((at, at + n))
+        at += n
 
     def canonical_scores(todo: Sequence[tuple[str, str]]) -> list[float]:
         return [s for lo in range(0, len(todo), batch) for s in lm.log_probs_many(
             [lm.canonical(x) for _, x in todo[lo: lo + batch]], [c for c, _ in todo[lo: lo + batch]])]
 
-    def conditional_scores(todo: Sequence[tuple[str, str]]) -> list[Any]:
-        return [r for lo in range(0, len(todo), batch) for r in conditionals_many(
-            lm, [c for c, _ in todo[lo: lo + batch]], [x for _, x in todo[lo: lo + batch]], config=config)]
+    def conditional_scores(cfg: StringSearchConfig) -> list[Any]:
+        return [r for lo, hi in chunks for r in conditionals_many(
+            lm, [c for c, _ in pairs[lo: hi]], [x for _, x in pairs[lo: hi]], config=cfg)]
 
     canonical_scores(pairs[:4])  # one-time costs (the cover index, first calls) stay out
-    conditional_scores(pairs[:4])
+    conditionals_many(lm, [c for c, _ in pairs[:4]], [x for _, x in pairs[:4]], config=config)
     lm.clear_cache()
     canonical, t_can = _timed(lambda: canonical_scores(pairs))
     lm.clear_cache()
-    found, t_cond = _timed(lambda: conditional_scores(pairs))
+    lm.stats.reset()
+    found, t_cond = _timed(lambda: conditional_scores(config))
     conditional = [r.estimate for r in found]
     moved = [b - a for a, b in zip(canonical, conditional)]
     spanning = [spans_join(lm, c, x) for c, x in pairs]
     out: dict[str, Any] = {"requests": len(pairs), "questions": len(qs), "batch": batch,
+                           "extend_threshold": extend_threshold, "forwards": lm.stats.forwards, "calls": lm.stats.calls,
                            "canonical_seconds": t_can, "conditional_seconds": t_cond, "ratio": t_cond / t_can,
                            "moved_over_0.01_nats": sum(abs(m) > 0.01 for m in moved),
                            "spanning_join": sum(spanning), "max_abs_moved": max(abs(m) for m in moved),
-                           "uninformative": sum(r.width > WIDE_NATS for r in found)}
-    for name, scores in (("canonical", canonical), ("conditional", conditional)):
-        correct, at = [], 0
-        for q in qs:
-            s = scores[at: at + len(q.choices)]
-            correct.append(float(max(range(len(s)), key=s.__getitem__) == q.label))
-            at += len(q.choices)
-        mean, lo, hi = bootstrap_mean(correct)
-        out[f"{name}_accuracy"] = {"mean": mean, "ci95": [lo, hi]}
+                           "uninformative": sum(r.width > WIDE_NATS for r in found),
+                           "canonical_accuracy": _accuracy(qs, canonical),
+                           "conditional_accuracy": _accuracy(qs, conditional)}
+    if reference:
+        lm.clear_cache()
+        exhaustive, t_ref = _timed(lambda: [r.estimate for r in conditional_scores(replace(config, extend_threshold=0.0))])
+        err = sorted(abs(a - b) for a, b in zip(conditional, exhaustive))
+        out["exhaustive"] = {"seconds": t_ref, "ratio": t_ref / t_can, "accuracy": _accuracy(qs, exhaustive),
+                             "error_nats": {"median": statistics.median(err), "p95": err[int(0.95 * (len(err) - 1))],
+                                            "max": err[-1]},
+                             "moved_over_0.01_nats": sum(abs(b - a) > 0.01 for a, b in zip(canonical, exhaustive))}
     return out
 
 
@@ -106,13 +140,20 @@ def bench_generate_until(lm, qs: Sequence[Question], max_gen_toks: int = 16, byt
 def format_lm_eval(r: dict[str, Any]) -> list[str]:
     ll = r["loglikelihood"]
     lines = [f"loglikelihood, {ll['requests']} requests ({ll['questions']} questions), batch {ll['batch']}: canonical "
-             f"{ll['canonical_seconds']:.1f} s, conditional {ll['conditional_seconds']:.1f} s: {ll['ratio']:.2f}x "
-             "(target <= 3x)",
+             f"{ll['canonical_seconds']:.1f} s, conditional (extend threshold {ll['extend_threshold']:g}) "
+             f"{ll['conditional_seconds']:.1f} s: {ll['ratio']:.2f}x (target <= 3x); {ll['forwards']} token-forwards "
+             f"in {ll['calls']} LM calls",
              f"  moved by more than 0.01 nats: {ll['moved_over_0.01_nats']}; a token spans the join: "
              f"{ll['spanning_join']}; largest move {ll['max_abs_moved']:.4f} nats; uninformative intervals "
              f"{ll['uninformative']}",
              *(f"  accuracy {k}: {ll[k + '_accuracy']['mean']:.3f} [{ll[k + '_accuracy']['ci95'][0]:.3f}, "
                f"{ll[k + '_accuracy']['ci95'][1]:.3f}]" for k in ("canonical", "conditional"))]
+    ref = ll.get("exhaustive")
+    if ref:
+        e = ref["error_nats"]
+        lines.append(f"  exhaustive beam (extend threshold 0): {ref['seconds']:.1f} s ({ref['ratio']:.2f}x); the default's "
+                     f"error against it: median {e['median']:.2g}, p95 {e['p95']:.2g}, max {e['max']:.2g} nats; "
+                     f"accuracy {ref['accuracy']['mean']:.3f}; moved by more than 0.01 nats {ref['moved_over_0.01_nats']}")
     g = r.get("generate_until")
     if g:
         parts = [f"token sampling {g['token_sampling_bytes_per_s']:.1f} B/s"] + [

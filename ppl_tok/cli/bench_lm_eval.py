@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ppl_tok.cli.common import _emit, _load_lm
-from ppl_tok.common.arguments import POSITIVE, integer
+from ppl_tok.common.arguments import POSITIVE, integer, share
 
 
 def cmd_lm_eval(args: argparse.Namespace) -> None:
@@ -18,7 +18,9 @@ def cmd_lm_eval(args: argparse.Namespace) -> None:
     except ValueError:
         questions = read_multiple_choice(path)  # the generic format (context, choices, label)
     lm = _load_lm(args)
-    result = {"loglikelihood": bench.bench_loglikelihood(lm, questions[:args.questions], batch=args.batch_size)}
+    result = {"loglikelihood": bench.bench_loglikelihood(lm, questions[:args.questions], batch=args.batch_size,
+                                                         extend_threshold=args.extend_threshold,
+                                                         reference=args.reference)}
     if args.prompts:
         result["generate_until"] = bench.bench_generate_until(lm, questions[:args.prompts],
                                                               max_gen_toks=args.max_gen_toks)
@@ -27,6 +29,8 @@ def cmd_lm_eval(args: argparse.Namespace) -> None:
 
 def add_lm_eval(bench_sub: argparse._SubParsersAction, add) -> None:
     """``bench lm-eval`` (``add``: cli.bench's ``_add``, which gives the LM flags, ``--data`` and ``--json``)."""
+    from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD
+
     p = add(bench_sub, "lm-eval", "lm-eval loglikelihood under scoring=conditional against canonical (time ratio, "
             "requests moved, accuracy with a bootstrap interval), and generate_until over strings against token "
             "sampling", cmd_lm_eval, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
@@ -34,6 +38,11 @@ def add_lm_eval(bench_sub: argparse._SubParsersAction, add) -> None:
                    "(default 50: 200 requests)")
     p.add_argument("--batch-size", type=POSITIVE, default=32, help="requests per batch, as the model's batch_size "
                    "(default 32)")
+    p.add_argument("--extend-threshold", type=share, default=CONDITIONAL_EXTEND_THRESHOLD, metavar="SHARE",
+                   help="conditional's lazy extension, as the model argument extend_threshold (default "
+                        f"{CONDITIONAL_EXTEND_THRESHOLD:g}; 0: the exhaustive beam)")
+    p.add_argument("--reference", action="store_true", help="also the exhaustive beam (extend threshold 0) on the "
+                   "same requests: its time and the default's per-request error against it")
     p.add_argument("--prompts", type=integer(0), default=8, help="generate_until prompts (default 8; 0: skip it)")
     p.add_argument("--max-gen-toks", type=POSITIVE, default=16, help="generate_until's max_gen_toks (default 16: "
                    "64 bytes)")

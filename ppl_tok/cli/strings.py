@@ -152,13 +152,22 @@ def cmd_boundary(args: argparse.Namespace) -> None:
     from ppl_tok.datasets import _open
     from ppl_tok.strings.boundary import boundary_report
 
+    if (args.file is None) == (args.task is None):
+        raise ValueError("give either FILE (JSON Lines of requests) or --task NAME (an lm-eval task), not "
+                         f"{'both' if args.file else 'neither'}")
     pairs = []
-    for n, row in _open(Path(args.file)):  # JSON Lines, errors naming file:line
-        if not all(isinstance(row.get(k), str) for k in args.fields):
-            raise ValueError(f"{args.file}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
-                             "(--fields CONTEXT CONTINUATION names them)")
-        pairs.append((row[args.fields[0]], row[args.fields[1]]))
-    source = args.file
+    if args.task is not None:  # through lm-eval's task API
+        from ppl_tok.integrations.lm_eval_requests import task_pairs
+
+        pairs = task_pairs(args.task, args.tasks_dir, limit=args.limit)
+        source = f"lm-eval task {args.task}"
+    else:
+        for n, row in _open(Path(args.file)):  # JSON Lines, errors naming file:line
+            if not all(isinstance(row.get(k), str) for k in args.fields):
+                raise ValueError(f"{args.file}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
+                                 "(--fields CONTEXT CONTINUATION names them)")
+            pairs.append((row[args.fields[0]], row[args.fields[1]]))
+        source = args.file
     report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold)
     s = report.summary()
     lines = [f"{source}: {s['requests']} requests; {s['spanning']} have a canonical token spanning the join",
@@ -177,7 +186,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "boundary", "the boundary report of (context, continuation) requests: which have a canonical "
                     "token spanning the join, and how far canonical scoring and the conditional over strings differ "
                     "(docs/lm-eval.md)", "lm")
-    p.add_argument("file", metavar="FILE", help="JSON Lines, one request per line")
+    p.add_argument("file", metavar="FILE", nargs="?", help="JSON Lines, one request per line (or --task)")
+    p.add_argument("--task", metavar="NAME", help="an lm-eval task instead of FILE: its loglikelihood requests, "
+                   "read through lm-eval's task API (e.g. a task of ppl-tok-lm-eval write-tasks; offline data)")
+    p.add_argument("--tasks-dir", metavar="D", help="the folder of --task's YAML (lm-eval's --include_path; "
+                   "default: lm-eval's own tasks)")
+    p.add_argument("--limit", type=POSITIVE, metavar="N", help="--task: its first N documents only")
     p.add_argument("--fields", nargs=2, default=["context", "continuation"], metavar=("CONTEXT", "CONTINUATION"),
                    help="the two string fields of a line (default: context continuation)")
     p.add_argument("--threshold", type=positive, default=0.01, metavar="NATS",

@@ -230,6 +230,27 @@ def run_settings(args: argparse.Namespace, items: list[str], regions: list[Any] 
             "final": args.final or ("end" if regions is None and args.units in ("char", "byte") else "boundary")}
 
 
+def _shared_lm(args: argparse.Namespace) -> Any:
+    """The run's LM, loaded once (the walk and ``--entropy`` share it)."""
+    if getattr(args, "loaded_lm", None) is None:
+        args.loaded_lm = _load_lm(args)
+    return args.loaded_lm
+
+
+def _with_entropy(args: argparse.Namespace, items: list[str], regions: list[Any] | None,
+                  done: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+    """Each item's rows with ``next_token_entropy`` (:mod:`ppl_tok.strings.entropy`), one prefill per item."""
+    from ppl_tok.strings.entropy import next_token_entropies
+    from ppl_tok.strings.surprisal import WordRules
+
+    rules = WordRules(split_punctuation=not args.keep_punctuation)
+    for item, rows in enumerate(done):
+        units = args.units if regions is None else regions[item]
+        (ents,) = next_token_entropies(_shared_lm(args), [items[item]], units=[units], contexts=[args.context],
+                                       rules=rules)
+        yield [{**r, "next_token_entropy": h} for r, h in zip(rows, ents)]
+
+
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
     """Each item's rows in order: read back from ``--out`` or computed, ``--batch-size`` items walked together
     (:func:`~ppl_tok.strings.surprisal.surprisals_many`), and appended there item by item.
@@ -245,7 +266,6 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
     config = search_config(args)
     rules = WordRules(split_punctuation=not args.keep_punctuation)
     store = SurprisalRecords.open_file(args.out, run_settings(args, items, regions, config)) if args.out else None
-    lm = None
     source = "standard input" if args.file == STDIN else args.file
     try:
         done = _stored(store)
@@ -273,8 +293,7 @@ def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) 
                     pending.append((item, units))
             failed: dict[int, Exception] = {}
             if pending:
-                if lm is None:
-                    lm = _load_lm(args)
+                lm = _shared_lm(args)
                 found = surprisal_batch(lm, [items[i] for i, _ in pending], units=[u for _, u in pending],
                                         contexts=[args.context] * len(pending), config=config, rules=rules,
                                         wide=args.wide, final=args.final)
@@ -314,7 +333,11 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
 
     extra = () if args.spillover is None else (READING_COLUMNS[0], *spillover_names(args.spillover),
                                                 *READING_COLUMNS[1:])
-    done = ((rs if args.spillover is None else reading_columns(rs, args.spillover)) for rs in _run(args, items, regions))
+    done = _run(args, items, regions)
+    if args.entropy:
+        done = _with_entropy(args, items, regions, done)
+        extra += ("next_token_entropy",)
+    done = ((rs if args.spillover is None else reading_columns(rs, args.spillover)) for rs in done)
     if args.json:
         from ppl_tok.common.jsonout import to_json
 
@@ -369,6 +392,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="add reading-study columns: length (characters, whitespace left out), the previous K units' "
                         "surprisal and canonical (surprisal_prev1.., empty at an item's start) and the item's totals "
                         "(item_surprisal, item_canonical); 0: length and totals only")
+    p.add_argument("--entropy", action="store_true",
+                   help="add next_token_entropy: the entropy in bits of the LM's next token after each unit's canonical "
+                        "tokens, an approximation of the next word's entropy, not one over strings (docs/strings.md); "
+                        "costs one canonical prefill per item, canonical scoring's cost")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_surprisal)

@@ -40,7 +40,9 @@ Model arguments (``--model_args key=value,...``):
   - ``stratified``: the stratified estimate of ``log p(x | c)``;
   - ``conditional``: ``log p(x | c)`` over strings, free of the prompt boundary, its certified
     interval logged per request (:mod:`ppl_tok.scorings.conditional`); ``prefill``
-    (``canonical-head``, ``exact`` or ``auto``) says how the context is conditioned on.
+    (``canonical-head``, ``exact`` or ``auto``) says how the context is conditioned on;
+    ``extend_threshold``: the beam's lazy extension (default
+    :data:`~ppl_tok.integrations.lm_eval_strings.EXTEND_THRESHOLD`, ``0`` under ``prefill=exact``; ``0``: exhaustive).
     Under ``loglikelihood_rolling`` it is the ``prefix`` scoring (the document as a prefix of the
     output after BOS: the conditional with an empty context).
 * ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the
@@ -77,6 +79,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 try:
@@ -96,7 +99,7 @@ from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
-from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
+from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN, EXTEND_THRESHOLD
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
@@ -119,7 +122,7 @@ def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str 
 
 
 class ModelArgumentError(ValueError):
-    """A bad ``--model_args`` value (``ppl-tok-lm-eval`` prints it as one line and exits with status 2)."""
+    """A bad ``--model_args`` value (``ppl-tok-lm-eval`` prints it as one line, exit status 2)."""
 
 
 def _int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -147,9 +150,8 @@ def _float_arg(name: str, value: Any, low: float, high: float, open_low: bool = 
 
 
 def _as_batch(batch_size: Any) -> int:
-    if batch_size in (None, "auto") or str(batch_size).startswith("auto"):
-        return DEFAULT_BATCH
-    return _int_arg("batch_size", batch_size, 1)
+    auto = batch_size in (None, "auto") or str(batch_size).startswith("auto")
+    return DEFAULT_BATCH if auto else _int_arg("batch_size", batch_size, 1)
 
 
 def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iterator[list[int]]:
@@ -182,7 +184,8 @@ class PPLTokLM(LM):
                  tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
                  prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
                  prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN,
-                 proposal: str = "lookahead", proposal_file: str | None = None) -> None:
+                 proposal: str = "lookahead", proposal_file: str | None = None,
+                 extend_threshold: float | None = None) -> None:
         super().__init__()
         if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
             known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
@@ -223,6 +226,11 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"prefill={prefill!r}: expected one of {', '.join(PREFILL_MODES)}")
         #: the LM over strings of ``conditional`` and ``generate_until`` (the context under ``prefill``)
         self.strings = StringSearchConfig(**knobs, prefill=prefill)
+        #: ``conditional``'s: :attr:`strings` with lazy extension (``extend_threshold``)
+        if extend_threshold is None:  # lazy by default, exhaustive under prefill=exact
+            extend_threshold = 0.0 if prefill == "exact" else EXTEND_THRESHOLD
+        share = _float_arg("extend_threshold", extend_threshold, 0.0, 1.0 - 1e-12)
+        self.conditional = replace(self.strings, extend_threshold=share)
         self.gen_bytes_per_token = _int_arg("gen_bytes_per_token", gen_bytes_per_token, 1)
         #: the certified interval of every request scored where the scoring gives one (``conditional``, ``exact``), in order
         self.intervals: list[tuple[float, float]] = []
@@ -323,6 +331,7 @@ class PPLTokLM(LM):
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
                 "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
                 "ppl_tok_prefill": self.strings.prefill, "ppl_tok_proposal": self.proposal,
+                "ppl_tok_extend_threshold": self.conditional.extend_threshold,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
@@ -335,7 +344,7 @@ class PPLTokLM(LM):
             raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(names(PAIR))}, not "
                                       f"{self.scoring!r} (a scoring of perplexity tasks only)")
         implementation = find_scoring(self.pair_scoring, PAIR)
-        config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.strings,
+        config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.conditional,
                                num_samples=self.num_samples, seed=self.seed, exact_tolerance=self.tolerance,
                                exact_budget=self.budget, alpha=self.alpha, proposal=self.proposal)
         out = [0.0] * len(pairs)

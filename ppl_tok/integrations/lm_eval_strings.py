@@ -38,12 +38,15 @@ from typing import Any
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD
 
 LOG = logging.getLogger(__name__)
 
 #: bytes of the generation budget per token of ``max_gen_toks`` (English text runs at about 4 bytes per token
 #: under the bundled tokenizers)
 BYTES_PER_TOKEN = 4
+#: ``conditional``'s lazy extension by default (the model argument ``extend_threshold``)
+EXTEND_THRESHOLD = CONDITIONAL_EXTEND_THRESHOLD
 #: lm-eval's default ``max_gen_toks``
 DEFAULT_GEN_TOKS = 256
 #: the ``gen_kwargs`` keys :func:`generation_settings` reads (any other is an error)
@@ -102,4 +105,4 @@ def generate_until(lm: LanguageModel, requests: Sequence[Any], config: StringSea
     return out
 
 
-__all__ = ["BYTES_PER_TOKEN", "generate_until", "generation_settings"]
+__all__ = ["BYTES_PER_TOKEN", "EXTEND_THRESHOLD", "generate_until", "generation_settings"]

@@ -19,7 +19,7 @@ from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from ppl_tok.integrations.lm_eval import MODEL_NAME, PPLTokLM, move_trailing_space  # noqa: E402
-from ppl_tok.integrations.lm_eval_strings import generation_settings  # noqa: E402
+from ppl_tok.integrations.lm_eval_strings import EXTEND_THRESHOLD, generation_settings  # noqa: E402
 from ppl_tok.strings import StringSearchConfig  # noqa: E402
 from ppl_tok.strings.generate import generate  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
@@ -49,6 +49,26 @@ def test_conditional_equals_brute_force_at_every_cut(text):
         assert s == pytest.approx(want, abs=1e-9), (c, x)
     assert len(model.intervals) == len(cuts)
     assert all(lo - 1e-9 <= s <= hi + 1e-9 for s, (lo, hi) in zip(got, model.intervals))
+
+
+def test_lazy_extension_by_default_its_interval_certified():
+    """The default lazy extension (``extend_threshold``) keeps each interval around the brute-force answer; under
+    ``prefill=exact`` (or ``extend_threshold=0``) the beam is exhaustive."""
+    lm = toy_lm(3)
+    model = PPLTokLM(lm=lm, scoring="conditional", **WIDE)
+    assert model.conditional.extend_threshold == EXTEND_THRESHOLD > 0
+    assert model.get_model_info()["ppl_tok_extend_threshold"] == EXTEND_THRESHOLD
+    assert PPLTokLM(lm=lm, scoring="conditional", prefill="exact").conditional.extend_threshold == 0
+    assert PPLTokLM(lm=lm, scoring="conditional", extend_threshold="0").conditional.extend_threshold == 0
+    text = "ba ab  c"
+    cuts = [move_trailing_space(text[:i], text[i:]) for i in range(len(text))]
+    got = scores(model, cuts)
+    for (c, x), s, (lo, hi) in zip(cuts, got, model.intervals):
+        want = brute_prefix(lm, (c + x).encode()) - brute_prefix(lm, c.encode())
+        assert lo - 1e-9 <= want <= hi + 1e-9 and lo - 1e-9 <= s <= hi + 1e-9, (c, x)
+    for bad in (1, -0.1, "x"):
+        with pytest.raises(ValueError, match="extend_threshold="):
+            PPLTokLM(lm=lm, scoring="conditional", extend_threshold=bad)
 
 
 def test_whitespace_placement_does_not_move_the_score():
@@ -143,8 +163,9 @@ PUBLIC_CASES = [("Ans", "wer"), ("hello wor", "ld"), ("Question: 2+2? Answer: ",
 @pytest.mark.slow
 @pytest.mark.parametrize("card", ["smollm2-135m", "gemma3-270m"])
 def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
-    """The public cases (lm-eval #1053, #1297, #3336, PR #4055): finite, equal to ``ppl-tok conditional``
-    to 1e-6 (one request per batch: the same forwards as the command), and the same wherever the delimiter
+    """The public cases (lm-eval #1053, #1297, #3336, PR #4055): finite, equal to ``ppl-tok conditional`` with
+    the model's settings (its lazy extension) to 1e-6 (one request per batch: the same forwards as the command),
+    and the same wherever the delimiter
     space sits. Batched, the float32 forwards of differently shaped batches round differently (measured up to
     2e-5 nats on these cases), so the batched scores are held to 1e-4."""
     from ppl_tok.cli.main import main
@@ -159,7 +180,7 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
         assert math.isfinite(s) and s < 0
         prompt, text = move_trailing_space(c, x)
         assert main(["conditional", text, "--prompt", prompt, "--model", card, "--device", "cpu",
-                     "--prefill", "canonical-head", "--json"]) == 0
+                     "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--json"]) == 0
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
     assert got[2] == pytest.approx(got[3], abs=1e-6)
