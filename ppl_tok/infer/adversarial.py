@@ -161,6 +161,8 @@ class AdversarialResult:
     seconds: float = 0.0
     stopped: str = "closed"                   #: closed, budget, time, threshold
     top: list[tuple[tuple[int, ...], float]] = field(default_factory=list)
+    #: after each batch: (token-forwards so far, members examined, best log p so far, complete_within)
+    trace: list[tuple[int, int, float, int]] = field(default_factory=list)
 
     @property
     def examined(self) -> int:
@@ -193,6 +195,7 @@ class _Search:
         self.above_lp: float | None = None
         self.radius: int | None = None
         self.top: list[tuple[float, tuple[int, ...]]] = []
+        self.trace: list[tuple[int, int, float, int]] = []
 
     def next_batch(self, room: float) -> list[tuple[int, tuple[int, ...]]]:
         """The next members in ring order whose worst-case cost fits in ``room`` (the canonical alone first)."""
@@ -255,7 +258,8 @@ class _Search:
             minimize=self.minimize, bound=bound, closed=closed, size=size, scored=self.scored, pruned=self.pruned,
             complete_within=complete, best_distance=self.best_ring, threshold=self.threshold, above=self.above,
             above_log_prob=self.above_lp, radius=radius, radius_exact=exact, forwards=forwards, seconds=seconds,
-            stopped="closed" if closed else stopped, top=[(v, self.sign * s) for s, v in self.top])
+            stopped="closed" if closed else stopped, top=[(v, self.sign * s) for s, v in self.top],
+            trace=self.trace)
 
 
 def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: str = "", suffix: str = "",
@@ -294,6 +298,7 @@ def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: s
             stopped = "closed" if search.done else "budget"
             break
         search.run_batch(todo)
+        search.trace.append((lm.stats.forwards - f0, search.scored + search.pruned, search.best_lp, search.complete))
         if stop_above and search.above is not None:
             stopped = "threshold"
             break
