@@ -322,7 +322,7 @@ def test_rolling_canonical_equals_lm_evals_hf_model(tmp_path):
         assert y == pytest.approx(x, rel=1e-6), metric
 
 
-def test_a_learned_proposal_through_model_args(tmp_path):
+def test_a_learned_proposal_through_model_args(tmp_path, monkeypatch):
     """proposal=learned,proposal_file=F: importance, canonical+rest and mixture from marginals(..., guide=learned)."""
     from ppl_tok.infer.importance import marginals
     from ppl_tok.proposals import LearnedProposal
@@ -338,12 +338,14 @@ def test_a_learned_proposal_through_model_args(tmp_path):
     assert learned.get_model_info()["ppl_tok_proposal"]["proposal"] == "learned"
     lookahead = PPLTokLM(lm=lm, scoring="importance", num_samples=8).score_pairs(pairs)
     assert lookahead != pytest.approx(learned.score_pairs(pairs), abs=1e-9)
-    for scoring in ("canonical+rest", "mixture"):
+    import ppl_tok.scorings.canonical_rest as canonical_rest
+    import ppl_tok.scorings.mixture as mixture
+
+    for scoring, module in (("canonical+rest", canonical_rest), ("mixture", mixture)):
         ours = PPLTokLM(lm=lm, scoring=scoring, num_samples=8, proposal="learned", proposal_file=str(path))
-        with_direct = ours._particles  # the same pairs' particles, replaced by the direct call's: the same scores
-        ours._particles = lambda ps, guide: direct
-        expected = ours.score_pairs(pairs)
-        ours._particles = with_direct
+        with monkeypatch.context() as patch:  # the same pairs' particles, replaced by the direct call's: the same scores
+            patch.setattr(module, "particles", lambda *args, **kwargs: direct)
+            expected = ours.score_pairs(pairs)
         assert ours.score_pairs(pairs) == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="go together"):
         PPLTokLM(lm=lm, scoring="importance", proposal="learned")
