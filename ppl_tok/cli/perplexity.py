@@ -289,6 +289,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)
+    _register_reports(sub)
+    _register_byte_audit(sub)
+
+
+def _register_reports(sub: argparse._SubParsersAction) -> None:
+    """``perplexity-report`` and ``perplexity-compare``: what a run folder's records say (no LM)."""
     p = sub.add_parser("perplexity-report", help="the study figures of a perplexity run folder (a table; --json): gain, "
                        "certified gain, spans; --compare runs; --importance against the floor",
                        description="The study figures of a `ppl-tok perplexity --out` folder, as key: value "
@@ -324,4 +330,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0)")
     add_json_argument(p)
     p.set_defaults(func=cmd_compare)
-    _register_byte_audit(sub)
