@@ -8,7 +8,7 @@ under 3 GB, and it does not grow with the document's length (a 100 kB, 250 kB an
 window peak alike). A run stopped by the timeout reports `finished: false` and the peak up to then.
 
 Usage: python benchmarks/perplexity_memory.py OUT.json --bytes 100000 250000 1000000 [--scoring canonical beam]
-       [--timeout 600] [--model smollm2-135m] [-- EXTRA perplexity flags]
+       [--timeout 600] [--model smollm2-135m] [--extra 'MORE perplexity FLAGS']
 Each (bytes, scoring) is one row of OUT.json, written as it finishes; a rerun replaces the rows it runs again.
 """
 
@@ -18,6 +18,7 @@ import argparse
 import gzip
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -95,8 +96,9 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--every", type=float, default=0.5)
-    ap.add_argument("extra", nargs="*", help="more ppl-tok perplexity flags (after --)")
+    ap.add_argument("--extra", default="", help="more ppl-tok perplexity flags, one string (e.g. '--window 1024')")
     args = ap.parse_args()
+    args.extra = shlex.split(args.extra)
     rows = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.bytes:

@@ -289,12 +289,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
     p.set_defaults(func=cmd_perplexity)
-    _register_report(sub)
-    _register_compare(sub)
+    _register_reports(sub)
     _register_byte_audit(sub)
 
 
-def _register_report(sub: argparse._SubParsersAction) -> None:
+def _register_reports(sub: argparse._SubParsersAction) -> None:
+    """``perplexity-report`` and ``perplexity-compare``: what a run folder's records say (no LM)."""
     p = sub.add_parser("perplexity-report", help="the study figures of a perplexity run folder (a table; --json): gain, "
                        "certified gain, spans; --compare runs; --importance against the floor",
                        description="The study figures of a `ppl-tok perplexity --out` folder, as key: value "
@@ -316,9 +316,6 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed (default 0; the report states it)")
     add_json_argument(p)
     p.set_defaults(func=cmd_report)
-
-
-def _register_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("perplexity-compare", help="runs of several LMs on one corpus: bits per byte per scoring and "
                        "paired bootstrap differences",
                        description="Compare `ppl-tok perplexity --out` folders of different LMs on the same corpus "

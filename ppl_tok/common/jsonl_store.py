@@ -57,6 +57,25 @@ from ppl_tok.common.records import (FIELD_KINDS, SettingsMismatchError, StoreErr
 LOCK_FILE = ".lock"
 
 
+#: the command-line flag of a stored setting, named in a refusal with the folder's value (how to resume it)
+SETTING_FLAGS = {"beam": "--beam", "prune": "--prune", "budget": "--search-budget", "prefill": "--prefill",
+                 "extend_threshold": "--extend-threshold", "boundary_threshold": "--boundary-threshold",
+                 "rejoin_threshold": "--rejoin-threshold", "scoring": "--scoring", "window": "--window",
+                 "num_samples": "--samples", "seed": "--seed", "model": "--model", "dtype": "--dtype",
+                 "bos_id": "--bos-id", "backend": "--backend", "units": "--units", "context": "--context",
+                 "final": "--final", "field": "--field", "split": "--split", "keep_punctuation": "--keep-punctuation"}
+
+
+def _difference(name: str, setting: str, old: Any, new: Any) -> str:
+    """``name: folder has OLD, this run has NEW`` and, for a setting with a flag, the flag that resumes the folder."""
+    line = f"{name}: folder has {old!r}, this run has {new!r}"
+    flag = SETTING_FLAGS.get(setting)
+    if flag is None:
+        return line
+    resume = f"without {flag}" if old in (None, False) else flag if old is True else f"{flag} {old}"
+    return f"{line} (the folder's run: {resume})"
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a rename or a new file in ``folder`` durable (a no-op where folders have no descriptors)."""
     try:
@@ -298,11 +317,19 @@ class JsonlStore:
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-        """The compared settings that differ, one line each."""
+        """The compared settings that differ, one line each (a group of settings, such as the beam's ``search``,
+        by the members that differ), each with the flag that resumes the folder (:data:`SETTING_FLAGS`)."""
         old = {**cls.defaults, **old}
         keys = sorted((set(old) | set(new)) - set(cls.growable) - set(cls.informational))
-        return [f"{k}: folder has {old.get(k)!r}, this run has {new.get(k)!r}" for k in keys
-                if old.get(k) != new.get(k)]
+        out = []
+        for k in keys:
+            a, b = old.get(k), new.get(k)
+            if isinstance(a, dict) and isinstance(b, dict):
+                out += [_difference(f"{k}.{m}", m, a.get(m), b.get(m)) for m in sorted(set(a) | set(b))
+                        if a.get(m) != b.get(m)]
+            elif a != b:
+                out.append(_difference(k, k, a, b))
+        return out
 
     @classmethod
     def _open(cls, folder: Path, settings: dict[str, Any], lock: int):
@@ -314,7 +341,7 @@ class JsonlStore:
             if diff:
                 raise SettingsMismatchError(
                     f"{settings_path} was written by a run with other settings; use another --out folder "
-                    f"or the same settings. Differences:\n  " + "\n  ".join(diff))
+                    f"or the same settings. Differences: " + "; ".join(diff))
             grown = dict(old)
             for name in cls.growable:
                 merged = sorted(set(old.get(name, [])) | set(settings.get(name, [])))

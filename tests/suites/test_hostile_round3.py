@@ -436,3 +436,24 @@ def test_a_missing_surprisal_input_is_named_as_the_file_argument(capsys, tmp_pat
     assert main(["surprisal", str(tmp_path / "nope.txt"), "--model", "smollm2-135m"]) == 2
     err = capsys.readouterr().err
     assert "FILE: cannot read" in err and "--file" not in err, err
+
+
+def test_a_refused_resume_names_the_setting_inside_a_group_and_the_flag_that_resumes_it(tmp_path):
+    """surprisal's rows file printed the whole beam configuration twice ('search: folder has {...}, this run has
+    {...}', cut off in a terminal): now the member that differs, old and new, and the flag that resumes it."""
+    from ppl_tok.cli.common import search_config
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+    from ppl_tok.common.jsonl_store import SettingsMismatchError
+
+    def settings(extra):
+        args = build_parser().parse_args(["surprisal", "x.txt", "--model", "smollm2-135m", *extra])
+        return run_settings(args, ["a"], None, search_config(args))
+
+    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(["--beam", "8"])).close()
+    with pytest.raises(SettingsMismatchError) as err:
+        SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(["--beam", "3", "--search-budget", "50"]))
+    message = str(err.value)
+    assert "search.beam: folder has 8, this run has 3 (the folder's run: --beam 8)" in message, message
+    assert "search.budget: folder has None, this run has 50 (the folder's run: without --search-budget)" in message
+    assert "{" not in message and "\n" not in message
