@@ -12,7 +12,7 @@ reported (median, p99, max in bits; 0 when the defaults are the exhaustive setti
 
 Usage (OMP_NUM_THREADS=1 for both is set here):
     python benchmarks/surprisal_minicons.py ../shared/data/socialiqa/dev.jsonl results/surprisal/minicons.json \\
-        --minicons-python /work/peer-venvs/minicons/bin/python [--words 1000] [--runs 3] [--reference]
+        --minicons-python /work/peer-venvs/minicons/bin/python [--words 1000] [--runs 3] [--reference] [--ours FLAGS]
 Not resumable: each call measures afresh and overwrites OUT (small: the summary and the timings).
 """
 
@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--ours", default="", help="extra flags of ppl-tok surprisal, one string (e.g. a candidate "
+                    "default: '--extend-threshold 0.1 --batch-size 64'); empty: its defaults")
     args = ap.parse_args()
 
     from ppl_tok.bench.surprisal import held_out_items
@@ -87,7 +89,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     items_file.write_text("".join(t.replace("\n", " ") + "\n" for t in items), encoding="utf-8")
     ours = [sys.executable, "-m", "ppl_tok.cli", "surprisal", str(items_file), "--model", "smollm2-135m",
-            "--format", "jsonl", "--batch-size", str(args.batch)]
+            "--format", "jsonl", *(args.ours.split() or ["--batch-size", str(args.batch)])]
     theirs = [args.minicons_python, str(Path(__file__).resolve()), "--minicons-worker", str(items_file), str(folder),
               str(args.batch)]
     rows_file = args.out.with_suffix(".rows.jsonl")
