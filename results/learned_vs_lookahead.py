@@ -3,7 +3,7 @@
 Two run folders of ``ppl-tok qa run`` on the same questions (same dataset, limit, seed, N): one with
 ``--proposal learned --proposal-file F --scores exact``, one with the look-ahead (the default). On the test
 questions both have scored (the first Q of the split, a run in progress included), per classifier: accuracy with
-a 95% percentile bootstrap interval over questions, and paired bootstrap differences. The marginal's k is tuned
+a 95% percentile bootstrap interval over questions, and paired bootstrap differences, and how often each picks the exact marginal's answer. The marginal's k is tuned
 on the tune questions both have scored (as ``qa report`` does: the k of best mean accuracy over random k-subsets),
 and also given at all N. Also the IS estimates' error against the exact log marginal (certified brackets, answers
 whose bracket closed), per proposal.
@@ -55,6 +55,9 @@ def main() -> None:
            "proposal_weights": settings["learned"].get("proposal_weights"),
            "test_certified": int(certified.sum()), "tuned_k": ks,
            "accuracy": {n: bootstrap_mean(h.astype(float), seed=0)._asdict() for n, h in hits.items()}}
+    argmax = {n: C.predictions(s, learned) for n, s in picks.items()}
+    out["same_answer_as_exact"] = {n: float((a == argmax["exact marginal (certified brackets)"]).mean())
+                                   for n, a in argmax.items()}
     names = list(picks)
     out["paired_differences"] = {
         f"{a} - {b}": C.paired_bootstrap(hits[a], hits[b])
@@ -66,6 +69,15 @@ def main() -> None:
         err = np.abs(C.marginal_scores(t) - exact)[valid]
         out["is_error_vs_exact_nats"][name] = {"answers": int(valid.sum()), "median": float(np.median(err)),
                                                "p90": float(np.percentile(err, 90)), "mean": float(err.mean())}
+    # no tuning in the all-N marginal: its agreement with the exact classifier on the tune questions too
+    both = {}
+    for s in ("tune", "test"):
+        ex = C.predictions(C.exact_scores(tables["learned"][s])[0], tables["learned"][s])
+        for name in runs:
+            t = tables[name][s]
+            both.setdefault(name, []).extend((C.predictions(C.marginal_scores(t), t) == ex).tolist())
+    out["all_n_same_answer_as_exact_tune_and_test"] = {n: {"questions": len(v), "share": float(np.mean(v))}
+                                                       for n, v in both.items()}
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:
