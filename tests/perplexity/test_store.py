@@ -195,6 +195,7 @@ run_perplexity(toy_lm(), read_corpus({corpus!r}, field="text"), config, out={out
 """
 
 
+@pytest.mark.slow  # child processes, each importing torch: 95 s in the loaded profile (issue 45)
 def test_sigkill_at_any_point_resumes_to_the_uninterrupted_store(tmp_path):
     corpus_path = _corpus_file(tmp_path, 40)
     ref = tmp_path / "ref"

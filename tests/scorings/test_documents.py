@@ -214,6 +214,7 @@ def test_with_end_needs_a_token_without_a_surface():
     assert s.lower == pytest.approx(math.log(1 / 4 + 1 / 4 * 1 / 4), abs=1e-12)  # "ab", or "a" then "b"
 
 
+@pytest.mark.slow  # SmolLM2, three scorings of a document: 263 s in the loaded profile (issue 45)
 def test_on_smollm2_prefix_text_and_with_end_nest(smollm2):
     """P(x, end) <= p(x) <= P(x): certified bounds nest, and so do the estimates; canonical-then-end is
     one term of with-end (at most its floor)."""

@@ -41,6 +41,7 @@ def test_greedy_takes_the_most_probable_byte_each_time():
     assert len(result.log_probs) == len(result.data)
 
 
+@pytest.mark.slow  # 2,000 seeded generations per case: 82-223 s a case in the loaded profile (issue 45)
 @pytest.mark.parametrize("mode, share", [("bytes", 0.0), ("tokens", 0.0), ("bytes", 0.02)])
 def test_sampling_follows_the_string_distribution(mode, share):
     """Two bytes (or the end) after a prompt cut inside tokens: frequencies against the chain of next-byte
