@@ -127,7 +127,7 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
     """The peak RSS of the marginal of one ``n_bytes``-byte document (running text, :func:`bench_documents`).
 
     The LM runs as ``ppl-tok perplexity --scoring marginal`` runs it (prefix cache capped,
-    :func:`~ppl_tok.perplexity.score.cap_prefix_cache`). Every ``every`` bytes a line
+    :func:`~ppl_tok.scorings.documents.cap_prefix_cache`). Every ``every`` bytes a line
     ``{"offset", "seconds", "rss_mb", "peak_rss_mb"}`` goes to standard error as it
     happens, so a run stopped early still says how the memory grew.
     """
@@ -135,7 +135,7 @@ def bench_memory_document(model: str, *, data_dir: str | Path = DATA_ROOT, n_byt
 
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.strings import string_marginal
-    from ppl_tok.perplexity.score import cap_prefix_cache
+    from ppl_tok.scorings.documents import cap_prefix_cache
 
     (text,) = bench_documents(data_dir, 1, n_bytes, n_bytes)
     before = _rss_mb()[0]

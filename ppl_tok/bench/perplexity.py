@@ -6,7 +6,7 @@ range) are running text built from the data folder
 with their gold endings, and consecutive OpenBookQA test question stems, joined
 by spaces, alternately. Each document is scored
 
-* canonically (:func:`ppl_tok.perplexity.score.canonical_scores`: its canonical
+* canonically (:func:`ppl_tok.scorings.documents.canonical_scores`: its canonical
   tokens, one chunked forward), and
 * by the marginal (:func:`ppl_tok.strings.string_marginal`, the byte-synchronous
   beam, ``search``: a :class:`~ppl_tok.strings.StringSearchConfig`),
@@ -217,7 +217,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
 def _measure(lm: Any, i: int, text: str, config: StringSearchConfig, paths: bool = False) -> dict[str, Any]:
     """One document's row: canonical scoring and the marginal, each from an empty prefix cache (``paths``: with
     the tokenizations the marginal found)."""
-    from ppl_tok.perplexity.score import canonical_scores
+    from ppl_tok.scorings.documents import canonical_scores
     from ppl_tok.strings import string_marginal
 
     n = len(text.encode())
@@ -273,7 +273,7 @@ def bench_lockstep(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
     """
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.strings import string_marginal, string_marginals
-    from ppl_tok.perplexity.score import cap_prefix_cache
+    from ppl_tok.scorings.documents import cap_prefix_cache
 
     texts = bench_documents(data_dir, documents, min_bytes, max_bytes)
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
@@ -325,7 +325,7 @@ def bench_prefixes(model: str, *, data_dir: str | Path = DATA_ROOT, documents: i
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.infer.search import marginal_bounds_many
     from ppl_tok.strings import string_marginals
-    from ppl_tok.perplexity.score import cap_prefix_cache
+    from ppl_tok.scorings.documents import cap_prefix_cache
 
     if not prefix_bytes or min(prefix_bytes) < 1:
         raise ValueError(f"prefix_bytes must be positive lengths, got {list(prefix_bytes)}")

@@ -11,7 +11,7 @@ from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, o
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_ray_arguments, lm_spec, ray_address, search_config)
 from ppl_tok.perplexity.corpus import SPLITS
-from ppl_tok.scoring import DOCUMENT, accepted
+from ppl_tok.scorings import DOCUMENT, accepted
 from ppl_tok.strings.beam import StringSearchConfig
 
 #: documents listed one per line in the text output (the JSON output lists all)
@@ -50,7 +50,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.corpus import read_corpus
     from ppl_tok.perplexity.report import corpus_summary, document_row
     from ppl_tok.perplexity.run import run_perplexity
-    from ppl_tok.perplexity.score import ScoringConfig, cap_prefix_cache
+    from ppl_tok.scorings.documents import ScoringConfig, cap_prefix_cache
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is a file, not a run folder: give a new folder or a run's folder")

@@ -21,7 +21,7 @@ Model arguments (``--model_args key=value,...``):
   :class:`~ppl_tok.lm.spec.LMSpec` that is loaded and recorded in lm-eval's results
   (``ppl_tok_lm``). ``lm``: an already built :class:`~ppl_tok.lm.base.LanguageModel`
   (Python API only; its ``spec`` is recorded, if it has one).
-* ``scoring`` (one of :mod:`ppl_tok.scoring`'s table): what ``loglikelihood`` returns for a
+* ``scoring`` (one of :mod:`ppl_tok.scorings`'s table): what ``loglikelihood`` returns for a
   (context, continuation) request:
 
   - ``canonical``: ``log p(v* | c)``, the tokenizer's own tokenization ``v*``;
@@ -95,13 +95,13 @@ from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, 
 from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
-from ppl_tok.scoring import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.scorings import DOCUMENT, PAIR, accepted, is_defined, names, scoring as find_scoring
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
-#: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scoring.names`)
+#: the scorings ``loglikelihood`` is defined for (:func:`ppl_tok.scorings.names`)
 SCORINGS = names(PAIR)
 #: the scorings ``loglikelihood_rolling`` (perplexity tasks) is defined for
 ROLLING_SCORINGS = names(DOCUMENT)
@@ -295,7 +295,7 @@ class PPLTokLM(LM):
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
         documents); ``prefix`` and ``with-end``: the probability that the output starts with the
-        document, or is exactly it (the end in the last window; :func:`ppl_tok.perplexity.score.event_scores`);
+        document, or is exactly it (the end in the last window; :func:`ppl_tok.scorings.documents.event_scores`);
         ``canonical+rest``: the canonical term plus the importance estimate of the rest. An empty document
         scores 0, as with ``hf``.
         """
@@ -374,7 +374,7 @@ class PPLTokLM(LM):
             self.intervals += [(r.lower, r.upper) for r in results]
             return [r.estimate for r in results]
         if name not in ("importance", "stratified", "canonical+rest", "mixture"):
-            raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for requests but has no "
+            raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for requests but has no "
                              "implementation here")
         results = self._particles(pairs, guide="stratified" if name == "stratified" else "lookahead")
         if name == "canonical+rest":

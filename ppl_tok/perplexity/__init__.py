@@ -7,8 +7,8 @@ into a resumable store, :func:`corpus_figures` aggregates.
 
 from ppl_tok.perplexity.corpus import Corpus, CorpusError, Document, check_coverage, corpus_from_texts, read_corpus
 from ppl_tok.perplexity.metrics import bits_per_byte, byte_perplexity, count_words, word_perplexity
-from ppl_tok.perplexity.score import SCORINGS, DocumentScore, ScoringConfig, score_documents
-from ppl_tok.perplexity.windows import rolling_windows, text_windows
+from ppl_tok.scorings.documents import SCORINGS, DocumentScore, ScoringConfig, score_documents
+from ppl_tok.scorings.windows import rolling_windows, text_windows
 
 __all__ = ["SCORINGS", "Corpus", "CorpusError", "Document", "DocumentScore", "ScoringConfig", "bits_per_byte",
            "byte_perplexity", "check_coverage", "corpus_from_texts", "count_words", "read_corpus",

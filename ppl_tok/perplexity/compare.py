@@ -35,7 +35,7 @@ from typing import Any
 from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2
 from ppl_tok.perplexity.report import folder_texts, read_scores
-from ppl_tok.scoring import DOCUMENT, scoring as find_scoring
+from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 
 #: What the runs of a comparison share (the corpus and how it was read), besides the documents.
 SAME_CORPUS = ("corpus_sha256", "field", "split")

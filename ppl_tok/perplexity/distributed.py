@@ -7,7 +7,7 @@ settings a single-process run records (so either kind of run resumes the
 other's folder), and deals the documents not stored yet, ``batch_docs`` at a
 time, to K actors (:class:`~ppl_tok.common.distributed.ActorPool`), each holding
 one LM. An actor returns a batch's records
-(:func:`~ppl_tok.perplexity.score.score_documents`, the single-process code);
+(:func:`~ppl_tok.scorings.documents.score_documents`, the single-process code);
 the driver appends them, the store's single writer. So: a batch is stored whole
 or not at all; a lost worker's batch is dealt again (``max_retries``); a killed
 driver's run resumes with the same command.
@@ -35,7 +35,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, CorpusError, Document, check_coverage
 from ppl_tok.perplexity.run import LMFacts, batch_timing, open_run, progress_bar, run_settings
-from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, cap_prefix_cache, score_documents
+from ppl_tok.scorings.documents import DocumentScore, ScoringConfig, cap_prefix_cache, score_documents
 
 #: The stated agreement of a Ray run's figures with a single-process run's, in nats per document (log-likelihood,
 #: canonical and the beam's bracket): batched float32 forwards of another batch composition.

@@ -23,21 +23,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Sequence
 
-_WHITESPACE = re.compile(r"\s+")
+from ppl_tok.common.counts import count_bytes, count_words  # noqa: F401 (this module's figures' units)
+
 LN2 = math.log(2)
-
-
-def count_words(text: str) -> int:
-    """lm-eval's word count: ``len(re.split(r"\\s+", text))``."""
-    return len(_WHITESPACE.split(text))
-
-
-def count_bytes(text: str) -> int:
-    """The UTF-8 bytes of ``text``."""
-    return len(text.encode("utf-8"))
 
 
 def _ratio(log_likelihoods: Sequence[float], units: Sequence[int]) -> float:

@@ -27,9 +27,9 @@ import numpy as np
 
 from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
-from ppl_tok.scoring import DOCUMENT, scoring as find_scoring
+from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
-from ppl_tok.perplexity.score import SPAN_GAIN_VERSION, DocumentScore
+from ppl_tok.scorings.documents import SPAN_GAIN_VERSION, DocumentScore
 
 
 def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: int = 2_000,
@@ -38,11 +38,11 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
 
     The certified figures (``certified``, ``certified_gain_bits_per_byte``,
     ``floor_to_estimate_gap_bits_per_byte``) are reported only for a scoring that
-    gives a certified floor (:attr:`ppl_tok.scoring.Scoring.floor`) and only when
+    gives a certified floor (:attr:`ppl_tok.scorings.Scoring.floor`) and only when
     every document holds one; ``bits_per_byte_floor`` only for a scoring with a
     certified ceiling, every one finite.
 
-    :raises ValueError: ``scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
+    :raises ValueError: ``scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).
     """
     entry = find_scoring(scoring, DOCUMENT)
     if not scores:
@@ -166,7 +166,7 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
     Each document's gain (nats) is split over the byte spans where its found
     tokenizations depart from the canonical one, in proportion to the
-    off-canonical mass on each span (:func:`ppl_tok.perplexity.score.marginal_scores`);
+    off-canonical mass on each span (:func:`ppl_tok.scorings.documents.marginal_scores`);
     the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
     the model's vocabulary, whose canonical tokenization says which words are one
     token) and summed over documents.

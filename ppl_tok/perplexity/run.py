@@ -20,13 +20,13 @@ from typing import Any
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.spec import LMSpec
 from ppl_tok.perplexity.corpus import Corpus, Document, check_coverage
-from ppl_tok.perplexity.score import DocumentScore, ScoringConfig, score_documents
+from ppl_tok.scorings.documents import DocumentScore, ScoringConfig, score_documents
 from ppl_tok.perplexity.store import RECORDS_VERSION, PerplexityStore, check_documents, lm_identity
 
 
 @dataclass(frozen=True)
 class LMFacts:
-    """What a run's settings need of its LM: its name, BOS id, window (:func:`~ppl_tok.perplexity.score.window_length`)
+    """What a run's settings need of its LM: its name, BOS id, window (:func:`~ppl_tok.scorings.documents.window_length`)
     and the :class:`~ppl_tok.lm.spec.LMSpec` it was loaded from (``None`` for an LM built in Python). Taken where the
     LM is (a Ray actor's, :mod:`ppl_tok.perplexity.distributed`), so the driver need not load one."""
 
@@ -37,7 +37,7 @@ class LMFacts:
 
     @classmethod
     def of(cls, lm: LanguageModel, config: ScoringConfig) -> LMFacts:
-        from ppl_tok.perplexity.score import window_length
+        from ppl_tok.scorings.documents import window_length
 
         return cls(lm.name, lm.bos_id, window_length(lm, config), lm.spec)
 

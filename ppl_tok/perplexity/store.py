@@ -29,10 +29,10 @@ folder with neither (ppl-tok 0.1.0) cannot say on which dtype and device it ran
 (0.1.0 had ``--dtype`` and ``--device``): resuming it is refused, with the fix.
 
 The records hold each document's figures
-(:meth:`ppl_tok.perplexity.score.DocumentScore.to_record`, ``-inf`` as
+(:meth:`ppl_tok.scorings.documents.DocumentScore.to_record`, ``-inf`` as
 ``null``), keyed by the document's index. Seconds per batch go to
 ``timing.jsonl``, apart from the records. A folder written under an old
-scoring name (``marginal``, now ``beam``: :data:`ppl_tok.scoring.ALIASES`) is
+scoring name (``marginal``, now ``beam``: :data:`ppl_tok.scorings.ALIASES`) is
 read under the new one, so it resumes and reports as before.
 """
 
@@ -46,7 +46,7 @@ from typing import Any
 from ppl_tok.common.jsonl_store import JsonlStore, StoreError, damaged, decode_log
 from ppl_tok.lm.device import lm_identity
 from ppl_tok.lm.spec import IDENTITY
-from ppl_tok.scoring import ALIASES, DOCUMENT
+from ppl_tok.scorings import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1

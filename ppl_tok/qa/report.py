@@ -19,7 +19,7 @@ import numpy as np
 from ppl_tok.qa import classify as C
 from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
 from ppl_tok.qa.run import OPTIONAL_SCORES, check_settings
-from ppl_tok.scoring import classifiers
+from ppl_tok.scorings import classifiers
 from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
@@ -36,7 +36,7 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
-#: Classifiers in report order (:func:`ppl_tok.scoring.classifiers`); those whose scores are missing are left out.
+#: Classifiers in report order (:func:`ppl_tok.scorings.classifiers`); those whose scores are missing are left out.
 CLASSIFIERS = classifiers()
 
 
@@ -60,7 +60,7 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
     }
     missing = [c for c in CLASSIFIERS if c not in scorers]
     if missing:
-        raise ValueError(f"QA classifiers {missing} are in ppl_tok.scoring's table but have no scorer here")
+        raise ValueError(f"QA classifiers {missing} are in ppl_tok.scorings's table but have no scorer here")
     return scorers
 
 

@@ -156,7 +156,7 @@ def test_cli_marginal_json_reports_certified_figures(tmp_path, capsys, monkeypat
     import ppl_tok.lm.cards
     from ppl_tok.cli.main import main
 
-    from ppl_tok.perplexity.score import MARGINAL_CACHE_BYTES
+    from ppl_tok.scorings.documents import MARGINAL_CACHE_BYTES
 
     lm = toy_lm()
     monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: lm)

@@ -151,7 +151,7 @@ def test_the_model_loads_and_records_an_lm_spec():
 
 def test_scoring_names_are_those_of_the_one_table():
     """Distinct estimators, distinct names; the old name ``marginal`` keeps meaning what it meant per request type."""
-    from ppl_tok.scoring import DOCUMENT, PAIR, names
+    from ppl_tok.scorings import DOCUMENT, PAIR, names
 
     assert SCORINGS == names(PAIR) and ppl_lm_eval.ROLLING_SCORINGS == names(DOCUMENT)
     old = PPLTokLM(lm=toy_lm(), scoring="marginal")

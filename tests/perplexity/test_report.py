@@ -103,7 +103,7 @@ def test_corpus_summary_certifies_the_gain():
 
 def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
     """A document scoring whose table entry gives no certified floor reports its gain, and no certified figure."""
-    from ppl_tok import scoring
+    from ppl_tok import scorings as scoring
     from ppl_tok.cli.perplexity import summary_lines
 
     plain = scoring.Scoring("plain", "a test estimate", (scoring.DOCUMENT,), floor=False, ceiling=False,
@@ -125,7 +125,7 @@ def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
 
 def test_differing_spans_and_their_kinds():
     from ppl_tok.perplexity.report import span_kind
-    from ppl_tok.perplexity.score import differing_spans
+    from ppl_tok.scorings.documents import differing_spans
 
     lm = toy_lm()
     v = lm.vocab

@@ -14,12 +14,13 @@ PACKAGE = ROOT / "ppl_tok"
 #: bottom to top; a unit may import its own modules and any unit of a lower layer, nothing else
 LAYERS = [
     ["common"],
-    ["vocabulary", "limits", "datasets", "distributions", "scoring"],
+    ["vocabulary", "limits", "datasets", "distributions"],
     ["mdd", "lm"],
     ["model", "sat", "canonicity", "canonical_step"],
     ["proposals"],
     ["infer"],
     ["strings", "plots"],
+    ["scorings"],
     ["perplexity", "qa"],
     ["integrations", "bench"],
     ["cli"],

@@ -192,7 +192,7 @@ def test_windows_swept_a_group_at_a_time_give_the_figures_of_one_sweep(world):
     length): the figures equal those of every window swept at once."""
     from ppl_tok.limits import Limits, set_limits
     from ppl_tok.perplexity import ScoringConfig, corpus_from_texts
-    from ppl_tok.perplexity.score import score_documents
+    from ppl_tok.scorings.documents import score_documents
     from qa_toy import toy_lm
 
     lm = toy_lm()
@@ -215,7 +215,7 @@ def test_windows_swept_a_group_at_a_time_give_the_figures_of_one_sweep(world):
 def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_one_call(monkeypatch):
     """A canonical call computed a [T, V] row block for every window of a document at once (a 1 MB document
     passed 12 GB at 0%): now at most CALL_ROW_BYTES of rows a call, the target cut into pieces (the chain rule)."""
-    import ppl_tok.perplexity.score as score
+    import ppl_tok.scorings.documents as score
     from ppl_tok.perplexity import corpus_from_texts
     from qa_toy import toy_lm
 

@@ -107,7 +107,7 @@ def test_the_installed_command_runs_every_help_and_imports_every_module(installe
     import ppl_tok
 
     assert probe["version"] == ppl_tok.__version__
-    assert {"ppl_tok.strings.state", "ppl_tok.perplexity.score", "ppl_tok.bench.engine", "ppl_tok.cli.main",
+    assert {"ppl_tok.strings.state", "ppl_tok.scorings.documents", "ppl_tok.bench.engine", "ppl_tok.cli.main",
             "ppl_tok.infer.importance"} <= set(probe["modules"])
     assert "smollm2-135m" in probe["cards"]
     assert {"bench strings", "bench perplexity", "qa run", "perplexity", "next"} <= set(probe["helps"])

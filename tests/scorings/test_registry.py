@@ -1,11 +1,11 @@
-"""The one table of scorings (ppl_tok/scoring.py): names, levels, old names, errors."""
+"""The one table of scorings (ppl_tok/scorings/): names, levels, old names, errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from ppl_tok import scoring
-from ppl_tok.scoring import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classifier_scoring, classifiers, names
+from ppl_tok import scorings as scoring
+from ppl_tok.scorings import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classifier_scoring, classifiers, names
 
 
 def test_each_level_names_its_scorings():

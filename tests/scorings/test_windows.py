@@ -1,4 +1,4 @@
-"""Rolling windows (``ppl_tok/perplexity/windows.py``): every token scored once, as lm-eval's windows do."""
+"""Rolling windows (``ppl_tok/scorings/windows.py``): every token scored once, as lm-eval's windows do."""
 
 from __future__ import annotations
 import pytest
@@ -43,7 +43,7 @@ def test_text_windows_rebuild_the_text_and_fit_the_window():
 
 def test_lockstep_groups_hold_at_most_the_bytes_asked_for_and_every_item_once():
     """Issue 50: every window of a document was swept at once (a 1 MB document passed 6 GB)."""
-    from ppl_tok.perplexity.windows import lockstep_groups
+    from ppl_tok.scorings.windows import lockstep_groups
 
     sizes = [5, 3, 9, 20, 1, 1, 8]
     groups = lockstep_groups(sizes, 10)

@@ -1,10 +1,10 @@
 """The log-likelihood of a document under each scoring, with its certified floor where there is one.
 
-The document-level scorings of :mod:`ppl_tok.scoring` (the one table of scorings;
+The document-level scorings of :mod:`ppl_tok.scorings` (the one table of scorings;
 ``marginal``, the old name of ``beam``, is still accepted):
 
 * ``canonical``: ``log p(t_1 .. t_n | BOS)`` of the document's canonical tokens,
-  in lm-eval's rolling windows (:func:`~ppl_tok.perplexity.windows.rolling_windows`);
+  in lm-eval's rolling windows (:func:`~ppl_tok.scorings.windows.rolling_windows`);
   exactly what lm-eval's ``loglikelihood_rolling`` computes.
 * ``beam``: ``log p(x | BOS)`` summed over every tokenization of the text
   ``x``, by the byte-synchronous beam of :func:`ppl_tok.strings.string_marginal`
@@ -23,7 +23,7 @@ The document-level scorings of :mod:`ppl_tok.scoring` (the one table of scorings
   seeded per document and window); its certified floor is the canonical term.
 
 Long documents run in string windows for the two marginal scorings
-(:func:`~ppl_tok.perplexity.windows.text_windows`): the document's figures are
+(:func:`~ppl_tok.scorings.windows.text_windows`): the document's figures are
 sums over windows, floors and ceilings included (sums of bounds are bounds).
 ``forwards`` counts the token positions each document's scoring runs through
 the LM, cache hits included (so that a document's record does not depend on
@@ -38,18 +38,24 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.scoring import DOCUMENT, names, scoring as find_scoring
+from ppl_tok.scorings.registry import DOCUMENT, names, scoring as find_scoring
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.marginal import differing_spans
-from ppl_tok.perplexity.corpus import Document
-from ppl_tok.perplexity.metrics import count_bytes, count_words
-from ppl_tok.perplexity.windows import log_probs_after_in_pieces, rolling_windows, sweep_in_groups, text_windows
+from ppl_tok.common.counts import count_bytes, count_words
+from ppl_tok.scorings.windows import log_probs_after_in_pieces, rolling_windows, sweep_in_groups, text_windows
 
-#: The document-level scorings (:func:`ppl_tok.scoring.names`): canonical, beam, prefix, with-end, canonical+rest.
+class ScoredText(Protocol):
+    """What a document-level scoring reads of a document (:class:`ppl_tok.perplexity.Document` is one)."""
+
+    index: int
+    text: str
+
+
+#: The document-level scorings (:func:`ppl_tok.scorings.names`): canonical, beam, prefix, with-end, canonical+rest.
 SCORINGS = names(DOCUMENT)
 #: The scorings the byte-synchronous beam computes (they record its settings and a certified bracket).
 BEAM_SCORINGS = ("beam", "prefix", "with-end")
@@ -182,17 +188,17 @@ def _require_bos(lm: LanguageModel) -> None:
 
 def window_length(lm: LanguageModel, config: ScoringConfig) -> int | None:
     """The window: ``config.window``, else the model's context length (``None``: unbounded)."""
-    from ppl_tok.perplexity.windows import model_window
+    from ppl_tok.scorings.windows import model_window
 
     return config.window if config.window is not None else model_window(lm)
 
 
 def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets: list) -> list[float]:
-    """:func:`~ppl_tok.perplexity.windows.log_probs_after_in_pieces` at :data:`CALL_ROW_BYTES` of rows a call."""
+    """:func:`~ppl_tok.scorings.windows.log_probs_after_in_pieces` at :data:`CALL_ROW_BYTES` of rows a call."""
     return log_probs_after_in_pieces(lm, prefixes, targets, CALL_ROW_BYTES)
 
 
-def canonical_scores(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[DocumentScore]:
+def canonical_scores(lm: LanguageModel, docs: Sequence[ScoredText], window: int | None) -> list[DocumentScore]:
     """The canonical log-likelihoods of ``docs`` in lm-eval's rolling windows, all windows of all documents batched."""
     _require_bos(lm)
     tokens = [lm.canonical(d.text) for d in docs]
@@ -221,7 +227,7 @@ def canonical_scores(lm: LanguageModel, docs: Sequence[Document], window: int | 
     return out
 
 
-def _windowed(lm: LanguageModel, doc: Document, window: int | None):
+def _windowed(lm: LanguageModel, doc: ScoredText, window: int | None):
     toks = lm.canonical(doc.text)
     pieces = text_windows(lm.vocab, toks, window)
     # the canonical slice of each window, under the window's own conditioning (BOS + preceding tokens)
@@ -231,7 +237,7 @@ def _windowed(lm: LanguageModel, doc: Document, window: int | None):
     return toks, pieces, canon, positions
 
 
-def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | None) -> list[tuple[Any, ...]]:
+def _window_plans(lm: LanguageModel, docs: Sequence[ScoredText], window: int | None) -> list[tuple[Any, ...]]:
     """Per document: ``(doc, canonical tokens, string windows, canonical slices or None, canonical forwards)``.
 
     A one-window document's canonical figure is the search's own (``None`` here: BOS and the canonical
@@ -248,7 +254,7 @@ def _window_plans(lm: LanguageModel, docs: Sequence[Document], window: int | Non
     return plans
 
 
-def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+def marginal_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                     on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The byte-synchronous beam's certified bracket of each document's marginal, window by window.
 
@@ -286,12 +292,12 @@ def marginal_scores(lm: LanguageModel, docs: Sequence[Document], config: Scoring
             for doc, toks, pieces, canon, canon_forwards in plans]
 
 
-def marginal_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
+def marginal_score(lm: LanguageModel, doc: ScoredText, config: ScoringConfig) -> DocumentScore:
     """One document's :func:`marginal_scores`."""
     return marginal_scores(lm, [doc], config)[0]
 
 
-def _marginal_record(lm: LanguageModel, doc: Document, toks: Sequence[int], pieces: Sequence[Any],
+def _marginal_record(lm: LanguageModel, doc: ScoredText, toks: Sequence[int], pieces: Sequence[Any],
                      canon: Sequence[float] | None, canon_forwards: int, results: Sequence[Any],
                      seconds: float) -> DocumentScore:
     """A document's score from its windows' :class:`~ppl_tok.strings.StringMarginal` (see :func:`marginal_scores`)."""
@@ -333,7 +339,7 @@ def _marginal_record(lm: LanguageModel, doc: Document, toks: Sequence[int], piec
                                               "single_span": single}})
 
 
-def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringConfig) -> DocumentScore:
+def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: ScoringConfig) -> DocumentScore:
     """``log(p(v*) + m)`` per window (``m``: importance estimate of the non-canonical mass), summed.
 
     The record's ``is_estimate`` is the plain importance estimate of the same
@@ -369,7 +375,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: Document, config: ScoringC
                          extra={"is_estimate": plain, "is_certified_lower": certified})
 
 
-def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+def event_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                  on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """``prefix`` and ``with-end``: the event in each document's last window, the text in the windows before it.
 
@@ -422,7 +428,7 @@ def event_scores(lm: LanguageModel, docs: Sequence[Document], config: ScoringCon
     return out
 
 
-def score_documents(lm: LanguageModel, docs: Sequence[Document], config: ScoringConfig, *,
+def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                     on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
     """The scores of ``docs`` under ``config.scoring`` (canonical, beam, prefix and with-end: batched;
     canonical+rest: one document at a time).
@@ -431,7 +437,7 @@ def score_documents(lm: LanguageModel, docs: Sequence[Document], config: Scoring
     go past, :func:`marginal_scores`; ``prefix``, ``with-end``: those of the windows before the last,
     :func:`event_scores`); the caller counts the rest when the batch is done.
 
-    :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scoring`).
+    :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).
     """
     name = find_scoring(config.scoring, DOCUMENT).name
     if name == "canonical":
@@ -442,4 +448,4 @@ def score_documents(lm: LanguageModel, docs: Sequence[Document], config: Scoring
         return event_scores(lm, docs, config, on_bytes=on_bytes)
     if name == "canonical+rest":
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
-    raise ValueError(f"scoring {name!r} is in ppl_tok.scoring's table for documents but has no implementation here")
+    raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for documents but has no implementation here")

@@ -1,4 +1,4 @@
-"""The scorings of a document (``ppl_tok/perplexity/score.py``) against exact values on toy LMs."""
+"""The scorings of a document (``ppl_tok/scorings/documents.py``) against exact values on toy LMs."""
 
 from __future__ import annotations
 import math
@@ -101,7 +101,7 @@ def test_canonical_plus_rest_is_unbiased_on_average():
 
 
 def test_an_unknown_scoring_is_an_error():
-    """Every dispatcher looks its name up in ppl_tok.scoring: no silent fallback to another scoring."""
+    """Every dispatcher looks its name up in ppl_tok.scorings: no silent fallback to another scoring."""
     with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, prefix, with-end, "
                                          r"canonical\+rest"):
         ScoringConfig("nonsense")
@@ -157,7 +157,7 @@ def _brute_event(lm, text, context, event):
 @pytest.mark.parametrize("window", [None, 4])
 def test_prefix_and_with_end_equal_enumeration_over_token_sequences(scoring, window):
     """Each document: the event of its last window, the text of the windows before it (sums over windows)."""
-    from ppl_tok.perplexity.windows import text_windows
+    from ppl_tok.scorings.windows import text_windows
 
     lm = toy_lm()
     docs = corpus_from_texts(EVENT_DOCS).documents

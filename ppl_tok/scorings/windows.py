@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppl_tok.lm.base import model_window  # noqa: F401 (re-exported: ppl_tok.perplexity.score reads it here)
+from ppl_tok.lm.base import model_window  # noqa: F401 (re-exported: ppl_tok.scorings.documents reads it here)
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def sweep_in_groups(sweep: Any, lm: Any, pieces: Sequence[Any], search: Any, kee
     (at most the ``lm_bytes`` limit of text) at a time: memory bounded by a group's, whatever the documents'
     lengths (``options``: e.g. ``on_bytes``, the progress callback)."""
     from ppl_tok.limits import limits
-    from ppl_tok.perplexity.metrics import count_bytes
+    from ppl_tok.common.counts import count_bytes
 
     out: list[Any] = []
     for g in lockstep_groups([count_bytes(p.text) for p in pieces], limits().lm_bytes):
