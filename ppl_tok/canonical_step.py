@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import codecs
 import time
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -174,4 +175,15 @@ class CanonicalSteps:
         return mask
 
 
-__all__ = ["CanonicalSteps", "Key", "START"]
+_STEPS: "weakref.WeakKeyDictionary[Vocabulary, CanonicalSteps]" = weakref.WeakKeyDictionary()
+
+
+def steps_for(vocab: Vocabulary) -> CanonicalSteps:
+    """The one :class:`CanonicalSteps` of ``vocab`` (its caches shared by every caller)."""
+    steps = _STEPS.get(vocab)
+    if steps is None:
+        steps = _STEPS[vocab] = CanonicalSteps(vocab)
+    return steps
+
+
+__all__ = ["CanonicalSteps", "Key", "START", "steps_for"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ppl_tok.canonical_step import START, CanonicalSteps, Key
+from ppl_tok.canonical_step import START, CanonicalSteps, Key, steps_for
 from ppl_tok.lm.base import LanguageModel, LMState
 
 LOCAL, GLOBAL = "local", "global"
@@ -91,13 +91,15 @@ def _continuation(lm: LanguageModel, text: str | Sequence[int]) -> list[int]:
 
 
 def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences: Sequence[Sequence[int]],
-                 steps: CanonicalSteps) -> list[tuple[float, float, list[float]]]:
+                 steps: CanonicalSteps, keys: Sequence[Key] | None = None) -> list[tuple[float, float, list[float]]]:
     """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids), all
-    advanced together one batched extension per position. A sequence that fails a step scores ``-inf``."""
+    advanced together one batched extension per position. A sequence that fails a step scores ``-inf``.
+    ``keys``: the step key each sequence starts at (default: a segment's start; a document's later window
+    starts where its earlier tokens left it)."""
     ends = _end_ids(lm)
     states = lm.states([tuple(int(t) for t in p) for p in prefixes])
     seqs = [list(map(int, s)) for s in sequences]
-    keys: list[Key] = [START] * len(seqs)
+    keys = list(keys) if keys is not None else [START] * len(seqs)
     plain = [0.0] * len(seqs)
     norms: list[list[float]] = [[] for _ in seqs]
     failed = [False] * len(seqs)
@@ -198,6 +200,14 @@ def _lse(values: list[float]) -> float:
     return top + math.log(math.fsum(math.exp(v - top) for v in values))
 
 
+def global_log_normaliser(lm: LanguageModel, prefix: Sequence[int], key: Key, steps: CanonicalSteps,
+                          num_samples: int, horizon: int, seed: int) -> float:
+    """The importance-sampling estimate of ``log Z(prefix)``: ``log mean(prod_t Z_t)`` over ``num_samples``
+    local walks of at most ``horizon`` tokens (seeded)."""
+    walks = sample_walks(lm, prefix, key, steps, num_samples, horizon, torch.Generator().manual_seed(seed))
+    return _lse([w for _, w, _ in walks]) - math.log(num_samples)
+
+
 def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int]],
                         continuations: Sequence[str | Sequence[int]], mode: str = LOCAL, *,
                         steps: CanonicalSteps | None = None, num_samples: int = 16, horizon: int = 16,
@@ -215,7 +225,7 @@ def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int
         raise ValueError(f"{len(contexts)} contexts but {len(continuations)} continuations")
     if num_samples < 1 or horizon < 1 or budget < 0:
         raise ValueError("num_samples and horizon must be >= 1 and budget >= 0")
-    steps = steps or CanonicalSteps(lm.vocab)
+    steps = steps or steps_for(lm.vocab)
     prefixes = [lm.prefix_ids(c) for c in contexts]
     seqs = [_continuation(lm, c) for c in continuations]
     start = lm.stats.forwards
@@ -225,13 +235,11 @@ def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int
         return [CanonicalLMScore(est, est, est, plain, spent // max(1, len(seqs)), None, norms)
                 for est, plain, norms in local]
     out = []
-    gen = torch.Generator().manual_seed(seed)
     z_cache: dict[tuple[tuple[int, ...], Key], tuple[float, float, float]] = {}
 
     def z(prefix: tuple[int, ...], key: Key) -> tuple[float, float, float]:
         if (prefix, key) not in z_cache:
-            walks = sample_walks(lm, prefix, key, steps, num_samples, horizon, gen)
-            est = _lse([w for _, w, _ in walks]) - math.log(num_samples)
+            est = global_log_normaliser(lm, prefix, key, steps, num_samples, horizon, seed + len(z_cache))
             low, up = normaliser_bracket(lm, prefix, key, steps, budget) if budget else (-math.inf, 0.0)
             z_cache[(prefix, key)] = (est, low, up)
         return z_cache[(prefix, key)]
@@ -249,5 +257,5 @@ def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int
     return out
 
 
-__all__ = ["GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
+__all__ = ["global_log_normaliser", "GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
            "normaliser_bracket", "sample_walks"]

@@ -109,7 +109,7 @@ class ScoringConfig:
                        prune_against=self.search.prune_against)
             if self.search.lazy:  # recorded when set: runs from before lazy extension resume
                 out.update(self.search.lazy_settings())
-        if self.scoring == "canonical+rest":
+        if self.scoring in ("canonical+rest", "canonical-global"):
             out.update(num_samples=self.num_samples, seed=self.seed)
         return out
 
@@ -448,4 +448,7 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
         return event_scores(lm, docs, config, on_bytes=on_bytes)
     if name == "canonical+rest":
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
+    if name in ("canonical-local", "canonical-global"):
+        from ppl_tok.scorings.canonical_lm import canonical_lm_document_scores
+        return canonical_lm_document_scores(lm, docs, config)
     raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for documents but has no implementation here")

@@ -112,6 +112,16 @@ _TABLE = (
             (PAIR,), floor=True, ceiling=True, unit=NATS,
             doc="log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of "
                 "context plus continuation, tokens spanning the join included; a certified interval"),
+    Scoring("canonical-local", "the LM over canonical tokenizations, locally normalised "
+                               "(ppl_tok.infer.canonical_lm.canonical_lm_scores, mode 'local')",
+            (DOCUMENT, PAIR), floor=False, ceiling=False, unit=NATS,
+            doc="log l(v* | c) = log p(v* | c) - sum_t log Z_t: each step renormalised over the tokens that keep the "
+                "prefix canonical (exact; never below canonical)"),
+    Scoring("canonical-global", "the LM over canonical tokenizations, globally normalised "
+                                "(ppl_tok.infer.canonical_lm.canonical_lm_scores, mode 'global')",
+            (DOCUMENT, PAIR), floor=False, ceiling=False, unit=NATS,
+            doc="log p(v* | c) + log Z(c v*) - log Z(c): P(the output starts with v* | the output canonical), the "
+                "normalisers Z estimated by importance sampling with the local model as the proposal"),
     Scoring("most-likely", "the most likely tokenization (ppl_tok.infer.search)", (QUESTION,),
             floor=False, ceiling=False, unit=NATS,
             doc="log p(v^ | c) of the most probable tokenization v^ of the answer",
