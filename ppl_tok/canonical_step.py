@@ -76,6 +76,11 @@ class CanonicalSteps:
         self._text = list(vocab.surfaces)
         self.mask_seconds = 0.0  # time spent building step masks (the benchmark reports it)
 
+    def clear(self) -> None:
+        """Forget every cached verdict and mask (a benchmark measures the cold cost)."""
+        self._verdicts.clear()
+        self._masks.clear()
+
     # ------------------------------------------------------------ the test
     def _bytes(self, tokens: tuple[int, ...]) -> bytes | None:
         parts = [self._text[t] for t in tokens]

@@ -366,6 +366,12 @@ class PPLTokLM(LM):
             return self.lm.log_probs_many([self._canonical_tokens(p) for p in pairs], [p.context for p in pairs])
         if name == "exact":
             return self._exact(pairs)
+        if name in ("canonical-local", "canonical-global"):  # the continuation a canonical segment of its own
+            from ppl_tok.infer.canonical_lm import canonical_lm_scores
+
+            return [r.estimate for r in canonical_lm_scores(
+                self.lm, [p.context for p in pairs], [self._canonical_tokens(p) for p in pairs],
+                mode=name.split("-")[1], num_samples=self.num_samples, seed=self.seed, budget=0)]
         if name == "conditional":
             from ppl_tok.integrations.lm_eval_strings import conditional_scores
 
