@@ -27,6 +27,12 @@ keeps a key ``(previous unit, open unit)``; a token that leaves its unit open pa
 still become UTF-8 (and fails if they never can), and the token that closes the unit is tested on the
 pair (previous unit, this unit). The text may end only where no unit is open.
 
+Regex pre-tokenizers (GPT-2's, SmolLM2's) break the pair property in one place: ``\\s+(?!\\S)`` hands the
+last character of a whitespace run to what follows, so ``['\\n', '\\n', 'x']`` is canonical though
+``['\\n', '\\n']`` is not (``\\n\\n`` alone is one token): a prefix of a canonical sequence need not be canonical.
+A window that fails on its own but ends in whitespace and is a prefix of the encoding of its text followed by a
+letter is *pending*: it is kept whole, the next unit is tested against all of it, and the text may not end there.
+
 Cost: ``pair`` is one encoding of a two-token text, cached. The mask of a step (every token ``t`` that
 fails after ``a``, :meth:`CanonicalSteps.banned`) encodes ``a t`` for every ``t`` once per distinct ``a``
 and is cached; that is the price of the exact local normaliser.
@@ -43,9 +49,11 @@ import torch
 
 from ppl_tok.vocabulary import Vocabulary
 
-#: ``(previous unit, open unit)``: the tokens of the last whole unit and of the one still open
-Key = tuple[tuple[int, ...], tuple[int, ...]]
-START: Key = ((), ())
+#: ``(window, open unit, pending)``: the tokens of the last whole unit (of the units since the last window that
+#: encoded to itself, while ``pending``) and of the unit still open
+Key = tuple[tuple[int, ...], tuple[int, ...], bool]
+START: Key = ((), (), False)
+FAIL, EXACT, PENDING = 0, 1, 2
 
 
 def _utf8_state(data: bytes) -> bool | None:
@@ -70,7 +78,7 @@ class CanonicalSteps:
 
     def __init__(self, vocab: Vocabulary, cache_masks: int = 4096) -> None:
         self.vocab = vocab
-        self._verdicts: dict[tuple[tuple[int, ...], tuple[int, ...]], bool] = {}
+        self._verdicts: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
         self._masks: dict[Key, torch.Tensor] = {}
         self._cache_masks = cache_masks
         self._text = list(vocab.surfaces)
@@ -92,24 +100,30 @@ class CanonicalSteps:
         except (UnicodeDecodeError, ValueError):
             return False
 
-    def _pair(self, prev: tuple[int, ...], unit: tuple[int, ...], unit_bytes: bytes) -> bool:
-        """``encode(text(prev) text(unit)) == prev + unit`` (``prev`` empty: the text's first unit), cached."""
+    def _window(self, prev: tuple[int, ...], unit: tuple[int, ...], unit_bytes: bytes) -> int:
+        """The verdict on the window ``prev + unit`` (cached): :data:`FAIL`, :data:`EXACT` (it encodes to
+        itself) or :data:`PENDING` (it does not, but it ends in whitespace and is a prefix of the encoding of
+        its text followed by a letter: a regex pre-tokenizer's ``\\s+(?!\\S)`` gives the last whitespace
+        character of a run to what follows, so ``['\\n', '\\n', 'x']`` is canonical and ``['\\n', '\\n']`` is not)."""
         hit = self._verdicts.get((prev, unit))
         if hit is None:
-            head = self._bytes(prev) if prev else b""
-            hit = self._verdicts[(prev, unit)] = self._encodes_to(head + unit_bytes, prev + unit)
+            data = (self._bytes(prev) if prev else b"") + unit_bytes
+            window = prev + unit
+            hit = FAIL
+            if self._encodes_to(data, window):
+                hit = EXACT
+            elif data[-1:].isspace():
+                try:
+                    probe = tuple(self.vocab.encode(data.decode("utf-8") + "x"))
+                except (UnicodeDecodeError, ValueError):
+                    probe = ()
+                hit = PENDING if probe[: len(window)] == window else FAIL
+            self._verdicts[(prev, unit)] = hit
         return hit
-
-    @staticmethod
-    def advance(key: Key, t: int, closes: bool) -> Key:
-        """The key after token ``t`` (``closes``: ``t`` ends its unit on a character boundary)."""
-        prev, open_ = key
-        unit = open_ + (int(t),)
-        return (unit, ()) if closes else (prev, unit)
 
     def step(self, key: Key, t: int) -> tuple[bool, Key]:
         """Whether ``t`` passes at ``key``, and the key after it."""
-        prev, open_ = key
+        prev, open_, pending = key
         t = int(t)
         unit = open_ + (t,)
         data = self._bytes(unit)
@@ -119,8 +133,11 @@ class CanonicalSteps:
         if whole is False:
             return False, key
         if whole is None:
-            return True, (prev, unit)
-        return self._pair(prev, unit, data), (unit, ())
+            return True, (prev, unit, pending)
+        verdict = self._window(prev, unit, data)
+        if verdict == FAIL:
+            return False, key
+        return True, ((unit, (), False) if verdict == EXACT else (prev + unit, (), True))
 
     def key(self, tokens: Sequence[int]) -> Key:
         """The key after ``tokens`` (the text's tokens so far, no BOS), without testing them."""
@@ -144,8 +161,8 @@ class CanonicalSteps:
 
     @staticmethod
     def ends_text(key: Key) -> bool:
-        """Whether the text may end at ``key``: no unit is open (the prefix then passed as a whole)."""
-        return not key[1]
+        """Whether the text may end at ``key``: no unit is open and no window is pending."""
+        return not key[1] and not key[2]
 
     def is_canonical(self, tokens: Sequence[int]) -> bool:
         """``encode(decode(tokens)) == tokens`` (tokens that are not whole UTF-8 text are not canonical)."""

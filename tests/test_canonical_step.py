@@ -10,7 +10,8 @@ from ppl_tok.vocabulary import ByteFallback, Vocabulary
 
 #: whitespace runs, contractions, digits, punctuation, characters of 2 and 3 UTF-8 bytes, newlines
 STRINGS = [" the cat", "  a b", "it's 12", " 1234", "x  \n y", "a.'s ", "café!", " €5,00", "'re'", "\n\n\n",
-           "ab  ", " ...,", "Paris is", " über", "naïve", "A1b2", "\t\tx", "ok!!", " don't", "1,000"]
+           "ab  ", " ...,", "Paris is", " über", "naïve", "A1b2", "\t\tx", "ok!!", " don't", "1,000",
+           "\n\nx", "\n\n\nx", " \n\n", "a \t b"]
 
 
 def _all_tokenizations(vocab: Vocabulary, text: str):
@@ -58,6 +59,18 @@ def test_the_canonical_tokenization_passes_and_a_split_does_not(smollm2_vocab):
     split = smollm2_vocab.ids_of(" t") + smollm2_vocab.ids_of("he") + v[1:]
     assert not steps.passes(split)
     assert steps.banned(steps.key(split[:1]))[split[1]]
+
+
+def test_a_whitespace_run_before_a_word_is_pending_until_the_word(smollm2_vocab):
+    """GPT-2's regex gives the last newline of a run to what follows: ['\\n', '\\n', 'x'] is canonical, while
+    ['\\n', '\\n'] alone is not (a prefix of a canonical sequence that is not canonical itself)."""
+    steps = CanonicalSteps(smollm2_vocab)
+    nl, x = smollm2_vocab.ids_of("\n")[0], smollm2_vocab.ids_of("x")[0]
+    assert smollm2_vocab.encode("\n\nx") == [nl, nl, x]
+    ok, key = steps.step(steps.key([nl]), nl)
+    assert ok and not steps.ends_text(key)
+    assert steps.passes([nl, nl, x]) and not steps.passes([nl, nl])
+    assert not steps.passes([nl, nl, nl, x])
 
 
 def test_a_token_that_can_never_be_text_fails(llama2_vocab):
