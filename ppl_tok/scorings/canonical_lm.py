@@ -11,7 +11,7 @@ window, by importance sampling, ``num_samples`` walks; ``Z(BOS)`` is shared by e
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ppl_tok.canonical_step import START, steps_for
@@ -25,14 +25,12 @@ from ppl_tok.scorings.windows import rolling_windows
 HORIZON = 16
 
 
-def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config: Any) -> list[Any]:
+def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config: Any, window: int | None,
+                                 record: Callable[..., Any]) -> list[Any]:
     """``canonical-local`` / ``canonical-global`` scores of ``docs`` (``config``: the run's
-    :class:`~ppl_tok.scorings.documents.ScoringConfig`)."""
-    from ppl_tok.scorings.documents import DocumentScore, _require_bos, window_length
-
-    _require_bos(lm)
+    :class:`~ppl_tok.scorings.documents.ScoringConfig`; ``window``: its positions per forward; ``record``:
+    :class:`~ppl_tok.scorings.documents.DocumentScore`, passed in by the dispatcher that owns it)."""
     steps = steps_for(lm.vocab)
-    window = window_length(lm, config)
     tokens = [lm.canonical(d.text) for d in docs]
     prefixes, targets, keys, owner = [], [], [], []
     for i, toks in enumerate(tokens):
@@ -62,10 +60,10 @@ def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config:
     out = []
     for i, (d, toks) in enumerate(zip(docs, tokens)):
         share = len(toks) / total_tokens
-        out.append(DocumentScore(d.index, count_bytes(d.text), count_words(d.text), len(toks),
-                                 sum(1 for o in owner if o == i), log_likelihood=figures[i], canonical=plain[i],
-                                 forwards=round(spent * share), canonical_forwards=round(spent * share),
-                                 seconds=seconds * share))
+        out.append(record(d.index, count_bytes(d.text), count_words(d.text), len(toks),
+                          sum(1 for o in owner if o == i), log_likelihood=figures[i], canonical=plain[i],
+                          forwards=round(spent * share), canonical_forwards=round(spent * share),
+                          seconds=seconds * share))
     return out
 
 

@@ -450,5 +450,6 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
         return [canonical_plus_rest_score(lm, d, config) for d in docs]
     if name in ("canonical-local", "canonical-global"):
         from ppl_tok.scorings.canonical_lm import canonical_lm_document_scores
-        return canonical_lm_document_scores(lm, docs, config)
+        _require_bos(lm)
+        return canonical_lm_document_scores(lm, docs, config, window_length(lm, config), DocumentScore)
     raise ValueError(f"scoring {name!r} is in ppl_tok.scorings's table for documents but has no implementation here")
