@@ -15,7 +15,7 @@ from ppl_tok.scorings.pairs import Pair, PairScore
 
 # the built-in scorings, registered as imported, in report order
 from ppl_tok.scorings import canonical, importance, beam, events, mixture, canonical_rest  # noqa: E402,F401
-from ppl_tok.scorings import exact, stratified, conditional, most_likely  # noqa: E402,F401
+from ppl_tok.scorings import exact, stratified, conditional, canonical_lm, most_likely  # noqa: E402,F401
 
 __all__ = ["ALIASES", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "DocumentScore", "Pair", "PairScore",
            "Scoring", "ScoringConfig", "accepted", "classifier_scoring", "classifiers", "is_defined", "names",

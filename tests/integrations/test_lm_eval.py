@@ -349,3 +349,17 @@ def test_a_learned_proposal_through_model_args(tmp_path, monkeypatch):
         assert ours.score_pairs(pairs) == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="go together"):
         PPLTokLM(lm=lm, scoring="importance", proposal="learned")
+
+
+def test_canonical_lm_pair_scorings_match_the_function():
+    """``scoring=canonical-local|canonical-global``: the continuation's canonical tokens under the canonical LM."""
+    from ppl_tok.infer.canonical_lm import canonical_lm_scores
+    from tests.canonical_toys import bpe_vocab, toy_lm as toy_bpe_lm
+
+    lm = toy_bpe_lm(bpe_vocab())
+    pair = Pair("ab", "bab", 0, ("t", 0), 0)
+    local = PPLTokLM(lm=lm, scoring="canonical-local").score_pairs([pair])[0]
+    assert local == pytest.approx(canonical_lm_scores(lm, ["ab"], ["bab"], mode="local")[0].estimate, abs=1e-12)
+    assert local >= lm.log_probs_many([lm.canonical("bab")], ["ab"])[0] - 1e-12
+    glob = PPLTokLM(lm=lm, scoring="canonical-global", num_samples=16).score_pairs([pair])[0]
+    assert math.isfinite(glob)

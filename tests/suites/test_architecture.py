@@ -16,7 +16,7 @@ LAYERS = [
     ["common"],
     ["vocabulary", "limits", "datasets", "distributions"],
     ["mdd", "lm"],
-    ["model", "sat", "canonicity"],
+    ["model", "sat", "canonicity", "canonical_step"],
     ["proposals"],
     ["infer"],
     ["strings", "plots"],
