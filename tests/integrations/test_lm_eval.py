@@ -125,7 +125,8 @@ def test_unsupported_request_types_and_arguments_are_clear():
         PPLTokLM(lm=toy_lm(), scoring="beam").score_pairs([Pair("ab", " ab", 0, ("t", 0), 0)])
     assert lm.generate_until([]) == []  # generation tasks: tests/integrations/test_lm_eval_strings.py
     with pytest.raises(ValueError, match=r"'greedy': unknown scoring.*canonical\|importance\|mixture\|canonical\+rest"
-                                         r"\|exact\|stratified\|conditional\|marginal\|beam"):
+                                         r"\|exact\|stratified\|conditional\|canonical-local\|canonical-global"
+                                         r"\|marginal\|beam"):
         PPLTokLM(lm=toy_lm(), scoring="greedy")
     with pytest.raises(ValueError, match="alpha"):
         PPLTokLM(lm=toy_lm(), alpha=2)
