@@ -67,9 +67,15 @@ def run_advtok(lm, tok, pb, iters: int, batch: int) -> tuple[tuple[int, ...], in
     import advtok.mdd
     import advtok.search
 
-    if advtok.mdd._no_vocab_cache(tok):  # advtok's own vocabulary map, built serially (its process pool is not)
-        vocab = dict(map(advtok.mdd._select_vocab_const(tok), tok.get_vocab().keys()))
-        vocab.pop("", None)
+    if advtok.mdd._no_vocab_cache(tok):
+        # advtok's vocabulary map (surface string -> id), which it builds in a process pool that dies on this
+        # machine and costs ~1 ms a token serially; for a byte-level BPE its surface is the token's bytes decoded
+        # with errors="replace" (what `convert_tokens_to_string` gives), read from ppl-tok's vocabulary
+        vocab = {}
+        for t in range(len(lm.vocab)):
+            raw = lm.vocab[t]
+            if raw and t not in lm.vocab.special_ids:
+                vocab.setdefault(raw.decode("utf-8", errors="replace"), t)
         advtok.mdd.cache_vocab(tok, cache=vocab, persistent=False)
 
     head, tail, target = list(pb.prefix_ids), list(pb.suffix_ids), list(pb.target_ids)
