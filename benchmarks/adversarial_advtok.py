@@ -154,11 +154,21 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="sequences per forward call, both (default 16)")
     ap.add_argument("--time-cap", type=float, default=120.0, help="seconds per ppl-tok search (default 120)")
     ap.add_argument("--out", default=str(ROOT / "results" / "adversarial"), help="results folder")
+    ap.add_argument("--summarise", action="store_true", help="only rewrite the summary of the stored runs")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs.jsonl"
     done = {json.loads(line)["id"] for line in runs.open()} if runs.exists() else set()
+    if not args.summarise:
+        run_all(args, runs, done)
+    rows = [json.loads(line) for line in runs.open()]
+    summary = summarise(rows)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+def run_all(args: argparse.Namespace, runs: Path, done: set) -> None:
     lm = load_lm(LMSpec(model="smollm2-135m"))
     tok = transformers.AutoTokenizer.from_pretrained(cache_dir() / "smollm2-135m" / "model")
     for item in items(args.n, args.max_bytes):
@@ -171,10 +181,6 @@ def main() -> None:
         print(f"{item[0]}: advtok {a['log_prob']:.3f} (d={a['distance']}, {a['forwards']} fw) | "
               f"d2 {d2['final_best']:.3f} closed={d2['final_closed']} ({d2['forwards']} fw) | "
               f"d4 {d4['final_best']:.3f} closed={d4['final_closed']} ({d4['forwards']} fw)", flush=True)
-    rows = [json.loads(line) for line in runs.open()]
-    summary = summarise(rows)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
