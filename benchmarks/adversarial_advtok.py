@@ -67,9 +67,15 @@ def run_advtok(lm, tok, pb, iters: int, batch: int) -> tuple[tuple[int, ...], in
     import advtok.mdd
     import advtok.search
 
-    if advtok.mdd._no_vocab_cache(tok):  # advtok's own vocabulary map, built serially (its process pool is not)
-        vocab = dict(map(advtok.mdd._select_vocab_const(tok), tok.get_vocab().keys()))
-        vocab.pop("", None)
+    if advtok.mdd._no_vocab_cache(tok):
+        # advtok's vocabulary map (surface string -> id), which it builds in a process pool that dies on this
+        # machine and costs ~1 ms a token serially; for a byte-level BPE its surface is the token's bytes decoded
+        # with errors="replace" (what `convert_tokens_to_string` gives), read from ppl-tok's vocabulary
+        vocab = {}
+        for t in range(len(lm.vocab)):
+            raw = lm.vocab[t]
+            if raw and t not in lm.vocab.special_ids:
+                vocab.setdefault(raw.decode("utf-8", errors="replace"), t)
         advtok.mdd.cache_vocab(tok, cache=vocab, persistent=False)
 
     head, tail, target = list(pb.prefix_ids), list(pb.suffix_ids), list(pb.target_ids)
@@ -148,11 +154,21 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="sequences per forward call, both (default 16)")
     ap.add_argument("--time-cap", type=float, default=120.0, help="seconds per ppl-tok search (default 120)")
     ap.add_argument("--out", default=str(ROOT / "results" / "adversarial"), help="results folder")
+    ap.add_argument("--summarise", action="store_true", help="only rewrite the summary of the stored runs")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs.jsonl"
     done = {json.loads(line)["id"] for line in runs.open()} if runs.exists() else set()
+    if not args.summarise:
+        run_all(args, runs, done)
+    rows = [json.loads(line) for line in runs.open()]
+    summary = summarise(rows)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+def run_all(args: argparse.Namespace, runs: Path, done: set) -> None:
     lm = load_lm(LMSpec(model="smollm2-135m"))
     tok = transformers.AutoTokenizer.from_pretrained(cache_dir() / "smollm2-135m" / "model")
     for item in items(args.n, args.max_bytes):
@@ -165,10 +181,6 @@ def main() -> None:
         print(f"{item[0]}: advtok {a['log_prob']:.3f} (d={a['distance']}, {a['forwards']} fw) | "
               f"d2 {d2['final_best']:.3f} closed={d2['final_closed']} ({d2['forwards']} fw) | "
               f"d4 {d4['final_best']:.3f} closed={d4['final_closed']} ({d4['forwards']} fw)", flush=True)
-    rows = [json.loads(line) for line in runs.open()]
-    summary = summarise(rows)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
