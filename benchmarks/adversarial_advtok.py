@@ -128,8 +128,12 @@ def one(lm, tok, item, args) -> dict:
     return rec
 
 
+#: float32 rows: one tokenization scored in two batches differs by up to ~1e-5 nats (padding, batch size)
+TIE = 1e-4
+
+
 def summarise(rows: list[dict]) -> dict:
-    out = {"prompts": len(rows)}
+    out = {"prompts": len(rows), "tie_nats": TIE}
     for d in (2, 4):
         for k in LEVELS:
             cells = [r[f"d{d}"][f"{k}x"] for r in rows]
@@ -138,10 +142,10 @@ def summarise(rows: list[dict]) -> dict:
             vs = [(c["best"], r["advtok"]["log_prob"]) for r, c in zip(rows, cells) if c["reached"]]
             out[f"d{d}_{k}x"] = {
                 "reached": len(reached), "closed": len(closed), "closure_rate": len(closed) / len(rows),
-                "ppl_tok_higher": sum(a > b + 1e-9 for a, b in vs), "equal": sum(abs(a - b) <= 1e-9 for a, b in vs),
-                "advtok_higher": sum(b > a + 1e-9 for a, b in vs),
+                "ppl_tok_higher": sum(a > b + TIE for a, b in vs), "equal": sum(abs(a - b) <= TIE for a, b in vs),
+                "advtok_higher": sum(b > a + TIE for a, b in vs),
                 "violations": [r["id"] for r, c in zip(rows, cells) if c["reached"] and c["closed"]
-                               and r[f"d{d}"]["advtok_inside"] and c["best"] < r["advtok"]["log_prob"] - 1e-6]}
+                               and r[f"d{d}"]["advtok_inside"] and c["best"] < r["advtok"]["log_prob"] - TIE]}
     out["advtok_forwards_median"] = sorted(r["advtok"]["forwards"] for r in rows)[len(rows) // 2]
     return out
 
