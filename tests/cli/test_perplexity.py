@@ -179,8 +179,8 @@ def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
     path = tmp_path / "c.txt"
     path.write_text("ab\n")
     assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
-    assert "invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', 'marginal')" in \
-        capsys.readouterr().err
+    assert ("invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', "
+            "'canonical-local', 'canonical-global', 'marginal')") in capsys.readouterr().err
 
 
 def test_search_budget_and_its_old_name_budget_set_the_beam_budget_within_the_limit(tmp_path, capsys, monkeypatch):
