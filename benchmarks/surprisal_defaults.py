@@ -39,7 +39,7 @@ def main() -> None:
     import torch
 
     from ppl_tok import load_lm
-    from ppl_tok.bench.surprisal import held_out_items
+    from benchmarks.surprisal import held_out_items
     from ppl_tok.strings import StringSearchConfig
     from ppl_tok.strings.surprisal import canonical_surprisals_many, surprisals, surprisals_many
 

@@ -1,7 +1,7 @@
 """`ppl-tok surprisal` at its defaults against minicons on the same model and words, whole processes (issue 47, item 3).
 
 minicons (0.3.39, in a separate virtual environment: never a dependency of ppl-tok) and `ppl-tok surprisal` score
-the same held-out items (the first WORDS words of DATA, `ppl_tok.bench.surprisal.held_out_items`) with the same
+the same held-out items (the first WORDS words of DATA, `benchmarks.surprisal.held_out_items`) with the same
 model folder (the SmolLM2-135M conversion in ppl-tok's cache), each as a whole process (model loading included),
 alternately A B A B ..., the wall and CPU seconds of every run taken around the child process; the figure is the
 median of the pairwise ratios ppl-tok / minicons (goal: at most 2x). minicons runs `IncrementalLMScorer.
@@ -79,7 +79,7 @@ def main() -> None:
                     "default: '--extend-threshold 0.1 --batch-size 64'); empty: its defaults")
     args = ap.parse_args()
 
-    from ppl_tok.bench.surprisal import held_out_items
+    from benchmarks.surprisal import held_out_items
     from ppl_tok.lm.cards import cache_dir, load_lm
 
     load_lm("smollm2-135m")  # converts the bundled model once, into the cache folder both processes read

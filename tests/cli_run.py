@@ -1,4 +1,5 @@
-"""Running ``ppl-tok`` in-process in tests: ``run(capsys, *argv)`` and the strict JSON reader."""
+"""Running ``ppl-tok`` in-process in tests: ``run(capsys, *argv)`` (``run(capsys, "benchmarks", ...)`` runs
+``python -m benchmarks ...``, the benchmarks beside the package) and the strict JSON reader."""
 
 import json
 
@@ -6,7 +7,12 @@ from ppl_tok.cli.main import main
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
+    if argv and argv[0] == "benchmarks":
+        from benchmarks.__main__ import build_parser
+
+        code = main(list(argv[1:]), build_parser())
+    else:
+        code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 

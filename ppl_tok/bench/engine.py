@@ -10,16 +10,14 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ppl_tok.bench.most_likely import BB_SENTENCE
 from ppl_tok.bench.timing import device_case, peak_rss_mb, raw_decode_rate, timed
 
 from ppl_tok.datasets import continuation, data_file, load_questions
 from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory
 
-#: ``ppl-tok bench marginal --quick``: every part once, small (a smoke test of the benchmark, not a measurement).
-
-
-# ------------------------------------------------------------- most likely
+#: branch and bound's long sentence (the paper's Fig. 4 setting), also the engine's long memory case
+BB_SENTENCE = ("Language models typically tokenize text into subwords, utilizing a learned deterministic set of "
+               "merge rules to aggregate tokens.")
 
 
 # ------------------------------------------------------------------ engine

@@ -6,8 +6,10 @@ import time
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
-from ppl_tok.lm.device import synchronize
+from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory, synchronize
+
 
 def peak_rss_mb() -> float:
     import resource
@@ -77,3 +79,26 @@ def uncached(lm):
 def raw_decode_rate(lm, batch: int, past: int, steps: int = 6) -> float:
     """Token-forwards/s of a raw batched decoding loop (KV cache, full-vocab log_softmax) after ``past`` tokens."""
     return raw_forwards_per_s(lm, batch, steps=steps, prefix_len=max(1, past))
+
+
+def marginal_throughput(lm, sentence: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Look-ahead IS on ``sentence`` with each number of particles: forwards/s and particle-steps/s against raw
+    batched decoding on the same device (at the engine's mean batch, and at N)."""
+    from ppl_tok.infer.importance import marginal
+
+    rows = []
+    for n in tqdm(sizes, desc="(a) throughput", leave=False):
+        lm.clear_cache()
+        lm.stats.reset()
+        reset_peak_memory(lm.device)
+        r, seconds = timed(lm.device, marginal, sentence, lm, n, seed=0)
+        mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
+        steps = sum(len(s) for s in r.samples)
+        rows.append({"num_samples": n, "seconds": seconds, "forwards": lm.stats.forwards,
+                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / seconds,
+                     "particle_steps_per_s": steps / seconds, "peak_device_mb": peak_memory_mb(lm.device),
+                     "raw_forwards_per_s_at_mean_batch": raw_forwards_per_s(lm, mean_batch),
+                     "raw_forwards_per_s_at_n": raw_forwards_per_s(lm, n)})
+        rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
+        rows[-1]["ratio_particle_steps"] = rows[-1]["particle_steps_per_s"] / rows[-1]["raw_forwards_per_s_at_n"]
+    return rows

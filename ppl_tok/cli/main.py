@@ -120,17 +120,19 @@ def _silence_stdout() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run ``ppl-tok`` (or ``parser``'s program: the benchmarks beside the package run through here too) on
+    ``argv``: every check before any work, one line on stderr and status 2 for a bad input."""
     from ppl_tok.common.heap import tune_heap
 
     tune_heap()  # before any tensor: a peak that follows the live tensors, the same from run to run (docs/limits.md)
-    parser = build_parser()
+    parser = parser or build_parser()
     with unlimited_int_digits():
         try:
             args = parser.parse_args(argv)
         except SystemExit as done:  # --help, or a usage error already printed
             return done.code if isinstance(done.code, int) else 2
-        prog = f"ppl-tok {args.command}"
+        prog = f"{parser.prog} {getattr(args, 'what', None) or args.command}"
         try:
             _prepare(args)
             set_threads(args)

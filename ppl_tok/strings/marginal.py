@@ -60,7 +60,7 @@ class StringMarginal:
     :param hint: ``None`` when the bracket informs (at most :data:`~ppl_tok.strings.certified.WIDE_NATS`
         wide), else what would tighten it.
     :param paths: every complete tokenization summed, ``((tokens, log p), ...)``, and ``canonical_path`` the
-        canonical one's tokens (what :mod:`ppl_tok.bench.oracle` prices); not in :meth:`to_dict`.
+        canonical one's tokens (what :mod:`benchmarks.oracle` prices); not in :meth:`to_dict`.
     """
 
     text: str

@@ -1,8 +1,8 @@
 """``ppl_tok/bench/memory.py``: ``ppl-tok bench memory --repeat N --command ARGS`` (peak RSS of fresh processes and
-its spread, issue 37, item 6) and ``bench perplexity --memory-bytes N`` (one long document's marginal).
+its spread, issue 37, item 6).
 
-Structure only, on a command that loads a vocabulary (a few seconds) and a 40-byte document; the figures of the
-2 kB case and the 20 kB document are in docs/benchmarks.md."""
+Structure only, on a command that loads a vocabulary (a few seconds); the figures of the 2 kB case are in
+docs/benchmarks.md."""
 
 import json
 
@@ -10,7 +10,6 @@ import pytest
 
 from cli_run import run
 from ppl_tok.bench.memory import child_peak, repeat_command, spread
-from ppl_tok.strings.beam import StringSearchConfig
 
 
 def test_spread_of_known_values():
@@ -36,16 +35,3 @@ def test_bench_memory_repeats_a_command_in_fresh_processes(capsys):
     assert s["runs"] == 2 and 0 < s["min"] <= s["median"] <= s["max"] and s["spread"] == s["max"] - s["min"]
     with pytest.raises(ValueError, match="--command is empty"):
         repeat_command("  ", 1)
-
-
-def test_bench_memory_document_reports_its_settings_and_trace(capsys):
-    from conftest import SHARED
-    from ppl_tok.bench import memory as bench
-
-    graced = StringSearchConfig(beam=2, prune=3.0, extend_threshold=0.2, boundary_threshold=1e-3)
-    r = bench.bench_memory_document("smollm2-135m", data_dir=SHARED / "data", n_bytes=40, search=graced, every=10)
-    assert r["bytes"] == 40 and r["boundary_threshold"] == 1e-3 and "rejoin_threshold" not in r
-    assert [t["offset"] for t in r["trace"]] == sorted(t["offset"] for t in r["trace"]) and len(r["trace"]) >= 3
-    assert r["peak_rss_mb"] >= r["rss_after_load_mb"] > 0 and r["forwards_per_byte"] > 0
-    assert "boundary threshold 0.001" in bench.format_memory_document(r)[0]
-    assert len(capsys.readouterr().err.strip().splitlines()) == len(r["trace"])  # one stderr line per mark

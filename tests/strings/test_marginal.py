@@ -131,7 +131,7 @@ def test_smollm2_bracket_contains_the_exact_marginal(smollm2):
 
 def test_the_benchmark_texts():
     from conftest import SHARED
-    from ppl_tok.bench.strings import SHORT, mid_word_prompts, running_text
+    from benchmarks.strings import SHORT, mid_word_prompts, running_text
 
     assert [len(t.encode()) for t in SHORT] == [58, 101]
     text = running_text(SHARED / "data", 500)
@@ -147,7 +147,7 @@ def test_prompt_boundary_records_resume(tmp_path):
     """The prompt-boundary part appends one line per prompt and resumes from them; other records are refused."""
     import json
 
-    from ppl_tok.bench.strings import prompt_boundary
+    from benchmarks.strings import prompt_boundary
     from ppl_tok.strings.conditional import string_conditional
 
     lm = BigramLM.random(VOCAB, seed=3, bos_id=0)

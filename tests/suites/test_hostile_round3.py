@@ -313,50 +313,55 @@ IGNORED_FLAGS = [
     (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "runs no beam"),
     (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
     (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
-    (["bench", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
-    (["bench", "diagnostics", "--rescore", "--strings", "4"], "--strings", "--rescore scores the stored"),
-    (["bench", "diagnostics", "--rescore", "--model", "gemma3-270m"], "--model", "without running the LM"),
-    (["bench", "diagnostics", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
+    (["benchmarks", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
+    (["benchmarks", "diagnostics", "--rescore", "--strings", "4"], "--strings", "--rescore scores the stored"),
+    (["benchmarks", "diagnostics", "--rescore", "--model", "gemma3-270m"], "--model", "without running the LM"),
+    (["benchmarks", "diagnostics", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
     (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
-    (["bench", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
-    (["bench", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"], "--max-gen-toks", "--prompts 0 skips"),
-    (["bench", "surprisal", "--text", "t.txt", "--reference"], "--reference", "--extend-threshold 0 is that run"),
+    (["benchmarks", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
+    (["benchmarks", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"], "--max-gen-toks", "--prompts 0 skips"),
+    (["benchmarks", "surprisal", "--text", "t.txt", "--reference"], "--reference", "--extend-threshold 0 is that run"),
     (["bench", "gpu-check", "--parts", "engine", "--tests", "tests"], "--tests", "--parts has no tests part"),
-    (["bench", "strings", "--prefill-bytes", "100", "--long-bytes", "10"], "--long-bytes", "the prefill part"),
-    (["bench", "strings", "--generation-only", "--prompts", "3"], "--prompts", "--generation-only runs its own"),
-    (["bench", "strings", "--genlm-python", "py", "--generation-only"], "--generation-only", "--genlm-python runs"),
-    (["bench", "strings", "--prompts-only", "--generate-bytes", "9"], "--generate-bytes", "--prompts-only runs"),
-    (["bench", "strings", "--prefill-tail", "9"], "--prefill-tail", "applies to --prefill-bytes or"),
-    (["bench", "strings", "--genlm-keep", "d"], "--genlm-keep", "applies to --genlm-python only"),
-    (["bench", "perplexity", "--memory-bytes", "100", "--documents", "3"], "--documents", "takes no documents"),
-    (["bench", "perplexity", "--table", "a", "--lengths", "1", "2"], "--lengths", "takes no documents"),
-    (["bench", "perplexity", "--lockstep", "--progress"], "--progress", "makes no such run"),
-    (["bench", "perplexity", "--splits", "p", "--beam", "3"], "--beam", "runs none"),
-    (["bench", "perplexity", "--lockstep", "--out", "d"], "--out", "makes no such run"),
-    (["bench", "perplexity", "--costs"], "--costs", "applies to --splits only"),
+    (["benchmarks", "strings", "--prefill-bytes", "100", "--long-bytes", "10"], "--long-bytes", "the prefill part"),
+    (["benchmarks", "strings", "--generation-only", "--prompts", "3"], "--prompts", "--generation-only runs its own"),
+    (["benchmarks", "strings", "--genlm-python", "py", "--generation-only"], "--generation-only", "--genlm-python runs"),
+    (["benchmarks", "strings", "--prompts-only", "--generate-bytes", "9"], "--generate-bytes", "--prompts-only runs"),
+    (["benchmarks", "strings", "--prefill-tail", "9"], "--prefill-tail", "applies to --prefill-bytes or"),
+    (["benchmarks", "strings", "--genlm-keep", "d"], "--genlm-keep", "applies to --genlm-python only"),
+    (["benchmarks", "perplexity", "--memory-bytes", "100", "--documents", "3"], "--documents", "takes no documents"),
+    (["benchmarks", "perplexity", "--table", "a", "--lengths", "1", "2"], "--lengths", "takes no documents"),
+    (["benchmarks", "perplexity", "--lockstep", "--progress"], "--progress", "makes no such run"),
+    (["benchmarks", "perplexity", "--splits", "p", "--beam", "3"], "--beam", "runs none"),
+    (["benchmarks", "perplexity", "--lockstep", "--out", "d"], "--out", "makes no such run"),
+    (["benchmarks", "perplexity", "--costs"], "--costs", "applies to --splits only"),
 ]
 USED_FLAGS = [
     ["perplexity", "x.txt", "--scoring", "beam", "--beam", "4", "--prune", "3", "--extend-threshold", "0.01"],
     ["perplexity", "x.txt", "--scoring", "marginal", "--search-budget", "100"],
     ["perplexity", "x.txt", "--scoring", "canonical+rest", "--samples", "8", "--seed", "3"],
     ["perplexity", "x.txt", "--beam", "8"],  # the default value, given: the run is the one asked for
-    ["bench", "marginal", "--quick"], ["bench", "marginal", "--sizes", "4"],
-    ["bench", "diagnostics", "--rescore", "--samples", "32"], ["bench", "memory", "--device", "cpu"],
-    ["bench", "surprisal", "--text", "t.txt", "--reference", "--extend-threshold", "0.01"],
+    ["benchmarks", "marginal", "--quick"], ["benchmarks", "marginal", "--sizes", "4"],
+    ["benchmarks", "diagnostics", "--rescore", "--samples", "32"], ["bench", "memory", "--device", "cpu"],
+    ["benchmarks", "surprisal", "--text", "t.txt", "--reference", "--extend-threshold", "0.01"],
     ["bench", "gpu-check", "--parts", "tests,engine", "--tests", "tests"],
-    ["bench", "strings", "--prefill-bytes", "100", "--prefill-tail", "9", "--prompt-records", "r.jsonl"],
-    ["bench", "strings", "--genlm-python", "py", "--genlm-keep", "d"], ["bench", "strings", "--long-bytes", "10"],
-    ["bench", "perplexity", "--splits", "p", "--reference", "d", "--costs"],
-    ["bench", "perplexity", "--out", "d", "--progress", "--beam", "3"],
+    ["benchmarks", "strings", "--prefill-bytes", "100", "--prefill-tail", "9", "--prompt-records", "r.jsonl"],
+    ["benchmarks", "strings", "--genlm-python", "py", "--genlm-keep", "d"], ["benchmarks", "strings", "--long-bytes", "10"],
+    ["benchmarks", "perplexity", "--splits", "p", "--reference", "d", "--costs"],
+    ["benchmarks", "perplexity", "--out", "d", "--progress", "--beam", "3"],
 ]
 
 
 def _check_flags(argv):
+    from benchmarks.__main__ import build_parser as benchmarks_parser
     from ppl_tok.cli.bench_flags import CHECKS
     from ppl_tok.cli.main import build_parser
     from ppl_tok.cli.perplexity import refuse_ignored_flags
 
-    args = build_parser().parse_args(argv)
+    if argv[0] == "benchmarks":
+        argv = ["bench", *argv[1:]]
+        args = benchmarks_parser().parse_args(argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     (refuse_ignored_flags if argv[0] == "perplexity" else CHECKS[argv[1]])(args)
 
 
@@ -376,13 +381,14 @@ def test_a_flag_the_mode_reads_is_not_refused(argv):
 
 
 def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch, tmp_path):
-    import ppl_tok.cli.bench as bench
+    import benchmarks.cli as bench
+    from benchmarks.__main__ import run as bench_main
 
     monkeypatch.setattr(bench, "cmd_strings", lambda args: pytest.fail("the benchmark ran"))
     (tmp_path / "x.txt").write_text("some text", encoding="utf-8")
     for argv in (["perplexity", str(tmp_path / "x.txt"), "--beam", "4", "--model", "toy-bigram"],
-                 ["bench", "strings", "--generation-only", "--prompts", "3"]):
-        assert main(argv) == 2
+                 ["benchmarks", "strings", "--generation-only", "--prompts", "3"]):
+        assert (bench_main(argv[1:]) if argv[0] == "benchmarks" else main(argv)) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1 and "would be ignored" in err, err
 

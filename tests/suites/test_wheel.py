@@ -96,6 +96,10 @@ def test_the_wheel_holds_every_subpackage_and_the_model_cards(installed):
     assert {"ppl_tok/strings/__init__.py", "ppl_tok/perplexity/__init__.py"} <= set(names)
     cards = {Path(n).name for n in names if n.startswith("ppl_tok/models/") and n.endswith(".toml")}
     assert cards == {p.name for p in (ROOT / "models").glob("*.toml")} and cards  # the top-level models/ folder
+    # the research benchmarks stay beside the package (issue 45, item 2): only the machine checks ship
+    assert not [n for n in names if n.startswith("benchmarks/")]
+    shipped = {Path(n).stem for n in names if n.startswith("ppl_tok/bench/") and n.endswith(".py")}
+    assert shipped == {"__init__", "engine", "gpucheck", "memory", "timing"}, shipped
 
 
 def test_the_installed_command_runs_every_help_and_imports_every_module(installed):
@@ -111,7 +115,7 @@ def test_the_installed_command_runs_every_help_and_imports_every_module(installe
     assert {"ppl_tok.strings.state", "ppl_tok.scorings.documents", "ppl_tok.bench.engine", "ppl_tok.cli.main",
             "ppl_tok.infer.importance"} <= set(probe["modules"])
     assert "smollm2-135m" in probe["cards"]
-    assert {"bench strings", "bench perplexity", "qa run", "perplexity", "next"} <= set(probe["helps"])
+    assert {"bench engine", "bench gpu-check", "qa run", "perplexity", "next"} <= set(probe["helps"])
     bad = {k: v for k, v in probe["helps"].items() if v != [0, True]}
     assert not bad, bad
 

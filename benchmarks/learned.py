@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ppl_tok.bench.diagnostics import pick_strings
+from benchmarks.diagnostics import pick_strings
 from ppl_tok.datasets import data_file
 
 METHODS = ("lookahead", "stratified", "learned")

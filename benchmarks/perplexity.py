@@ -153,13 +153,13 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
         share the work; their folders' ``documents.jsonl`` concatenated make one folder a run without a shard
         reports on).
     :param reference: a folder of this benchmark's rows for the same documents (beam 8, say): each row gets the
-        share of the reference's gain and whether the two certified brackets meet (:mod:`ppl_tok.bench.knobs`).
+        share of the reference's gain and whether the two certified brackets meet (:mod:`benchmarks.knobs`).
     :param paths: keep every complete tokenization the search found in each row (``paths``, ``canonical_path``)
         and report ``oracle``: the cost of the found gain to an oracle that knew those paths in advance
-        (:func:`ppl_tok.bench.oracle.oracle_curve`, over the rows that hold them).
+        (:func:`benchmarks.oracle.oracle_curve`, over the rows that hold them).
     """
-    from ppl_tok.bench.knobs import against_reference, read_rows
-    from ppl_tok.bench.oracle import oracle_of_rows
+    from benchmarks.knobs import against_reference, read_rows
+    from benchmarks.oracle import oracle_of_rows
     from tqdm.auto import tqdm
 
     from ppl_tok.common.version import __version__
@@ -403,11 +403,11 @@ def format_perplexity(result: dict[str, Any]) -> list[str]:
                  f"{result['gain_bits_per_byte']:.5f} bits/byte; median bracket width "
                  f"{result['median_bracket_width_bits_per_byte']:.3f} bits/byte")
     if result.get("reference"):
-        from ppl_tok.bench.knobs import format_reference
+        from benchmarks.knobs import format_reference
 
         lines.append(format_reference(result["reference"]))
     if result.get("oracle"):
-        from ppl_tok.bench.oracle import format_oracle
+        from benchmarks.oracle import format_oracle
 
         lines.append(format_oracle(result["oracle"]))
     return lines

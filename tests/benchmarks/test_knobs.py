@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from ppl_tok.bench.knobs import against_reference, format_knob_table, knob_table, read_rows
+from benchmarks.knobs import against_reference, format_knob_table, knob_table, read_rows
 
 LN2 = math.log(2)
 

@@ -3,7 +3,7 @@
 This file is a **standalone script** for the Python environment where
 ``genlm-bytes`` is installed (``python genlm_walk.py JOB.json OUT.json``); it
 imports nothing from ``ppl_tok``, and nothing in ``ppl_tok`` imports it
-(:mod:`ppl_tok.bench.versus` runs it as a subprocess). It loads the same
+(:mod:`benchmarks.versus` runs it as a subprocess). It loads the same
 transformers folder that ppl-tok scores with (``AsyncTransformer``, CPU, fp32),
 starts after the same BOS token, builds ``ByteBeamState`` with
 ``BeamParams(K, prune_threshold)``, and for every byte ``x_k`` of the text

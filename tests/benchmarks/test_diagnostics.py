@@ -6,11 +6,11 @@ import pytest
 
 import ppl_tok.cli.common
 from ppl_tok import BigramLM, Vocabulary
-from ppl_tok.cli import main as cli
-from ppl_tok.bench import diagnostics as diag
+from benchmarks import diagnostics as diag
 from ppl_tok.infer.exact import exact_marginal
 from ppl_tok.infer.importance import marginal
 from ppl_tok.proposals import mdd_guide
+from benchmarks.__main__ import run as bench_main
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb", "abb"])
 TEXT = "ababba"
@@ -44,8 +44,8 @@ def test_cli_rescore_reads_stored_runs_without_the_lm(tmp_path, capsys, monkeypa
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _records()), encoding="utf-8")
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: pytest.fail("--rescore must not load an LM"))
-    assert cli.main(["bench", "diagnostics", "--rescore", "--records", str(path), "--samples", "256", "--json"]) == 0
+    assert bench_main(["diagnostics", "--rescore", "--records", str(path), "--samples", "256", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["bad"] == 2 and data["warnings"]["any warning"]["precision"] == 1.0
-    assert cli.main(["bench", "diagnostics", "--rescore", "--records", str(path), "--samples", "256"]) == 0
+    assert bench_main(["diagnostics", "--rescore", "--records", str(path), "--samples", "256"]) == 0
     assert "below-lower" in capsys.readouterr().out

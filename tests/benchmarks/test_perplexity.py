@@ -1,4 +1,4 @@
-"""``ppl-tok bench perplexity`` (``ppl_tok/bench/perplexity.py``): documents, resumption, lockstep, prefixes (its
+"""``ppl-tok bench perplexity`` (``benchmarks/perplexity.py``): documents, resumption, lockstep, prefixes (its
 ``--memory-bytes``: tests/bench/test_memory.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ppl_tok.strings.beam import StringSearchConfig
 
 def test_bench_documents_span_the_lengths_asked():
     from conftest import SHARED
-    from ppl_tok.bench.perplexity import bench_documents
+    from benchmarks.perplexity import bench_documents
 
     docs = bench_documents(SHARED / "data", 5, 300, 2000)
     assert [len(d.encode()) for d in docs][::4] == [300, 2000]
@@ -19,7 +19,7 @@ def test_bench_documents_span_the_lengths_asked():
 def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monkeypatch):
     from conftest import SHARED
     from ppl_tok.common.jsonl_store import SettingsMismatchError
-    from ppl_tok.bench import perplexity as bench
+    from benchmarks import perplexity as bench
 
     knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20,
              "search": StringSearchConfig(beam=2, prune=3.0)}
@@ -53,7 +53,7 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
 
 def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
     from conftest import SHARED
-    from ppl_tok.bench import perplexity as bench
+    from benchmarks import perplexity as bench
 
     r = bench.bench_lockstep("smollm2-135m", data_dir=SHARED / "data", documents=3, min_bytes=15, max_bytes=30,
                              search=StringSearchConfig(beam=2, prune=3.0))
@@ -65,7 +65,7 @@ def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
 
 def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypatch):
     from conftest import SHARED
-    from ppl_tok.bench import perplexity as bench
+    from benchmarks import perplexity as bench
 
     knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20}
     wide = bench.bench_prefixes("smollm2-135m", prefix_bytes=(6, 12), **knobs)
@@ -94,7 +94,7 @@ def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypa
 
 def test_bench_keeps_the_found_paths_and_prices_their_gain(tmp_path):
     from conftest import SHARED
-    from ppl_tok.bench import perplexity as bench
+    from benchmarks import perplexity as bench
     from ppl_tok.common.logspace import logsumexp
 
     knobs = {"data_dir": SHARED / "data", "documents": 2, "min_bytes": 12, "max_bytes": 20,

@@ -1,10 +1,10 @@
-"""``ppl_tok/bench/surprisal.py``: held-out items cut to a word count, and the benchmark's output (structure only:
+"""``benchmarks/surprisal.py``: held-out items cut to a word count, and the benchmark's output (structure only:
 no timing is asserted)."""
 
 import pytest
 
 from conftest import SHARED
-from ppl_tok.bench.surprisal import bench_surprisal, format_surprisal, held_out_items
+from benchmarks.surprisal import bench_surprisal, format_surprisal, held_out_items
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.surprisal import word_spans
 

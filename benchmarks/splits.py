@@ -20,7 +20,7 @@ path has at least two ``space`` splits: one split, learned in context, used agai
 many paths' mass). :func:`split_table` sums the found gain by class and, given another run's
 rows on the same documents (a cheaper setting), the gain that run kept in each class: which
 kind of gain a rule loses. It also counts the splits that start at a *join* of the
-benchmark's documents, the space :func:`~ppl_tok.bench.perplexity.bench_documents` puts
+benchmark's documents, the space :func:`~benchmarks.perplexity.bench_documents` puts
 between two source items (where a new sentence starts mid-line).
 
 Where the gain of a split is made (:func:`split_costs`, ``--costs``, one forward of each path): with
@@ -147,7 +147,7 @@ def read_path_rows(path: str | Path) -> list[dict[str, Any]]:
     of such rows (``.gz``: gzip); each needs ``index``, ``canonical_path`` and ``paths``."""
     path = Path(path)
     if path.is_dir():
-        from ppl_tok.bench.knobs import read_rows
+        from benchmarks.knobs import read_rows
 
         rows, where = list(read_rows(path).values()), path / "documents.jsonl"
     else:
@@ -181,7 +181,7 @@ def split_table(rows: Sequence[Mapping[str, Any]], surfaces: Sequence[bytes | No
                 lm: Any = None) -> dict[str, Any]:
     """The found gain by class (module docstring) over ``rows`` (:func:`read_path_rows`).
 
-    ``joins``: each document index's join offsets (:func:`~ppl_tok.bench.perplexity.document_parts`);
+    ``joins``: each document index's join offsets (:func:`~benchmarks.perplexity.document_parts`);
     ``kept``: another run's gain per document index, nats (e.g. a lazy setting's rows), to report its share of
     each class's gain. Returns ``gain_nats``, ``documents`` and per class ``classes[name]`` (``documents``,
     ``gain_nats``, ``share_of_gain``, ``splits``, ``splits_at_joins``, with ``kept``: ``kept_nats``,
@@ -244,7 +244,7 @@ def _text(pieces: Sequence[bytes]) -> list[str]:
 
 def kept_gains(folder: str | Path) -> dict[int, float]:
     """A bench folder's gain per document index, nats (``gain_bits_per_byte`` times its bytes, in nats)."""
-    from ppl_tok.bench.knobs import read_rows
+    from benchmarks.knobs import read_rows
 
     return {i: r["gain_bits_per_byte"] * r["bytes"] * math.log(2) for i, r in read_rows(folder).items()}
 

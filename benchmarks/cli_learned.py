@@ -1,4 +1,4 @@
-"""``ppl-tok bench learned``: the learned proposal's benchmark (:mod:`ppl_tok.bench.learned`), registered under
+"""``ppl-tok bench learned``: the learned proposal's benchmark (:mod:`benchmarks.learned`), registered under
 ``ppl-tok bench`` by :mod:`ppl_tok.cli.bench`."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ppl_tok.datasets import DATA_ROOT
 
 
 def cmd_learned(args: argparse.Namespace) -> None:
-    from ppl_tok.bench import learned as bench
+    from benchmarks import learned as bench
 
     spec = lm_spec(args)
     sizes = bench.QUICK if args.quick else {"train": args.train, "heldout": args.heldout, "steps": args.steps,

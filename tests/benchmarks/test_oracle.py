@@ -1,4 +1,4 @@
-"""The oracle's cost of a search's gain (ppl_tok/bench/oracle.py): forwards counted by shared prefixes, greedy
+"""The oracle's cost of a search's gain (benchmarks/oracle.py): forwards counted by shared prefixes, greedy
 against brute force over subsets."""
 
 import itertools
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ppl_tok.bench.oracle import FoundPaths, format_oracle, oracle_curve
+from benchmarks.oracle import FoundPaths, format_oracle, oracle_curve
 from ppl_tok.common.logspace import logsumexp
 
 L = math.log
@@ -82,7 +82,7 @@ def test_the_stored_beam_8_paths_give_the_documented_curve():
     import json
     from pathlib import Path
 
-    from ppl_tok.bench.oracle import oracle_of_rows
+    from benchmarks.oracle import oracle_of_rows
 
     folder = Path(__file__).resolve().parents[2] / "results" / "perplexity" / "bench50"
     rows = [json.loads(line) for line in gzip.open(folder / "smollm2-beam8-paths.jsonl.gz", "rt")]

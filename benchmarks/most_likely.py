@@ -6,11 +6,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ppl_tok.bench.engine import BB_SENTENCE
 from ppl_tok.mdd import compile_mdd
 
 
-BB_SENTENCE = ("Language models typically tokenize text into subwords, utilizing a learned deterministic set of "
-               "merge rules to aggregate tokens.")
 
 
 def bench_most_likely(model: str = "smollm2-135m", time_budget: float = 60.0, sentence: str = BB_SENTENCE,

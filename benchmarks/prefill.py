@@ -1,7 +1,7 @@
 """``ppl-tok bench strings --prefill-bytes N...``: conditioning on a long prompt, against canonical scoring.
 
 For each size ``n``, a prompt of ``n`` bytes of held-out running text
-(:func:`ppl_tok.bench.strings.running_text`: HellaSwag validation contexts) is
+(:func:`benchmarks.strings.running_text`: HellaSwag validation contexts) is
 
 * scored canonically, ``log p(v*(x))`` (one batched forward: the token-level way);
 * conditioned on by the LM over strings, ``initial(lm, x)`` then ``next_byte_log_probs()``,
@@ -43,7 +43,7 @@ def _measure(lm: LanguageModel, fn: Callable[[], Any]) -> dict[str, Any]:
 def prefill_sizes(lm: LanguageModel, sizes: Sequence[int], data: str | Path = DATA_ROOT, exact_up_to: int = 400,
                   config: StringSearchConfig = StringSearchConfig()) -> list[dict[str, Any]]:
     """One row per size: canonical scoring, canonical-head and (small sizes) exact, with ratios to canonical."""
-    from ppl_tok.bench.strings import running_text
+    from benchmarks.strings import running_text
     from ppl_tok.strings.state import initial
 
     lm.canonical_log_prob(running_text(data, 400))  # warm-up: one-time costs stay out of the first row
@@ -74,7 +74,7 @@ def midword_difference(lm: LanguageModel, pairs: Sequence[tuple[str, str]], conf
     exact computation (tested bit for bit), so its difference is 0 without running it. Also the mean
     gain of each over canonical-token conditioning ``log p(v*(y) | v*(x))``.
     """
-    from ppl_tok.bench.strings import PromptRecords
+    from benchmarks.strings import PromptRecords
     from ppl_tok.strings.conditional import string_conditional
     from ppl_tok.strings.prefill import head_tokens
 

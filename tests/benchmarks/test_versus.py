@@ -1,4 +1,4 @@
-"""The comparison with genlm-bytes (ppl_tok/bench/versus.py): errors, containment, genlm's result, our walk."""
+"""The comparison with genlm-bytes (benchmarks/versus.py): errors, containment, genlm's result, our walk."""
 
 import json
 import math
@@ -12,7 +12,7 @@ from conftest import SHARED
 from ppl_tok import FunctionLM, Vocabulary
 from ppl_tok.strings import StringSearchConfig, StringState, initial
 from tests.strings.test_state import brute_prefix
-from ppl_tok.bench.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, causal_floor, compare, genlm_available,
+from benchmarks.versus import (FLOAT_SLACK, GENLM_SCRIPT, Walk, causal_floor, compare, genlm_available,
                                     genlm_walk_from_json, run_genlm, speed_ratios, walk_known, walk_ours)
 
 LN2 = math.log(2)
@@ -141,7 +141,7 @@ def test_the_genlm_side_needs_a_transformers_folder_and_its_script_its_arguments
 
 @pytest.mark.slow
 def test_the_benchmark_resumes_from_its_folder(tmp_path, smollm2):
-    from ppl_tok.bench.strings import bench_genlm, format_genlm, running_text
+    from benchmarks.strings import bench_genlm, format_genlm, running_text
 
     text = running_text(SHARED / "data", 8, "openbookqa")
     assert len(text.encode()) == 8 and text.startswith(" ")

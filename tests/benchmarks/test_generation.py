@@ -1,4 +1,4 @@
-"""``ppl-tok bench strings --generation-only`` (``ppl_tok/bench/strings.py``'s ``bench_generation``)."""
+"""``ppl-tok bench strings --generation-only`` (``benchmarks/strings.py``'s ``bench_generation``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def byte_lm() -> BigramLM:
 
 def test_rows_total_their_seeds_and_ratio_against_the_token_sampler_after_the_same_prompt():
     from conftest import SHARED
-    from ppl_tok.bench.strings import bench_generation, format_generation
+    from benchmarks.strings import bench_generation, format_generation
 
     out = bench_generation(byte_lm(), SHARED / "data", beam=3, n_bytes=12, threshold=0.1, seeds=2)
     assert out["seeds"] == 2 and set(out["token_sampling"]) == {"short", "2 kB"}
@@ -38,7 +38,7 @@ def test_rows_total_their_seeds_and_ratio_against_the_token_sampler_after_the_sa
 
 def test_seeds_must_be_a_positive_integer():
     from conftest import SHARED
-    from ppl_tok.bench.strings import bench_generation
+    from benchmarks.strings import bench_generation
 
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError, match="seeds must be a positive integer"):
@@ -47,7 +47,7 @@ def test_seeds_must_be_a_positive_integer():
 
 def test_at_beam_2_the_beam_rows_are_one_row():
     from conftest import SHARED
-    from ppl_tok.bench.strings import bench_generation
+    from benchmarks.strings import bench_generation
 
     out = bench_generation(byte_lm(), SHARED / "data", beam=2, n_bytes=6, threshold=0.1, seeds=1)
     assert len(out["rows"]) == 7 and "bytes, beam 2" in out["rows"]

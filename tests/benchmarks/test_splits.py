@@ -1,4 +1,4 @@
-"""Where a search's gain sits (ppl_tok/bench/splits.py): splits against enumeration on a toy vocabulary, kinds and
+"""Where a search's gain sits (benchmarks/splits.py): splits against enumeration on a toy vocabulary, kinds and
 classes by hand, the table's sums, and the stored table of beam 8's paths recomputed."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppl_tok.bench.splits import (Split, document_class, format_split_table, read_path_rows, split_kinds, split_table,
+from benchmarks.splits import (Split, document_class, format_split_table, read_path_rows, split_kinds, split_table,
                                   splits)
 from ppl_tok.mdd import compile_mdd
 from ppl_tok.vocabulary import Vocabulary
@@ -105,7 +105,7 @@ def test_the_stored_table_of_beam_8_recomputes(capsys):
 
     root = Path(__file__).resolve().parents[2] / "results" / "perplexity"
     stored = json.loads((root / "bench50" / "smollm2-beam8-splits.json").read_text())
-    code, out, err = run(capsys, "bench", "perplexity", "--data-dir", str(SHARED / "data"), "--splits",
+    code, out, err = run(capsys, "benchmarks", "perplexity", "--data-dir", str(SHARED / "data"), "--splits",
                          str(root / "bench50" / "smollm2-beam8-paths.jsonl.gz"), "--reference",
                          str(root / "knobs" / "lazy-2026-11-25" / "mixed50-cand-all"), "--json")
     assert code == 0, err
@@ -119,7 +119,7 @@ def test_the_stored_table_of_beam_8_recomputes(capsys):
 def test_split_costs_sum_to_the_paths_difference_and_own_is_the_split_alone():
     """A non-Markov toy LM: each split's own part is the log-ratio over its bytes given the histories, the after
     parts the shared tokens' change; together log p(path) - log p(canonical)."""
-    from ppl_tok.bench.splits import split_costs
+    from benchmarks.splits import split_costs
     from ppl_tok.lm.toy import FunctionLM
 
     vocab = Vocabulary.from_tokens([None, "a", "b", " ", "ab", " ab", " a"])
@@ -140,7 +140,7 @@ def test_split_costs_sum_to_the_paths_difference_and_own_is_the_split_alone():
 @pytest.mark.slow
 def test_the_stored_costs_of_three_documents_recompute(smollm2):
     """results/perplexity/bench50/smollm2-beam8-split-costs.json: own and after parts of beam 8's best paths."""
-    from ppl_tok.bench.splits import split_costs
+    from benchmarks.splits import split_costs
 
     root = Path(__file__).resolve().parents[2] / "results" / "perplexity" / "bench50"
     stored = {d["index"]: d for d in json.loads((root / "smollm2-beam8-split-costs.json").read_text())["per_document"]}

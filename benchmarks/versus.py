@@ -4,7 +4,7 @@ Both sides walk the same bytes ``x_1..x_n`` of a held-out text and record, for
 each ``k``, ``log p(x_k | x_<k)``: the LM over strings' probability of the true
 next byte. ppl-tok's side is :meth:`StringState.next_byte_log_probs` (an estimate
 and a certified interval ``[lower_k, upper_k]``); genlm-bytes' side is
-``ByteBeamState.logp_next`` (an estimate), run by :mod:`ppl_tok.bench.genlm_walk`
+``ByteBeamState.logp_next`` (an estimate), run by :mod:`benchmarks.genlm_walk`
 in genlm's own Python environment as a subprocess, so ``ppl_tok`` never imports
 genlm.
 
@@ -217,7 +217,7 @@ def run_genlm(python: str | Path, lm: LanguageModel, text: bytes, K: int, prune_
 
 
 def genlm_walk_from_json(data: dict[str, Any]) -> Walk:
-    """A :class:`Walk` from :mod:`~ppl_tok.bench.genlm_walk`'s JSON (validated: finite log-probs, at most 0)."""
+    """A :class:`Walk` from :mod:`~benchmarks.genlm_walk`'s JSON (validated: finite log-probs, at most 0)."""
     for key in ("K", "prune_threshold", "log_probs", "seconds"):
         if key not in data:
             raise ValueError(f"genlm-bytes result has no {key!r}")

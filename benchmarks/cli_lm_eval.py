@@ -1,4 +1,4 @@
-"""``ppl-tok bench lm-eval``: the lm-eval model's string answers against their token baselines (:mod:`ppl_tok.bench.lm_eval`)."""
+"""``ppl-tok bench lm-eval``: the lm-eval model's string answers against their token baselines (:mod:`benchmarks.lm_eval`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ppl_tok.common.arguments import POSITIVE, integer, share
 
 
 def cmd_lm_eval(args: argparse.Namespace) -> None:
-    from ppl_tok.bench import lm_eval as bench
+    from benchmarks import lm_eval as bench
     from ppl_tok.datasets import data_file, load_questions, read_multiple_choice
 
     path = args.data if args.data.endswith(".jsonl") else str(data_file("openbookqa", "dev", args.data))

@@ -287,7 +287,7 @@ GENLM_SETTINGS = ((5, 0.05),)
 #: and at 4, 5, 6 and 10 nats, and beam 5 with the default (12 nats below the best prefix at the same offset)
 OUR_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") for p in (3.0, 4.0, 5.0, 6.0, 10.0)) + (
     StringSearchConfig(beam=5),)
-#: the same walks with the text known in advance (:func:`~ppl_tok.bench.versus.walk_known`: the canonical rows in one
+#: the same walks with the text known in advance (:func:`~benchmarks.versus.walk_known`: the canonical rows in one
 #: forward), at 4 and 5 nats below the text
 KNOWN_SETTINGS = tuple(StringSearchConfig(beam=5, prune=p, prune_against="text") for p in (4.0, 5.0))
 #: the reference (the "certified value" where its interval is narrow): beam 32, 15 nats below the text
@@ -305,13 +305,13 @@ def bench_genlm(genlm_python: str | Path, model: str = "smollm2-135m", data: str
     genlm-bytes runs in the interpreter ``genlm_python`` (its own environment) with
     ``BeamParams(K, prune_threshold)`` for each pair in ``genlm``; ppl-tok with each
     of ``ours`` and with ``reference``, and with each of ``known`` scoring the text known in advance
-    (:func:`~ppl_tok.bench.versus.walk_known`); one thread each, one walk after the other.
+    (:func:`~benchmarks.versus.walk_known`); one thread each, one walk after the other.
     ``keep``: a folder where each walk's JSON is written as it finishes; a walk found
     there complete (same text) is reused, so an interrupted run resumes; ``read_back`` names those walks
     (their timings come from the process that ran them, so a ratio to one of them mixes two processes).
     """
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.bench.versus import (Walk, causal_floor, compare, genlm_available, run_genlm, speed_ratios,
+    from benchmarks.versus import (Walk, causal_floor, compare, genlm_available, run_genlm, speed_ratios,
                                       walk_known, walk_ours)
 
     if genlm:

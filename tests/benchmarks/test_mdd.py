@@ -1,8 +1,8 @@
-"""The MDD-compilation benchmark's own functions (ppl_tok.bench.mdd)."""
+"""The MDD-compilation benchmark's own functions (benchmarks.mdd)."""
 
 import pytest
 
-from ppl_tok.bench.mdd import _take, bench_mdd, format_mdd, load_texts
+from benchmarks.mdd import _take, bench_mdd, format_mdd, load_texts
 
 
 def test_take_stops_at_the_first_text_that_reaches_the_byte_budget():

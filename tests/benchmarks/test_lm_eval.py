@@ -5,15 +5,15 @@ import json
 import pytest
 
 import ppl_tok.cli.common
-from ppl_tok.cli.main import main
 from ppl_tok.datasets import read_multiple_choice
 from qa_toy import toy_lm, write_questions
+from benchmarks.__main__ import run as bench_main
 
 pytest.importorskip("lm_eval", reason="needs the lm-eval extra")
 
 
 def test_bench_lm_eval_on_the_toy(tmp_path, capsys, monkeypatch):
-    from ppl_tok.bench.lm_eval import bench_loglikelihood
+    from benchmarks.lm_eval import bench_loglikelihood
     from ppl_tok.integrations.lm_eval import Pair, PPLTokLM
 
     lm = toy_lm(2)
@@ -27,7 +27,7 @@ def test_bench_lm_eval_on_the_toy(tmp_path, capsys, monkeypatch):
     assert r["spanning_join"] >= 0 and r["ratio"] == pytest.approx(r["conditional_seconds"] / r["canonical_seconds"])
     assert 0 <= r["conditional_accuracy"]["ci95"][0] <= r["conditional_accuracy"]["mean"] <= 1
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: lm)
-    assert main(["bench", "lm-eval", "--data", str(path), "--questions", "3", "--prompts", "2", "--max-gen-toks", "2",
+    assert bench_main(["lm-eval", "--data", str(path), "--questions", "3", "--prompts", "2", "--max-gen-toks", "2",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["loglikelihood"]["requests"] == 9 and out["generate_until"]["budget_bytes"] == 8

@@ -1,6 +1,6 @@
 """The beam's knobs against a reference run: cost and share of the gain (``ppl-tok bench perplexity --reference``, ``--table``).
 
-A ``bench perplexity`` folder (:class:`ppl_tok.bench.perplexity.BenchStore`) holds one row per
+A ``bench perplexity`` folder (:class:`benchmarks.perplexity.BenchStore`) holds one row per
 document: canonical and marginal token-forwards per byte and the gain of the marginal's floor
 over canonical scoring, ``g = lower - canonical`` (nats). Against a reference folder on the same
 documents (beam 8 at threshold 0, the studies' setting), a setting ``s`` is summed over the

@@ -7,8 +7,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ppl_tok.bench.timing import device_case, peak_rss_mb, raw_forwards_per_s, timed, uncached
-from ppl_tok.lm.device import peak_memory_mb, reset_peak_memory
+from ppl_tok.bench.timing import device_case, marginal_throughput, peak_rss_mb, timed, uncached
 from ppl_tok.mdd import compile_mdd
 
 
@@ -16,29 +15,6 @@ MARGINAL_STRINGS = (" Tokens", " tongueless", " Hypnopaturist", " The capital of
 
 
 QUICK_MARGINAL: dict[str, Any] = {"sizes": (8,), "baseline_samples": 4, "strings": (" Tokens",)}
-
-
-def marginal_throughput(lm, sentence: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Look-ahead IS on ``sentence`` with each number of particles: forwards/s and particle-steps/s against raw
-    batched decoding on the same device (at the engine's mean batch, and at N)."""
-    from ppl_tok.infer.importance import marginal
-
-    rows = []
-    for n in tqdm(sizes, desc="(a) throughput", leave=False):
-        lm.clear_cache()
-        lm.stats.reset()
-        reset_peak_memory(lm.device)
-        r, seconds = timed(lm.device, marginal, sentence, lm, n, seed=0)
-        mean_batch = max(1, round(lm.stats.forwards / max(1, lm.stats.calls)))
-        steps = sum(len(s) for s in r.samples)
-        rows.append({"num_samples": n, "seconds": seconds, "forwards": lm.stats.forwards,
-                     "mean_batch": mean_batch, "is_forwards_per_s": lm.stats.forwards / seconds,
-                     "particle_steps_per_s": steps / seconds, "peak_device_mb": peak_memory_mb(lm.device),
-                     "raw_forwards_per_s_at_mean_batch": raw_forwards_per_s(lm, mean_batch),
-                     "raw_forwards_per_s_at_n": raw_forwards_per_s(lm, n)})
-        rows[-1]["ratio_forwards"] = rows[-1]["is_forwards_per_s"] / rows[-1]["raw_forwards_per_s_at_mean_batch"]
-        rows[-1]["ratio_particle_steps"] = rows[-1]["particle_steps_per_s"] / rows[-1]["raw_forwards_per_s_at_n"]
-    return rows
 
 
 def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64, 256), baseline_samples: int = 64,

@@ -1,9 +1,9 @@
-"""``ppl-tok bench learned`` (ppl_tok.bench.learned): the summary's statistics, and the command wired to it."""
+"""``ppl-tok bench learned`` (benchmarks.learned): the summary's statistics, and the command wired to it."""
 
 import pytest
 
 from cli_run import run
-from ppl_tok.bench import learned as bench
+from benchmarks import learned as bench
 
 
 def _row(errors, forwards):
@@ -26,5 +26,5 @@ def test_quick_mode_is_wired(capsys, monkeypatch):
     seen = {}
     monkeypatch.setattr(bench, "bench_learned", lambda model, **kw: seen.update(kw, model=model) or {})
     monkeypatch.setattr(bench, "format_learned", lambda r: ["done"])
-    code, out, _ = run(capsys, "bench", "learned", "--quick", "--device", "cpu")
+    code, out, _ = run(capsys, "benchmarks", "learned", "--quick", "--device", "cpu")
     assert code == 0 and out == "done\n" and seen["sizes"] == (16,) and seen["heldout"] == 3 and seen["device"] == "cpu"

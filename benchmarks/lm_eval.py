@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ppl_tok.bench.strings import _token_sampling
+from benchmarks.strings import _token_sampling
 from ppl_tok.common.bootstrap import bootstrap_mean
 from ppl_tok.datasets import Question, continuation
 from ppl_tok.strings.beam import StringSearchConfig
