@@ -1,10 +1,11 @@
-"""``ppl-tok bench learned``: the learned proposal's benchmark (:mod:`benchmarks.learned`), registered under
-``ppl-tok bench`` by :mod:`ppl_tok.cli.bench`."""
+"""``python -m benchmarks learned``: the learned proposal's benchmark (:mod:`benchmarks.learned`), registered by
+:mod:`benchmarks.cli`."""
 
 from __future__ import annotations
 
 import argparse
 
+from benchmarks import cli_flags
 from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.common import _emit, add_data_dir_argument, add_json_argument, add_lm_arguments, lm_spec, transformers_backend_only
 from ppl_tok.common.arguments import POSITIVE, SEED
@@ -23,7 +24,7 @@ def cmd_learned(args: argparse.Namespace) -> None:
 
 
 def register_learned(bench_sub: argparse._SubParsersAction) -> None:
-    """Add ``ppl-tok bench learned``."""
+    """Add ``python -m benchmarks learned``."""
     help = ("a proposal learned on SocialIQA answers against the look-ahead and the stratified one on held-out "
             "OpenBookQA answers (error against the exact marginal, forwards)")
     p = bench_sub.add_parser("learned", help=help, description=help)
@@ -40,4 +41,4 @@ def register_learned(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-paths", type=POSITIVE, default=3000,
                    help="the most tokenizations of a held-out string (default 3000)")
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
-    p.set_defaults(func=transformers_backend_only(checked("learned", cmd_learned)))
+    p.set_defaults(func=transformers_backend_only(checked(cli_flags.learned, cmd_learned)))

@@ -1,8 +1,10 @@
-"""``ppl-tok bench lm-eval``: the lm-eval model's string answers against their token baselines (:mod:`benchmarks.lm_eval`)."""
+"""``python -m benchmarks lm-eval``: the lm-eval model's string answers against their token baselines (:mod:`benchmarks.lm_eval`)."""
 
 from __future__ import annotations
 
 import argparse
+
+from benchmarks import cli_flags
 
 from ppl_tok.cli.common import _emit, _load_lm
 from ppl_tok.common.arguments import POSITIVE, integer, share
@@ -28,12 +30,14 @@ def cmd_lm_eval(args: argparse.Namespace) -> None:
 
 
 def add_lm_eval(bench_sub: argparse._SubParsersAction, add) -> None:
-    """``bench lm-eval`` (``add``: cli.bench's ``_add``, which gives the LM flags, ``--data`` and ``--json``)."""
+    """``python -m benchmarks lm-eval`` (``add``: :func:`ppl_tok.cli.bench.add_benchmark`, which gives the LM
+    flags, ``--data-dir`` and ``--json``)."""
     from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD
 
     p = add(bench_sub, "lm-eval", "lm-eval loglikelihood under scoring=conditional against canonical (time ratio, "
             "requests moved, accuracy with a bootstrap interval), and generate_until over strings against token "
-            "sampling", cmd_lm_eval, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
+            "sampling", cmd_lm_eval, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file",
+            check=cli_flags.lm_eval)
     p.add_argument("--questions", type=POSITIVE, default=50, help="questions; 4 requests each on OpenBookQA "
                    "(default 50: 200 requests)")
     p.add_argument("--batch-size", type=POSITIVE, default=32, help="requests per batch, as the model's batch_size "

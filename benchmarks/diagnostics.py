@@ -1,4 +1,4 @@
-"""``ppl-tok bench diagnostics``: how well the warnings of :mod:`ppl_tok.infer.diagnostics` separate bad estimates.
+"""``python -m benchmarks diagnostics``: how well the warnings of :mod:`ppl_tok.infer.diagnostics` separate bad estimates.
 
 For ``strings`` short (context, answer) pairs of a multiple-choice data set
 whose tokenization counts are small (and the harder :data:`HARD_STRINGS`), the truth ``log p(x | c)`` is certified to

@@ -1,4 +1,4 @@
-"""genlm-bytes' next-byte distributions along a text: the other side of ``ppl-tok bench strings --genlm-python``.
+"""genlm-bytes' next-byte distributions along a text: the other side of ``python -m benchmarks strings genlm``.
 
 This file is a **standalone script** for the Python environment where
 ``genlm-bytes`` is installed (``python genlm_walk.py JOB.json OUT.json``); it

@@ -1,4 +1,4 @@
-"""The beam's knobs against a reference run: cost and share of the gain (``ppl-tok bench perplexity --reference``, ``--table``).
+"""The beam's knobs against a reference run: cost and share of the gain (``python -m benchmarks perplexity run --reference``, ``perplexity table``).
 
 A ``bench perplexity`` folder (:class:`benchmarks.perplexity.BenchStore`) holds one row per
 document: canonical and marginal token-forwards per byte and the gain of the marginal's floor
@@ -44,7 +44,7 @@ def read_rows(folder: str | Path) -> dict[int, dict[str, Any]]:
             missing = [k for k in ("index", "bytes", "marginal_forwards_per_byte", "gain_bits_per_byte") if k not in row]
             if missing:
                 raise ValueError(f"{path}:{n}: not a bench perplexity row (no {missing[0]!r}; a perplexity run's "
-                                 "folder? give the --out of ppl-tok bench perplexity)")
+                                 "folder? give the --out of python -m benchmarks perplexity)")
             rows[row["index"]] = row
     return rows
 

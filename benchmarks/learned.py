@@ -1,4 +1,4 @@
-"""``ppl-tok bench learned``: the learned proposal against the look-ahead and the stratified one, on held-out strings.
+"""``python -m benchmarks learned``: the learned proposal against the look-ahead and the stratified one, on held-out strings.
 
 A :class:`~ppl_tok.proposals.LearnedProposal` is trained
 (:func:`ppl_tok.infer.learn.train_proposal`, stock ``ReweightedWakeSleep``) on

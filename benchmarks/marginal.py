@@ -1,4 +1,4 @@
-"""``ppl-tok bench marginal`` and ``bench estimators``: the vectorised importance sampler against sequential Pyro
+"""``python -m benchmarks marginal`` and ``bench estimators``: the vectorised importance sampler against sequential Pyro
 (the same estimator, the same LM), and the marginal's estimators against the exact answer at equal cost."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def bench_marginal(model: str = "smollm2-135m", sizes: tuple[int, ...] = (16, 64
             acc.append({"text": s, "estimator": name, "estimate": est, "truth": truth, "error": abs(est - truth),
                         "seconds": secs, "chars_per_s": len(s) / secs})
     out["accuracy"] = acc
-    # genlm-bytes is compared on next-byte log-probs, in its own environment: `ppl-tok bench strings --genlm-python PY`
+    # genlm-bytes is compared on next-byte log-probs, in its own environment: `python -m benchmarks strings genlm PY`
     return out
 
 
@@ -98,7 +98,7 @@ def format_marginal(r: dict[str, Any]) -> list[str]:
     for a in r["accuracy"]:
         lines.append(f"  {a['text']!r:36} {a['estimator']:16} error {a['error']:9.4f} nats  {a['seconds']:7.2f} s  "
                      f"{a['chars_per_s']:7.2f} chars/s")
-    lines.append("genlm-bytes: see `ppl-tok bench strings --genlm-python PY` (docs/benchmarks.md)")
+    lines.append("genlm-bytes: see `python -m benchmarks strings genlm PY` (docs/benchmarks.md)")
     return lines
 
 

@@ -1,4 +1,4 @@
-"""``ppl-tok bench mdd``: bytes per second of :func:`~ppl_tok.mdd.compile_mdd` (byte trie) against
+"""``python -m benchmarks mdd``: bytes per second of :func:`~ppl_tok.mdd.compile_mdd` (byte trie) against
 :func:`~ppl_tok.mdd.compile_mdd_naive` (Algorithm 1 as written: the whole vocabulary scanned at every position), on
 the same texts, and the time to compile one 10 kB text."""
 

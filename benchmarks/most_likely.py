@@ -1,4 +1,4 @@
-"""``ppl-tok bench most-likely``: branch and bound's incumbent and bound against time on a long sentence."""
+"""``python -m benchmarks most-likely``: branch and bound's incumbent and bound against time on a long sentence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a search's gain costs when its paths are known in advance (``ppl-tok bench perplexity --paths``).
+"""What a search's gain costs when its paths are known in advance (``python -m benchmarks perplexity run --paths``).
 
 A search over tokenizations (the byte-synchronous beam) ends with a set ``F`` of complete
 tokenizations of each document, the canonical one ``v*`` among them, and its floor is

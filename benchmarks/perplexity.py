@@ -1,4 +1,4 @@
-"""``ppl-tok bench perplexity``: the cost of marginal scoring against canonical scoring, in one process.
+"""``python -m benchmarks perplexity``: the cost of marginal scoring against canonical scoring, in one process.
 
 Documents of ``min_bytes``..``max_bytes`` bytes (lengths spread evenly over the
 range) are running text built from the data folder
@@ -118,7 +118,7 @@ def measuring_order(count: int) -> list[int]:
 
 
 class BenchStore(PerplexityStore):
-    """The rows of one ``bench perplexity`` run (``--out``): one per document, keyed by its index."""
+    """The rows of one ``python -m benchmarks perplexity`` run (``--out``): one per document, keyed by its index."""
 
     informational = ("ppl_tok_version",)
     what = "perplexity benchmark folder"

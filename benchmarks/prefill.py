@@ -1,4 +1,4 @@
-"""``ppl-tok bench strings --prefill-bytes N...``: conditioning on a long prompt, against canonical scoring.
+"""``python -m benchmarks strings prefill --prefill-bytes N...``: conditioning on a long prompt, against canonical scoring.
 
 For each size ``n``, a prompt of ``n`` bytes of held-out running text
 (:func:`benchmarks.strings.running_text`: HellaSwag validation contexts) is

@@ -1,5 +1,5 @@
 """Where a search's gain sits: its best path's splits against the canonical path, by kind
-(``ppl-tok bench perplexity --splits PATHS``).
+(``python -m benchmarks perplexity splits PATHS``).
 
 A document's found paths (rows kept with ``bench perplexity --paths``) give its gain over
 canonical scoring, ``log sum_{v in F} p(v) - log p(v*)``, and its best path

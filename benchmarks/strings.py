@@ -1,4 +1,4 @@
-"""``ppl-tok bench strings``: the byte-synchronous beam's cost per byte and accuracy, in one process.
+"""``python -m benchmarks strings``: the byte-synchronous beam's cost per byte and accuracy, in one process.
 
 * **Length**: :func:`~ppl_tok.strings.string_marginal` on the HellaSwag sentence
   of issue 25 (its first 58 and 101 bytes) and on a longer running text built

@@ -1,4 +1,4 @@
-"""``ppl-tok bench surprisal --text FILE``: word surprisal over strings against canonical-token surprisal.
+"""``python -m benchmarks surprisal --text FILE``: word surprisal over strings against canonical-token surprisal.
 
 On the first ``words`` words of held-out text (items in file order, each
 scored alone after BOS, as a reading-time study scores its sentences), in one

@@ -385,7 +385,7 @@ def compile_mdd_naive(text: str | bytes, vocab: Vocabulary) -> MDD:
     """Algorithm 1 as written: scan the whole vocabulary at every position.
 
     Ordinary tokens only (no byte fallback); kept as the speed baseline of
-    ``ppl-tok bench mdd`` and as an independent check of :func:`compile_mdd`.
+    ``python -m benchmarks mdd`` and as an independent check of :func:`compile_mdd`.
     """
     data = _as_bytes(text)
     items = [(t, s) for t, s in enumerate(vocab.surfaces) if s is not None and t not in vocab.byte_fallback_ids]

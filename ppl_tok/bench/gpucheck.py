@@ -13,7 +13,7 @@ that fails is recorded with its error and the others still run):
    :class:`~ppl_tok.lm.syncs.TransferCounter`: synchronisations and reads per engine step;
 3. ``engine``: :func:`~ppl_tok.bench.engine.bench_engine` (questions/min at N, the
    engine's forward against raw decoding at its batch size, N particles on one sentence);
-4. ``marginal``: :func:`~benchmarks.marginal.marginal_throughput` (``ppl-tok bench marginal``'s part (a));
+4. ``marginal``: :func:`~benchmarks.marginal.marginal_throughput` (``python -m benchmarks marginal``'s part (a));
 5. ``bracket``: the certified bracket :func:`~ppl_tok.infer.search.marginal_bounds` on a sentence;
 6. ``qa``: the QA study (:func:`~ppl_tok.qa.run.run_study`) on a few OpenBookQA
    questions, questions/min, and ``run.json``'s device;

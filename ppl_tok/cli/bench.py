@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from ppl_tok.common.arguments import POSITIVE
+from ppl_tok.cli import bench_flags
 from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.common import (_emit, add_data_dir_argument, add_json_argument, add_lm_arguments,
                                 lm_spec, transformers_backend_only)
@@ -74,8 +77,12 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------- the parsers
-def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, lm: bool = True,
-         data: str | None = None) -> argparse.ArgumentParser:
+def add_benchmark(bench_sub: argparse._SubParsersAction, name: str, help: str, func: Callable[[argparse.Namespace], Any],
+                  *, lm: bool = True, data: str | None = None,
+                  check: Callable[[argparse.Namespace], None] | None = None) -> argparse.ArgumentParser:
+    """One benchmark's subcommand: the LM flags (``lm``; the transformers backend only), ``--data-dir`` (``data``:
+    what it names), ``--json``, and ``check``, run before ``func``: it refuses a flag the run would ignore
+    (cli/bench_flags.py). The research benchmarks beside the package (benchmarks/cli.py) add theirs through here."""
     p = bench_sub.add_parser(name, help=help, description=help)
     if lm:
         add_lm_arguments(p)
@@ -83,7 +90,7 @@ def _add(bench_sub: argparse._SubParsersAction, name: str, help: str, func, *, l
     if data is not None:
         add_data_dir_argument(p, DATA, data)
     add_json_argument(p)
-    p.set_defaults(func=checked(name, func))  # flags the mode would ignore, refused (cli/bench_flags.py)
+    p.set_defaults(func=checked(check, func) if check is not None else func)
     return p
 
 
@@ -94,22 +101,23 @@ def register(sub: argparse._SubParsersAction) -> None:
             "from a checkout")
     bench = sub.add_parser("bench", help=desc, description=desc)
     bench_sub = bench.add_subparsers(dest="what", required=True, metavar="NAME", help="the check")
-    p = _add(bench_sub, "engine", "the batched engine: questions per minute against the raw batched forward",
+    p = add_benchmark(bench_sub, "engine", "the batched engine: questions per minute against the raw batched forward",
              cmd_engine, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
     p.add_argument("--questions", type=POSITIVE, default=20, help="OpenBookQA questions (default 20)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles per answer (default 64)")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="particles on one sentence (default 256)")
-    p = _add(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device), or of a ppl-tok "
-             "command; --repeat: min / median / max over fresh processes", cmd_memory, lm=False)
+    p = add_benchmark(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device), or of a ppl-tok "
+                      "command; --repeat: min / median / max over fresh processes", cmd_memory, lm=False,
+                      check=bench_flags.memory)
     p.add_argument("--device", help="where the LM runs: cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--repeat", type=POSITIVE, default=1, help="runs of each case, each in a fresh process (default 1)")
     p.add_argument("--command", metavar="ARGS", help="measure this ppl-tok command line instead of the engine's "
                    "cases, e.g. 'marginal --file doc.txt --samples 64' (peak RSS of the child process)")
-    p = _add(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
+    p = add_benchmark(bench_sub, "gpu-check", "check a machine end to end, a GPU one above all (make gpu-check): the "
              "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "
              "targets; --device defaults to cuda here; exit status 1 if a target is missed or a part fails",
-             cmd_gpu_check, data="a folder with openbookqa/dev.jsonl and test.jsonl")
+             cmd_gpu_check, data="a folder with openbookqa/dev.jsonl and test.jsonl", check=bench_flags.gpu_check)
     p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
     p.add_argument("--parts", type=_parts, help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")

@@ -14,7 +14,7 @@ self-normalised weights ``pi_i = w_i / sum_j w_j``:
   to the largest ``M = ceil(min(N / 5, 3 sqrt N))`` weights above the next one.
   Vehtari et al. read ``k > 0.7`` as unreliable; on tokenization weights, which
   take a handful of distinct values, it separated estimates off by more than a
-  nat from the others poorly (``ppl-tok bench diagnostics``), so it is reported
+  nat from the others poorly (``python -m benchmarks diagnostics``), so it is reported
   and does not warn.
 
 Every estimate makes one of three kinds of statement (:data:`STATEMENTS`), and
@@ -148,7 +148,7 @@ def estimate_checks(log_marginal: float, *, statement: str = UNCALIBRATED, ess: 
     tokenization the run has seen, extrapolated from the ``1 / q`` of a few draws;
     ``"few-samples"`` a standard error above :data:`SE_LIMIT` (importance sampling:
     the weights dominated by about four samples or fewer; :data:`SMC_SE_LIMIT` for
-    ``resampled`` SMC weights). ``ppl-tok bench diagnostics``
+    ``resampled`` SMC weights). ``python -m benchmarks diagnostics``
     measured these thresholds (docs/pyro.md); ESS and k-hat are reported and do
     not warn (k-hat > 0.7 flagged bad runs with 42-62% precision and ~57% recall).
     """

@@ -38,7 +38,7 @@ from ppl_tok.strings.state import PrefixProbability, StringState
 
 #: lm-eval's ``scoring=conditional`` default lazy extension (``StringSearchConfig.extend_threshold``): a prefix is
 #: run through the LM only if it holds at least this share of the text's mass at its offset. Measured on 200
-#: OpenBookQA requests (``ppl-tok bench lm-eval``, docs/benchmarks.md): 2.94x canonical scoring's time (18.1x
+#: OpenBookQA requests (``python -m benchmarks lm-eval``, docs/benchmarks.md): 2.94x canonical scoring's time (18.1x
 #: exhaustive), each score within a median of 3.0e-4 nats (p95 3.8e-3, max 0.076) of the exhaustive beam's.
 CONDITIONAL_EXTEND_THRESHOLD = 1e-2
 

@@ -44,8 +44,8 @@ def test_cli_rescore_reads_stored_runs_without_the_lm(tmp_path, capsys, monkeypa
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _records()), encoding="utf-8")
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: pytest.fail("--rescore must not load an LM"))
-    assert bench_main(["diagnostics", "--rescore", "--records", str(path), "--samples", "256", "--json"]) == 0
+    assert bench_main(["diagnostics", "rescore", "--records", str(path), "--samples", "256", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["bad"] == 2 and data["warnings"]["any warning"]["precision"] == 1.0
-    assert bench_main(["diagnostics", "--rescore", "--records", str(path), "--samples", "256"]) == 0
+    assert bench_main(["diagnostics", "rescore", "--records", str(path), "--samples", "256"]) == 0
     assert "below-lower" in capsys.readouterr().out

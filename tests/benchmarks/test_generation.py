@@ -1,4 +1,4 @@
-"""``ppl-tok bench strings --generation-only`` (``benchmarks/strings.py``'s ``bench_generation``)."""
+"""``python -m benchmarks strings --generation-only`` (``benchmarks/strings.py``'s ``bench_generation``)."""
 
 from __future__ import annotations
 

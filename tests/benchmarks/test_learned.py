@@ -1,4 +1,4 @@
-"""``ppl-tok bench learned`` (benchmarks.learned): the summary's statistics, and the command wired to it."""
+"""``python -m benchmarks learned`` (benchmarks.learned): the summary's statistics, and the command wired to it."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""``ppl-tok bench lm-eval`` on the toy LM: the figures are the model's own scores, the ratios are ratios."""
+"""``python -m benchmarks lm-eval`` on the toy LM: the figures are the model's own scores, the ratios are ratios."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""``ppl-tok bench perplexity`` (``benchmarks/perplexity.py``): documents, resumption, lockstep, prefixes (its
+"""``python -m benchmarks perplexity`` (``benchmarks/perplexity.py``): documents, resumption, lockstep, prefixes (its
 ``--memory-bytes``: tests/bench/test_memory.py)."""
 
 from __future__ import annotations

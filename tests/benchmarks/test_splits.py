@@ -105,7 +105,7 @@ def test_the_stored_table_of_beam_8_recomputes(capsys):
 
     root = Path(__file__).resolve().parents[2] / "results" / "perplexity"
     stored = json.loads((root / "bench50" / "smollm2-beam8-splits.json").read_text())
-    code, out, err = run(capsys, "benchmarks", "perplexity", "--data-dir", str(SHARED / "data"), "--splits",
+    code, out, err = run(capsys, "benchmarks", "perplexity", "splits", "--data-dir", str(SHARED / "data"),
                          str(root / "bench50" / "smollm2-beam8-paths.jsonl.gz"), "--reference",
                          str(root / "knobs" / "lazy-2026-11-25" / "mixed50-cand-all"), "--json")
     assert code == 0, err

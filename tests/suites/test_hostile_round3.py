@@ -314,26 +314,12 @@ IGNORED_FLAGS = [
     (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
     (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
     (["benchmarks", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
-    (["benchmarks", "diagnostics", "--rescore", "--strings", "4"], "--strings", "--rescore scores the stored"),
-    (["benchmarks", "diagnostics", "--rescore", "--model", "gemma3-270m"], "--model", "without running the LM"),
-    (["benchmarks", "diagnostics", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
     (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
     (["benchmarks", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
+    (["benchmarks", "diagnostics", "run", "--quick", "--seeds", "3"], "--seeds", "--quick sets its own"),
     (["benchmarks", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"], "--max-gen-toks", "--prompts 0 skips"),
     (["benchmarks", "surprisal", "--text", "t.txt", "--reference"], "--reference", "--extend-threshold 0 is that run"),
     (["bench", "gpu-check", "--parts", "engine", "--tests", "tests"], "--tests", "--parts has no tests part"),
-    (["benchmarks", "strings", "--prefill-bytes", "100", "--long-bytes", "10"], "--long-bytes", "the prefill part"),
-    (["benchmarks", "strings", "--generation-only", "--prompts", "3"], "--prompts", "--generation-only runs its own"),
-    (["benchmarks", "strings", "--genlm-python", "py", "--generation-only"], "--generation-only", "--genlm-python runs"),
-    (["benchmarks", "strings", "--prompts-only", "--generate-bytes", "9"], "--generate-bytes", "--prompts-only runs"),
-    (["benchmarks", "strings", "--prefill-tail", "9"], "--prefill-tail", "applies to --prefill-bytes or"),
-    (["benchmarks", "strings", "--genlm-keep", "d"], "--genlm-keep", "applies to --genlm-python only"),
-    (["benchmarks", "perplexity", "--memory-bytes", "100", "--documents", "3"], "--documents", "takes no documents"),
-    (["benchmarks", "perplexity", "--table", "a", "--lengths", "1", "2"], "--lengths", "takes no documents"),
-    (["benchmarks", "perplexity", "--lockstep", "--progress"], "--progress", "makes no such run"),
-    (["benchmarks", "perplexity", "--splits", "p", "--beam", "3"], "--beam", "runs none"),
-    (["benchmarks", "perplexity", "--lockstep", "--out", "d"], "--out", "makes no such run"),
-    (["benchmarks", "perplexity", "--costs"], "--costs", "applies to --splits only"),
 ]
 USED_FLAGS = [
     ["perplexity", "x.txt", "--scoring", "beam", "--beam", "4", "--prune", "3", "--extend-threshold", "0.01"],
@@ -341,28 +327,26 @@ USED_FLAGS = [
     ["perplexity", "x.txt", "--scoring", "canonical+rest", "--samples", "8", "--seed", "3"],
     ["perplexity", "x.txt", "--beam", "8"],  # the default value, given: the run is the one asked for
     ["benchmarks", "marginal", "--quick"], ["benchmarks", "marginal", "--sizes", "4"],
-    ["benchmarks", "diagnostics", "--rescore", "--samples", "32"], ["bench", "memory", "--device", "cpu"],
     ["benchmarks", "surprisal", "--text", "t.txt", "--reference", "--extend-threshold", "0.01"],
-    ["bench", "gpu-check", "--parts", "tests,engine", "--tests", "tests"],
-    ["benchmarks", "strings", "--prefill-bytes", "100", "--prefill-tail", "9", "--prompt-records", "r.jsonl"],
-    ["benchmarks", "strings", "--genlm-python", "py", "--genlm-keep", "d"], ["benchmarks", "strings", "--long-bytes", "10"],
-    ["benchmarks", "perplexity", "--splits", "p", "--reference", "d", "--costs"],
-    ["benchmarks", "perplexity", "--out", "d", "--progress", "--beam", "3"],
+    ["bench", "gpu-check", "--parts", "tests,engine", "--tests", "tests"], ["bench", "memory", "--device", "cpu"],
+    ["benchmarks", "diagnostics", "run", "--samples", "32"],
 ]
 
 
 def _check_flags(argv):
+    """The check of ``ppl-tok ARGV`` (``benchmarks ...``: ``python -m benchmarks ...``) that refuses ignored flags."""
+    from benchmarks import cli_flags
     from benchmarks.__main__ import build_parser as benchmarks_parser
-    from ppl_tok.cli.bench_flags import CHECKS
+    from ppl_tok.cli import bench_flags
     from ppl_tok.cli.main import build_parser
     from ppl_tok.cli.perplexity import refuse_ignored_flags
 
     if argv[0] == "benchmarks":
-        argv = ["bench", *argv[1:]]
         args = benchmarks_parser().parse_args(argv[1:])
-    else:
-        args = build_parser().parse_args(argv)
-    (refuse_ignored_flags if argv[0] == "perplexity" else CHECKS[argv[1]])(args)
+        getattr(cli_flags, argv[1].replace("-", "_"))(args)
+        return
+    args = build_parser().parse_args(argv)
+    (refuse_ignored_flags if argv[0] == "perplexity" else getattr(bench_flags, argv[1].replace("-", "_")))(args)
 
 
 @pytest.mark.parametrize("argv,flag,why", IGNORED_FLAGS, ids=[" ".join(a) for a, _, _ in IGNORED_FLAGS])
@@ -381,13 +365,13 @@ def test_a_flag_the_mode_reads_is_not_refused(argv):
 
 
 def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch, tmp_path):
-    import benchmarks.cli as bench
+    import benchmarks.cli_lm_eval as lm_eval
     from benchmarks.__main__ import run as bench_main
 
-    monkeypatch.setattr(bench, "cmd_strings", lambda args: pytest.fail("the benchmark ran"))
+    monkeypatch.setattr(lm_eval, "cmd_lm_eval", lambda args: pytest.fail("the benchmark ran"))
     (tmp_path / "x.txt").write_text("some text", encoding="utf-8")
     for argv in (["perplexity", str(tmp_path / "x.txt"), "--beam", "4", "--model", "toy-bigram"],
-                 ["benchmarks", "strings", "--generation-only", "--prompts", "3"]):
+                 ["benchmarks", "lm-eval", "--prompts", "0", "--max-gen-toks", "4"]):
         assert (bench_main(argv[1:]) if argv[0] == "benchmarks" else main(argv)) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1 and "would be ignored" in err, err
