@@ -12,7 +12,7 @@ from benchmarks.cli_learned import register_learned
 from benchmarks.cli_lm_eval import add_lm_eval
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from benchmarks import cli_flags, cli_perplexity, cli_strings
-from ppl_tok.cli.bench import _openbookqa_dev, add_benchmark
+from ppl_tok.cli.bench import _openbookqa_dev, add_benchmark, add_parts
 from ppl_tok.cli.common import (_emit, _load_lm, add_search_arguments,
                                 lm_spec, search_config)
 
@@ -122,8 +122,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
 
 def _add_diagnostics(bench_sub: argparse._SubParsersAction) -> None:
     help = "precision and recall of the estimates' warnings against exact answers: run, rescore"
-    top = bench_sub.add_parser("diagnostics", help=help, description=help)
-    parts = top.add_subparsers(dest="part", required=True, metavar="PART")
+    parts = add_parts(bench_sub, "diagnostics", help)
     records = "the per-run JSON lines, {} (default diagnostics-runs.jsonl)"
     p = add_benchmark(parts, "run", "run the estimators on strings with exact truth, appending each run to --records",
                       cmd_diagnostics, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppl_tok.cli.bench import add_benchmark
+from ppl_tok.cli.bench import add_benchmark, add_parts
 from ppl_tok.cli.common import _emit, _load_lm, add_extend_argument, lazy_options, lm_spec
 from ppl_tok.common.arguments import POSITIVE, positive
 from ppl_tok.strings.beam import StringSearchConfig
@@ -124,9 +124,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     """``python -m benchmarks perplexity PART``."""
     help = ("perplexity over strings on documents of the shared data: run, table, splits, memory, lockstep, "
             "prefixes (python -m benchmarks perplexity PART --help)")
-    top = bench_sub.add_parser("perplexity", help=help, description=__doc__.split("\n\n")[0] + "\n\n" +
-                               __doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parts = top.add_subparsers(dest="part", required=True, metavar="PART")
+    parts = add_parts(bench_sub, "perplexity", help, "\n\n".join(__doc__.split("\n\n")[:2]))
     data = "the data folder"
     p = add_benchmark(parts, "run", "the marginal against canonical scoring, token-forwards per byte, over documents",
                       cmd_run, data=data)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.cli.bench import add_benchmark
+from ppl_tok.cli.bench import add_benchmark, add_parts
 from ppl_tok.cli.common import _emit, lm_spec
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, share
 from ppl_tok.strings.beam import StringSearchConfig
@@ -107,9 +107,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     """``python -m benchmarks strings PART``."""
     help = ("the LM over strings: all, prompts, generation, prefill, genlm (python -m benchmarks strings PART "
             "--help)")
-    top = bench_sub.add_parser("strings", help=help, description=__doc__.split("\n\n")[0] + "\n\n" +
-                               __doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parts = top.add_subparsers(dest="part", required=True, metavar="PART")
+    parts = add_parts(bench_sub, "strings", help, "\n\n".join(__doc__.split("\n\n")[:2]))
     data = "the data folder"
     p = add_benchmark(parts, "all", "cost per byte on a long running text, the prompt boundary, generation",
                       cmd_all, data=data)

@@ -94,6 +94,15 @@ def add_benchmark(bench_sub: argparse._SubParsersAction, name: str, help: str, f
     return p
 
 
+def add_parts(bench_sub: argparse._SubParsersAction, name: str, help: str,
+              description: str | None = None) -> argparse._SubParsersAction:
+    """A benchmark with parts: its subcommand ``name`` and the subcommands of its parts (``PART``, required), each
+    added with :func:`add_benchmark`. ``description``: the ``--help`` text (``help`` if none)."""
+    top = bench_sub.add_parser(name, help=help, description=description or help,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    return top.add_subparsers(dest="part", required=True, metavar="PART")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``bench`` and its one subcommand per benchmark to the ``ppl-tok`` subcommands."""
     desc = ("check this machine: the engine's speed, peak memory, a GPU end to end (ratios against baselines run in "
