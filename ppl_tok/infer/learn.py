@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyro
-import torch
 from pyro.infer import SVI, ReweightedWakeSleep
 from tqdm import tqdm
 
