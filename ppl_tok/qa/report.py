@@ -68,7 +68,8 @@ def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScor
 
 def _available(name: str, t: C.SplitScores) -> bool:
     """Whether the split holds the scores the classifier needs (the optional kinds are named as their classifier)."""
-    kind = classifier_scoring(name).record_kind or classifier_scoring(name).name
+    scoring = classifier_scoring(name)
+    kind = scoring.record_kind or scoring.name
     return kind not in optional_scores() or kind in t.optional
 
 
