@@ -30,8 +30,11 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``): the tests on a local Ray run on one worker,
     one after the other, as they do without xdist (two Ray clusters of 2 CPUs each on one 2-core machine would
     only fight); the tests of a module with a module-scoped fixture (the wheel and its virtual environment, a
-    loaded Gemma, a trained tokenizer) stay together, so that the fixture is built once, not once per worker; and
-    each worker's torch takes its share of the cores, not all of them."""
+    loaded Gemma, a trained tokenizer) stay together, so that the fixture is built once, not once per worker;
+    each worker's torch takes its share of the cores, not all of them; and the slow tests that are in no group
+    start first. xdist hands out the groups first (largest first), then the other tests in collection order, and
+    a worker queues up to 2 tests ahead: slow tests collected last (``tests/suites/test_data_canonical.py``,
+    minutes each) would otherwise end the run on one worker while the other idles. Only the order changes."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         import torch
@@ -45,6 +48,8 @@ def pytest_collection_modifyitems(config, items):
         defs = info.name2fixturedefs.values() if info is not None else ()
         if any(d.scope == "module" for ds in defs for d in ds):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if workers > 1:
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order is kept otherwise
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,7 @@ BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Iterator, Sequence
@@ -358,6 +359,23 @@ class PPLTokLM(LM):
         return out
 
 
+def _check_model_args(argv: list[str]) -> None:
+    """The ``ppl-tok`` model's ``--model_args`` checked before lm-eval reads its task index (about 20 s of CPU), so
+    that a bad value fails at once; the model is still built, and loaded, by lm-eval afterwards."""
+    from lm_eval.utils import simple_parse_args_string
+
+    model, args = None, []
+    for i, arg in enumerate(argv):
+        flag, eq, inline = arg.partition("=")
+        values = [inline] if eq else list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i + 1:]))
+        if flag in ("--model", "-M", "-m") and values:
+            model = values[0]
+        elif flag in ("--model_args", "-a"):
+            args.extend(values)
+    if model == MODEL_NAME and args:
+        PPLTokLM.create_from_arg_obj({**simple_parse_args_string(",".join(args)), "lm": object()})  # not loaded
+
+
 def cli(argv: list[str] | None = None) -> None:
     """``ppl-tok-lm-eval``: lm-eval's own command line with the ``ppl-tok`` model registered.
 
@@ -371,6 +389,7 @@ def cli(argv: list[str] | None = None) -> None:
             prog += " write-tasks"
             _write_tasks_main(argv[1:])
             return
+        _check_model_args(argv)
         from lm_eval.__main__ import cli_evaluate
 
         sys.argv = ["lm_eval", *argv]

@@ -286,11 +286,18 @@ def test_lm_eval_model_args_are_checked_and_named(args, message):
     assert message in str(info.value)
 
 
-def test_lm_eval_cli_bad_model_args_are_one_line(tmp_path, capsys):
+def test_lm_eval_cli_bad_model_args_are_one_line_before_lm_eval_reads_its_tasks(tmp_path, capsys, monkeypatch):
+    import lm_eval.__main__
+
     from ppl_tok.integrations import lm_eval as ppl_lm_eval
 
     test = write_questions(tmp_path / "test.jsonl", 2, seed=1)
     names = ppl_lm_eval.write_tasks(str(test), tmp_path / "tasks")
+
+    def too_late():
+        raise AssertionError("lm-eval's command line ran (its task index: about 20 s) before --model_args were checked")
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", too_late)
     with pytest.raises(SystemExit) as done:
         ppl_lm_eval.cli(["--model", "ppl-tok", "--model_args", "num_samples=2.5", "--tasks", names[0],
                          "--include_path", str(tmp_path / "tasks")])
@@ -300,18 +307,21 @@ def test_lm_eval_cli_bad_model_args_are_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow  # ~20 s: a fresh interpreter loads lm-eval and the task
-def test_lm_eval_cli_bad_model_args_without_traceback(tmp_path):
+@pytest.mark.parametrize("args, message", [
+    ("num_samples=2.5", "num_samples=2.5: expected an integer"),  # checked before lm-eval runs
+    ("model=no-such-model", "model='no-such-model': unknown model 'no-such-model': expected one of the cards"),
+])  # found only when lm-eval builds the model, after reading its tasks
+def test_lm_eval_cli_bad_model_args_without_traceback(tmp_path, args, message):
     from ppl_tok.integrations import lm_eval as ppl_lm_eval
 
     test = write_questions(tmp_path / "test.jsonl", 2, seed=1)
     names = ppl_lm_eval.write_tasks(str(test), tmp_path / "tasks")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "ppl_tok.integrations.lm_eval", "--model", "ppl-tok", "--model_args",
-                           "num_samples=2.5", "--tasks", names[0], "--include_path", str(tmp_path / "tasks")],
+                           args, "--tasks", names[0], "--include_path", str(tmp_path / "tasks")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1] == ("ppl-tok-lm-eval: error: --model_args: num_samples=2.5: "
-                                                    "expected an integer")
+    assert done.stderr.strip().splitlines()[-1].startswith(f"ppl-tok-lm-eval: error: --model_args: {message}")
 
 
 def test_lm_eval_write_tasks_on_a_malformed_file(tmp_path, capsys):
