@@ -146,7 +146,7 @@ def main() -> None:
             rows = surprisals_many(lm, batch, config=config)
             cpu, wall = time.process_time() - c0, time.perf_counter() - w0
             line = {"lo": lo, "knobs": knobs, "cpu": cpu, "wall": wall, "canonical_cpu": canonical_cpu,
-                    "forwards": lm.stats.token_forwards, "surprisal": [[u.surprisal for u in r] for r in rows]}
+                    "forwards": lm.stats.forwards, "surprisal": [[u.surprisal for u in r] for r in rows]}
             with path.open("a") as f:
                 f.write(json.dumps(line) + "\n")
                 f.flush()
