@@ -59,8 +59,8 @@ def report(out: Path) -> dict[str, Any]:
     n_batches = -(-run["n_items"] // run["batch"])
 
     def finished(name: str) -> list[dict[str, Any]] | None:
-        rows = _rows(out / f"{name}.jsonl")
-        return rows if len({r["lo"] for r in rows}) == n_batches else None
+        rows = list({r["lo"]: r for r in reversed(_rows(out / f"{name}.jsonl"))}.values())  # a batch's first line
+        return rows if len(rows) == n_batches else None
 
     truth_rows = finished("exhaustive")
     if truth_rows is None:
@@ -94,6 +94,9 @@ def main() -> None:
     ap.add_argument("settings", nargs="*", help="exhaustive, or key=value,... over StringSearchConfig's fields")
     ap.add_argument("--words", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--reverse", action="store_true",
+                    help="take the batches last first (a second process beside one going first to last; the "
+                         "file is read again before each batch, and a batch both did is counted once)")
     ap.add_argument("--report", action="store_true", help="compare the finished settings (no LM)")
     ap.add_argument("--json", type=Path, help="with --report: write the summary here too")
     args = ap.parse_args()
@@ -131,9 +134,9 @@ def main() -> None:
         knobs = parse_setting(name)
         config = StringSearchConfig(**knobs)
         path = args.out / f"{name}.jsonl"
-        done = {r["lo"] for r in _rows(path)}
-        for lo in range(0, len(items), args.batch):
-            if lo in done:
+        starts = list(range(0, len(items), args.batch))
+        for lo in reversed(starts) if args.reverse else starts:
+            if lo in {r["lo"] for r in _rows(path)}:
                 continue
             batch = items[lo: lo + args.batch]
             lm.clear_cache()
