@@ -130,6 +130,33 @@ class _Writer:
         sys.stdout.flush()
 
 
+#: ``ppl-tok surprisal``'s default lazy-extension shares (issue 45 item 5: the cheapest setting within median 0.01 and
+#: p99 0.1 bits per word of the exhaustive one on held-out words; docs/strings.md, "The default setting"); empty:
+#: the default is the exhaustive setting
+DEFAULT_LAZY: dict[str, float | None] = {}
+#: the exhaustive setting (``--exhaustive``): every prefix the beam keeps is extended
+EXHAUSTIVE = {"extend_threshold": 0.0, "boundary_threshold": None, "rejoin_threshold": None}
+
+
+def apply_defaults(args: argparse.Namespace) -> None:
+    """The lazy shares of the run: ``--exhaustive``'s (:data:`EXHAUSTIVE`; beside a lazy share given, an error),
+    else those given, the others :data:`DEFAULT_LAZY`'s (``--extend-threshold`` not given: the default's)."""
+    flags = {"extend_threshold": "--extend-threshold", "boundary_threshold": "--boundary-threshold",
+             "rejoin_threshold": "--rejoin-threshold"}
+    given = [flag for key, flag in flags.items() if getattr(args, key) is not None]
+    if args.exhaustive:
+        if given:
+            raise ValueError(f"--exhaustive extends every kept prefix: drop {given[0]} (or drop --exhaustive)")
+        chosen = EXHAUSTIVE
+    elif args.extend_threshold is None:
+        chosen = {**EXHAUSTIVE, **DEFAULT_LAZY}
+    else:
+        chosen = EXHAUSTIVE
+    for key in flags:
+        if getattr(args, key) is None:
+            setattr(args, key, chosen[key])
+
+
 def refuse_old_rows_file(out: str) -> None:
     """``--out`` is a run folder (:class:`~ppl_tok.strings.batch.StringsStore`, as every string task's); a rows
     file of an earlier ``ppl-tok surprisal`` (one JSON line per unit, ``FILE.settings.json`` beside it) is
@@ -210,6 +237,7 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
     ray_address(args)  # --ray needs --out; --workers needs --ray
     if args.out is not None:
         refuse_old_rows_file(args.out)
+    apply_defaults(args)
     items = read_items(args.file, args.field)
     check_item_sizes(args.file, items, args.context)
     regions = read_regions(args.regions, len(items)) if args.regions else None
@@ -272,6 +300,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_lm_arguments(p)
     add_search_arguments(p, prefill=False)
     add_ray_arguments(p, "batches of items")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="extend every prefix the beam keeps (--extend-threshold 0): the reference setting the "
+                        "default is measured against (docs/strings.md, \"The default setting\"); refused beside a "
+                        "lazy share")
+    p.set_defaults(extend_threshold=None)  # not given: the default's (DEFAULT_LAZY), see apply_defaults
     p.add_argument("--wide", type=positive, default=WIDE_BITS, metavar="BITS",
                    help=f"flag a certified bracket wider than this as uninformative (default {WIDE_BITS:g}, the rule "
                         "of every string command)")

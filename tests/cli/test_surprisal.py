@@ -227,3 +227,20 @@ def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, 
     done = killed_twice_then_finished(script, out / "records.jsonl", reference.count(b"\n"), delays=(0.0, 0.011),
                                       progress=4, capture_output=True, text=True)
     assert (out / "records.jsonl").read_bytes() == reference and done.stdout == whole  # the same rows and output
+
+
+def test_exhaustive_is_one_flag_and_refused_beside_a_lazy_share(toy, capsys, tmp_path, monkeypatch):
+    """--exhaustive gives --extend-threshold 0's rows whatever the default is; beside a lazy share it is refused."""
+    import ppl_tok.cli.surprisal as command
+
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    monkeypatch.setattr(command, "DEFAULT_LAZY", {"extend_threshold": 0.5})
+    _, lazy, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--beam", "8", "--prune", "1e4")
+    _, exhaustive, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--exhaustive", "--beam", "8",
+                           "--prune", "1e4")
+    _, zero, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--extend-threshold", "0", "--beam", "8",
+                     "--prune", "1e4")
+    assert exhaustive == zero and exhaustive != lazy
+    code, _, err = run(capsys, "surprisal", str(path), "--exhaustive", "--extend-threshold", "0.1")
+    assert code == 2 and "--exhaustive extends every kept prefix: drop --extend-threshold" in err
