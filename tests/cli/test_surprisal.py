@@ -31,7 +31,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-WIDE_ARGS = ("--beam", "10000", "--prune", "1e4")
+WIDE_ARGS = ("--beam", "10000", "--prune", "1e4", "--exhaustive")  # the reference setting: rows equal surprisals()
 
 
 def test_tsv_csv_and_jsonl_rows(toy, capsys, tmp_path):
