@@ -1,8 +1,8 @@
-"""Many prompts at once: conditionals, next bytes and generations, for one LM or an ensemble, into a resumable store.
+"""Many prompts at once: conditionals, next bytes, generations and surprisals, for one LM or an ensemble, into a resumable store.
 
 An **item** is a prompt string ``x`` (and, for a conditional, a text ``y``). :func:`run_items` answers
 each item with one registered **task** (:mod:`ppl_tok.strings.tasks`: ``conditional``, ``next``,
-``generate``, or one of the user's), all after the same context ``c`` and beam settings. It is the one runner
+``generate``, ``surprisal``, or one of the user's), all after the same context ``c`` and beam settings. It is the one runner
 of every task: one prompt is a batch of one item, a file of prompts is batches, a folder (``out``) makes the
 run resumable, and :mod:`ppl_tok.strings.distributed` deals the same batches to Ray actors.
 
@@ -21,6 +21,7 @@ longer than the model's window) is stored as ``{"index", "error"}``: it is count
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,9 @@ class StringsStore(JsonlStore):
     what = "strings batch folder"
     record_name = "item record"
     fields = {"index": "count", "estimate": "bound", "log_prob": "bound", "forwards": "count", "bytes": "count"}
+    #: a surprisal record's units (``upper``: ``"Infinity"`` where there is no upper bound)
+    unit_fields = {"unit": "count", "start": "count", "end": "count", "byte_start": "count", "byte_end": "count",
+                   "surprisal": "number", "canonical": "number", "lower": "number", "upper": "bits", "tokens": "count"}
 
     @classmethod
     def validate(cls, record: Any, where: str, settings: Any = None) -> dict[str, Any]:
@@ -96,6 +100,10 @@ class StringsStore(JsonlStore):
         lower, upper = record.get("lower"), record.get("upper")
         if isinstance(lower, (int, float)) and isinstance(upper, (int, float)) and lower > upper:
             raise damaged(where, f"lower {lower} is above upper {upper}")
+        for k, unit in enumerate(record.get("units") or ()):  # surprisal's rows
+            check_fields(unit, f"{where} unit {k}", cls.unit_fields)
+            if unit.get("upper") != "Infinity" and unit.get("lower", 0) > unit.get("upper", math.inf):
+                raise damaged(where, f"unit {k}: lower {unit['lower']} is above upper {unit['upper']}")
         return record
 
     @staticmethod
@@ -171,6 +179,14 @@ def answer(task: str, members: Members, item: Item, options: Options, heads: Seq
     Errors of the item (a ``ValueError``: a dead end, a prompt of probability zero) propagate.
     """
     implementation = string_task(task)
+    check_members(task, members)
+    if implementation.walks_items:
+        (found,) = implementation.answer_items(members.lms, [item], options)
+        if isinstance(found, ValueError):
+            raise found
+        if on_bytes is not None:
+            on_bytes(item_bytes(task, item, options, members))
+        return found
     heads = [None] * len(members.lms) if heads is None else heads
     states = [walk(lm, item.prompt, h, options, on_bytes) for lm, h in zip(members.lms, heads)]
     target = Ensemble(states, members.kind, members.weights) if members.ensemble else states[0]
@@ -223,7 +239,12 @@ def pending_batches(items: Sequence[Item], done: set[int], batch_size: int
 def answer_batch(task: str, members: Members, chunk: Sequence[Item], todo: Sequence[Item], options: Options,
                  on_bytes: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """The records of ``todo`` (items of the batch ``chunk``): the whole batch's prompt heads prefilled in one
-    call per LM (the same prefill on a resume), then each item answered; an item's own error is its record."""
+    call per LM (the same prefill on a resume), then each item answered; an item's own error is its record.
+    A task that walks its items itself (:attr:`~ppl_tok.strings.tasks.StringTask.walks_items`) is given ``todo``
+    at once."""
+    implementation = string_task(task)
+    if implementation.walks_items:
+        return _own_walk(task, members, todo, options, on_bytes)
     prompts = [it.prompt.encode("utf-8") for it in chunk]
     heads = [_heads(lm, prompts, options) for lm in members.lms]
     new = []
@@ -241,6 +262,29 @@ def answer_batch(task: str, members: Members, chunk: Sequence[Item], todo: Seque
             on_bytes(item_bytes(task, it, options, members) - seen[0])  # an early stop or an error
         new.append(record)
     return new
+
+
+def _own_walk(task: str, members: Members, todo: Sequence[Item], options: Options,
+              on_bytes: Callable[[int], None] | None) -> list[dict[str, Any]]:
+    """:func:`answer_batch` for a task that walks a batch's items together: one record per item, as
+    :func:`_record` writes it (an item's own error is its record)."""
+    check_members(task, members)
+    found = string_task(task).answer_items(members.lms, list(todo), options)
+    new = []
+    for it, body in zip(todo, found, strict=True):
+        if isinstance(body, ValueError):
+            body = {"prompt": it.prompt, "error": " ".join(str(body).split()) or type(body).__name__}
+        new.append({"index": it.index, "where": it.where,
+                    **storable({k: v for k, v in body.items() if k not in TIMINGS})})
+        if on_bytes is not None:
+            on_bytes(item_bytes(task, it, options, members))
+    return new
+
+
+def check_members(task: str, members: Members) -> None:
+    """A task that does not answer under an ensemble (surprisal) refuses several LMs."""
+    if members.ensemble and not string_task(task).ensembles:
+        raise ValueError(f"the {task} task walks one LM: give one model (an ensemble of {len(members.lms)} was given)")
 
 
 @dataclass
@@ -283,6 +327,7 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
     :param on_records: called with each batch's new records, in index order, as they are computed.
     """
     string_task(task)  # an unknown task: its error before anything runs
+    check_members(task, members)
     check_batch_size(batch_size)
     start = time.perf_counter()
     store = None
@@ -310,5 +355,5 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "answer_batch", "batch_settings", "check_batch_size", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
+           "answer_batch", "batch_settings", "check_batch_size", "check_members", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
            "walk"]

@@ -7,7 +7,10 @@ same context ``c`` and beam settings (:class:`Options`) with one record:
   under an ensemble :func:`~ppl_tok.strings.ensemble.ensemble_conditional`);
 * ``next``: the next-byte distribution after ``x`` (or, with ``chars``, the next-character one);
 * ``generate``: a continuation of ``x`` (:func:`~ppl_tok.strings.generate.generate`), drawn with the
-  item's own seed (:func:`item_seed`), so that an item's draw depends on the run's seed and its index only.
+  item's own seed (:func:`item_seed`), so that an item's draw depends on the run's seed and its index only;
+* ``surprisal``: the surprisal of each unit of ``x`` (words, characters, bytes or the item's regions) over
+  strings beside its canonical figure (:mod:`ppl_tok.strings.surprisal`): a task that walks a batch's items
+  together (:attr:`StringTask.walks_items`), one LM call serving every walk waiting for a forward.
 
 One runner asks every task the same way (:func:`ppl_tok.strings.batch.run_items`: one prompt, a file of them,
 a resumable folder, Ray): a new task is one :class:`StringTask` subclass registered with
@@ -22,6 +25,7 @@ from typing import Any, ClassVar
 
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.certified import WIDE_BITS
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
 from ppl_tok.strings.state import StringState
 
@@ -34,6 +38,9 @@ class Item:
     prompt: str
     text: str | None = None
     where: str = ""
+    #: surprisal: the item's regions, ``(start, end)`` character spans that tile the prompt (``None``: the units
+    #: of :attr:`Options.units`)
+    regions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass
@@ -51,6 +58,11 @@ class Options:
     seed: int = 0
     stop: tuple[str, ...] = ()
     mode: str = "auto"
+    units: str = "word"
+    keep_punctuation: bool = False
+    wide: float = WIDE_BITS
+    final: str | None = None
+    entropy: bool = False
 
     def settings(self) -> dict[str, Any]:
         """The settings every task's numbers depend on: the context and the beam's (what a store compares)."""
@@ -66,16 +78,26 @@ class StringTask:
     :cvar name: the task's name (what a batch folder's ``run.json`` records as ``task``).
     :cvar doc: one line: what a record holds.
     :cvar needs_text: whether an item carries a text after its prompt (a conditional's).
+    :cvar walks_items: the task walks a batch's items itself (:meth:`answer_items`) instead of being given each
+        item's state after its prompt (:meth:`answer`).
+    :cvar ensembles: whether the task answers under an ensemble of LMs.
     """
 
     name: ClassVar[str]
     doc: ClassVar[str] = ""
     needs_text: ClassVar[bool] = False
+    walks_items: ClassVar[bool] = False
+    ensembles: ClassVar[bool] = True
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
         """The item's record (JSON-able; ``-inf`` allowed) from the state after its prompt (one LM, or an ensemble);
         ``on_bytes`` reports the bytes walked past the prompt. A ``ValueError`` is the item's own error."""
+        raise NotImplementedError
+
+    def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
+        """:attr:`walks_items` tasks: the records of a batch's ``items`` (one per item, in order; a ``ValueError``
+        is that item's own error), walked together under ``lms`` (one LM unless :attr:`ensembles`)."""
         raise NotImplementedError
 
     def settings(self, options: Options) -> dict[str, Any]:
@@ -102,8 +124,9 @@ def register_task(task_class: type[StringTask]) -> type[StringTask]:
         raise ValueError(f"{task_class.__qualname__}: set the class attribute name (a non-empty str)")
     if name in TASKS and type(TASKS[name]).__qualname__ != task_class.__qualname__:
         raise ValueError(f"string task {name!r} is registered already; give yours another name")
-    if task_class.answer is StringTask.answer:
-        raise ValueError(f"string task {name!r} does not implement answer")
+    if task_class.answer_items is StringTask.answer_items if obj.walks_items else task_class.answer is StringTask.answer:
+        raise ValueError(f"string task {name!r} does not implement "
+                         f"{'answer_items' if obj.walks_items else 'answer'}")
     TASKS[name] = obj
     return task_class
 
@@ -209,5 +232,46 @@ class Generate(StringTask):
         return options.max_bytes
 
 
-__all__ = ["TASKS", "Item", "Options", "StringTask", "item_seed", "register_task", "string_task", "task_settings",
+@register_task
+class Surprisal(StringTask):
+    """Each unit's surprisal over strings (word-end corrected), its bracket and canonical figure; the item's
+    units as :attr:`Options.units` (or its :attr:`Item.regions`) say, the last one followed as
+    :attr:`Options.final` says; with :attr:`Options.entropy`, the next token's entropy after each unit."""
+
+    name = "surprisal"
+    doc = "the surprisal of each unit of the prompt over strings, beside its canonical figure"
+    walks_items = True
+    ensembles = False
+
+    def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
+        from ppl_tok.strings.surprisal import WordRules, surprisal_batch
+
+        (lm,) = lms
+        rules = WordRules(split_punctuation=not options.keep_punctuation)
+        units = [options.units if it.regions is None else [tuple(r) for r in it.regions] for it in items]
+        texts = [it.prompt for it in items]
+        found = surprisal_batch(lm, texts, units=units, contexts=[options.context] * len(items),
+                                config=options.config, rules=rules, wide=options.wide, final=options.final)
+        out: list[dict[str, Any] | ValueError] = []
+        for it, u, rows in zip(items, units, found):
+            if isinstance(rows, Exception):
+                out.append(rows if isinstance(rows, ValueError) else ValueError(f"{type(rows).__name__}: {rows}"))
+                continue
+            dicts = [r.to_dict() for r in rows]
+            for d in dicts:  # no upper bound: "Infinity", as --json writes it
+                d["upper"] = "Infinity" if d["upper"] == float("inf") else d["upper"]
+            if options.entropy:
+                from ppl_tok.strings.entropy import next_token_entropies
+
+                (ents,) = next_token_entropies(lm, [it.prompt], units=[u], contexts=[options.context], rules=rules)
+                dicts = [{**d, "next_token_entropy": h} for d, h in zip(dicts, ents)]
+            out.append({"prompt": it.prompt, "units": dicts})
+        return out
+
+    def settings(self, options: Options) -> dict[str, Any]:
+        return {"units": options.units, "keep_punctuation": options.keep_punctuation, "wide_bits": options.wide,
+                "final": options.final, "entropy": options.entropy}
+
+
+__all__ = ["TASKS", "Item", "Options", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
            "unregister_task"]

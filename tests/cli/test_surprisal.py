@@ -31,7 +31,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-WIDE_ARGS = ("--beam", "10000", "--prune", "1e4")
+WIDE_ARGS = ("--beam", "10000", "--prune", "1e4", "--exhaustive")  # the reference setting: rows equal surprisals()
 
 
 def test_tsv_csv_and_jsonl_rows(toy, capsys, tmp_path):
@@ -99,30 +99,38 @@ def test_json_lines_input_regions_and_json(toy, capsys, tmp_path):
 
 
 def test_out_resumes(toy, capsys, tmp_path):
+    """--out is a run folder of the one runner (run.json, records.jsonl: one record per item); a torn batch is
+    computed again, a complete folder read back; other settings, or a rows file of an earlier ppl-tok, refused."""
     path = tmp_path / "s.txt"
     path.write_text(SENTENCES)
-    out_file = tmp_path / "rows.jsonl"
-    code, whole, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    assert code == 0 and len(out_file.read_text().splitlines()) == 6
-    lines = out_file.read_text().splitlines(keepends=True)
-    out_file.write_text("".join(lines[:4]) + lines[4][:10])  # a kill: item 1 half written, a torn line
+    out_dir = tmp_path / "rows"
+    records = out_dir / "records.jsonl"
+    code, whole, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", *WIDE_ARGS)
+    assert code == 0 and len(records.read_text().splitlines()) == 2
+    assert [len(json.loads(line)["units"]) for line in records.read_text().splitlines()] == [3, 3]
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text(lines[0] + lines[1][:10])  # a kill: item 1 half written, a torn line
     toy.loads.clear()
-    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    assert code == 0 and again == whole and out_file.read_text() == "".join(lines)
+    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", *WIDE_ARGS)
+    assert code == 0 and again == whole and records.read_text() == "".join(lines)
     assert len(toy.loads) == 1
-    toy.loads.clear()
-    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    assert code == 0 and again == whole and not toy.loads  # all stored: no LM loaded
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--beam", "4", "--prune", "1e4")
-    assert code == 2 and "other settings" in err and "search" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), "--units", "char", *WIDE_ARGS)
+    code, again, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", *WIDE_ARGS)
+    assert code == 0 and again == whole and records.read_text() == "".join(lines)  # all stored: nothing computed
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", "--beam", "4",
+                       "--prune", "1e4")
+    assert code == 2 and "other settings" in err and "beam" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", "--units", "char",
+                       *WIDE_ARGS)
     assert code == 2 and "units: folder has 'word', this run has 'char'" in err
     path.write_text("ab ab.\n")
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    assert code == 2 and "items_sha256" in err
-    (tmp_path / "rows.jsonl.settings.json").unlink()  # a file of an older ppl-tok: records without settings
-    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    assert code == 2 and "holds records but no settings" in err and not toy.loads
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--batch-size", "1", *WIDE_ARGS)
+    assert code == 2 and "input_sha256" in err
+    old = tmp_path / "old-rows.jsonl"  # an earlier ppl-tok's --out FILE: one line per unit
+    old.write_text(json.dumps({"item": 0, "unit": 0}) + "\n")
+    toy.loads.clear()
+    code, _, err = run(capsys, "surprisal", str(path), "--out", str(old), *WIDE_ARGS)
+    assert code == 2 and "rows file of an earlier ppl-tok surprisal" in err and "new --out folder" in err
+    assert not toy.loads and len(err.strip().splitlines()) == 1
 
 
 def test_items_walked_in_lockstep_print_what_one_at_a_time_does_and_a_failure_keeps_the_rest(toy, capsys,
@@ -134,34 +142,33 @@ def test_items_walked_in_lockstep_print_what_one_at_a_time_does_and_a_failure_ke
     code, many, _ = run(capsys, "surprisal", str(path), *WIDE_ARGS)
     assert code == 0 and many == one
     path.write_text("ab ba.\nab c\nb ab a\n")  # item 1 has a byte no token covers
-    out_file = tmp_path / "rows.jsonl"
-    code, printed, err = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    out_dir = tmp_path / "rows"
+    code, printed, err = run(capsys, "surprisal", str(path), "--out", str(out_dir), *WIDE_ARGS)
     assert code == 2 and "s.txt: item 1: unit 1 (' c'" in err and "no token spells byte 0x63" in err
     assert {line.split("\t")[0] for line in printed.splitlines()[1:]} == {"0"}  # the items before it printed
-    assert {json.loads(line)["item"] for line in out_file.read_text().splitlines()} == {0, 2}  # the others kept
+    stored = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    assert [("units" in r, "error" in r) for r in stored] == [(True, False), (False, True), (True, False)]
 
 
 def test_an_infinite_upper_bound_is_written_as_every_json_output_writes_it(toy, capsys, tmp_path):
-    """One JSON convention: no upper bound is "Infinity" in --json, --format jsonl and --out (TSV: inf); a rows
-    file of ppl-tok 0.2 (null) reads back the same."""
+    """One JSON convention: no upper bound is "Infinity" in --json, --format jsonl and --out (TSV: inf)."""
     path = tmp_path / "s.txt"
     path.write_text("ab ba.\n")
-    out_file = tmp_path / "rows.jsonl"
-    code, _, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
-    lines = out_file.read_text().splitlines()
-    old = json.loads(lines[1])
-    old["upper"] = None  # as ppl-tok 0.2 stored an infinite upper bound
-    out_file.write_text("\n".join([lines[0], json.dumps(old)] + lines[2:]) + "\n")
-    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), "--format", "jsonl", *WIDE_ARGS)
+    out_dir = tmp_path / "rows"
+    code, _, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), *WIDE_ARGS)
+    (record,) = [json.loads(line) for line in (out_dir / "records.jsonl").read_text().splitlines()]
+    record["units"][1]["upper"] = "Infinity"  # a bracket with no upper bound, as the store keeps it
+    (out_dir / "records.jsonl").write_text(json.dumps(record) + "\n")
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--format", "jsonl", *WIDE_ARGS)
     assert code == 0 and json.loads(out.splitlines()[1])["upper"] == "Infinity"
-    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), "--json", *WIDE_ARGS)
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), "--json", *WIDE_ARGS)
     assert code == 0 and json.loads(out)["rows"][1]["upper"] == "Infinity"
-    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_file), *WIDE_ARGS)
+    code, out, _ = run(capsys, "surprisal", str(path), "--out", str(out_dir), *WIDE_ARGS)
     header = out.splitlines()[0]
     assert code == 0 and dict(zip(header.split("\t"), out.splitlines()[2].split("\t")))["upper"] == "inf"
     from ppl_tok.cli.surprisal import _row
 
-    assert _row(0, {**old, "upper": math.inf}, "m")["upper"] == "Infinity"
+    assert _row(0, {**record["units"][1], "upper": math.inf}, "m")["upper"] == "Infinity"
 
 
 def test_bad_input(toy, capsys, tmp_path):
@@ -211,12 +218,29 @@ def test_sigkill_mid_run_then_a_rerun_keeps_what_an_uninterrupted_run_does(toy, 
     # batches of 2 items: rows are appended in small bursts all through the run, so both kills land part-way
     # (at the default 16, the second half's 14 items came in one burst the second kill could miss)
     argv = ["surprisal", str(path), "--beam", "4", "--prune", "6", "--format", "jsonl", "--batch-size", "2"]
-    code, whole, _ = run(capsys, *argv, "--out", str(tmp_path / "ref.jsonl"))
+    code, whole, _ = run(capsys, *argv, "--out", str(tmp_path / "ref"))
     assert code == 0
-    reference = (tmp_path / "ref.jsonl").read_bytes()
-    out = tmp_path / "rows.jsonl"
+    reference = (tmp_path / "ref" / "records.jsonl").read_bytes()
+    out = tmp_path / "rows"
     script = tmp_path / "child.py"
     script.write_text(SURPRISAL_CHILD.format(tests=str(tests), root=str(tests.parent), argv=[*argv, "--out", str(out)]))
-    done = killed_twice_then_finished(script, out, reference.count(b"\n"), delays=(0.0, 0.011), progress=4,
-                                      capture_output=True, text=True)
-    assert out.read_bytes() == reference and done.stdout == whole  # the same rows, in order, and the same output
+    done = killed_twice_then_finished(script, out / "records.jsonl", reference.count(b"\n"), delays=(0.0, 0.011),
+                                      progress=4, capture_output=True, text=True)
+    assert (out / "records.jsonl").read_bytes() == reference and done.stdout == whole  # the same rows and output
+
+
+def test_exhaustive_is_one_flag_and_refused_beside_a_lazy_share(toy, capsys, tmp_path, monkeypatch):
+    """--exhaustive gives --extend-threshold 0's rows whatever the default is; beside a lazy share it is refused."""
+    import ppl_tok.cli.surprisal as command
+
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    monkeypatch.setattr(command, "DEFAULT_LAZY", {"extend_threshold": 0.5})
+    _, lazy, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--beam", "8", "--prune", "1e4")
+    _, exhaustive, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--exhaustive", "--beam", "8",
+                           "--prune", "1e4")
+    _, zero, _ = run(capsys, "surprisal", str(path), "--format", "jsonl", "--extend-threshold", "0", "--beam", "8",
+                     "--prune", "1e4")
+    assert exhaustive == zero and exhaustive != lazy
+    code, _, err = run(capsys, "surprisal", str(path), "--exhaustive", "--extend-threshold", "0.1")
+    assert code == 2 and "--exhaustive extends every kept prefix: drop --extend-threshold" in err

@@ -8,7 +8,6 @@ import pytest
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'ppl-tok[ray]'")
 
 from ppl_tok.strings.beam import StringSearchConfig  # noqa: E402
-from ppl_tok.strings.distributed import SurprisalJob, surprisals_ray  # noqa: E402
 from ppl_tok.strings.surprisal import surprisals  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
@@ -18,25 +17,21 @@ TEXTS = ["ab ba cd", "abc de", "gh a b", "cab", "de ef gh ab", "a a a"]
 
 
 @pytest.mark.slow  # ~20-45 s: Ray worker start-up
-def test_two_actors_give_the_single_process_units(local_ray):
-    job = SurprisalJob(context="ab", config=StringSearchConfig(beam=4))
-    items = [(i, t, "word" if i % 2 else "char") for i, t in enumerate(TEXTS)]
-    got: dict[int, list[dict]] = {}
-    order: list[int] = []
+def test_two_actors_give_the_single_process_units(local_ray, tmp_path):
+    """The surprisal task through the runner on Ray: each item's units equal ``surprisals`` of it alone; an item
+    that fails is stored with its error, its batch-mate's units still stored."""
+    from ppl_tok.strings.batch import Item, Options
+    from ppl_tok.strings.distributed import MembersLoader, run_items_ray
 
-    def done(item, units):
-        order.append(item)
-        got[item] = units
-
-    bad = [(len(TEXTS), "ab z", "word")]  # no token spells "z": the item fails, its batch-mate is still stored
-    with pytest.raises(ValueError, match=rf"item {len(TEXTS)}: DeadEndError: unit 1 \(' z'"):
-        surprisals_ray(toy_lm, job, items + bad, done, workers=2, batch_items=2)
+    options = Options(context="ab", config=StringSearchConfig(beam=4))
+    items = [Item(i, t) for i, t in enumerate(TEXTS + ["ab z"])]  # no token spells "z"
+    run = run_items_ray("surprisal", MembersLoader((toy_lm,)), items, options, out=str(tmp_path / "ray"),
+                        batch_size=2, workers=2)
+    assert run.computed == len(items) and "unit 1 (' z'" in run.records[-1]["error"]
     lm = toy_lm()
-    want = {i: [u.to_dict() for u in surprisals(lm, t, units=units, context="ab", config=job.config)]
-            for i, t, units in items}
-    assert got.keys() == want.keys() and sorted(order) == list(range(len(TEXTS)))
-    for i in want:  # a batch's items are walked in lockstep: equal up to float32 rounding of a batched forward
-        for u, w in zip(got[i], want[i]):
+    for record, text in zip(run.records, TEXTS):
+        want = [u.to_dict() for u in surprisals(lm, text, context="ab", config=options.config)]
+        for u, w in zip(record["units"], want, strict=True):  # walked in lockstep: equal up to float32 rounding
             assert {k: v for k, v in u.items() if not isinstance(v, float)} == \
                 {k: v for k, v in w.items() if not isinstance(v, float)}
             assert [v for v in u.values() if isinstance(v, float)] == \
@@ -71,7 +66,7 @@ def test_ray_needs_out(tmp_path, capsys):
     items.write_text("the cat\n")
     assert main(["surprisal", str(items), "--ray"]) == 2
     assert "--ray needs --out" in capsys.readouterr().err
-    assert main(["surprisal", str(items), "--workers", "2", "--out", str(tmp_path / "rows.jsonl")]) == 2
+    assert main(["surprisal", str(items), "--workers", "2", "--out", str(tmp_path / "rows")]) == 2
     assert "--workers needs --ray" in capsys.readouterr().err
     prompts = tmp_path / "items.jsonl"
     prompts.write_text('{"prompt": "the", "text": " cat"}\n')
@@ -95,7 +90,7 @@ def test_surprisal_on_two_smollm2_actors_prints_the_single_process_rows(local_ra
     args = ["surprisal", str(items), "--format", "jsonl", "--beam", "4"]
     assert main(args) == 0
     single = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert main([*args, "--out", str(tmp_path / "rows.jsonl"), "--ray", "--workers", "2"]) == 0
+    assert main([*args, "--out", str(tmp_path / "rows"), "--ray", "--workers", "2"]) == 0
     dist = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["item"], r["unit"], r["text"]) for r in dist] == [(r["item"], r["unit"], r["text"]) for r in single]
     for a, b in zip(single, dist):

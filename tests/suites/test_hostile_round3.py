@@ -45,11 +45,11 @@ def test_a_batch_folder_without_run_json_is_refused_not_adopted(capsys, world):
 
 def test_surprisal_rows_without_their_settings_are_refused(capsys, world):
     tmp, _ = world
-    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows.jsonl")]) == 0
+    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows")]) == 0
     capsys.readouterr()
-    (tmp / "rows.jsonl.settings.json").unlink()
-    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram-2", "--out", "{tmp}/rows.jsonl"],
-            ["rows.jsonl", "no settings"], before_load=False)
+    (tmp / "rows" / "run.json").unlink()
+    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram-2", "--out", "{tmp}/rows"],
+            ["{tmp}/rows", "no run.json"], before_load=False)
 
 
 # ------------------------------------------------------------ 7. edited numbers in a store
@@ -72,14 +72,14 @@ def test_an_edited_perplexity_record_is_refused_by_the_report(capsys, world, fie
 
 def test_an_edited_surprisal_row_is_refused(capsys, world):
     tmp, _ = world
-    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows.jsonl")]) == 0
+    assert main(["surprisal", str(tmp / "ok.txt"), "--model", "toy-bigram", "--out", str(tmp / "rows")]) == 0
     capsys.readouterr()
-    path = tmp / "rows.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    rows[0]["surprisal"] = math.nan
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram", "--out", "{tmp}/rows.jsonl"],
-            ["rows.jsonl:1", "a number is nan"], before_load=False)
+    path = tmp / "rows" / "records.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[0]["units"][0]["surprisal"] = math.nan
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    refused(capsys, world, ["surprisal", "{tmp}/ok.txt", "--model", "toy-bigram", "--out", "{tmp}/rows"],
+            ["records.jsonl:1", "a number is nan"], before_load=False)
 
 
 # ------------------------------------------------------------ 6. figures of numbers that are not log-likelihoods
@@ -381,43 +381,18 @@ def test_an_ignored_flag_is_one_line_before_the_model_loads(capsys, monkeypatch,
 SAME_LM = [["--dtype", "float32"], ["--bos-id", "0"], ["--device", "cpu"], ["--backend", "transformers"]]
 
 
-@pytest.mark.parametrize("flags", SAME_LM, ids=[" ".join(f) for f in SAME_LM])
-def test_the_same_lm_spelled_another_way_resumes_a_surprisal_file(flags, tmp_path):
-    """``--dtype float32`` (the card's), ``--bos-id 0`` (the card's): the same LM as the defaults, which the
-    rows file refused as 'other settings' (dtype: None against 'float32', bos_id: None against 0)."""
-    from ppl_tok.cli.main import build_parser
-    from ppl_tok.cli.common import search_config
-    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
-
-    def settings(extra):
-        args = build_parser().parse_args(["surprisal", "x.txt", "--model", "smollm2-135m", *extra])
-        return run_settings(args, [" a b"], None, search_config(args))
-
-    assert SurprisalRecords.differences(settings([]), settings(flags)) == []
-    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings([])).close()
-    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(flags)).close()  # resumes
-
-
-def test_a_card_named_by_its_hub_repo_is_the_card_and_another_dtype_is_refused_naming_it(tmp_path):
+def test_a_card_named_by_its_hub_repo_is_the_card():
     from ppl_tok.cli.common import lm_spec
     from ppl_tok.cli.main import build_parser
-    from ppl_tok.common.jsonl_store import SettingsMismatchError
-    from ppl_tok.cli.common import search_config
-    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
 
     parse = build_parser().parse_args
     assert lm_spec(parse(["surprisal", "x", "--model", "google/gemma-2b"])).model == "gemma-2b"
-    args = parse(["surprisal", "x.txt", "--model", "smollm2-135m"])
-    SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(args, ["a"], None, search_config(args))).close()
-    other = parse(["surprisal", "x.txt", "--model", "smollm2-135m", "--dtype", "bfloat16"])
-    with pytest.raises(SettingsMismatchError) as err:
-        SurprisalRecords.open_file(tmp_path / "rows.jsonl", run_settings(other, ["a"], None, search_config(other)))
-    assert "dtype: folder has None, this run has 'bfloat16'" in str(err.value) and "--out" in str(err.value)
 
 
 def test_a_file_where_the_output_folder_should_be_is_named_as_a_file(capsys, tmp_path):
     (tmp_path / "afile").write_text("x")
-    assert main(["surprisal", str(tmp_path / "t.txt"), "--out", str(tmp_path / "afile" / "rows.jsonl")]) == 2
+    (tmp_path / "t.txt").write_text("a b\n")
+    assert main(["surprisal", str(tmp_path / "t.txt"), "--out", str(tmp_path / "afile" / "rows")]) == 2
     err = capsys.readouterr().err
     assert "afile is a file, not a folder" in err and "does not exist" not in err, err
 
@@ -430,20 +405,21 @@ def test_a_missing_surprisal_input_is_named_as_the_file_argument(capsys, tmp_pat
 
 def test_a_refused_resume_names_the_setting_inside_a_group_and_the_flag_that_resumes_it(tmp_path):
     """surprisal's rows file printed the whole beam configuration twice ('search: folder has {...}, this run has
-    {...}', cut off in a terminal): now the member that differs, old and new, and the flag that resumes it."""
-    from ppl_tok.cli.common import search_config
-    from ppl_tok.cli.main import build_parser
-    from ppl_tok.cli.surprisal import SurprisalRecords, run_settings
+    {...}', cut off in a terminal); its run folder (the one runner's) names the member that differs, old and new."""
     from ppl_tok.common.jsonl_store import SettingsMismatchError
+    from ppl_tok.strings.batch import Members, Options, StringsStore, batch_settings
+    from ppl_tok.strings.beam import StringSearchConfig
+    from qa_toy import toy_lm
 
-    def settings(extra):
-        args = build_parser().parse_args(["surprisal", "x.txt", "--model", "smollm2-135m", *extra])
-        return run_settings(args, ["a"], None, search_config(args))
+    members = Members((toy_lm(),))
 
-    SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(["--beam", "8"])).close()
+    def settings(**beam):
+        return batch_settings("surprisal", members, Options(config=StringSearchConfig(**beam)))
+
+    StringsStore.open(tmp_path / "rows", settings(beam=8)).close()
     with pytest.raises(SettingsMismatchError) as err:
-        SurprisalRecords.open_file(tmp_path / "rows.jsonl", settings(["--beam", "3", "--search-budget", "50"]))
+        StringsStore.open(tmp_path / "rows", settings(beam=3, budget=50))
     message = str(err.value)
-    assert "search.beam: folder has 8, this run has 3 (the folder's run: --beam 8)" in message, message
-    assert "search.budget: folder has None, this run has 50 (the folder's run: without --search-budget)" in message
+    assert "beam: folder has 8, this run has 3" in message, message
+    assert "budget: folder has None, this run has 50" in message, message
     assert "{" not in message and "\n" not in message

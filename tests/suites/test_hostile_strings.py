@@ -252,7 +252,7 @@ SURPRISAL = [
     (["{tmp}/ok.txt", "--wide", "nan"], ["--wide"]),
     (["{tmp}/ok.txt", "--beam", "0"], ["--beam"]),
     (["{tmp}/ok.txt", "--prune", "0"], ["--prune"]),
-    (["{tmp}/ok.txt", "--out", "{tmp}/folder"], ["folder"]),
+    (["{tmp}/ok.txt", "--out", "{tmp}/ok.txt"], ["ok.txt", "is a file", "new --out folder"]),  # an old rows file
     (["{tmp}/ok.txt", "--regions", "{tmp}/nope.csv"], ["nope.csv"]),
     (["{tmp}/ok.txt", "--regions", "{tmp}/regions-gap.csv"], ["regions-gap.csv"]),
     (["{tmp}/ok.txt", "--regions", "{tmp}/regions-overlap.csv"], ["regions-overlap.csv"]),
