@@ -21,6 +21,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+if not __package__:  # run as a file (python benchmarks/NAME.py): the checkout's root on the path, for benchmarks.*
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def _quantile(xs: list[float], q: float) -> float:
     xs = sorted(xs)

@@ -2,7 +2,7 @@
 
 Each SETTING (beam knobs of `StringSearchConfig`, e.g. `extend_threshold=0.1` or
 `extend_threshold=0.1,boundary_threshold=3e-5`; `exhaustive` is `extend_threshold=0`, every kept prefix extended)
-scores the first WORDS words of DATA (`ppl_tok.bench.surprisal.held_out_items`: the items in file order, each
+scores the first WORDS words of DATA (`benchmarks.surprisal.held_out_items`: the items in file order, each
 alone after BOS, `--final` at its default) in batches of BATCH items, the LM's prefix cache emptied before each
 batch. Each batch is one line of `OUT/SETTING.jsonl` (the word surprisals over strings, the process CPU seconds
 and wall seconds of the walk, and of canonical-token surprisal of the same batch in the same process, the LM's
@@ -29,6 +29,11 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as a file (python benchmarks/NAME.py): the checkout's root on the path, for benchmarks.*
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def parse_setting(text: str) -> dict[str, Any]:
@@ -114,7 +119,7 @@ def main() -> None:
     import torch
 
     from ppl_tok import load_lm
-    from ppl_tok.bench.surprisal import held_out_items
+    from benchmarks.surprisal import held_out_items
     from ppl_tok.strings import StringSearchConfig
     from ppl_tok.strings.surprisal import canonical_surprisals_many, surprisals_many
 

@@ -28,6 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+if not __package__:  # run as a file (python benchmarks/NAME.py): the checkout's root on the path, for benchmarks.*
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def minicons_worker(items: str, folder: str, batch: int) -> None:
     """Run inside minicons' environment: word surprisals of every item, one JSON list per line on stdout."""
