@@ -40,13 +40,13 @@ def _quantile(xs: list[float], q: float) -> float:
 
 def search_options(setting: str) -> dict:
     """The :class:`~ppl_tok.strings.StringSearchConfig` lazy keywords of a setting's name."""
-    if setting == "exhaustive":
-        return {"extend_threshold": 0.0}
-    shares = [float(x) for x in setting.split("/")]
     names = ("extend_threshold", "boundary_threshold", "rejoin_threshold")
+    if setting == "exhaustive":
+        return dict(zip(names, (0.0, None, None)))
+    shares = [float(x) for x in setting.split("/")]
     if not 1 <= len(shares) <= 3:
         raise SystemExit(f"setting {setting!r}: give 'exhaustive', S or S/B/R (inside/boundary/rejoin shares)")
-    return dict(zip(names, shares))
+    return dict(zip(names, shares + [None] * (3 - len(shares))))  # every share given: no default read
 
 
 def held_out_documents(data_dir: str, corpus: str, skip: int, count: int) -> list[str]:
@@ -122,14 +122,14 @@ def main() -> None:
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=Path(__file__).parent).stdout.strip() or "unknown"
     rows = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.is_file() else []
-    for row in rows:
-        if row["code"] != code:
-            raise SystemExit(f"{args.out} was measured on {row['code']}, this checkout is {code}: use another OUT")
     done = {(r["setting"], r["chunk"]) for r in rows}
     texts = held_out_documents(args.data_dir, args.corpus, args.skip, args.documents)
     chunks = [range(i, min(i + args.chunk, len(texts))) for i in range(0, len(texts), args.chunk)]
     todo = [(s, k) for k in range(len(chunks)) for s in settings if (s, k) not in done]
-    if todo:
+    if todo:  # a summary of finished rows reads them on any code; new rows join only rows of the same code
+        for row in rows:
+            if row["code"] != code:
+                raise SystemExit(f"{args.out} was measured on {row['code']}, this checkout is {code}: use another OUT")
         import torch
 
         from ppl_tok import load_lm
