@@ -20,7 +20,8 @@ Usage: python benchmarks/perplexity_defaults.py DATA_DIR OUT.jsonl [--corpus ope
 A setting is `exhaustive`, a share `S` (`extend_threshold=S` everywhere) or `S/B/R` (inside / boundary / rejoin
 shares). Resumable: each finished (setting, chunk of documents) is one line of OUT.jsonl; a rerun skips those
 already there. Every row records the code (git commit) it ran on; a rerun on other code is refused.
-`--summary` writes the per-setting figures (no model loaded when every row is there).
+`--summary` writes the per-setting figures over the chunks every setting finished (`--no-run`: only that, no
+model loaded).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--settings", default="exhaustive,0.01,0.003,0.001,0.2/1e-3/1e-6,0.1/3e-5")
     ap.add_argument("--summary", type=Path)
+    ap.add_argument("--no-run", action="store_true", help="summarize the chunks every setting finished; run nothing")
     args = ap.parse_args()
     settings = args.settings.split(",")
     for s in settings:
@@ -141,7 +143,7 @@ def main() -> None:
     texts = held_out_documents(args.data_dir, args.corpus, args.skip, args.documents)
     chunks = [range(i, min(i + args.chunk, len(texts))) for i in range(0, len(texts), args.chunk)]
     todo = [(s, k) for k in range(len(chunks)) for s in settings if (s, k) not in done]
-    if todo:  # a summary of finished rows reads them on any code; new rows join only rows of the same code
+    if todo and not args.no_run:  # a summary of finished rows reads them on any code; new rows join only rows of the same code
         for row in rows:
             if row["code"] != code:
                 raise SystemExit(f"{args.out} was measured on {row['code']}, this checkout is {code}: use another OUT")
@@ -178,10 +180,13 @@ def main() -> None:
                 f.write(json.dumps(row) + "\n")
             rows.append(row)
             print(f"{s} chunk {k}: {seconds:.1f} s against canonical {canon_s:.2f} s", flush=True)
-    summary = summarize(rows, settings)
+    done = {(r["setting"], r["chunk"]) for r in rows}
+    finished = [k for k in range(len(chunks)) if all((s, k) in done for s in settings)]
+    kept = [r for r in rows if r["setting"] in settings and r["chunk"] in finished]
+    summary = summarize(kept, settings)  # every setting on the same documents: the chunks all of them finished
     meeting = [s for s, v in summary.items() if v["gain_share"] >= TARGET_SHARE]
     cheapest = min(meeting, key=lambda s: summary[s]["forwards_ratio"]) if meeting else None
-    text = json.dumps({"code": code, "model": args.model, "documents": args.documents, "skip": args.skip,
+    text = json.dumps({"code": code, "model": args.model, "documents": sum(len(chunks[k]) for k in finished), "skip": args.skip,
                        "corpus": args.corpus, "target_gain_share": TARGET_SHARE,
                        "cheapest_meeting_target": cheapest, "settings": summary}, indent=1)
     if args.summary:
