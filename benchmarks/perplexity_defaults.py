@@ -75,14 +75,17 @@ def held_out_documents(data_dir: str, corpus: str, skip: int, count: int) -> lis
 
 def summarize(rows: list[dict], settings: list[str]) -> dict:
     """Per setting: cost (forwards and time against canonical) and error (share of the exhaustive gain)."""
-    by = {}
+    by, seen = {}, set()
     for r in rows:
-        by.setdefault(r["setting"], []).extend(r["documents"])
+        if (r["setting"], r["chunk"]) not in seen:  # a chunk measured twice (two processes) counts once
+            seen.add((r["setting"], r["chunk"]))
+            by.setdefault(r["setting"], []).extend(r["documents"])
     if "exhaustive" not in by:
         raise SystemExit("no exhaustive rows yet: the gain share needs them")
     truth = {d["index"]: d for d in by["exhaustive"]}
-    seconds = {s: sum(r["seconds"] for r in rows if r["setting"] == s) for s in by}
-    canon_seconds = {s: sum(r["canonical_seconds"] for r in rows if r["setting"] == s) for s in by}
+    first = {(r["setting"], r["chunk"]): r for r in reversed(rows)}.values()
+    seconds = {s: sum(r["seconds"] for r in first if r["setting"] == s) for s in by}
+    canon_seconds = {s: sum(r["canonical_seconds"] for r in first if r["setting"] == s) for s in by}
     out = {}
     for s in settings:
         docs = [d for d in by.get(s, []) if d["index"] in truth]

@@ -206,8 +206,8 @@ def classifier_scoring(classifier: str) -> Scoring:
 #: ``extend_threshold``, ``boundary_threshold`` and ``rejoin_threshold`` of
 #: :class:`~ppl_tok.strings.StringSearchConfig`): the cheapest setting that kept at least 90% of the exhaustive
 #: beam's gain over canonical on held-out text (``benchmarks/perplexity_defaults.py``, docs/perplexity.md).
-BEAM_LAZY_DEFAULT: dict[str, float | None] = {"extend_threshold": 0.001, "boundary_threshold": None,
-                                              "rejoin_threshold": None}
+BEAM_LAZY_DEFAULT: dict[str, float | None] = {"extend_threshold": 0.2, "boundary_threshold": 1e-4,
+                                              "rejoin_threshold": 1e-6}
 
 
 def default_search(scoring_name: str, level: str = DOCUMENT, exhaustive: bool = False,
