@@ -46,6 +46,21 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def _bootstrap_share(gain: list[float], ref_gain: list[float], resamples: int = 2000, seed: int = 0) -> list[float]:
+    """The 95% percentile interval of the aggregate share (a ratio of sums) over documents resampled with
+    replacement (a fixed seed): how much the share depends on which documents carry the gain."""
+    import random
+
+    rng = random.Random(seed)
+    n, shares = len(gain), []
+    for _ in range(resamples):
+        pick = [rng.randrange(n) for _ in range(n)]
+        ref = math.fsum(ref_gain[i] for i in pick)
+        if ref > 0:
+            shares.append(math.fsum(gain[i] for i in pick) / ref)
+    return [_quantile(shares, 0.025), _quantile(shares, 0.975)] if shares else [math.nan, math.nan]
+
+
 def search_options(setting: str) -> dict:
     """The :class:`~ppl_tok.strings.StringSearchConfig` lazy keywords of a setting's name."""
     names = ("extend_threshold", "boundary_threshold", "rejoin_threshold")
@@ -106,6 +121,7 @@ def summarize(rows: list[dict], settings: list[str]) -> dict:
                   "time_ratio": seconds[s] / canon_seconds[s],
                   "gain_nats": math.fsum(gain), "exhaustive_gain_nats": math.fsum(ref_gain),
                   "gain_share": math.fsum(gain) / math.fsum(ref_gain),
+                  "gain_share_bootstrap_95": _bootstrap_share(gain, ref_gain),
                   "gain_bits_per_byte": math.fsum(gain) / math.log(2) / nbytes,
                   "documents_with_gain": len(per_doc),
                   "per_document_share": {q: _quantile(per_doc, p) for q, p in
