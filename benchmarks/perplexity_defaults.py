@@ -212,7 +212,7 @@ def main() -> None:
     cheapest = min(meeting, key=lambda s: summary[s]["forwards_ratio"]) if meeting else None
     robust = [s for s in meeting if summary[s]["gain_share_bootstrap_95"][0] >= ROBUST_LOWER]
     chosen = min(robust, key=lambda s: summary[s]["forwards_ratio"]) if robust else None
-    text = json.dumps({"code": code, "model": args.model, "documents": sum(len(chunks[k]) for k in finished), "skip": args.skip,
+    text = json.dumps({"code": sorted({r["code"] for r in kept}), "summarized_on": code, "model": args.model, "documents": sum(len(chunks[k]) for k in finished), "skip": args.skip,
                        "corpus": args.corpus, "target_gain_share": TARGET_SHARE,
                        "cheapest_meeting_target": cheapest,
                        "robust_lower": ROBUST_LOWER, "cheapest_meeting_target_robustly": chosen, "settings": summary}, indent=1)
