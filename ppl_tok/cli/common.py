@@ -217,14 +217,18 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                             f"{StringSearchConfig.prefill})")
 
 
-def add_extend_argument(p: argparse.ArgumentParser | Any) -> None:
-    """``--extend-threshold``: :class:`~ppl_tok.strings.beam.StringSearchConfig`'s ``extend_threshold`` (lazy extension)."""
+def add_extend_argument(p: argparse.ArgumentParser | Any, default_help: str | None = None) -> None:
+    """``--extend-threshold``: :class:`~ppl_tok.strings.beam.StringSearchConfig`'s ``extend_threshold`` (lazy extension).
+
+    ``default_help``: the command's own default, said in the help (``--extend-threshold`` then defaults to ``None``:
+    not given, which the command resolves); else :class:`~ppl_tok.strings.beam.StringSearchConfig`'s."""
     from ppl_tok.strings.beam import StringSearchConfig
 
-    p.add_argument("--extend-threshold", type=share, default=StringSearchConfig.extend_threshold, metavar="SHARE",
+    default = StringSearchConfig.extend_threshold if default_help is None else None
+    p.add_argument("--extend-threshold", type=share, default=default, metavar="SHARE",
                    help="lazy extension: run a prefix through the LM only if it holds at least this share of the "
                         "text's mass at its offset, else prune it (0: every kept prefix; e.g. 0.001; default "
-                        f"{StringSearchConfig.extend_threshold:g})")
+                        f"{default_help or format(StringSearchConfig.extend_threshold, 'g')})")
     p.add_argument("--boundary-threshold", type=share, default=None, metavar="SHARE",
                    help="lazy extension at the canonical tokenization's token boundaries (paths that rejoined it), "
                         "where --extend-threshold then applies inside canonical tokens only (default: "

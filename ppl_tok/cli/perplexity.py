@@ -9,8 +9,7 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored,
-                                search_config)
+                                add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings import DOCUMENT, accepted, scoring as find_scoring
 from ppl_tok.strings.beam import StringSearchConfig
@@ -48,7 +47,28 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 #: the flags of the byte-synchronous beam: read by --scoring beam, prefix and with-end only
 BEAM_FLAGS = ("--beam", "--prune", "--search-budget", "--extend-threshold", "--boundary-threshold",
-              "--rejoin-threshold")
+              "--rejoin-threshold", "--exhaustive")
+#: the beam's lazy-extension flags (their default for --scoring beam: BEAM_LAZY_DEFAULT; --exhaustive: none)
+LAZY_FLAGS = ("--extend-threshold", "--boundary-threshold", "--rejoin-threshold")
+
+
+def perplexity_search(args: argparse.Namespace) -> StringSearchConfig:
+    """The beam's search of the flags: the lazy shares given; else, with ``--exhaustive``, every kept prefix run;
+    else the scoring's default (:func:`ppl_tok.scorings.registry.default_search`: lazy for ``--scoring beam``).
+
+    :raises ValueError: ``--exhaustive`` with a lazy-extension flag.
+    """
+    from ppl_tok.scorings.registry import default_search
+
+    lazy = [flag for flag in LAZY_FLAGS if given(args, flag)]
+    if args.exhaustive and lazy:
+        raise ValueError(f"--exhaustive runs every kept prefix but {lazy[0]} sets lazy extension: give one or "
+                         "the other")
+    beam = {"beam": args.beam, "prune": args.prune, "budget": args.search_budget}
+    if lazy:
+        return StringSearchConfig(**beam, extend_threshold=args.extend_threshold or 0.0,
+                                  boundary_threshold=args.boundary_threshold, rejoin_threshold=args.rejoin_threshold)
+    return default_search(find_scoring(args.scoring, DOCUMENT).name, DOCUMENT, args.exhaustive, **beam)
 
 
 def refuse_ignored_flags(args: argparse.Namespace) -> None:
@@ -83,14 +103,15 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search, spec = search_config(args), lm_spec(args)  # the spec's model: the card's name, however spelled
+    search, spec = perplexity_search(args), lm_spec(args)  # the spec's model: the card's name, however spelled
     from ppl_tok.proposals import proposal_settings
 
     if args.proposal != "lookahead" and args.scoring != "canonical+rest":
         raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring canonical+rest, not of "
                          f"{args.scoring}: drop it, or score canonical+rest")
     config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
-                           seed=args.seed, proposal=proposal_settings(args.proposal, args.proposal_file))
+                           seed=args.seed, proposal=proposal_settings(args.proposal, args.proposal_file),
+                           exhaustive=args.exhaustive)
     progress = not args.json and sys.stderr.isatty() or args.progress
     if address is not None:
         from ppl_tok.lm.loader import LMLoader
@@ -275,7 +296,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="beam, prefix, with-end: token forwards per window, past which the beam narrows to one prefix "
                         "(default: none; --budget, its old name, is deprecated: elsewhere --budget is a certified "
                         "bracket's forwards)")
-    add_extend_argument(p)
+    from ppl_tok.scorings.registry import BEAM_LAZY_DEFAULT
+
+    lazy_default = ", ".join(f"{k} {v:g}" for k, v in BEAM_LAZY_DEFAULT.items() if v is not None)
+    add_extend_argument(p, default_help=f"for --scoring beam the measured setting ({lazy_default}; "
+                                        "docs/perplexity.md), else 0")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="beam, prefix, with-end: run every kept prefix through the LM (no lazy extension): the "
+                        "reference the beam's default is measured against (docs/perplexity.md: its cost and error)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")

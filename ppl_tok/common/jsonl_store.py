@@ -60,7 +60,7 @@ LOCK_FILE = ".lock"
 #: the command-line flag of a stored setting, named in a refusal with the folder's value (how to resume it)
 SETTING_FLAGS = {"beam": "--beam", "prune": "--prune", "budget": "--search-budget", "prefill": "--prefill",
                  "extend_threshold": "--extend-threshold", "boundary_threshold": "--boundary-threshold",
-                 "rejoin_threshold": "--rejoin-threshold", "scoring": "--scoring", "window": "--window",
+                 "rejoin_threshold": "--rejoin-threshold", "exhaustive": "--exhaustive", "scoring": "--scoring", "window": "--window",
                  "num_samples": "--samples", "seed": "--seed", "model": "--model", "dtype": "--dtype",
                  "bos_id": "--bos-id", "backend": "--backend", "units": "--units", "context": "--context",
                  "final": "--final", "field": "--field", "split": "--split", "keep_punctuation": "--keep-punctuation"}

@@ -112,6 +112,9 @@ class PerplexityStore(JsonlStore):
             out["field"] = "text" if str(out.get("source", "")).endswith(".jsonl") else None
         if out.get("scoring") == "beam":
             out.setdefault("prune_against", "offset")  # the only pruning the perplexity beam has had
+        if out.get("scoring") in ("beam", "prefix", "with-end") and "beam" in out:  # before ``exhaustive`` was recorded
+            out.setdefault("exhaustive", not any(out.get(k) for k in ("extend_threshold", "boundary_threshold",
+                                                                        "rejoin_threshold")))
         if not all(k in out for k in UNKNOWABLE) and isinstance(out.get("lm"), dict):
             for k, v in lm_identity(out["lm"]).items():
                 out.setdefault(k, v)

@@ -59,9 +59,12 @@ MARGINAL_CACHE_BYTES = 256 << 20
 
 
 def beam_settings(config: ScoringConfig) -> dict[str, Any]:
-    """The byte-synchronous beam's settings a run of ``beam``, ``prefix`` or ``with-end`` records."""
+    """The byte-synchronous beam's settings a run of ``beam``, ``prefix`` or ``with-end`` records: ``exhaustive``
+    (every kept prefix run: no lazy extension; filled in for older folders by
+    :meth:`ppl_tok.perplexity.store.PerplexityStore.complete`) and the lazy shares where it is not."""
     out: dict[str, Any] = {"beam": config.search.beam, "prune": config.search.prune,
-                           "budget": config.search.budget, "prune_against": config.search.prune_against}
+                           "budget": config.search.budget, "prune_against": config.search.prune_against,
+                           "exhaustive": not config.search.lazy}
     if config.search.lazy:  # recorded when set: runs from before lazy extension resume
         out.update(config.search.lazy_settings())
     return out

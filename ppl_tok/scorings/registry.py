@@ -202,6 +202,23 @@ def classifier_scoring(classifier: str) -> Scoring:
     raise ValueError(f"unknown QA classifier {classifier!r}: expected one of {', '.join(classifiers())}")
 
 
+#: The lazy-extension shares of the ``beam`` scoring of documents by default (:class:`ScoringConfig`; the
+#: ``extend_threshold``, ``boundary_threshold`` and ``rejoin_threshold`` of
+#: :class:`~ppl_tok.strings.StringSearchConfig`): the cheapest setting that kept at least 90% of the exhaustive
+#: beam's gain over canonical on held-out text (``benchmarks/perplexity_defaults.py``, docs/perplexity.md).
+BEAM_LAZY_DEFAULT: dict[str, float | None] = {"extend_threshold": 0.2, "boundary_threshold": 1e-4,
+                                              "rejoin_threshold": 1e-6}
+
+
+def default_search(scoring_name: str, level: str = DOCUMENT, exhaustive: bool = False,
+                   **beam: Any) -> StringSearchConfig:
+    """The beam's search when none is given: :data:`BEAM_LAZY_DEFAULT`'s lazy extension for the ``beam`` scoring of
+    documents, every kept prefix run otherwise (``exhaustive``, the other scorings, and requests). ``beam``: the
+    other :class:`~ppl_tok.strings.StringSearchConfig` fields (``beam``, ``prune``, ``budget``)."""
+    lazy = level == DOCUMENT and scoring_name == "beam" and not exhaustive
+    return StringSearchConfig(**beam, **(BEAM_LAZY_DEFAULT if lazy else {}))
+
+
 @dataclass(frozen=True)
 class ScoringConfig:
     """What a scoring computes, at one level (validated); each scoring reads the fields it needs.
@@ -210,7 +227,12 @@ class ScoringConfig:
         ``beam`` for documents and ``importance`` for requests).
     :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
     :param search: the byte-synchronous beam of ``beam``, ``prefix``, ``with-end`` and ``conditional`` (its
-        ``beam``, ``prune``, ``budget``; the defaults are :class:`~ppl_tok.strings.StringSearchConfig`'s).
+        ``beam``, ``prune``, ``budget`` and lazy-extension shares). ``None`` (the default): :func:`default_search`,
+        for the ``beam`` scoring of documents the lazy extension of :data:`BEAM_LAZY_DEFAULT` (within 90% of the
+        exhaustive beam's gain at a fraction of its forwards, docs/perplexity.md), else
+        :class:`~ppl_tok.strings.StringSearchConfig`'s defaults (every kept prefix run).
+    :param exhaustive: run every kept prefix (lazy extension off: the search of ``search=None`` is
+        :class:`~ppl_tok.strings.StringSearchConfig`'s defaults); a ``search`` with lazy extension is then an error.
     :param num_samples: importance particles (``canonical+rest``, ``importance``, ``stratified``, ``mixture``).
     :param seed: the seed the particles of (document, window) derive from (requests carry their own).
     :param exact_tolerance: ``exact``: the bracket's width at which the search stops (nats).
@@ -225,7 +247,7 @@ class ScoringConfig:
 
     scoring: str = "canonical"
     window: int | None = None
-    search: StringSearchConfig = StringSearchConfig()
+    search: StringSearchConfig | None = None
     num_samples: int = 64
     seed: int = 0
     exact_tolerance: float = 1e-3
@@ -233,15 +255,23 @@ class ScoringConfig:
     alpha: float = 0.5
     proposal: dict[str, Any] | None = None
     level: str = DOCUMENT
+    exhaustive: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scoring", scoring(self.scoring, self.level).name)  # old names resolved
+        if not isinstance(self.exhaustive, bool):
+            raise TypeError(f"exhaustive must be True or False, got {self.exhaustive!r}")
+        if self.search is None:
+            object.__setattr__(self, "search", default_search(self.scoring, self.level, self.exhaustive))
         if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
             raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
         if not isinstance(self.num_samples, int) or self.num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
         if not isinstance(self.search, StringSearchConfig):
             raise TypeError(f"search must be a StringSearchConfig, got {self.search!r}")
+        if self.exhaustive and self.search.lazy:
+            raise ValueError(f"exhaustive=True runs every kept prefix, but search has lazy extension "
+                             f"({self.search.lazy_settings()}): give one or the other")
         if self.level == DOCUMENT and self.search.prune_against != "offset":
             raise ValueError(f"the beam scoring prunes against the offset only, got "
                              f"prune_against={self.search.prune_against!r}")
@@ -261,5 +291,6 @@ class ScoringConfig:
         return self.implementation.settings(self)
 
 
-__all__ = ["ALIASES", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "accepted",
-           "classifier_scoring", "classifiers", "is_defined", "names", "register", "scoring", "unregister"]
+__all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "Scoring",
+           "ScoringConfig", "accepted", "classifier_scoring", "classifiers", "default_search", "is_defined", "names",
+           "register", "scoring", "unregister"]

@@ -106,8 +106,10 @@ class StringSearchConfig:
     (``extend_threshold=0.2, boundary_threshold=1e-3, rejoin_threshold=1e-6``)
     kept 91.7% of it at 3.24x on held-out SocialIQA documents but 47.6% at 4.77x
     on the whole 50-document benchmark, where paths far below the canonical
-    one overtake it hundreds of bytes later (docs/benchmarks.md); the default
-    stays the studies' setting.
+    one overtake it hundreds of bytes later (docs/benchmarks.md); this
+    class's default stays the studies' setting (every kept prefix run). The
+    ``beam`` scoring of documents defaults to a measured lazy setting instead
+    (:data:`ppl_tok.scorings.registry.BEAM_LAZY_DEFAULT`, docs/perplexity.md).
 
     :param beam: the most hypotheses (token prefixes ending at the same byte
         offset) kept per offset, besides the canonical one; each costs one

@@ -223,3 +223,39 @@ def test_canonical_plus_rest_with_a_learned_proposal_records_its_checksum(tmp_pa
                  str(proposal)]) == 2
     err = capsys.readouterr().err
     assert "is the importance proposal of --scoring canonical+rest" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_beam_default_is_the_measured_lazy_setting_and_exhaustive_is_one_flag(tmp_path, capsys, monkeypatch):
+    from ppl_tok.scorings.registry import BEAM_LAZY_DEFAULT
+
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", lambda *a, **k: toy_lm())
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(PPL_DOCS) + "\n")
+    base = ["perplexity", str(path), "--split", "lines", "--scoring", "beam", "--json"]
+    assert main([*base, "--out", str(tmp_path / "lazy")]) == 0
+    assert main([*base, "--exhaustive", "--out", str(tmp_path / "full")]) == 0
+    capsys.readouterr()
+    lazy, full = (json.loads((tmp_path / r / "run.json").read_text()) for r in ("lazy", "full"))
+    shares = {k: v for k, v in BEAM_LAZY_DEFAULT.items() if v is not None}
+    assert lazy["exhaustive"] is False and {k: lazy.get(k) for k in shares} == shares
+    assert full["exhaustive"] is True and "extend_threshold" not in full
+    # a resume under the other setting is refused, naming the flag that resumes it
+    assert main([*base, "--out", str(tmp_path / "full")]) == 2
+    err = capsys.readouterr().err
+    assert "exhaustive: folder has True, this run has False (the folder's run: --exhaustive)" in err
+    assert main([*base, "--exhaustive", "--out", str(tmp_path / "lazy")]) == 2
+    assert "exhaustive: folder has False, this run has True" in capsys.readouterr().err
+    assert main([*base, "--exhaustive", "--out", str(tmp_path / "full")]) == 0  # the same setting resumes
+    capsys.readouterr()
+    # explicit shares replace the default; --exhaustive with one is an error, and with no beam an ignored flag
+    assert main([*base, "--extend-threshold", "0.01", "--out", str(tmp_path / "s")]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "s" / "run.json").read_text())["extend_threshold"] == 0.01
+    assert "boundary_threshold" not in json.loads((tmp_path / "s" / "run.json").read_text())
+    monkeypatch.setattr(ppl_tok.lm.cards, "load_lm", _no_model)
+    assert main([*base, "--exhaustive", "--extend-threshold", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "--exhaustive runs every kept prefix but --extend-threshold sets lazy extension" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["perplexity", str(path), "--exhaustive"]) == 2
+    assert "--exhaustive would be ignored: --scoring canonical runs no beam" in capsys.readouterr().err

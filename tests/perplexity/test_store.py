@@ -223,3 +223,24 @@ def test_a_folder_stored_under_the_old_name_resumes(tmp_path):
     assert len(again) == len(DOCS) and json.loads(settings_file.read_text())["scoring"] == "marginal"
     settings, scores = read_scores(tmp_path / "run")
     assert settings["scoring"] == "beam" and len(scores) == len(DOCS)
+
+
+def test_a_beam_folder_from_before_exhaustive_was_recorded_resumes_under_its_setting(tmp_path):
+    """``exhaustive`` is filled in for older beam folders: no lazy share recorded means every prefix was run."""
+    corpus = corpus_from_texts(DOCS)
+    full = ScoringConfig("beam", exhaustive=True)
+    ref = run_perplexity(toy_lm(), corpus, full, out=tmp_path / "run", progress=False)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["exhaustive"] is True
+    _old(tmp_path, ("exhaustive",))
+    again = run_perplexity(toy_lm(), corpus, full, out=tmp_path / "run", progress=False)
+    assert [s.to_record() for s in again] == [s.to_record() for s in ref]
+    with pytest.raises(SettingsMismatchError, match=r"exhaustive: folder has True, this run has False \(the "
+                                                    r"folder's run: --exhaustive\)"):
+        run_perplexity(toy_lm(), corpus, ScoringConfig("beam"), out=tmp_path / "run", progress=False)
+    lazy = ScoringConfig("beam", search=StringSearchConfig(extend_threshold=0.01))
+    run_perplexity(toy_lm(), corpus, lazy, out=tmp_path / "lazy", progress=False)
+    settings_file = tmp_path / "lazy" / "run.json"
+    settings = json.loads(settings_file.read_text())
+    assert settings["exhaustive"] is False and settings["extend_threshold"] == 0.01
+    settings_file.write_text(json.dumps({k: v for k, v in settings.items() if k != "exhaustive"}))
+    assert len(run_perplexity(toy_lm(), corpus, lazy, out=tmp_path / "lazy", progress=False)) == len(DOCS)

@@ -118,7 +118,7 @@ def test_marginal_is_the_old_name_of_beam():
     config = ScoringConfig("marginal", search=StringSearchConfig(beam=3))
     assert config == ScoringConfig("beam", search=StringSearchConfig(beam=3))
     assert config.settings() == {"scoring": "beam", "window": None, "beam": 3, "prune": StringSearchConfig.prune,
-                                 "budget": None, "prune_against": "offset"}
+                                 "budget": None, "prune_against": "offset", "exhaustive": True}
     with pytest.raises(ValueError, match="prune_against"):
         ScoringConfig("beam", search=StringSearchConfig(prune_against="text"))
 

@@ -45,3 +45,26 @@ def test_floors_and_the_qa_classifiers():
     assert classifier_scoring("marginal-all").name == "importance"
     with pytest.raises(ValueError, match="unknown QA classifier"):
         classifier_scoring("beam")
+
+
+def test_the_beam_of_documents_defaults_to_the_measured_lazy_setting_and_exhaustive_is_one_field():
+    from ppl_tok.scorings.registry import BEAM_LAZY_DEFAULT, ScoringConfig
+    from ppl_tok.strings.beam import StringSearchConfig
+
+    lazy = ScoringConfig("beam").search
+    assert lazy.lazy and {k: getattr(lazy, k) for k in BEAM_LAZY_DEFAULT} == BEAM_LAZY_DEFAULT
+    assert (lazy.beam, lazy.prune) == (StringSearchConfig.beam, StringSearchConfig.prune)
+    assert ScoringConfig("beam").settings()["exhaustive"] is False
+    full = ScoringConfig("beam", exhaustive=True)
+    assert full.search == StringSearchConfig() and full.settings()["exhaustive"] is True
+    assert "extend_threshold" not in full.settings()
+    # only the beam of documents was measured: the events, other scorings and requests keep every prefix
+    for config in (ScoringConfig("prefix"), ScoringConfig("with-end"), ScoringConfig("canonical"),
+                   ScoringConfig("importance", level=PAIR)):
+        assert config.search == StringSearchConfig()
+    given = StringSearchConfig(beam=3)  # a search given is the search run
+    assert ScoringConfig("beam", search=given).search == given
+    with pytest.raises(ValueError, match="exhaustive=True runs every kept prefix, but search has lazy extension"):
+        ScoringConfig("beam", search=StringSearchConfig(extend_threshold=0.01), exhaustive=True)
+    with pytest.raises(TypeError, match="exhaustive must be True or False"):
+        ScoringConfig("beam", exhaustive="yes")
