@@ -15,7 +15,7 @@ PACKAGE = ROOT / "ppl_tok"
 LAYERS = [
     ["common"],
     ["vocabulary", "limits", "datasets", "distributions"],
-    ["mdd", "lm"],
+    ["mdd", "lm", "canonical_pairs"],
     ["model", "sat", "canonicity", "canonical_step"],
     ["proposals"],
     ["infer"],
