@@ -97,8 +97,11 @@ def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences
     ``keys``: the step key each sequence starts at (default: a segment's start; a document's later window
     starts where its earlier tokens left it)."""
     ends = _end_ids(lm)
-    states = lm.states([tuple(int(t) for t in p) for p in prefixes])
     seqs = [list(map(int, s)) for s in sequences]
+    # one forward per batch puts every position's state (and its row) in the cache; the walk below reads them
+    full = [i for i, s in enumerate(seqs) if s]
+    lm.token_log_probs_after([tuple(int(t) for t in prefixes[i]) for i in full], [seqs[i] for i in full])
+    states = lm.states([tuple(int(t) for t in p) for p in prefixes])
     keys = list(keys) if keys is not None else [START] * len(seqs)
     plain = [0.0] * len(seqs)
     norms: list[list[float]] = [[] for _ in seqs]
