@@ -99,6 +99,10 @@ class PairMasks:
             ix, iy, iz = self._ids.get(x), self._ids.get(y), self._ids.get(x + y)
             if ix is not None and iy is not None and iz is not None and (ix, iy) not in self._ranks:
                 self._ranks[(ix, iy)] = (rank, iz)
+        #: non-special added tokens (Gemma 3's newline runs, ``<table>``): matched in the text before the rest
+        self._added = {int(t["id"]): t["content"] for t in data.get("added_tokens", ())
+                       if not t.get("special") and 0 <= int(t["id"]) < len(vocab) and vocab.surfaces[int(t["id"])]}
+        self._heads: dict[str, torch.Tensor] = {}
         self._tokenizer = Tokenizer.from_str(json.dumps(data))
         self._tokenizer.encode_special_tokens = True
         self._text = [None if s is None else s.decode("utf-8", errors="strict") if _whole(s) else None
@@ -185,15 +189,6 @@ class PairMasks:
             out[apostrophe] = (list(index), of)
         return out
 
-    @cached_property
-    def single_pretoken(self) -> torch.Tensor:
-        """Whether each id's text is one pre-token on its own."""
-        out = torch.zeros(len(self._text), dtype=torch.bool)
-        for t, text in enumerate(self._text):
-            if text:
-                out[t] = len(self._pieces(text)) == 1
-        return out
-
     def _pieces(self, text: str) -> list[int]:
         """The byte lengths of ``text``'s pre-tokens."""
         if self.kind == "none":
@@ -230,23 +225,46 @@ class PairMasks:
             out |= ((ranks < r_x) & (ranks <= left_ranks)).any(1)
         return out
 
-    def exact_after(self, a: int | None) -> torch.Tensor | None:
-        """``encode(decode(a) decode(b)) == [a, b]`` for every ``b`` (``a=None``: ``encode(decode(b)) == [b]``),
-        or ``None`` where ``a`` is outside the fast test (not whole text, or not its own encoding)."""
+    def after(self, a: int | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(exact, unsure)`` over every id ``b``: ``exact[b]`` iff ``encode(decode(a) decode(b)) == [a, b]``
+        (``a=None``: ``encode(decode(b)) == [b]``), except where ``unsure[b]`` (a join with a text that is not its
+        own encoding; an added token, or one that an added token's text may straddle): the slow test decides
+        those. ``None`` where ``a`` is outside the fast test (not whole text, or not its own encoding)."""
+        none = torch.zeros(len(self._text), dtype=torch.bool)
         if a is None:
-            return self.first_ok.clone()
+            return self.first_ok.clone(), none
         text = self._text[a]
         ok = self._spines[0]
-        if not text or not bool(self.first_ok[a]) or not bool(ok[a]) or not bool(self.single_pretoken[a]):
+        if not text or not bool(self.first_ok[a]) or not (bool(ok[a]) or a in self._added):
             return None
+        unsure = self._added_mask | self._straddled(text)
+        if a in self._added:  # added tokens are split off before the pre-tokenizer: a clean join
+            return self.first_ok.clone(), unsure
         kinds = self.join_classes(text)
-        join_ok = ok & ~self.conflicts(a)
-        return ((kinds == CLEAN) & self.first_ok) | ((kinds == JOIN) & join_ok)
+        join = (kinds == JOIN) & ok
+        exact = ((kinds == CLEAN) & self.first_ok) | (join & self.first_ok & ~self.conflicts(a))
+        return exact, unsure | (join & ~self.first_ok)
 
-    def unsure_after(self, a: int) -> torch.Tensor:
-        """Ids whose pair with ``a`` the fast test cannot settle alone: a join with a text that is not one
-        pre-token on its own (the slow test decides them)."""
-        return ~self.single_pretoken & (self.join_classes(self._text[a]) == JOIN)  # type: ignore[arg-type]
+    @cached_property
+    def _added_mask(self) -> torch.Tensor:
+        out = torch.zeros(len(self._text), dtype=torch.bool)
+        out[list(self._added)] = True
+        return out
+
+    def _straddled(self, a_text: str) -> torch.Tensor:
+        """Ids whose text starts with the rest of an added token's text that ``a_text`` ends with the start of."""
+        out = torch.zeros(len(self._text), dtype=torch.bool)
+        for word in self._added.values():
+            for k in range(1, len(word)):
+                if a_text.endswith(word[:k]):
+                    out |= self._starting_with(word[k:])
+        return out
+
+    def _starting_with(self, head: str) -> torch.Tensor:
+        hit = self._heads.get(head)
+        if hit is None:
+            hit = self._heads[head] = torch.tensor([bool(t) and t.startswith(head) for t in self._text])
+        return hit
 
 
 def _whole(data: bytes) -> bool:

@@ -212,14 +212,13 @@ class CanonicalSteps:
         prev, open_, pending = key
         if not isinstance(self._fast, PairMasks) or open_ or pending or len(prev) > 1:
             return None
-        exact = self._fast.exact_after(prev[0] if prev else None)
-        if exact is None:
+        fast = self._fast.after(prev[0] if prev else None)
+        if fast is None:
             return None
+        exact, unsure = fast
         states = self._states
         passes = exact | (states == 1)
-        unsure = (~exact & (states == 2) & self._ends_in_space)
-        if prev:
-            unsure |= self._fast.unsure_after(prev[0])
+        unsure = unsure | (~exact & (states == 2) & self._ends_in_space)
         for t in torch.nonzero(unsure).flatten().tolist():
             passes[t] = self.step(key, t)[0]
         return ~passes | (states == 0)

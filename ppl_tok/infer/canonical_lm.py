@@ -166,6 +166,66 @@ def sample_walks(lm: LanguageModel, prefix: Sequence[int], key: Key, steps: Cano
     return [(toks[i], logw[i], ended[i]) for i in range(num)]
 
 
+@dataclass(frozen=True)
+class CanonicalGeneration:
+    """A continuation drawn from the local canonical LM: ``tokens`` (after the prompt's canonical tokens, the
+    whole a canonical sequence), its ``text``, ``log_prob`` (``log l``, the local model's) and ``plain``
+    (``log p``, the LM's), why it ``stopped`` (``end``: an end id drawn; ``max-bytes``), the LM ``forwards``."""
+
+    prompt: str
+    tokens: list[int]
+    text: str
+    log_prob: float
+    plain: float
+    stopped: str
+    forwards: int
+
+
+def canonical_generate(lm: LanguageModel, prompt: str = "", max_bytes: int = 64, *, seed: int = 0,
+                       steps: CanonicalSteps | None = None) -> CanonicalGeneration:
+    """Sample a continuation of ``prompt`` from the local canonical LM ``l`` (the module docstring): each token
+    drawn from ``p(. | BOS, prompt tokens, drawn)`` renormalised over the tokens that keep the whole sequence
+    canonical, an end id only where the text may end. The draw stops at an end id or once ``max_bytes`` bytes
+    are drawn, and is cut back to the last token after which the text may end (no character or whitespace
+    window left open) within ``max_bytes``, so that ``encode(decode(prompt tokens + tokens))`` gives them back.
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+    steps = steps or steps_for(lm.vocab)
+    ends = _end_ids(lm)
+    end_set = set(ends.tolist())
+    prefix = lm.prefix_ids(prompt)
+    head = list(prefix[1:] if lm.bos_id is not None else prefix)
+    key = steps.key(head)
+    state = lm.state(prefix)
+    rng = torch.Generator().manual_seed(int(seed))
+    before = lm.stats.forwards
+    toks: list[int] = []
+    sums = [(0.0, 0.0)]  # (log l, log p) after each token
+    cut = [0]  # token counts after which the text may end, within max_bytes
+    size, stopped = 0, "max-bytes"
+    while size < max_bytes:
+        row = state.log_probs
+        masked = _masked(row, steps, key, ends)
+        probs = torch.softmax(masked, -1).cpu()
+        t = int(torch.multinomial(probs, 1, generator=rng)[0])
+        if t in end_set:
+            stopped = "end"
+            break
+        local = float(masked[t] - torch.logsumexp(masked, -1))
+        sums.append((sums[-1][0] + local, sums[-1][1] + float(row[t])))
+        toks.append(t)
+        key = steps.step(key, t)[1]
+        size += len(lm.vocab.surfaces[t] or b"")
+        if steps.ends_text(key) and size <= max_bytes:
+            cut.append(len(toks))
+        if size < max_bytes:
+            state = lm.extend([state], [t])[0]
+    n = cut[-1] if stopped == "max-bytes" else len(toks)
+    text = lm.vocab.decode(toks[:n]).decode("utf-8")
+    return CanonicalGeneration(prompt, toks[:n], text, sums[n][0], sums[n][1], stopped, lm.stats.forwards - before)
+
+
 def normaliser_bracket(lm: LanguageModel, prefix: Sequence[int], key: Key, steps: CanonicalSteps,
                        budget: int) -> tuple[float, float]:
     """A certified bracket ``(log lower, log upper)`` of ``Z(prefix)`` by best-first expansion of at most
@@ -260,5 +320,5 @@ def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int
     return out
 
 
-__all__ = ["global_log_normaliser", "GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
+__all__ = ["CanonicalGeneration", "canonical_generate", "global_log_normaliser", "GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
            "normaliser_bracket", "sample_walks"]
