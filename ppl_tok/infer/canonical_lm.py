@@ -92,17 +92,36 @@ def _continuation(lm: LanguageModel, text: str | Sequence[int]) -> list[int]:
 
 def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences: Sequence[Sequence[int]],
                  steps: CanonicalSteps, keys: Sequence[Key] | None = None) -> list[tuple[float, float, list[float]]]:
-    """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids), all
-    advanced together one batched extension per position. A sequence that fails a step scores ``-inf``.
-    ``keys``: the step key each sequence starts at (default: a segment's start; a document's later window
-    starts where its earlier tokens left it)."""
-    ends = _end_ids(lm)
+    """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids). A
+    sequence that fails a step scores ``-inf``. ``keys``: the step key each sequence starts at (default: a
+    segment's start; a document's later window starts where its earlier tokens left it).
+
+    The sequences run in groups of at most the LM's row budget in positions (a longer one alone, under a budget
+    of its own): a group's forward puts every position's state and row in the cache, and the masked walk reads
+    them there (rows dropped by the budget would cost one forward each)."""
     seqs = [list(map(int, s)) for s in sequences]
-    # one forward per batch puts every position's state (and its row) in the cache; the walk below reads them
+    keys = list(keys) if keys is not None else [START] * len(seqs)
+    row = 4 * len(lm.vocab)
+    most = max(1, lm.config.row_bytes // row)
+    out: list[tuple[float, float, list[float]]] = []
+    lo = 0
+    while lo < len(seqs):
+        hi, size = lo + 1, len(seqs[lo])
+        while hi < len(seqs) and size + len(seqs[hi]) <= most:
+            size += len(seqs[hi])
+            hi += 1
+        with lm.row_budget(2 * (size + 1) * row):
+            out += _local_group(lm, prefixes[lo:hi], seqs[lo:hi], steps, keys[lo:hi])
+        lo = hi
+    return out
+
+
+def _local_group(lm: LanguageModel, prefixes: Sequence[Sequence[int]], seqs: list[list[int]],
+                 steps: CanonicalSteps, keys: list[Key]) -> list[tuple[float, float, list[float]]]:
+    ends = _end_ids(lm)
     full = [i for i, s in enumerate(seqs) if s]
     lm.token_log_probs_after([tuple(int(t) for t in prefixes[i]) for i in full], [seqs[i] for i in full])
     states = lm.states([tuple(int(t) for t in p) for p in prefixes])
-    keys = list(keys) if keys is not None else [START] * len(seqs)
     plain = [0.0] * len(seqs)
     norms: list[list[float]] = [[] for _ in seqs]
     failed = [False] * len(seqs)
