@@ -210,19 +210,41 @@ class PairMasks:
         table = torch.tensor(kinds + [OTHER], dtype=torch.long)
         return table[of.where(of >= 0, torch.full_like(of, len(kinds)))]
 
-    def conflicts(self, a: int) -> torch.Tensor:
-        """``True`` for every ``b`` with a merge across the join of ``a b`` that fires (the module docstring)."""
-        ok, rights, left_ids, left_ranks = self._spines
+    @cached_property
+    def _occurrences(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The left spines inverted: for symbol ``y``, ``ids[offsets[y]:offsets[y + 1]]`` are the tokens whose left
+        spine holds ``y``, with ``y``'s absorbing rank there in ``ranks``."""
+        _, _, left_ids, left_ranks = self._spines
         size = len(self._text)
-        out = torch.zeros(size, dtype=torch.bool)
-        for x, r_x in rights[a]:
+        ys, order = left_ids.flatten().sort(stable=True)
+        keep = ys < size
+        ys, order = ys[keep], order[keep]
+        ids, ranks = order // left_ids.shape[1], left_ranks.flatten()[order]
+        offsets = torch.zeros(size + 2, dtype=torch.long)
+        offsets[1:size + 1] = torch.bincount(ys, minlength=size).cumsum(0)
+        offsets[size + 1] = offsets[size]
+        return ids, ranks, offsets
+
+    def conflicts(self, a: int) -> torch.Tensor:
+        """``True`` for every ``b`` with a merge across the join of ``a b`` that fires (the module docstring):
+        for each ``x`` on ``a``'s right spine, the merges ``(x, y)`` meet the tokens whose left spine holds ``y``."""
+        ids, ranks, offsets = self._occurrences
+        out = torch.zeros(len(self._text), dtype=torch.bool)
+        for x, r_x in self._spines[1][a]:
             hit = self._by_left.get(x)
             if hit is None:
                 continue
-            dense = torch.full((size + 1,), INF, dtype=torch.long)
-            dense[hit[0]] = hit[1]
-            ranks = dense[left_ids]
-            out |= ((ranks < r_x) & (ranks <= left_ranks)).any(1)
+            ys, merge = hit
+            live = merge < r_x
+            ys, merge = ys[live], merge[live]
+            starts, counts = offsets[ys], offsets[ys + 1] - offsets[ys]
+            total = int(counts.sum())
+            if not total:
+                continue
+            within = torch.arange(total) - torch.repeat_interleave(counts.cumsum(0) - counts, counts)
+            where = torch.repeat_interleave(starts, counts) + within
+            fires = torch.repeat_interleave(merge, counts) <= ranks[where]
+            out[ids[where[fires]]] = True
         return out
 
     def after(self, a: int | None) -> tuple[torch.Tensor, torch.Tensor] | None:
