@@ -36,6 +36,22 @@ def _texts(data: str, n: int) -> list[str]:
     return [f"{q.context} {q.choices[q.label]}" for q in rows]
 
 
+def _brackets(lm, texts: list[str], args: argparse.Namespace) -> list[dict]:
+    """``canonical-global``'s figure of each text (after BOS) with its certified bracket and its cost."""
+    from ppl_tok.infer.canonical_lm import canonical_lm_scores
+
+    rows = []
+    for text in texts:
+        lm.clear_cache()
+        start = time.perf_counter()
+        r = canonical_lm_scores(lm, [""], [text], mode="global", num_samples=args.samples, budget=args.budget)[0]
+        local = canonical_lm_scores(lm, [""], [text], mode="local")[0]
+        rows.append({"text": text, "bytes": len(text.encode()), "plain": r.plain, "local": local.estimate,
+                     "global": r.estimate, "lower": r.lower, "upper": r.upper, "log_z": r.log_z,
+                     "forwards": r.forwards, "seconds": time.perf_counter() - start})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -44,6 +60,10 @@ def main() -> None:
     ap.add_argument("--data", default=",".join(SPLITS), help="data sets, comma-separated")
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--scorings", default="canonical,canonical-local,canonical-global,beam")
+    ap.add_argument("--bracket", type=int, default=0, metavar="N",
+                    help="also score the first N texts of each data set with canonical-global's certified bracket "
+                         "(canonical_lm_scores, mode global, --budget best-first expansions per normaliser)")
+    ap.add_argument("--budget", type=int, default=32)
     args = ap.parse_args()
 
     from ppl_tok.canonical_step import START, steps_for
@@ -64,6 +84,9 @@ def main() -> None:
         docs = corpus_from_texts(_texts(data, args.docs), source=data).documents
         n_bytes = sum(len(d.text.encode()) for d in docs)
         block = out["data"][data] = {"docs": len(docs), "bytes": n_bytes, "scorings": {}}
+        if args.bracket:
+            block["global_brackets"] = _brackets(lm, [d.text for d in docs[: args.bracket]], args)
+            print(data, "brackets", json.dumps(block["global_brackets"]), flush=True)
         for name in args.scorings.split(","):
             lm.clear_cache()
             steps.clear()
