@@ -7,7 +7,7 @@ canonicality, :mod:`ppl_tok.infer.canonical_lm`) and ``beam`` (the marginal over
 floor). The cost of each is its wall time against ``canonical``'s on the same documents (target:
 ``canonical-local`` within 2x); the step masks' share of the time is reported apart (the per-step canonicality
 test, :mod:`ppl_tok.canonical_step`; cold caches for each scoring), and so is the one-off build of the
-merge tables (:mod:`ppl_tok.canonical_pairs`, once per process and vocabulary).
+merge tables (:mod:`ppl_tok.canonical_step.pairs`, once per process and vocabulary).
 
 Usage: python benchmarks/canonical_lm.py OUT.json [--model smollm2-135m] [--docs 50]
                                           [--data openbookqa,hellaswag,socialiqa] [--samples 8]

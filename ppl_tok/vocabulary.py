@@ -128,7 +128,7 @@ class Vocabulary:
     :param dummy_prefix: the tokenizer puts a space (``▁``) before every text it encodes (SentencePiece's
         dummy prefix: Llama 2, Mistral, Phi-3); :meth:`encode` still takes text literally, and
         :meth:`sequence_start` gives a text the space the tokenizer would.
-    :param tokenizer_json: a fast tokenizer's ``tokenizer.json`` text, on demand (for :mod:`ppl_tok.canonical_pairs`).
+    :param tokenizer_json: a fast tokenizer's ``tokenizer.json``, on demand (:mod:`ppl_tok.canonical_step.pairs`).
     """
 
     surfaces: tuple[bytes | None, ...]

@@ -70,7 +70,7 @@ def _previous_tokens(vocab: Vocabulary, words: list[str]) -> list[int]:
 
 
 def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
-    """The merge-based mask (ppl_tok.canonical_pairs) against the step test of every id, whole rows: a word,
+    """The merge-based mask (ppl_tok.canonical_step.pairs) against the step test of every id, whole rows: a word,
     a lone space (which merges with what follows), a whitespace run (GPT-2's regex splits it), an apostrophe
     (contractions), and the start."""
     fast, slow = CanonicalSteps(smollm2_vocab), CanonicalSteps(smollm2_vocab, fast=False)
@@ -95,7 +95,7 @@ def test_the_fast_mask_equals_the_step_test_on_gemma3(gemma_vocab):
 
 
 def test_llama2_has_no_fast_mask_and_keeps_the_exact_test(llama2_vocab):
-    from ppl_tok.canonical_pairs import pair_masks_for
+    from ppl_tok.canonical_step.pairs import pair_masks_for
 
     assert pair_masks_for(llama2_vocab) is None  # a SentencePiece file: the step test of every id, cached
 

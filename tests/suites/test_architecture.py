@@ -15,7 +15,7 @@ PACKAGE = ROOT / "ppl_tok"
 LAYERS = [
     ["common"],
     ["vocabulary", "limits", "datasets", "distributions"],
-    ["mdd", "lm", "canonical_pairs"],
+    ["mdd", "lm"],
     ["model", "sat", "canonicity", "canonical_step"],
     ["proposals"],
     ["infer"],

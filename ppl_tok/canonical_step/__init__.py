@@ -48,7 +48,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ppl_tok.canonical_pairs import PairMasks, pair_masks_for
+from ppl_tok.canonical_step.pairs import PairMasks, pair_masks_for
 from ppl_tok.vocabulary import Vocabulary
 
 #: ``(window, open unit, pending)``: the tokens of the last whole unit (of the units since the last window that
@@ -77,7 +77,7 @@ class CanonicalSteps:
     :param vocab: the vocabulary; its :meth:`~ppl_tok.vocabulary.Vocabulary.encode` defines canonical.
     :param cache_masks: how many step masks (one bool per id) to keep.
     :param fast: build the masks after one whole token from the BPE merges where the vocabulary allows it
-        (:mod:`ppl_tok.canonical_pairs`), else (and with ``False``) by the step test of every id.
+        (:mod:`ppl_tok.canonical_step.pairs`), else (and with ``False``) by the step test of every id.
     """
 
     def __init__(self, vocab: Vocabulary, cache_masks: int = 4096, fast: bool = True) -> None:
@@ -204,7 +204,7 @@ class CanonicalSteps:
         return mask
 
     def _fast_mask(self, key: Key) -> torch.Tensor | None:
-        """The mask at the start or after one whole token from the merges (:mod:`ppl_tok.canonical_pairs`); the
+        """The mask at the start or after one whole token from the merges (:mod:`ppl_tok.canonical_step.pairs`); the
         ids it cannot settle (a pending whitespace window, a join with a text of several pre-tokens) by
         :meth:`step`. ``None`` where there is no fast test."""
         if self._fast is True:
