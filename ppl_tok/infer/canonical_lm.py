@@ -251,12 +251,17 @@ def normaliser_bracket(lm: LanguageModel, prefix: Sequence[int], key: Key, steps
     ``budget`` open prefixes (the heaviest first): ended canonical mass below, plus the open mass above."""
     ends = _end_ids(lm)
     lower: list[float] = []
-    heap: list[tuple[float, int, tuple[int, ...], Key]] = [(-0.0, 0, tuple(int(t) for t in prefix), key)]
+    # an entry keeps its parent's key and its last token: the key is stepped when it is expanded, not when pushed
+    # (a real LM pushes ~V children per expansion, and a step test may encode)
+    heap: list[tuple[float, int, tuple[int, ...], Key, int | None]] = [
+        (-0.0, 0, tuple(int(t) for t in prefix), key, None)]
     count = 1
     for _ in range(budget):
         if not heap:
             break
-        neg, _, toks, k = heapq.heappop(heap)
+        neg, _, toks, k, last = heapq.heappop(heap)
+        if last is not None:
+            k = steps.step(k, last)[1]
         mass = -neg
         row = lm.state(toks).log_probs
         masked = _masked(row, steps, k, ends)
@@ -266,7 +271,7 @@ def normaliser_bracket(lm: LanguageModel, prefix: Sequence[int], key: Key, steps
         live = torch.nonzero(torch.isfinite(masked)).flatten().tolist()
         values = masked[live].tolist() if live else []
         for t, lp in zip(live, values):
-            heapq.heappush(heap, (-(mass + lp), count, toks + (t,), steps.step(k, t)[1]))
+            heapq.heappush(heap, (-(mass + lp), count, toks + (t,), k, t))
             count += 1
     low = _lse(lower)
     up = _lse(lower + [-n for n, *_ in heap])
