@@ -128,6 +128,7 @@ class Vocabulary:
     :param dummy_prefix: the tokenizer puts a space (``▁``) before every text it encodes (SentencePiece's
         dummy prefix: Llama 2, Mistral, Phi-3); :meth:`encode` still takes text literally, and
         :meth:`sequence_start` gives a text the space the tokenizer would.
+    :param tokenizer_json: a fast tokenizer's ``tokenizer.json``, on demand (:mod:`ppl_tok.canonical_step.pairs`).
     """
 
     surfaces: tuple[bytes | None, ...]
@@ -137,6 +138,7 @@ class Vocabulary:
     fallback: ByteFallback = ByteFallback.PAPER
     name: str = "vocabulary"
     dummy_prefix: bool = False
+    tokenizer_json: Callable[[], str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.surfaces:
@@ -351,8 +353,8 @@ class Vocabulary:
         if dummy:
             encoder = _literal_hf_encoder(tokenizer)
         label = name or getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        return cls(tuple(surfaces), frozenset(fallback_ids), tuple(names), encoder,
-                   ByteFallback(fallback), str(label), dummy)
+        return cls(tuple(surfaces), frozenset(fallback_ids), tuple(names), encoder, ByteFallback(fallback), str(label),
+                   dummy, getattr(getattr(tokenizer, "backend_tokenizer", None), "to_str", None))
 
 
 def _pipeline_kinds(tokenizer: Any) -> set[str]:

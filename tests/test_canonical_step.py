@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+import torch
 
 from ppl_tok.canonical_step import START, CanonicalSteps
 from ppl_tok.mdd import compile_mdd
@@ -19,6 +22,8 @@ def _all_tokenizations(vocab: Vocabulary, text: str):
 
 
 def _check(vocab: Vocabulary) -> int:
+    """Every tokenization of the strings: the step test against encode(decode(v)) == v, and the fast step mask
+    (the merges, where the key allows it) against the step test at every step of every tokenization."""
     steps = CanonicalSteps(vocab)
     n = 0
     for text in STRINGS:
@@ -26,6 +31,14 @@ def _check(vocab: Vocabulary) -> int:
             n += 1
             truth = steps.is_canonical(v)
             assert steps.passes(v) == truth, (text, [vocab.token_name(t) for t in v], truth)
+            key = START
+            for t in v:
+                ok, after = steps.step(key, t)
+                if not key[1] and not key[2] and len(key[0]) <= 1:  # a key the fast mask serves
+                    assert bool(steps.banned(key)[t]) == (not ok), (text, key, vocab.token_name(t))
+                if not ok:
+                    break
+                key = after
             if truth:  # no false negative: every prefix of a canonical sequence passes every step
                 key = START
                 for t in v:
@@ -37,7 +50,7 @@ def _check(vocab: Vocabulary) -> int:
 def _with_byte_pieces(vocab: Vocabulary) -> Vocabulary:
     """The same vocabulary with byte-fallback pieces allowed anywhere (so the MDD spells characters in bytes)."""
     return Vocabulary(vocab.surfaces, vocab.byte_fallback_ids, vocab.names, vocab.encoder, ByteFallback.ALWAYS,
-                      vocab.name, vocab.dummy_prefix)
+                      vocab.name, vocab.dummy_prefix, vocab.tokenizer_json)
 
 
 def test_llama2_sentencepiece(llama2_vocab):
@@ -50,6 +63,41 @@ def test_smollm2_byte_level_bpe(smollm2_vocab):
 
 def test_gemma3_bpe(gemma_vocab):
     assert _check(_with_byte_pieces(gemma_vocab)) > 1000
+
+
+def _previous_tokens(vocab: Vocabulary, words: list[str]) -> list[int]:
+    return [vocab.encode(w)[0] for w in words]
+
+
+def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
+    """The merge-based mask (ppl_tok.canonical_step.pairs) against the step test of every id, whole rows: a word,
+    a lone space (which merges with what follows), a whitespace run (GPT-2's regex splits it), an apostrophe
+    (contractions), and the start."""
+    fast, slow = CanonicalSteps(smollm2_vocab), CanonicalSteps(smollm2_vocab, fast=False)
+    keys = [START] + [((a,), (), False) for a in _previous_tokens(smollm2_vocab, [" the", " ", "  ", "'"])]
+    for key in keys:
+        assert fast._fast_mask(key) is not None, key  # the fast path serves these keys
+        assert torch.equal(fast.banned(key), slow.banned(key)), key
+
+
+def test_the_fast_mask_equals_the_step_test_on_gemma3(gemma_vocab):
+    """Gemma 3 (262,144 ids; a whole slow row costs minutes): the fast mask against the step test on every id it
+    bans, and on 3,000 ids drawn at random, after a word, a space, a newline and a letter."""
+    steps = CanonicalSteps(gemma_vocab)
+    rng = random.Random(0)
+    for a in _previous_tokens(gemma_vocab, [" the", " ", "\n", "a"]):
+        key = ((a,), (), False)
+        mask = steps.banned(key)
+        assert steps._fast_mask(key) is not None
+        ids = rng.sample(range(len(gemma_vocab)), 3000) + torch.nonzero(~mask).flatten().tolist()[:3000]
+        for t in ids:
+            assert bool(mask[t]) == (not steps.step(key, t)[0]), (gemma_vocab.token_name(a), gemma_vocab.token_name(t))
+
+
+def test_llama2_has_no_fast_mask_and_keeps_the_exact_test(llama2_vocab):
+    from ppl_tok.canonical_step.pairs import pair_masks_for
+
+    assert pair_masks_for(llama2_vocab) is None  # a SentencePiece file: the step test of every id, cached
 
 
 def test_the_canonical_tokenization_passes_and_a_split_does_not(smollm2_vocab):

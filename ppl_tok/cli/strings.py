@@ -51,6 +51,8 @@ def cmd_generate(args: argparse.Namespace) -> None:
     if args.greedy and (args.temperature is not None or args.top_p is not None):
         raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
                          "(drop them, or drop --greedy to sample)")
+    if args.canonical:
+        return _generate_canonical(args)
     args.temperature = 1.0 if args.temperature is None else args.temperature
     args.top_p = 1.0 if args.top_p is None else args.top_p
     if dispatch(args, "generate"):
@@ -77,6 +79,29 @@ def cmd_generate(args: argparse.Namespace) -> None:
     lines = [args.prompt + result.text,
              f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
              f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
+    _emit(args, payload, lines)
+
+
+def _generate_canonical(args: argparse.Namespace) -> None:
+    """``generate --canonical``: tokens from the LM conditioned on canonicality, each step renormalised
+    (:func:`~ppl_tok.infer.canonical_lm.canonical_generate`)."""
+    from ppl_tok.infer.canonical_lm import canonical_generate
+
+    for flag, value in (("--temperature", args.temperature), ("--top-p", args.top_p), ("--greedy", args.greedy or None),
+                        ("--stop", args.stop or None), ("--context", args.context or None),
+                        ("--input", args.input), ("--mode", None if args.mode == "auto" else args.mode)):
+        if value is not None:
+            raise ValueError(f"--canonical samples tokens from the canonical LM of one prompt: {flag} does not apply "
+                             f"(drop {flag}, or drop --canonical)")
+    prompt = args.prompt or ""
+    _check_utf8("--prompt", prompt)
+    lm = _load_lm(args)
+    g = canonical_generate(lm, prompt, args.max_bytes, seed=args.seed)
+    payload = {"model": lm.name, "canonical": True, "seed": args.seed, "prompt": prompt, "text": g.text,
+               "tokens": g.tokens, "log_prob_local": g.log_prob, "log_prob": g.plain, "stopped": g.stopped,
+               "forwards": g.forwards}
+    lines = [prompt + g.text, f"-- {len(g.text.encode())} bytes in {len(g.tokens)} canonical tokens ({g.stopped}), "
+             f"log l = {g.log_prob:.4f} (canonical LM, local), log p = {g.plain:.4f}, {g.forwards} LM forwards"]
     _emit(args, payload, lines)
 
 
@@ -218,6 +243,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="take the most probable byte each time (not with --temperature or --top-p)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
+    p.add_argument("--canonical", action="store_true",
+                   help="sample tokens from the LM conditioned on canonicality (each step renormalised over the "
+                        "tokens that keep prompt and continuation the tokenizer's own encoding; docs/canonical_lm.md)")
     p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
                    help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
                         "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")

@@ -92,14 +92,36 @@ def _continuation(lm: LanguageModel, text: str | Sequence[int]) -> list[int]:
 
 def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences: Sequence[Sequence[int]],
                  steps: CanonicalSteps, keys: Sequence[Key] | None = None) -> list[tuple[float, float, list[float]]]:
-    """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids), all
-    advanced together one batched extension per position. A sequence that fails a step scores ``-inf``.
-    ``keys``: the step key each sequence starts at (default: a segment's start; a document's later window
-    starts where its earlier tokens left it)."""
-    ends = _end_ids(lm)
-    states = lm.states([tuple(int(t) for t in p) for p in prefixes])
+    """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids). A
+    sequence that fails a step scores ``-inf``. ``keys``: the step key each sequence starts at (default: a
+    segment's start; a document's later window starts where its earlier tokens left it).
+
+    The sequences run in groups of at most the LM's row budget in positions (a longer one alone, under a budget
+    of its own): a group's forward puts every position's state and row in the cache, and the masked walk reads
+    them there (rows dropped by the budget would cost one forward each)."""
     seqs = [list(map(int, s)) for s in sequences]
     keys = list(keys) if keys is not None else [START] * len(seqs)
+    row = 4 * len(lm.vocab)
+    most = max(1, lm.config.row_bytes // row)
+    out: list[tuple[float, float, list[float]]] = []
+    lo = 0
+    while lo < len(seqs):
+        hi, size = lo + 1, len(seqs[lo])
+        while hi < len(seqs) and size + len(seqs[hi]) <= most:
+            size += len(seqs[hi])
+            hi += 1
+        with lm.row_budget(2 * (size + 1) * row):
+            out += _local_group(lm, prefixes[lo:hi], seqs[lo:hi], steps, keys[lo:hi])
+        lo = hi
+    return out
+
+
+def _local_group(lm: LanguageModel, prefixes: Sequence[Sequence[int]], seqs: list[list[int]],
+                 steps: CanonicalSteps, keys: list[Key]) -> list[tuple[float, float, list[float]]]:
+    ends = _end_ids(lm)
+    full = [i for i, s in enumerate(seqs) if s]
+    lm.token_log_probs_after([tuple(int(t) for t in prefixes[i]) for i in full], [seqs[i] for i in full])
+    states = lm.states([tuple(int(t) for t in p) for p in prefixes])
     plain = [0.0] * len(seqs)
     norms: list[list[float]] = [[] for _ in seqs]
     failed = [False] * len(seqs)
@@ -163,18 +185,83 @@ def sample_walks(lm: LanguageModel, prefix: Sequence[int], key: Key, steps: Cano
     return [(toks[i], logw[i], ended[i]) for i in range(num)]
 
 
+@dataclass(frozen=True)
+class CanonicalGeneration:
+    """A continuation drawn from the local canonical LM: ``tokens`` (after the prompt's canonical tokens, the
+    whole a canonical sequence), its ``text``, ``log_prob`` (``log l``, the local model's) and ``plain``
+    (``log p``, the LM's), why it ``stopped`` (``end``: an end id drawn; ``max-bytes``), the LM ``forwards``."""
+
+    prompt: str
+    tokens: list[int]
+    text: str
+    log_prob: float
+    plain: float
+    stopped: str
+    forwards: int
+
+
+def canonical_generate(lm: LanguageModel, prompt: str = "", max_bytes: int = 64, *, seed: int = 0,
+                       steps: CanonicalSteps | None = None) -> CanonicalGeneration:
+    """Sample a continuation of ``prompt`` from the local canonical LM ``l`` (the module docstring): each token
+    drawn from ``p(. | BOS, prompt tokens, drawn)`` renormalised over the tokens that keep the whole sequence
+    canonical, an end id only where the text may end. The draw stops at an end id or once ``max_bytes`` bytes
+    are drawn, and is cut back to the last token after which the text may end (no character or whitespace
+    window left open) within ``max_bytes``, so that ``encode(decode(prompt tokens + tokens))`` gives them back.
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+    steps = steps or steps_for(lm.vocab)
+    ends = _end_ids(lm)
+    end_set = set(ends.tolist())
+    prefix = lm.prefix_ids(prompt)
+    head = list(prefix[1:] if lm.bos_id is not None else prefix)
+    key = steps.key(head)
+    state = lm.state(prefix)
+    rng = torch.Generator().manual_seed(int(seed))
+    before = lm.stats.forwards
+    toks: list[int] = []
+    sums = [(0.0, 0.0)]  # (log l, log p) after each token
+    cut = [0]  # token counts after which the text may end, within max_bytes
+    size, stopped = 0, "max-bytes"
+    while size < max_bytes:
+        row = state.log_probs
+        masked = _masked(row, steps, key, ends)
+        probs = torch.softmax(masked, -1).cpu()
+        t = int(torch.multinomial(probs, 1, generator=rng)[0])
+        if t in end_set:
+            stopped = "end"
+            break
+        local = float(masked[t] - torch.logsumexp(masked, -1))
+        sums.append((sums[-1][0] + local, sums[-1][1] + float(row[t])))
+        toks.append(t)
+        key = steps.step(key, t)[1]
+        size += len(lm.vocab.surfaces[t] or b"")
+        if steps.ends_text(key) and size <= max_bytes:
+            cut.append(len(toks))
+        if size < max_bytes:
+            state = lm.extend([state], [t])[0]
+    n = cut[-1] if stopped == "max-bytes" else len(toks)
+    text = lm.vocab.decode(toks[:n]).decode("utf-8")
+    return CanonicalGeneration(prompt, toks[:n], text, sums[n][0], sums[n][1], stopped, lm.stats.forwards - before)
+
+
 def normaliser_bracket(lm: LanguageModel, prefix: Sequence[int], key: Key, steps: CanonicalSteps,
                        budget: int) -> tuple[float, float]:
     """A certified bracket ``(log lower, log upper)`` of ``Z(prefix)`` by best-first expansion of at most
     ``budget`` open prefixes (the heaviest first): ended canonical mass below, plus the open mass above."""
     ends = _end_ids(lm)
     lower: list[float] = []
-    heap: list[tuple[float, int, tuple[int, ...], Key]] = [(-0.0, 0, tuple(int(t) for t in prefix), key)]
+    # an entry keeps its parent's key and its last token: the key is stepped when it is expanded, not when pushed
+    # (a real LM pushes ~V children per expansion, and a step test may encode)
+    heap: list[tuple[float, int, tuple[int, ...], Key, int | None]] = [
+        (-0.0, 0, tuple(int(t) for t in prefix), key, None)]
     count = 1
     for _ in range(budget):
         if not heap:
             break
-        neg, _, toks, k = heapq.heappop(heap)
+        neg, _, toks, k, last = heapq.heappop(heap)
+        if last is not None:
+            k = steps.step(k, last)[1]
         mass = -neg
         row = lm.state(toks).log_probs
         masked = _masked(row, steps, k, ends)
@@ -184,7 +271,7 @@ def normaliser_bracket(lm: LanguageModel, prefix: Sequence[int], key: Key, steps
         live = torch.nonzero(torch.isfinite(masked)).flatten().tolist()
         values = masked[live].tolist() if live else []
         for t, lp in zip(live, values):
-            heapq.heappush(heap, (-(mass + lp), count, toks + (t,), steps.step(k, t)[1]))
+            heapq.heappush(heap, (-(mass + lp), count, toks + (t,), k, t))
             count += 1
     low = _lse(lower)
     up = _lse(lower + [-n for n, *_ in heap])
@@ -257,5 +344,5 @@ def canonical_lm_scores(lm: LanguageModel, contexts: Sequence[str | Sequence[int
     return out
 
 
-__all__ = ["global_log_normaliser", "GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
+__all__ = ["CanonicalGeneration", "canonical_generate", "global_log_normaliser", "GLOBAL", "LOCAL", "MODES", "CanonicalLMScore", "canonical_lm_scores", "local_scores",
            "normaliser_bracket", "sample_walks"]

@@ -121,3 +121,19 @@ def test_generate_in_tokens_mode_reports_a_certified_log_probability(capsys, loa
     code, out, _ = run(capsys, "generate", "--prompt", "Once upon a", "--max-bytes", "8", "--seed", "1")
     assert code == 0 and "log p >= " in out
 
+
+
+def test_generate_canonical_draws_canonical_tokens(capsys, smollm2):
+    """``generate --canonical``: the prompt's tokens and the drawn ones are the encoding of their text; seeded;
+    the flags of byte sampling are refused, one clear error each."""
+    argv = ("generate", "--canonical", "--prompt", "The capital of France is", "--max-bytes", "20", "--json")
+    code, out, _ = run(capsys, *argv, "--seed", "2")
+    data = json.loads(out)
+    assert code == 0 and data["canonical"] and data["tokens"]
+    vocab = smollm2.vocab
+    assert vocab.encode(data["prompt"] + data["text"]) == vocab.encode(data["prompt"]) + data["tokens"]
+    assert data["log_prob_local"] >= data["log_prob"] - 1e-9
+    assert json.loads(run(capsys, *argv, "--seed", "2")[1])["tokens"] == data["tokens"]
+    for flag in (["--greedy"], ["--temperature", "0.5"], ["--stop", "x"]):
+        code, _, err = run(capsys, *argv, *flag)
+        assert code != 0 and f"{flag[0]} does not apply" in err

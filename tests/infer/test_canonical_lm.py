@@ -130,3 +130,41 @@ def test_bad_input_is_one_clear_error():
         canonical_lm_scores(lm, [""], [""])
     with pytest.raises(ValueError, match="contexts"):
         canonical_lm_scores(lm, ["", ""], ["ab"])
+
+
+def test_canonical_generation_draws_the_local_model_on_a_toy():
+    """Every draw is canonical, and the text a seed draws is drawn as often as the local model says."""
+    from ppl_tok.infer.canonical_lm import canonical_generate
+
+    lm = toy_lm(VOCAB)
+    steps = CanonicalSteps(VOCAB)
+    n = 400
+    draws = [canonical_generate(lm, "", 64, seed=s, steps=steps) for s in range(n)]
+    assert all(d.stopped == "end" and steps.is_canonical(d.tokens) for d in draws)
+    top = max({tuple(d.tokens) for d in draws}, key=lambda t: sum(tuple(d.tokens) == t for d in draws))
+    u = top
+    row = lm._dist((0,) + u)
+    allowed = [float(row[b]) for b in range(1, len(VOCAB)) if u + (b,) in PREFIXES] + [float(row[0])]
+    p = math.exp(_brute_local(lm, top) + float(row[0]) - _lse(allowed))
+    hits = sum(tuple(d.tokens) == top for d in draws)
+    assert abs(hits / n - p) < 4 * math.sqrt(p * (1 - p) / n)
+    same = canonical_generate(lm, "", 64, seed=3, steps=steps)
+    assert same.tokens == draws[3].tokens and same.log_prob == draws[3].log_prob  # seeded
+
+
+def test_canonical_generation_on_smollm2_is_canonical_and_seeded(smollm2):
+    """SmolLM2: the prompt's canonical tokens and the drawn ones are the encoding of their text (encode(decode(v))
+    == v), for several seeds; the same seed draws the same tokens; the local log-prob is at least the plain one."""
+    from ppl_tok.infer.canonical_lm import canonical_generate
+
+    prompt = "The capital of France is"
+    head = smollm2.vocab.encode(prompt)
+    for seed in range(4):
+        g = canonical_generate(smollm2, prompt, 24, seed=seed)
+        assert len(g.text.encode()) <= 24 and g.tokens
+        assert smollm2.vocab.encode(prompt + g.text) == head + g.tokens, (seed, g.text)
+        assert g.log_prob >= g.plain - 1e-9
+    again = canonical_generate(smollm2, prompt, 24, seed=1)
+    assert again.tokens == canonical_generate(smollm2, prompt, 24, seed=1).tokens
+    with pytest.raises(ValueError, match="max_bytes"):
+        canonical_generate(smollm2, prompt, 0)

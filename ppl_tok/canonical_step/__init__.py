@@ -41,12 +41,14 @@ and is cached; that is the price of the exact local normaliser.
 from __future__ import annotations
 
 import codecs
+import functools
 import time
 import weakref
 from collections.abc import Sequence
 
 import torch
 
+from ppl_tok.canonical_step.pairs import PairMasks, pair_masks_for
 from ppl_tok.vocabulary import Vocabulary
 
 #: ``(window, open unit, pending)``: the tokens of the last whole unit (of the units since the last window that
@@ -74,10 +76,13 @@ class CanonicalSteps:
 
     :param vocab: the vocabulary; its :meth:`~ppl_tok.vocabulary.Vocabulary.encode` defines canonical.
     :param cache_masks: how many step masks (one bool per id) to keep.
+    :param fast: build the masks after one whole token from the BPE merges where the vocabulary allows it
+        (:mod:`ppl_tok.canonical_step.pairs`), else (and with ``False``) by the step test of every id.
     """
 
-    def __init__(self, vocab: Vocabulary, cache_masks: int = 4096) -> None:
+    def __init__(self, vocab: Vocabulary, cache_masks: int = 4096, fast: bool = True) -> None:
         self.vocab = vocab
+        self._fast: PairMasks | None | bool = fast  # True: not built yet
         self._verdicts: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
         self._masks: dict[Key, torch.Tensor] = {}
         self._cache_masks = cache_masks
@@ -182,7 +187,9 @@ class CanonicalSteps:
         if mask is None:
             start = time.perf_counter()
             verdicts = self._verdicts
-            mask = torch.tensor([not self.step(key, t)[0] for t in range(len(self._text))], dtype=torch.bool)
+            mask = self._fast_mask(key)
+            if mask is None:
+                mask = torch.tensor([not self.step(key, t)[0] for t in range(len(self._text))], dtype=torch.bool)
             # the mask holds these verdicts now: keep the pair cache small
             if len(verdicts) > 8 * len(self._text):
                 verdicts.clear()
@@ -195,6 +202,36 @@ class CanonicalSteps:
                 raise ValueError(f"a row of {size} ids is narrower than the vocabulary's {mask.shape[0]}")
             mask = torch.cat([mask, torch.ones(size - mask.shape[0], dtype=torch.bool)])
         return mask
+
+    def _fast_mask(self, key: Key) -> torch.Tensor | None:
+        """The mask at the start or after one whole token from the merges (:mod:`ppl_tok.canonical_step.pairs`); the
+        ids it cannot settle (a pending whitespace window, a join with a text of several pre-tokens) by
+        :meth:`step`. ``None`` where there is no fast test."""
+        if self._fast is True:
+            self._fast = pair_masks_for(self.vocab)
+        prev, open_, pending = key
+        if not isinstance(self._fast, PairMasks) or open_ or pending or len(prev) > 1:
+            return None
+        fast = self._fast.after(prev[0] if prev else None)
+        if fast is None:
+            return None
+        exact, unsure = fast
+        states = self._states
+        passes = exact | (states == 1)
+        unsure = unsure | (~exact & (states == 2) & self._ends_in_space)
+        for t in torch.nonzero(unsure).flatten().tolist():
+            passes[t] = self.step(key, t)[0]
+        return ~passes | (states == 0)
+
+    @functools.cached_property
+    def _states(self) -> torch.Tensor:
+        """Per id: 0 no surface or never UTF-8, 1 a proper prefix of UTF-8 text, 2 whole text."""
+        codes = {False: 0, None: 1, True: 2}
+        return torch.tensor([0 if s is None else codes[_utf8_state(s)] for s in self._text], dtype=torch.long)
+
+    @functools.cached_property
+    def _ends_in_space(self) -> torch.Tensor:
+        return torch.tensor([s is not None and s[-1:].isspace() for s in self._text], dtype=torch.bool)
 
 
 _STEPS: "weakref.WeakKeyDictionary[Vocabulary, CanonicalSteps]" = weakref.WeakKeyDictionary()
