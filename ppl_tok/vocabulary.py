@@ -9,9 +9,8 @@ Bytes are the alphabet of ppl-tok (``DESIGN.md``): every algorithm sees only
   are byte fallback, one raw byte each.
 * A plain list of token strings (toy vocabularies for tests and docs).
 
-Special and control tokens (BOS, EOS, ``<pad>``, chat markers) have no surface:
-their entry is ``None`` and they never appear inside an MDD. Several ids may
-share one surface; all of them are kept.
+Special and control tokens (BOS, EOS, ``<pad>``, chat markers) have no surface: their entry is ``None`` and
+they never appear inside an MDD. Several ids may share one surface; all of them are kept.
 
 Byte-fallback pieces are used according to :class:`ByteFallback`: by default as
 in the paper (Geh et al., 2024, Sec. 3), only where no ordinary piece covers a
