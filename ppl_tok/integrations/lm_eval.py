@@ -98,6 +98,7 @@ from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.scorings.registry import default_search
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN, EXTEND_THRESHOLD
@@ -221,8 +222,9 @@ class PPLTokLM(LM):
         knobs = {} if beam is None else {"beam": _int_arg("beam", beam, 1)}
         if prune is not None:
             knobs["prune"] = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
-        #: the byte-synchronous beam of ``beam`` (perplexity tasks)
-        self.search = StringSearchConfig(**knobs)
+        #: the byte-synchronous beam of ``beam`` (perplexity tasks): ``ppl-tok perplexity``'s measured default
+        #: (:func:`~ppl_tok.scorings.registry.default_search`: lazy extension for ``beam``), ``beam``/``prune`` given
+        self.search = default_search(self.document_scoring or "", DOCUMENT, **knobs)
         if prefill not in PREFILL_MODES:
             raise ModelArgumentError(f"prefill={prefill!r}: expected one of {', '.join(PREFILL_MODES)}")
         #: the LM over strings of ``conditional`` and ``generate_until`` (the context under ``prefill``)
