@@ -1,21 +1,29 @@
 """Language models behind one interface: :class:`LanguageModel` (see :mod:`ppl_tok.lm.base`).
 
-:class:`HFLanguageModel` (the ``transformers`` backend) is imported on first use, so that importing this
-package does not import ``transformers``."""
+Each name is imported on first use (:mod:`ppl_tok.common.lazy`), so that importing this package (or one of its
+light modules: ``spec``, ``cards``' card list, ``backends``' names) imports neither torch nor ``transformers``."""
 
-from typing import Any
+from __future__ import annotations
 
-from ppl_tok.lm.base import LanguageModel, LMState, LMStats
-from ppl_tok.lm.config import EngineConfig
-from ppl_tok.lm.kvpool import KVPool
-from ppl_tok.lm.toy import BigramLM, FunctionLM, TableLM
+from typing import TYPE_CHECKING
 
-__all__ = ["BigramLM", "EngineConfig", "FunctionLM", "HFLanguageModel", "KVPool", "LMState", "LMStats", "LanguageModel",
-           "TableLM"]
+from ppl_tok.common.lazy import lazy_names
 
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("LanguageModel", "LMState", "LMStats"), "ppl_tok.lm.base"),
+    "EngineConfig": "ppl_tok.lm.config",
+    "KVPool": "ppl_tok.lm.kvpool",
+    **dict.fromkeys(("BigramLM", "FunctionLM", "TableLM"), "ppl_tok.lm.toy"),
+    "HFLanguageModel": "ppl_tok.lm.hf",
+}
 
-def __getattr__(name: str) -> Any:
-    if name == "HFLanguageModel":
-        from ppl_tok.lm.hf import HFLanguageModel
-        return HFLanguageModel
-    raise AttributeError(f"module 'ppl_tok.lm' has no attribute {name!r}")
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from ppl_tok.lm.base import LanguageModel, LMState, LMStats
+    from ppl_tok.lm.config import EngineConfig
+    from ppl_tok.lm.hf import HFLanguageModel
+    from ppl_tok.lm.kvpool import KVPool
+    from ppl_tok.lm.toy import BigramLM, FunctionLM, TableLM
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
