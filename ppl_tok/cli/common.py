@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
-from ppl_tok.lm.base import model_window
 from ppl_tok.lm.cards import load_lm, load_vocabulary
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import limits
-from ppl_tok.mdd import compile_mdd
 
 STDIN = "-"
 
@@ -49,6 +47,47 @@ def refuse_ignored(args: argparse.Namespace, flags: Sequence[str], why: str, fix
     for flag in flags:
         if given(args, flag):
             raise ValueError(f"{flag} would be ignored: {why}; {fix}".replace("FLAG", flag))
+
+
+class LaterChoices(Sequence[str]):
+    """The choices of a flag that names registered objects (scorings, proposals): the names, read from the registry
+    when the flag is parsed or its help shown, not when the parser is built (``ppl-tok --help`` imports no
+    registered module). Give the argument a ``metavar``: argparse then lists the names only in the command's help.
+    """
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(self._names())[i]
+
+    def __len__(self) -> int:
+        return len(tuple(self._names()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._names()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in tuple(self._names())
+
+
+class LaterHelp:
+    """A help text made when the help is shown (it lists registered names): argparse formats it with ``%``."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def __mod__(self, params: Any) -> str:
+        return self._text() % params
+
+    def strip(self) -> str:
+        return self._text().strip()
+
+    def __contains__(self, part: str) -> bool:
+        return part in self._text()
 
 
 # ------------------------------------------------------- argument groups
@@ -197,7 +236,7 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
     """The byte-synchronous beam's flags, defaults from :class:`~ppl_tok.strings.beam.StringSearchConfig`:
     ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
     from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
-    from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
+    from ppl_tok.strings.beam import AUTO_HEAD_TOKENS
 
     g = p.add_argument_group("the beam over strings")
     g.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
@@ -401,6 +440,9 @@ def _check_context(args: argparse.Namespace, lm: Any, walk: str | None = None, c
     ``covering``) a canonical tokenization past the window is a warning: its positions past it are scored
     out of distribution.
     """
+    from ppl_tok.lm.base import model_window  # torch and networkx when a command runs, not for --help
+    from ppl_tok.mdd import compile_mdd
+
     text = getattr(args, "text", None) or ""
     ids: tuple[int, ...] = ()
     if args.context:

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
-from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
+from ppl_tok.cli.common import (LaterChoices, _emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
-from ppl_tok.scorings import DOCUMENT, accepted, scoring as find_scoring
+from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring
 from ppl_tok.strings.beam import StringSearchConfig
 
 #: documents listed one per line in the text output (the JSON output lists all)
@@ -278,12 +278,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=SPLITS, default="none",
                    help="text input: one document (none, default), one per line, or one per blank-line-separated "
                         "paragraph")
-    p.add_argument("--scoring", choices=accepted(DOCUMENT), default="canonical",
+    p.add_argument("--scoring", choices=LaterChoices(lambda: accepted(DOCUMENT)), default="canonical", metavar="SCORING",
                    help="canonical tokens (default); beam: the text without its end, the marginal over "
                         "tokenizations by the byte-synchronous beam (certified bracket; 'marginal' is its old name); "
                         "prefix: P(the output starts with the text); with-end: P(the output is exactly the text, "
                         "then EOS) (both by the beam, certified; docs/perplexity.md: which is fair when); or "
-                        "canonical+rest: canonical plus an importance estimate of the rest")
+                        "canonical+rest: canonical plus an importance estimate of the rest (the registered ones: %(choices)s)")
     add_lm_arguments(p)
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
     p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,

@@ -6,20 +6,25 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
+from ppl_tok.cli.common import LaterHelp, add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
 from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
-from ppl_tok.qa.run import optional_scores
-from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
-from ppl_tok.strings.prefill import AUTO_HEAD_TOKENS
+from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, PREFILL_MODES, StringSearchConfig
+
+
+def _optional_scores() -> tuple[str, ...]:
+    """What ``--scores`` may add (:func:`ppl_tok.qa.run.optional_scores`: the scoring registry, read on use)."""
+    from ppl_tok.qa.run import optional_scores
+
+    return optional_scores()
 
 
 def _scores(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in optional_scores()]
+    unknown = [s for s in names if s not in _optional_scores()]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(optional_scores())}")
+        raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(_optional_scores())}")
     return names
 
 
@@ -158,7 +163,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     add_proposal_arguments(p)
     p.add_argument("--scores", type=_scores, default=[],
-                   help=f"optional scores, comma-separated: {','.join(optional_scores())}")
+                   help=LaterHelp(lambda: f"optional scores, comma-separated: {','.join(_optional_scores())}"))
     p.add_argument("--out", type=output_folder, required=True, help="the run folder (created, or resumed)")
     p.add_argument("--seed", type=SEED, default=0, help="run seed: each answer's particles get a seed derived from it")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,

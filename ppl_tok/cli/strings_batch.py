@@ -21,17 +21,23 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
+from ppl_tok.cli.common import (LaterChoices, _check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
                                 search_config)
 from ppl_tok.common.arguments import POSITIVE, positive
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
-from ppl_tok.strings.tasks import string_task
-from ppl_tok.strings.batch import (BatchRun, Item, Members, Options, StringsStore, answer, batch_settings,
-                                   item_bytes, run_items)
-from ppl_tok.strings.ensemble import KINDS
+
+if TYPE_CHECKING:  # the runner is imported when a command runs, not for --help
+    from ppl_tok.strings.batch import BatchRun, Item, Options
+
+
+def _kinds() -> tuple[str, ...]:
+    """How an ensemble's LMs combine (:data:`ppl_tok.strings.ensemble.KINDS`), read when ``--kind`` is parsed."""
+    from ppl_tok.strings.ensemble import KINDS
+
+    return KINDS
 
 
 def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
@@ -56,7 +62,7 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
     g.add_argument("--workers", type=POSITIVE, help="with --ray: actors, each with the LMs (default: one per GPU, "
                    "else per CPU)")
     e = p.add_argument_group("ensembles (--model repeated)")
-    e.add_argument("--kind", choices=KINDS, help="how the LMs combine: mixture (default) or product of experts")
+    e.add_argument("--kind", choices=LaterChoices(_kinds), metavar="KIND", help="how the LMs combine: mixture (default) or product of experts")
     e.add_argument("--weight", type=positive, action="append", metavar="W",
                    help="one per --model, in order: the mixture's prior or the product's exponent (default 1/K)")
 
@@ -64,6 +70,8 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
 def dispatch(args: argparse.Namespace, task: str) -> bool:
     """Run ``task`` here when the command has ``--input`` or several ``--model`` (``True``); else check the
     flags that belong to those and leave the one-prompt, one-LM command to its own code (``False``)."""
+    from ppl_tok.strings.tasks import string_task
+
     several = len(lm_specs(args)) > 1
     if args.input is None and not several:
         for flag, value in (("--kind", args.kind), ("--weight", args.weight)):
@@ -119,6 +127,7 @@ def _is_file(path: str) -> bool:
 def read_items(path: str, prompt_field: str, text_field: str | None, context: str = ""
                ) -> tuple[list[Item], str, str]:
     """``(items, source, sha256)`` of a JSON Lines input; every malformed line is a ``file:line`` error."""
+    from ppl_tok.strings.batch import Item
     from ppl_tok.common.lines import split_lines
     from ppl_tok.perplexity.corpus import check_text, read_source
 
@@ -156,6 +165,8 @@ def read_items(path: str, prompt_field: str, text_field: str | None, context: st
 
 
 def _options(args: argparse.Namespace, task: str) -> Options:
+    from ppl_tok.strings.batch import Options
+
     extra: dict[str, Any] = {}
     if task == "next":
         extra = {"chars": args.chars, "min_log_prob": args.min_log_prob}
@@ -167,6 +178,9 @@ def _options(args: argparse.Namespace, task: str) -> Options:
 
 def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
     """``task`` on ``--input``'s items or on the one ``--prompt`` (an ensemble), printed (module docstring)."""
+    from ppl_tok.strings.batch import Item, Members, answer, batch_settings, item_bytes, run_items
+    from ppl_tok.strings.tasks import string_task
+
     _check_flags(args, task, several)
     options = _options(args, task)
     if args.input is not None:
@@ -235,6 +249,8 @@ def _print_records(records: list[dict[str, Any]]) -> None:
 
 
 def _emit_summary(args: argparse.Namespace, task: str, run: BatchRun, source: str) -> None:
+    from ppl_tok.strings.batch import StringsStore
+
     payload: dict[str, Any] = {"task": task, "input": source, "out": args.out, "items": len(run.records),
                                "computed": run.computed, "stored_before": run.stored, "errors": run.errors,
                                "seconds": run.seconds}

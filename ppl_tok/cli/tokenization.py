@@ -14,10 +14,11 @@ from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, 
                                 add_text_arguments)
 from ppl_tok.common.jsonout import count_fields
 from ppl_tok.limits import limits
-from ppl_tok.mdd import compile_mdd
 
 
 def cmd_tokenize(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
+
     vocab = _vocab(args)
     mdd = compile_mdd(args.text, vocab)
     canon = mdd.canonical()
@@ -27,11 +28,15 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 
 
 def cmd_count(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
+
     mdd = compile_mdd(args.text, _vocab(args))
     _emit(args, {"text": args.text, **count_fields(mdd.count())}, [str(mdd.count())])
 
 
 def cmd_mdd(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
+
     mdd = compile_mdd(args.text, _vocab(args))
     if args.png:
         mdd.draw(args.png)  # first: it refuses large MDDs
@@ -50,6 +55,8 @@ def cmd_mdd(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
+
     lm = _load_lm(args)
     compile_mdd(args.text, lm.vocab)  # a text with no tokenization: say which characters
     _check_context(args, lm)
@@ -62,6 +69,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_marginal(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
     from ppl_tok.infer.exact import exact_marginal
     from ppl_tok.infer.importance import marginal
     from ppl_tok.infer.search import marginal_bounds
@@ -132,6 +140,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
 
 
 def cmd_distribution(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
     from ppl_tok.infer.exact import exact_marginal
     from ppl_tok.infer.importance import marginal
     from ppl_tok.infer.posterior import TokenizationPosterior
@@ -188,6 +197,7 @@ def cmd_canonicity(args: argparse.Namespace) -> None:
 
 
 def cmd_most_likely(args: argparse.Namespace) -> None:
+    from ppl_tok.mdd import compile_mdd
     from ppl_tok.infer.search import most_likely
 
     lm = _load_lm(args)

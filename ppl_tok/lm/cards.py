@@ -26,14 +26,16 @@ import urllib.parse
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
-from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.manifest import (MANIFEST, CorruptModelError, _manifest, verify_folder,  # noqa: F401 (re-exported)
                                   write_manifest)
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.vocabulary import ByteFallback, Vocabulary
+
+if TYPE_CHECKING:  # torch is imported when a model loads, not when a card is listed
+    from ppl_tok.lm.base import LanguageModel
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,15 +9,40 @@
   string level (Bayesian mixture, product of experts).
 """
 
-from ppl_tok.qa.classify import SplitScores, split_scores
-from ppl_tok.qa.contexts import compute_context_log_probs
-from ppl_tok.qa.data import DATASETS, Study, load_study
-from ppl_tok.qa.ensemble import evaluate_ensemble
-from ppl_tok.qa.report import evaluate, write_report
-from ppl_tok.common.seeds import pair_seed
-from ppl_tok.qa.run import run_study, study_settings
-from ppl_tok.qa.store import ScoreStore, SettingsMismatchError
+from typing import TYPE_CHECKING
+
+from ppl_tok.common.lazy import lazy_names
+
+#: each public name -> its module, imported on first use (:mod:`ppl_tok.common.lazy`)
+_LAZY: dict[str, str] = {
+    "SplitScores": "ppl_tok.qa.classify",
+    "split_scores": "ppl_tok.qa.classify",
+    "compute_context_log_probs": "ppl_tok.qa.contexts",
+    "DATASETS": "ppl_tok.qa.data",
+    "Study": "ppl_tok.qa.data",
+    "load_study": "ppl_tok.qa.data",
+    "evaluate_ensemble": "ppl_tok.qa.ensemble",
+    "evaluate": "ppl_tok.qa.report",
+    "write_report": "ppl_tok.qa.report",
+    "pair_seed": "ppl_tok.common.seeds",
+    "run_study": "ppl_tok.qa.run",
+    "study_settings": "ppl_tok.qa.run",
+    "ScoreStore": "ppl_tok.qa.store",
+    "SettingsMismatchError": "ppl_tok.qa.store",
+}
+
+if TYPE_CHECKING:
+    from ppl_tok.qa.classify import SplitScores, split_scores
+    from ppl_tok.qa.contexts import compute_context_log_probs
+    from ppl_tok.qa.data import DATASETS, Study, load_study
+    from ppl_tok.qa.ensemble import evaluate_ensemble
+    from ppl_tok.qa.report import evaluate, write_report
+    from ppl_tok.common.seeds import pair_seed
+    from ppl_tok.qa.run import run_study, study_settings
+    from ppl_tok.qa.store import ScoreStore, SettingsMismatchError
 
 __all__ = ["DATASETS", "ScoreStore", "SettingsMismatchError", "SplitScores", "Study", "compute_context_log_probs",
            "evaluate", "evaluate_ensemble", "load_study",
            "pair_seed", "run_study", "split_scores", "study_settings", "write_report"]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ppl_tok.lm.base import LanguageModel
-from ppl_tok.scorings.pairs import Pair, PairScore
-from ppl_tok.scorings.results import DocumentScore, ScoredText
+from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.strings.beam import StringSearchConfig
+
+if TYPE_CHECKING:  # the registry and its names are read without torch (ppl-tok --help); a scoring runs with it
+    from ppl_tok.lm.base import LanguageModel
+    from ppl_tok.scorings.pairs import Pair, PairScore
+    from ppl_tok.scorings.results import DocumentScore, ScoredText
 
 DOCUMENT = "document"
 PAIR = "pair"
@@ -112,26 +115,26 @@ class Scoring:
         return f"<scoring {self.name!r} ({', '.join(self.levels)})>"
 
 
-#: Every scoring by name, in registration (report) order; :func:`register` adds to it.
-SCORINGS: dict[str, Scoring] = {}
+#: The built-in scorings' modules, in report order: each registers its scoring as it is imported, on the first use
+#: of :data:`SCORINGS` (so that reading the registry's levels and defaults imports no scoring).
+BUILT_IN: tuple[str, ...] = tuple(f"ppl_tok.scorings.{m}" for m in (
+    "canonical", "importance", "beam", "events", "mixture", "canonical_rest", "exact", "stratified", "conditional",
+    "canonical_lm", "most_likely"))
+
+#: Every scoring by name, in registration (report) order (:class:`~ppl_tok.common.registry.Registry`);
+#: :func:`register` adds to it.
+SCORINGS: Registry[Scoring] = Registry("scoring", builtins=BUILT_IN)
 
 #: Old names still accepted, per level: ``{level: {old name: scoring}}``.
 ALIASES: dict[str, dict[str, str]] = {DOCUMENT: {"marginal": "beam"}, PAIR: {"marginal": "importance"}}
 
 
-def register(scoring_class: type[Scoring]) -> type[Scoring]:
-    """Register a :class:`Scoring` subclass (a class decorator); :func:`scoring` returns its instance.
-
-    :raises ValueError: its name is another scoring's or an old name, its levels are empty or unknown, or it
-        names a level whose method it does not implement (or the question level without classifiers).
-    """
+def _checked(scoring_class: type[Scoring]) -> Scoring:
+    """An instance of ``scoring_class`` whose metadata are complete (:func:`register`)."""
     obj = scoring_class()
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{scoring_class.__qualname__}: set the class attribute name (a non-empty str)")
-    if name in SCORINGS and type(SCORINGS[name]).__qualname__ != scoring_class.__qualname__:
-        raise ValueError(f"scoring {name!r} is registered already ({type(SCORINGS[name]).__qualname__}); "
-                         "give yours another name")
     if any(name in old for old in ALIASES.values()):
         raise ValueError(f"scoring {name!r} is an old name of another scoring (ppl_tok.scorings.ALIASES)")
     levels = getattr(obj, "levels", ())
@@ -145,13 +148,19 @@ def register(scoring_class: type[Scoring]) -> type[Scoring]:
     if QUESTION in levels and obj.record_kind is None and PAIR not in levels:
         raise ValueError(f"scoring {name!r}: a question-level scoring without a record kind is classified "
                          "through score_pairs; name the pair level too")
-    SCORINGS[name] = obj
-    return scoring_class
+    return obj
+
+
+#: Register a :class:`Scoring` subclass (a class decorator: ``@register``, or ``@register(replace=True)`` to shadow
+#: a scoring of the same name, a built-in included); :func:`scoring` returns its instance. Raises ``ValueError``:
+#: its name is another scoring's (without ``replace=True``) or an old name, its levels are empty or unknown, or it
+#: names a level whose method it does not implement (or the question level without classifiers).
+register = class_registrar(SCORINGS, _checked)
 
 
 def unregister(name: str) -> None:
-    """Remove a registered scoring (a test's toy scoring, say)."""
-    SCORINGS.pop(name, None)
+    """Remove a registered scoring (a test's toy scoring, say); the built-in it shadowed is registered again."""
+    SCORINGS.unregister(name)
 
 
 def names(level: str) -> tuple[str, ...]:

@@ -78,14 +78,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ppl_tok.common.logspace import logsumexp
-from ppl_tok.lm.base import LanguageModel, LMState, model_window
-from ppl_tok.strings.certified import tolerance
+
+if TYPE_CHECKING:  # torch is imported when a beam runs, not when StringSearchConfig's defaults are read (--help)
+    from ppl_tok.lm.base import LanguageModel, LMState
 
 
 #: how a prompt is conditioned on (:class:`StringSearchConfig`'s ``prefill``; :mod:`ppl_tok.strings.prefill`)
 PREFILL_MODES = ("auto", "exact", "canonical-head")
+#: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
+AUTO_HEAD_TOKENS = 8
 
 
 class ContextLengthError(ValueError):
@@ -138,7 +142,7 @@ class StringSearchConfig:
         ``P(x, head canonical | c) = p(h* | c) P(tail | c h*)`` (equal to ``exact``
         where the head is empty; otherwise a different conditional, bracketed by the
         beam on its own quantity); ``"auto"`` (default), ``canonical-head`` when the
-        head holds at least :data:`~ppl_tok.strings.prefill.AUTO_HEAD_TOKENS` (8)
+        head holds at least :data:`AUTO_HEAD_TOKENS` (8)
         canonical tokens, else ``exact``. A walk with no prompt (bytes fed one by one
         to a :class:`~ppl_tok.strings.state.StringState`) is always exact.
     :param extend_threshold: lazy extension (module docstring): a hypothesis is run
@@ -273,6 +277,8 @@ class ByteBeam:
         self.canonical_at = canonical or {}
         self.open: dict[int, list[Hypothesis]] = {start: [Hypothesis(log_prob, state=root, canonical=True)]}
         self.pruned: list[float] = []
+        from ppl_tok.lm.base import model_window
+
         self.window = model_window(lm)
         self._check_length(len(root.tokens))
         self.dtype = root.log_probs.dtype  # the rows' dtype: what their rounding is (:mod:`ppl_tok.strings.certified`)
@@ -395,6 +401,8 @@ class ByteBeam:
     def tolerance(self, extra_terms: int = 1) -> float:
         """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance`
         of its rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers)."""
+        from ppl_tok.strings.certified import tolerance
+
         return tolerance(self.dtype, self.depth + extra_terms, len(self.lm.vocab))
 
     def pending_mass(self) -> list[float]:

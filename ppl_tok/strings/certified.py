@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from ppl_tok.common.lazy import lazy_names
 
-from ppl_tok.common.rounding import (MAGNITUDE_NATS, SUM_SIGMAS, UNIT_ROUNDOFF, tolerance,  # noqa: F401 - re-exported
-                                     unit_roundoff)
+if TYPE_CHECKING:  # torch for the rows' annotations; the rounding model re-exported on first use (light to import)
+    import torch
+
+    from ppl_tok.common.rounding import MAGNITUDE_NATS, SUM_SIGMAS, UNIT_ROUNDOFF, tolerance, unit_roundoff
+
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(
+    ("MAGNITUDE_NATS", "SUM_SIGMAS", "UNIT_ROUNDOFF", "tolerance", "unit_roundoff"), "ppl_tok.common.rounding"))
 
 #: bits: an interval wider than this is uninformative (a factor of 8 in probability)
 WIDE_BITS = 3.0

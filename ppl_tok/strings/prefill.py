@@ -53,15 +53,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel, model_window
-from ppl_tok.strings.beam import ContextLengthError, StringSearchConfig
+from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, ContextLengthError, StringSearchConfig
 from ppl_tok.strings.cover import CoverIndex, cover_index
 from ppl_tok.vocabulary import Vocabulary
 
 #: the back-off rule's name, recorded by stores of canonical-head figures (0.2.0 backed off a longest token)
 BACKOFF = "reach"
 
-#: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
-AUTO_HEAD_TOKENS = 8
 
 
 @dataclass(frozen=True)

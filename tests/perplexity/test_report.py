@@ -101,7 +101,7 @@ def test_corpus_summary_certifies_the_gain():
     assert gain["low"] <= gain["value"] <= gain["high"] and gain["value"] >= 0
 
 
-def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
+def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(request):
     """A document scoring whose table entry gives no certified floor reports its gain, and no certified figure."""
     from ppl_tok import scorings as scoring
     from ppl_tok.cli.perplexity import summary_lines
@@ -112,7 +112,8 @@ def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(monkeypatch):
         def score_documents(self, lm, docs, config, *, on_bytes=None):
             return scoring.scoring("beam", scoring.DOCUMENT).score_documents(lm, docs, config)
 
-    monkeypatch.setitem(scoring.SCORINGS, "plain", Plain())
+    scoring.register(Plain)
+    request.addfinalizer(lambda: scoring.unregister("plain"))
     scores = score_documents(toy_lm(), corpus_from_texts(PPL_DOCS).documents, ScoringConfig("beam"))
     summary = corpus_summary(scores, "plain", resamples=100)
     assert summary["scoring"] == "plain" and summary["gain_bits_per_byte"]["value"] >= 0
