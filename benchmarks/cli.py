@@ -78,6 +78,13 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_surprisal(result))
 
 
+def cmd_startup(args: argparse.Namespace) -> None:
+    from benchmarks import startup as bench
+
+    result = bench.bench_startup(runs=args.runs)
+    _emit(args, result, bench.format_startup(result))
+
+
 def register(bench_sub: argparse._SubParsersAction) -> None:
     """Add one subcommand per benchmark of ``benchmarks/`` to ``bench_sub`` (a benchmark with parts: one
     subcommand per part, :mod:`benchmarks.cli_perplexity`, :mod:`benchmarks.cli_strings`)."""
@@ -97,6 +104,9 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     p = add_benchmark(bench_sub, "estimators", "the marginal's estimators against the exact answer at equal cost",
                       cmd_estimators)
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles (default 64)")
+    p = add_benchmark(bench_sub, "startup", "start-up: CPU seconds of ppl-tok --help and import ppl_tok against the "
+                      "bare interpreter, and the heavy modules they import", cmd_startup, lm=False)
+    p.add_argument("--runs", type=POSITIVE, default=5, help="fresh processes per command (default 5; the median)")
     _add_diagnostics(bench_sub)
     cli_strings.register(bench_sub)
     cli_perplexity.register(bench_sub)
