@@ -13,7 +13,7 @@ that fails is recorded with its error and the others still run):
    :class:`~ppl_tok.lm.syncs.TransferCounter`: synchronisations and reads per engine step;
 3. ``engine``: :func:`~ppl_tok.bench.engine.bench_engine` (questions/min at N, the
    engine's forward against raw decoding at its batch size, N particles on one sentence);
-4. ``marginal``: :func:`~benchmarks.marginal.marginal_throughput` (``python -m benchmarks marginal``'s part (a));
+4. ``marginal``: :func:`~ppl_tok.bench.timing.marginal_throughput` (``python -m benchmarks marginal``'s part (a));
 5. ``bracket``: the certified bracket :func:`~ppl_tok.infer.search.marginal_bounds` on a sentence;
 6. ``qa``: the QA study (:func:`~ppl_tok.qa.run.run_study`) on a few OpenBookQA
    questions, questions/min, and ``run.json``'s device;
@@ -198,7 +198,7 @@ def check(device: str = "cuda", model: str = "smollm2-135m", dtype: str | None =
     import transformers
 
     from ppl_tok.bench import engine
-    from benchmarks.marginal import marginal_throughput
+    from ppl_tok.bench.timing import marginal_throughput
     from ppl_tok.lm.cards import load_lm
     from ppl_tok.lm.device import resolve_device
 

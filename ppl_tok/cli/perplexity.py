@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
-from ppl_tok.cli.common import (LaterChoices, _emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
+from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, LaterChoices, integer, output_file, positive
+from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring

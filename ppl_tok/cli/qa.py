@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import LaterHelp, add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
-from ppl_tok.common.arguments import POSITIVE, SEED, output_folder, positive
+from ppl_tok.cli.common import add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
+from ppl_tok.common.arguments import POSITIVE, SEED, LaterHelp, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, PREFILL_MODES, StringSearchConfig

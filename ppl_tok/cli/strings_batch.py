@@ -23,9 +23,9 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ppl_tok.cli.common import (LaterChoices, _check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
+from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
                                 search_config)
-from ppl_tok.common.arguments import POSITIVE, positive
+from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
 

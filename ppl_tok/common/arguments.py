@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def integer(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -138,3 +139,44 @@ class DeprecatedAlias(argparse.Action):
             print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed: use "
                   f"{self.option_strings[0]}", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+class LaterChoices(Sequence[str]):
+    """The choices of a flag that names registered objects (scorings, proposals): the names, read from the registry
+    when the flag is parsed or its help shown, not when the parser is built (``ppl-tok --help`` imports no
+    registered module). Give the argument a ``metavar``: argparse then lists the names only in the command's help.
+    """
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self._names = names
+
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(self._names())[i]
+
+    def __len__(self) -> int:
+        return len(tuple(self._names()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._names()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in tuple(self._names())
+
+
+class LaterHelp:
+    """A help text made when the help is shown (it lists registered names): argparse formats it with ``%``."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def __mod__(self, params: Any) -> str:
+        return self._text() % params
+
+    def strip(self) -> str:
+        return self._text().strip()
+
+    def __contains__(self, part: str) -> bool:
+        return part in self._text()

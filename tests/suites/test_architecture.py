@@ -86,6 +86,19 @@ def test_no_import_back_up_a_layer_and_no_study_imports_another():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_package_imports_neither_the_benchmarks_nor_the_tests():
+    """The wheel holds ``ppl_tok/`` only: an import of ``benchmarks`` or ``tests`` (inside a function too) fails
+    outside a checkout (issue 57: ``bench gpu-check`` did)."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] in ("benchmarks", "tests", "conftest")]
+    assert not wrong, "move what it needs into the package:\n" + "\n".join(wrong)
+
+
 def test_the_root_stays_small():
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(root) <= 12, root
