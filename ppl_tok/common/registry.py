@@ -94,7 +94,7 @@ class Registry(Mapping[str, T], Generic[T]):
                 self._entries[name] = value
                 return
             if not replace:
-                raise ValueError(f"{self.kind} {name!r} is registered already ({_describe(current)}); give yours "
+                raise ValueError(f"{self.kind} {name!r} is already registered ({_describe(current)}); give yours "
                                  "another name, or pass replace=True to shadow it")
             self._shadowed.setdefault(name, []).append(current)
         self._entries[name] = value

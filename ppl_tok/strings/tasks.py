@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS
@@ -113,27 +114,30 @@ class StringTask:
 
 
 #: Every string task by name, in registration order.
-TASKS: dict[str, StringTask] = {}
+TASKS: Registry[StringTask] = Registry("task")
 
 
-def register_task(task_class: type[StringTask]) -> type[StringTask]:
-    """Register a :class:`StringTask` subclass (a class decorator); :func:`string_task` returns its instance."""
+def _checked(task_class: type[StringTask]) -> StringTask:
+    """An instance of ``task_class`` with a name and the method it answers by (:func:`register_task`)."""
     obj = task_class()
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{task_class.__qualname__}: set the class attribute name (a non-empty str)")
-    if name in TASKS and type(TASKS[name]).__qualname__ != task_class.__qualname__:
-        raise ValueError(f"string task {name!r} is registered already; give yours another name")
     if task_class.answer_items is StringTask.answer_items if obj.walks_items else task_class.answer is StringTask.answer:
         raise ValueError(f"string task {name!r} does not implement "
                          f"{'answer_items' if obj.walks_items else 'answer'}")
-    TASKS[name] = obj
-    return task_class
+    return obj
+
+
+#: Register a :class:`StringTask` subclass (a class decorator: ``@register_task``, or
+#: ``@register_task(replace=True)`` to shadow a task of the same name, a built-in included); :func:`string_task`
+#: returns its instance.
+register_task = class_registrar(TASKS, _checked)
 
 
 def unregister_task(name: str) -> None:
-    """Remove a registered string task (a test's toy task, say)."""
-    TASKS.pop(name, None)
+    """Remove a registered string task (a test's toy task, say); the built-in it shadowed is registered again."""
+    TASKS.unregister(name)
 
 
 def string_task(name: str) -> StringTask:
@@ -141,9 +145,7 @@ def string_task(name: str) -> StringTask:
 
     :raises ValueError: no task has that name; the message names the known ones.
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}: expected one of {', '.join(TASKS)}")
-    return TASKS[name]
+    return TASKS.lookup(name)
 
 
 def task_settings(name: str, options: Options) -> dict[str, Any]:

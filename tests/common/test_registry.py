@@ -1,0 +1,85 @@
+"""One registry shape (issue 57 item 4, issue 56 item 6): a class that only shares a built-in's name is refused
+without ``replace=True``, accepted with it, and unregistering it restores the built-in; the unknown-name error
+names the known ones; lazy ``module:object`` entries import on first lookup."""
+
+import pytest
+
+from ppl_tok.common.registry import Registry
+from ppl_tok.scorings.registry import DOCUMENT, PAIR, QUESTION, Scoring, register, scoring, unregister
+from ppl_tok.strings.tasks import StringTask, register_task, string_task, unregister_task
+
+
+def test_a_scoring_that_only_shares_a_built_ins_name_needs_replace_and_unregister_restores_it():
+    builtin = scoring("canonical", DOCUMENT)
+
+    class Canonical(Scoring):
+        name, estimator, levels, classifiers = "canonical", "a shadow", (DOCUMENT, PAIR, QUESTION), ("c",)
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            return []
+
+        def score_pairs(self, lm, pairs, config):
+            return []
+
+    with pytest.raises(ValueError, match="'canonical' is already registered .*replace=True"):
+        register(Canonical)
+    assert scoring("canonical", DOCUMENT) is builtin
+    register(Canonical, replace=True)
+    try:
+        assert type(scoring("canonical", DOCUMENT)) is Canonical
+    finally:
+        unregister("canonical")
+    assert scoring("canonical", DOCUMENT) is builtin
+
+
+def test_a_task_that_only_shares_a_built_ins_name_needs_replace_and_unregister_restores_it():
+    builtin = string_task("conditional")
+
+    class Conditional(StringTask):
+        name = "conditional"
+
+        def answer(self, target, item, options, on_bytes=None):
+            return {}
+
+    with pytest.raises(ValueError, match="'conditional' is already registered"):
+        register_task(Conditional)
+    register_task(replace=True)(Conditional)
+    try:
+        assert type(string_task("conditional")) is Conditional
+    finally:
+        unregister_task("conditional")
+    assert string_task("conditional") is builtin
+
+
+def test_the_same_class_registered_again_is_one_registration():
+    reg: Registry[object] = Registry("thing")
+
+    class Thing:
+        pass
+
+    reg.register("a", Thing)
+    reg.register("a", Thing)  # a module imported twice
+    assert reg.names() == ("a",)
+
+
+def test_an_unknown_name_is_an_error_naming_the_known_ones_and_lazy_entries_import_on_lookup():
+    reg: Registry[object] = Registry("thing", hint="add one with reg.register")
+    reg.register("sqrt", "math:sqrt")
+    with pytest.raises(ValueError, match=r"unknown thing 'nope': expected one of sqrt \(add one with reg.register\)"):
+        reg.lookup("nope")
+    assert reg.lookup("sqrt")(9.0) == 3.0
+    reg.register("bad", "no_such_module_xyz:f")
+    with pytest.raises(ValueError, match="thing 'bad': cannot import 'no_such_module_xyz:f'"):
+        reg.lookup("bad")
+    reg.unregister("bad")
+    reg.unregister("never")  # unknown: a no-op
+    assert list(reg) == ["sqrt"]
+
+
+def test_built_ins_are_imported_on_first_use():
+    import sys
+
+    reg: Registry[object] = Registry("thing", builtins=("ppl_tok.common.bootstrap",))
+    sys.modules.pop("ppl_tok.common.bootstrap", None)
+    assert "ppl_tok.common.bootstrap" not in sys.modules
+    assert reg.names() == () and "ppl_tok.common.bootstrap" in sys.modules
