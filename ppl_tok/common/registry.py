@@ -52,10 +52,11 @@ class Registry(Mapping[str, T], Generic[T]):
     :param kind: what an entry is, for messages (``"scoring"``, ``"string task"``, ``"LM backend"``, ``"proposal"``).
     :param builtins: the modules whose import registers the built-in entries, imported on first use.
     :param hint: how to add one, appended to the unknown-name error (``"add one with register_backend"``).
+    :param entry: what a lazy entry names, for messages (``"loader"``).
     """
 
-    def __init__(self, kind: str, *, builtins: Sequence[str] = (), hint: str = "") -> None:
-        self.kind, self.hint = kind, hint
+    def __init__(self, kind: str, *, builtins: Sequence[str] = (), hint: str = "", entry: str = "entry") -> None:
+        self.kind, self.hint, self.entry = kind, hint, entry
         self._builtins = tuple(builtins)
         self._loaded = not self._builtins
         self._entries: dict[str, T | str] = {}
@@ -75,7 +76,7 @@ class Registry(Mapping[str, T], Generic[T]):
             try:
                 found = getattr(importlib.import_module(module), attribute)
             except (ImportError, AttributeError) as err:
-                raise ValueError(f"{self.kind} {name!r}: cannot import {entry!r} ({err})") from err
+                raise ValueError(f"{self.kind} {name!r}: cannot import its {self.entry} {entry!r} ({err})") from err
             self._entries[name] = entry = found
         return entry  # type: ignore[return-value]
 

@@ -18,10 +18,10 @@ imported only when a spec names it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
+from ppl_tok.common.registry import Registry, is_lazy_name
 from ppl_tok.lm.spec import DEFAULT_BACKEND
 
 #: A backend's loader: ``loader(spec, *, config=None, **options) -> LanguageModel``.
@@ -30,60 +30,55 @@ Loader = Callable[..., Any]
 #: The backends shipped with ppl-tok: name -> ``"module:function"`` of the loader.
 BUILT_IN: dict[str, str] = {DEFAULT_BACKEND: "ppl_tok.lm.hf_loader:load_transformers"}
 
-_BACKENDS: dict[str, Loader | str] = dict(BUILT_IN)
+#: The registered backends (:class:`~ppl_tok.common.registry.Registry`), the built-in ones as lazy ``"module:function"``.
+BACKENDS: Registry[Loader] = Registry("LM backend", entry="loader", hint="add one with "
+                                      "ppl_tok.lm.backends.register_backend, or name its loader as 'module:function'")
+for _name, _loader in BUILT_IN.items():
+    BACKENDS.register(_name, _loader)
 
 
 def register_backend(name: str, loader: Loader | str, *, replace: bool = False) -> None:
     """Make ``LMSpec(backend=name)`` load with ``loader`` (a callable or ``"module:function"``).
 
-    Registering a name twice is an error unless ``replace``.
+    Registering a name twice is an error unless ``replace``; :func:`unregister_backend` then restores the one shadowed.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
-    if not (callable(loader) or (isinstance(loader, str) and loader.count(":") == 1)):
+    if not (callable(loader) or is_lazy_name(loader)):
         raise TypeError(f"backend {name!r}: the loader must be a callable or 'module:function', got {loader!r}")
-    if name in _BACKENDS and not replace:
-        raise ValueError(f"LM backend {name!r} is already registered (pass replace=True to replace it)")
-    _BACKENDS[name] = loader
+    BACKENDS.register(name, loader, replace=replace)
 
 
 def unregister_backend(name: str) -> None:
-    """Forget the backend ``name`` (a no-op if it is not registered)."""
-    _BACKENDS.pop(name, None)
+    """Forget the backend ``name`` (a no-op if it is not registered); a built-in it shadowed is registered again."""
+    BACKENDS.unregister(name)
 
 
 def backends() -> tuple[str, ...]:
     """The names of the registered backends, sorted."""
-    return tuple(sorted(_BACKENDS))
+    return tuple(sorted(BACKENDS))
 
 
 def get_backend(name: str) -> Loader:
     """The loader of backend ``name``: a registered name, or a ``"module:function"`` that names a loader
     (``--backend mypkg.vllm:load`` from the command line, which cannot call :func:`register_backend`).
     An unknown name, or a module or function that cannot be imported, is a ``ValueError`` naming it."""
-    if name not in _BACKENDS:
-        if isinstance(name, str) and name.count(":") == 1 and all(name.split(":")):
-            _BACKENDS[name] = name
-        else:
+    if name not in BACKENDS:
+        if not is_lazy_name(name):
             raise ValueError(f"unknown LM backend {name!r}: the registered backends are "
-                             f"{', '.join(map(repr, backends()))} (add one with ppl_tok.lm.backends.register_backend, "
-                             "or name its loader as 'module:function')")
-    loader = _BACKENDS[name]
-    if isinstance(loader, str):
-        module, function = loader.split(":")
-        try:
-            found = getattr(importlib.import_module(module), function)
-        except (ImportError, AttributeError) as err:
-            _forget_unloadable(name)
-            raise ValueError(f"LM backend {name!r}: cannot import its loader {loader!r} ({err})") from err
-        if not callable(found):
-            _forget_unloadable(name)
-            raise ValueError(f"LM backend {name!r}: {loader!r} is not a callable loader")
-        loader = _BACKENDS[name] = found
+                             f"{', '.join(map(repr, backends()))} ({BACKENDS.hint})")
+        BACKENDS.register(name, name)
+    try:
+        loader = BACKENDS.lookup(name)
+    except ValueError:
+        _forget_unloadable(name)
+        raise
+    if not callable(loader):
+        _forget_unloadable(name)
+        raise ValueError(f"LM backend {name!r}: {name if is_lazy_name(name) else 'its loader'!r} is not a callable "
+                         "loader")
     return loader
 
 
 def _forget_unloadable(name: str) -> None:
     """A named loader that failed to import is not left registered (the built-in ones stay, to fail again loudly)."""
     if name not in BUILT_IN:
-        _BACKENDS.pop(name, None)
+        BACKENDS.unregister(name)

@@ -69,7 +69,7 @@ def test_an_unknown_name_is_an_error_naming_the_known_ones_and_lazy_entries_impo
         reg.lookup("nope")
     assert reg.lookup("sqrt")(9.0) == 3.0
     reg.register("bad", "no_such_module_xyz:f")
-    with pytest.raises(ValueError, match="thing 'bad': cannot import 'no_such_module_xyz:f'"):
+    with pytest.raises(ValueError, match="thing 'bad': cannot import its entry 'no_such_module_xyz:f'"):
         reg.lookup("bad")
     reg.unregister("bad")
     reg.unregister("never")  # unknown: a no-op
@@ -83,3 +83,19 @@ def test_built_ins_are_imported_on_first_use():
     sys.modules.pop("ppl_tok.common.bootstrap", None)
     assert "ppl_tok.common.bootstrap" not in sys.modules
     assert reg.names() == () and "ppl_tok.common.bootstrap" in sys.modules
+
+
+def test_a_backend_over_a_built_in_needs_replace_and_unregister_restores_it():
+    from ppl_tok.lm.backends import BUILT_IN, get_backend, register_backend, unregister_backend
+
+    with pytest.raises(ValueError, match="'transformers' is already registered"):
+        register_backend("transformers", lambda spec, **kw: None)
+    register_backend("transformers", "math:sqrt", replace=True)
+    try:
+        import math
+
+        assert get_backend("transformers") is math.sqrt
+    finally:
+        unregister_backend("transformers")
+    assert BUILT_IN["transformers"].endswith(":load_transformers")
+    assert get_backend("transformers").__name__ == "load_transformers"

@@ -4,12 +4,21 @@ import pytest
 import torch
 
 from ppl_tok import BigramLM, Vocabulary
+from ppl_tok.common.registry import Registry
 from ppl_tok.lm import backends
 from ppl_tok.lm.backends import backends as registered, get_backend, register_backend, unregister_backend
 from ppl_tok.lm.cards import load_lm
 from ppl_tok.lm.spec import LMSpec
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab"])
+
+
+def isolate(monkeypatch, entries=None):
+    """The backend registry replaced, for one test, by a fresh one holding ``entries`` (default: the built-in ones)."""
+    fresh = Registry("LM backend", entry="loader", hint=backends.BACKENDS.hint)
+    for name, loader in (backends.BUILT_IN if entries is None else entries).items():
+        fresh.register(name, loader)
+    monkeypatch.setattr(backends, "BACKENDS", fresh)
 
 
 @pytest.fixture
@@ -47,7 +56,7 @@ def test_registration_is_checked_and_named_loaders_are_imported_on_first_use(toy
         register_backend("other", 3)
     with pytest.raises(ValueError, match="non-empty string"):
         register_backend("", lambda spec, **kw: None)
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)
     register_backend("toy", "ppl_tok.lm.hf_loader:load_transformers", replace=True)
     from ppl_tok.lm.hf_loader import load_transformers
 
@@ -57,8 +66,8 @@ def test_registration_is_checked_and_named_loaders_are_imported_on_first_use(toy
 
 def test_a_name_loads_as_a_transformers_spec(monkeypatch):
     seen = []
-    monkeypatch.setattr(backends, "_BACKENDS", {"transformers": lambda spec, **kw: seen.append(spec) or
-                                                BigramLM(VOCAB, torch.full((4, 4), 0.25), bos_id=0)})
+    isolate(monkeypatch, {"transformers": lambda spec, **kw: seen.append(spec) or
+                          BigramLM(VOCAB, torch.full((4, 4), 0.25), bos_id=0)})
     lm = load_lm("some-card", device=torch.device("cpu"), dtype=torch.bfloat16, bos_id=2)
     assert seen == [LMSpec(model="some-card", device="cpu", dtype="bfloat16", bos_id=2)] and lm.spec == seen[0]
     with pytest.raises(ValueError, match="unknown dtype 'int8'"):
@@ -73,7 +82,7 @@ def toy_loader(spec, *, config=None, **options):
 
 
 def test_a_loader_named_as_module_function_is_a_backend(monkeypatch):
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)
     lm = load_lm(LMSpec(model="x", backend="tests.lm.test_backends:toy_loader"))
     assert isinstance(lm, BigramLM) and lm.spec.backend == "tests.lm.test_backends:toy_loader"
     with pytest.raises(ValueError, match=r"LM backend 'tests.lm.test_backends:nope': cannot import its loader"):
@@ -89,7 +98,7 @@ def test_a_loader_named_as_module_function_is_a_backend(monkeypatch):
 def test_the_backend_flag_reaches_the_spec_and_a_bad_one_is_refused_before_any_work(capsys, monkeypatch):
     from cli_run import run
 
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)
     code, out, err = run(capsys, "score", "ab", "--model", "x", "--backend", "tests.lm.test_backends:toy_loader",
                          "--json")
     assert code == 0, err
