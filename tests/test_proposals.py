@@ -82,8 +82,10 @@ def test_resolve_proposal_and_the_settings_record_of_a_learned_file(tmp_path):
         proposal_settings("learned")
     with pytest.raises(ValueError, match="go together"):
         resolve_proposal("lookahead", path)
-    with pytest.raises(ValueError, match="expected one of lookahead, learned"):
-        proposal_settings("uniform")
+    assert proposal_settings("uniform") == {"proposal": "uniform"}  # every registered proposal (issue 57)
+    with pytest.raises(ValueError, match="unknown proposal 'nope': expected one of lookahead, uniform, prior, "
+                                         "stratified, learned"):
+        proposal_settings("nope")
     with pytest.raises(ValueError, match="no learned proposal at"):
         proposal_settings("learned", tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="without its weights"):

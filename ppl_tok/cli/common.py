@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, positive, share
+from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, LaterChoices, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.cards import load_lm, load_vocabulary
@@ -262,10 +262,20 @@ def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
 
 
+def proposal_names(with_file: bool = True) -> tuple[str, ...]:
+    """The registered proposals' names (read when ``--proposal`` is parsed; ``with_file``: those that read a
+    proposal file too)."""
+    from ppl_tok.proposals import PROPOSALS
+
+    return tuple(n for n, p in PROPOSALS.items() if with_file or p.read_file is None)
+
+
 def add_proposal_arguments(p: argparse.ArgumentParser) -> None:
-    """``--proposal lookahead|learned`` and ``--proposal-file`` (:func:`ppl_tok.proposals.proposal_settings`)."""
-    p.add_argument("--proposal", choices=["lookahead", "learned"], default="lookahead",
-                   help="the importance proposal: the look-ahead (default) or a learned one (--proposal-file)")
+    """``--proposal NAME`` (any registered proposal, :data:`ppl_tok.proposals.PROPOSALS`) and ``--proposal-file``
+    (:func:`ppl_tok.proposals.proposal_settings`)."""
+    p.add_argument("--proposal", choices=LaterChoices(proposal_names), default="lookahead", metavar="PROPOSAL",
+                   help="the importance proposal, one of the registered ones (%(choices)s): the look-ahead "
+                        "(default), or a learned one with --proposal-file")
     p.add_argument("--proposal-file", metavar="FILE",
                    help="the learned proposal (ppl-tok learn-proposal --out); its checksum is stored with the run")
 

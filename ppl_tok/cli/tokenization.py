@@ -9,9 +9,9 @@ import sys
 import time
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive
 from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _tokens, _vocab, add_command,
-                                add_text_arguments)
+                                add_proposal_arguments, add_text_arguments, proposal_names)
 from ppl_tok.common.jsonout import count_fields
 from ppl_tok.limits import limits
 
@@ -266,14 +266,14 @@ STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, n
 
 
 def _guide(args: argparse.Namespace) -> Any:
-    """``--proposal``, with ``learned`` read from ``--proposal-file`` (checked before the LM loads)."""
-    if (args.proposal == "learned") != (args.proposal_file is not None):
-        raise ValueError("--proposal learned and --proposal-file F go together: give both (train F with "
-                         "`ppl-tok learn-proposal WORDS --out F`), or neither")
-    if args.proposal != "learned":
-        return args.proposal
-    from ppl_tok.proposals import LearnedProposal
-    return LearnedProposal.load(args.proposal_file).guide
+    """``--proposal`` (and ``--proposal-file``) as a guide: :func:`ppl_tok.proposals.resolve_proposal`, checked
+    before the LM loads."""
+    from ppl_tok.proposals import check_file, proposal, resolve_proposal
+
+    found = proposal(args.proposal)
+    check_file(found, args.proposal_file, "--proposal {} and --proposal-file F")
+    # by name where the sampler resolves it (the results then carry the name); a file's proposal as its guide
+    return args.proposal if found.from_record is None else resolve_proposal(args.proposal, args.proposal_file)
 
 
 def cmd_learn_proposal(args: argparse.Namespace) -> None:
@@ -316,12 +316,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "marginal", "marginal probability of a string over all its tokenizations", "lm")
     add_text_arguments(p)
     p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples (default 64)")
-    p.add_argument("--proposal", default="lookahead",
-                   choices=["lookahead", "uniform", "prior", "stratified", "learned"],
-                   help="the importance proposal: the LM's look-ahead restricted to the MDD (default), uniform "
-                        "over tokenizations, the LM's prior (rejection), look-ahead stratified by a search, or "
-                        "a learned one (--proposal-file)")
-    p.add_argument("--proposal-file", metavar="FILE", help="the learned proposal (ppl-tok learn-proposal --out)")
+    add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="random seed (same seed, same estimate; default 0)")
     p.add_argument("--exact", action="store_true", help="also enumerate every tokenization (short strings)")
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
@@ -341,7 +336,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "distribution", "the distribution over tokenizations (the paper's Fig. 2): exact, or from "
             "importance samples", "lm")
     add_text_arguments(p)
-    p.add_argument("--proposal", default="exact", choices=["exact", "lookahead", "uniform", "prior", "stratified"],
+    p.add_argument("--proposal", default="exact", metavar="PROPOSAL",
+                   choices=LaterChoices(lambda: ("exact", *proposal_names(with_file=False))),
                    help="exact enumeration (default), or the self-normalised weights of this importance proposal")
     p.add_argument("--samples", type=POSITIVE, default=256, help="importance samples (default 256)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the importance samples (default 0)")

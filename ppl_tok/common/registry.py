@@ -33,10 +33,13 @@ def is_lazy_name(value: object) -> bool:
 
 
 def _same(a: object, b: object) -> bool:
-    """Whether two entries are one registration: the same object, lazy name, or class (or instance of a class) of
-    the same module and qualified name (a module imported twice registers its class again)."""
+    """Whether two entries are one registration: the same object or lazy name, equal records (a dataclass), or a
+    class (or an instance of a class) of the same module and qualified name (a module imported twice registers its
+    class again)."""
     if a is b or (isinstance(a, str) and a == b):
         return True
+    if type(a) is type(b) and not isinstance(a, type) and type(a).__eq__ is not object.__eq__:
+        return bool(a == b)  # a record (a dataclass): the same fields
     ca, cb = (x if isinstance(x, type) else type(x) for x in (a, b))
     if ca in (str, type(None)) or cb in (str, type(None)):
         return False

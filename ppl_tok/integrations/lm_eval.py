@@ -48,7 +48,8 @@ Model arguments (``--model_args key=value,...``):
 * ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the
   context as a string, whatever ``scoring`` is; the budget is ``max_gen_toks x gen_bytes_per_token``
   bytes (default 4 per token; :mod:`ppl_tok.integrations.lm_eval_strings`).
-* ``proposal``, ``proposal_file``: the importance proposal (``lookahead``, or ``learned`` from a ``learn-proposal`` file).
+* ``proposal``, ``proposal_file``: the importance proposal, any registered one (:data:`ppl_tok.proposals.PROPOSALS`:
+  ``lookahead``, ``uniform``, ``prior``, ``stratified``, a user's own), or ``learned`` with its ``learn-proposal`` file.
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
   choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,

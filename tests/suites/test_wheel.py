@@ -195,14 +195,14 @@ def test_the_first_model_command_of_a_new_user_converts_with_one_bar_and_no_warn
 
 
 def test_the_gpu_check_runs_from_the_wheel_alone(installed, tmp_path):
-    """``bench gpu-check --device cpu --quick`` outside the checkout (issue 57: it imported ``benchmarks`` and failed
-    before any part ran); the tests part needs a checkout's test folder, so it is skipped without ``--tests``."""
+    """``bench gpu-check --device cpu --quick`` outside the checkout (issue 57: its marginal part imported
+    ``benchmarks``, so the command failed before any part ran). The marginal part only, to keep the suite's time:
+    the other parts import nothing outside the package either (the layer test checks every import of ppl_tok/)."""
     out = tmp_path / "gpu-check"
     done = subprocess.run([str(installed["env"] / "bin" / "ppl-tok"), "bench", "gpu-check", "--device", "cpu", "--quick",
-                           "--out", str(out), "--json"], cwd=tmp_path, env=_user_env(), capture_output=True, text=True,
-                          timeout=600)
+                           "--parts", "marginal", "--out", str(out), "--json"], cwd=tmp_path, env=_user_env(),
+                          capture_output=True, text=True, timeout=600)
     assert "ModuleNotFoundError" not in done.stdout + done.stderr, done.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
-    failed = {part: r for part, r in report["parts"].items() if part != "tests" and "error" in r}
-    assert set(report["parts"]) >= {"syncs", "engine", "marginal", "bracket", "qa", "memory"} and not failed, failed
-    assert report["parts"]["marginal"] and "error" not in report["parts"]["marginal"]
+    assert list(report["parts"]) == ["marginal"], report["parts"]
+    assert report["parts"]["marginal"] and "error" not in report["parts"]["marginal"], report["parts"]["marginal"]
