@@ -330,6 +330,17 @@ for _builtin in (
     PROPOSALS.register(_builtin.name, _builtin)
 
 
+def named_guide(name: str) -> Callable[..., Any] | None:
+    """The guide of ``guide=name`` in :func:`ppl_tok.infer.importance.marginals`: a registered proposal's own guide
+    (``None``: the prior). A proposal built from a settings record (``learned``) or run by the sampler itself
+    (``stratified``) is an error naming the fix."""
+    found, own = proposal(name), {"lookahead": lookahead_guide, "uniform": uniform_guide}
+    if found.from_record is not None or (isinstance(found.guide, str) and found.guide not in own):
+        raise ValueError(f"proposal {name!r} is not a plain guide: pass guide=ppl_tok.proposals.resolve_proposal"
+                         f"({name!r}, ...) (its settings' guide), or use marginal()")
+    return own.get(found.guide, found.guide) if isinstance(found.guide, str) else found.guide
+
+
 def proposal_settings(name: str = "lookahead", file: str | Path | None = None) -> dict[str, Any]:
     """The settings record of a proposal: ``{"proposal": name}``, plus what its file holds (``learned``: the
     file's SHA-256 and weights).

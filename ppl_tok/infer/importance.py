@@ -45,7 +45,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
-from ppl_tok.proposals import StratifiedGuide, lookahead_guide, proposal, uniform_guide
+from ppl_tok.proposals import StratifiedGuide, named_guide
 from ppl_tok.infer.search import Bounds, marginal_bounds
 
 
@@ -245,18 +245,8 @@ def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
 
 
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
-    if isinstance(guide, str):  # the sampler's own proposals, or a registered one (ppl_tok.proposals.PROPOSALS)
-        table = {"lookahead": lookahead_guide, "uniform": uniform_guide, "prior": None}
-        if guide in table:
-            return table[guide], guide
-        try:
-            found = proposal(guide)
-        except ValueError as err:
-            raise ValueError(f"{err}, or a Pyro guide") from None
-        if found.from_record is not None or isinstance(found.guide, str):
-            raise ValueError(f"proposal {guide!r} is built from its settings: pass "
-                             f"guide=ppl_tok.proposals.resolve_proposal({guide!r}, ...)")
-        return found.guide, guide
+    if isinstance(guide, str):  # a registered proposal's name (ppl_tok.proposals.PROPOSALS)
+        return named_guide(guide), guide
     if guide is None:
         return None, "prior"
     return guide, getattr(guide, "__name__", type(guide).__name__)

@@ -16,10 +16,10 @@ LAYERS = [
     ["common"],
     ["vocabulary", "limits", "datasets", "distributions"],
     ["mdd", "lm"],
-    ["model", "sat", "canonicity", "canonical_step"],
+    ["model", "sat", "canonicity", "canonical_step", "strings"],  # strings: over lm and mdd only, no estimator
     ["proposals"],
     ["infer"],
-    ["strings", "plots"],
+    ["plots"],
     ["scorings"],
     ["perplexity", "qa"],
     ["integrations", "bench"],
