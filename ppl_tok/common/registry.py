@@ -21,6 +21,7 @@ registration order.
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -64,6 +65,10 @@ class Registry(Mapping[str, T], Generic[T]):
         self._loaded = not self._builtins
         self._entries: dict[str, T | str] = {}
         self._shadowed: dict[str, list[T | str]] = {}
+        #: each name's place: the built-ins in the order of their modules (whichever module is imported first),
+        #: then the others in registration order
+        self._rank: dict[str, tuple[int, int]] = {}
+        self._count = itertools.count()
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
@@ -101,6 +106,11 @@ class Registry(Mapping[str, T], Generic[T]):
                 raise ValueError(f"{self.kind} {name!r} is already registered ({_describe(current)}); give yours "
                                  "another name, or pass replace=True to shadow it")
             self._shadowed.setdefault(name, []).append(current)
+        else:
+            module = value.split(":")[0] if isinstance(value, str) else getattr(
+                value if isinstance(value, type) or callable(value) else type(value), "__module__", None)
+            rank = self._builtins.index(module) if module in self._builtins else len(self._builtins)
+            self._rank[name] = (rank, next(self._count))
         self._entries[name] = value
 
     def unregister(self, name: str) -> None:
@@ -115,6 +125,7 @@ class Registry(Mapping[str, T], Generic[T]):
                 del self._shadowed[name]
         else:
             del self._entries[name]
+            del self._rank[name]
 
     def lookup(self, name: str) -> T:
         """The object registered as ``name`` (a lazy entry imported now).
@@ -133,9 +144,10 @@ class Registry(Mapping[str, T], Generic[T]):
                 + (f" ({self.hint})" if self.hint else ""))
 
     def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
+        """The registered names: the built-ins in the order of :attr:`builtins`, then the others in registration
+        order."""
         self._load()
-        return tuple(self._entries)
+        return tuple(sorted(self._entries, key=self._rank.__getitem__))
 
     # ------------------------------------------------------------------ Mapping
     def __getitem__(self, name: str) -> T:

@@ -99,3 +99,18 @@ def test_a_backend_over_a_built_in_needs_replace_and_unregister_restores_it():
         unregister_backend("transformers")
     assert BUILT_IN["transformers"].endswith(":load_transformers")
     assert get_backend("transformers").__name__ == "load_transformers"
+
+
+def test_the_built_ins_keep_their_order_whichever_module_is_imported_first():
+    """A built-in scoring's module imported before the registry's first use (``mixture``, which imports
+    ``importance``) still lists the scorings in report order (``BUILT_IN``'s)."""
+    import subprocess
+    import sys
+
+    code = ("import ppl_tok.scorings.mixture\nfrom ppl_tok.scorings.registry import SCORINGS\n"
+            "print(','.join(SCORINGS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1].split(",") == ["canonical", "importance", "beam", "prefix", "with-end", "mixture",
+                                                 "canonical+rest", "exact", "stratified", "conditional",
+                                                 "canonical-local", "canonical-global", "most-likely"]
