@@ -31,7 +31,7 @@ def test_each_benchmark_shows_only_its_own_flags():
     research = _subcommands(build_parser())
     assert set(checks) == {"engine", "memory", "gpu-check"}
     assert set(research) == {"mdd", "marginal", "most-likely", "estimators", "diagnostics", "learned", "strings",
-                             "perplexity", "surprisal", "lm-eval"}
+                             "perplexity", "surprisal", "lm-eval", "startup"}
     leaves = {**checks, **research}
     for name in ("perplexity", "strings", "diagnostics"):  # a benchmark with parts: one subcommand per part
         leaves.update({f"{name} {part}": p for part, p in _subcommands(leaves.pop(name)).items()})
@@ -50,6 +50,7 @@ def test_each_benchmark_shows_only_its_own_flags():
     assert "--max-gen-toks" in flags["lm-eval"] and "--max-gen-toks" not in flags["surprisal"]
     assert "--model" not in flags["mdd"] and "--models" in flags["mdd"]
     assert {"--model", "--device", "--dtype", "--bos-id"} <= flags["engine"]
+    assert "--runs" in flags["startup"] and "--model" not in flags["startup"]
 
 
 def test_bench_marginal_quick_mode_is_wired(capsys, monkeypatch):
