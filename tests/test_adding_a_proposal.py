@@ -94,3 +94,21 @@ def test_lm_eval_runs_it_as_proposal(toy_proposal):
     assert CALLS
     theirs = PPLTokLM(lm=toy_lm(), scoring="canonical+rest", proposal="uniform", num_samples=8).score_pairs(pairs)
     assert mine == theirs
+
+
+def test_the_qa_study_runs_it(toy_proposal, tmp_path):
+    from ppl_tok.proposals import proposal_settings
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.run import run_study, study_settings
+    from qa_toy import write_questions
+
+    study = load_study(str(write_questions(tmp_path / "test.jsonl", 3, seed=1)),
+                       tune=write_questions(tmp_path / "tune.jsonl", 2, seed=2))
+    records = {}
+    for proposal in (NAME, "uniform"):
+        settings = study_settings(study, model="toy", samples=4, seed=0, proposal=proposal_settings(proposal))
+        store = run_study(study, toy_lm(), tmp_path / proposal, settings, batch_questions=2, progress=False)
+        assert json.loads((tmp_path / proposal / "run.json").read_text())["proposal"] == proposal
+        records[proposal] = sorted(json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True)
+                                   for r in store.records if r["kind"] == "is")
+    assert CALLS and records[NAME] and records[NAME] == records["uniform"]
