@@ -12,7 +12,64 @@ from tqdm import tqdm
 
 from ppl_tok.datasets import find_data_files, load_questions, texts_of
 from ppl_tok.lm.cards import load_vocabulary
-from ppl_tok.mdd import compile_mdd, compile_mdd_naive
+from ppl_tok.mdd import MDD, _as_bytes, _characters, _coverage, _no_tokenization_error, compile_mdd, compile_mdd_naive
+from ppl_tok.vocabulary import ByteFallback, Vocabulary
+
+
+# ------------------------------------------------- the baseline: compile_mdd as of e9ead21
+def _fallback_positions_e9ead21(data: bytes, vocab: Vocabulary, matches: list[list[tuple[int, int]]]) -> list[int]:
+    """The byte offsets where the paper's policy allows byte pieces, character by character."""
+    single = vocab._by_surface
+    spans = [(offset, offset + width) for _, offset, ch, width in _characters(data)
+             if not any(t not in vocab.byte_fallback_ids
+                        for t in single.get(ch.encode("utf-8", errors="surrogateescape"), ()))]
+    if not spans:
+        return []
+    covered = _coverage(data, matches)
+    return [i for a, b in spans if not all(covered[a:b]) for i in range(a, b)]
+
+
+def compile_mdd_e9ead21(text: str | bytes, vocab: Vocabulary) -> MDD:
+    """:func:`~ppl_tok.mdd.compile_mdd` as it was at e9ead21, the speed baseline of ``python -m benchmarks mdd``
+    and the reference of tests/test_mdd.py: a trie walk from every offset, then networkx's dicts filled eagerly
+    (``succ[i][j]`` and ``pred[j][i]`` separate key dicts sharing each edge's attribute dict)."""
+    data = _as_bytes(text)
+    has_bytes = bool(vocab.byte_fallback_ids)
+    trie = vocab.trie(vocab.fallback is ByteFallback.ALWAYS and has_bytes)
+    edges = [trie.matches(data, i) for i in range(len(data))]
+    if has_bytes and vocab.fallback is ByteFallback.PAPER:
+        for i in _fallback_positions_e9ead21(data, vocab, edges):
+            edges[i].extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
+    n = len(data)
+    reach = bytearray(n + 1)
+    reach[0] = 1
+    for i in range(n):
+        if reach[i]:
+            for end, _ in edges[i]:
+                reach[end] = 1
+    alive = bytearray(n + 1)
+    alive[n] = reach[n]
+    for i in range(n - 1, -1, -1):
+        if reach[i] and any(alive[end] for end, _ in edges[i]):
+            alive[i] = 1
+    if not alive[0]:
+        raise _no_tokenization_error(data, vocab, edges, reach)
+    nodes = [i for i in range(n + 1) if alive[i]]
+    mdd = MDD(text=data, vocab=vocab)
+    succ: dict = {i: {} for i in nodes}
+    pred: dict = {i: {} for i in nodes}
+    for i in nodes[:-1]:
+        out = succ[i]
+        for end, t in edges[i]:
+            if alive[end]:
+                attr: dict = {}
+                out.setdefault(end, {})[t] = attr
+                pred[end].setdefault(i, {})[t] = attr
+    mdd._node.update((i, {}) for i in nodes)
+    mdd._adj.update(succ)
+    mdd._pred.update(pred)
+    return mdd
+
 
 def load_texts(source: str | Path) -> list[str]:
     """Texts to benchmark on: every context and answer of a data folder, or the paragraphs of a file."""

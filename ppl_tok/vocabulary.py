@@ -273,6 +273,12 @@ class Vocabulary:
                 table.setdefault(s, []).append(i)
         return {s: tuple(ids) for s, ids in table.items()}
 
+    @cached_property
+    def _ascii_tokens(self) -> bytes:
+        """The ASCII bytes that are an ordinary (not byte-fallback) token by themselves."""
+        by_surface, pieces = self._by_surface, self.byte_fallback_ids
+        return bytes(b for b in range(128) if any(t not in pieces for t in by_surface.get(bytes([b]), ())))
+
     def decode(self, token_ids: Iterable[int]) -> bytes:
         """Concatenate the surfaces of ``token_ids`` (special tokens are an error)."""
         out = bytearray()
