@@ -197,6 +197,8 @@ class MDD(nx.MultiDiGraph):
             raise ValueError(f"limit must be >= 0, got {limit}")
         produced = 0
         out = self._out_lists()
+        if start is not None and start not in out:
+            raise ValueError(f"start {start} is not a node of the MDD (its nodes: {sorted(out)})")
         stack: list[tuple[int, tuple[int, ...]]] = [(self.source if start is None else start, ())]
         while stack:
             node, path = stack.pop()
@@ -387,6 +389,14 @@ def _edges(data: bytes, vocab: Vocabulary) -> list[list[tuple[int, int]]]:
 def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -> MDD:
     """The pruned MDD: offsets reachable from 0 that can reach the end."""
     n = len(data)
+    mdd = MDD(text=data, vocab=vocab)
+    if all(here and here[0][0] == i + 1 for i, here in enumerate(edges)):
+        # A one-byte token at every offset (every natural text under a byte-level vocabulary): every offset is
+        # reachable and reaches the end, nothing is pruned.
+        out = dict(enumerate(edges))
+        out[n] = []
+        mdd.__dict__["_out"] = out
+        return mdd
     reach = bytearray(n + 1)
     reach[0] = 1
     for i in range(n):
@@ -400,7 +410,6 @@ def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -
             alive[i] = 1
     if not alive[0]:
         raise _no_tokenization_error(data, vocab, edges, reach)
-    mdd = MDD(text=data, vocab=vocab)
     mdd.__dict__["_out"] = {i: [e for e in edges[i] if alive[e[0]]] if i < n else []
                             for i in range(n + 1) if alive[i]}
     return mdd

@@ -283,3 +283,6 @@ def test_networkx_owns_the_graph_once_read():
     mdd.remove_edge(0, 3, key=2)  # "aaa" first: a graph edited through networkx counts what networkx holds
     assert mdd.count() == 6 and (2, 0) not in mdd.sample(50, seed=0)
     assert list(mdd.enumerate()) == [p for p in copy.enumerate() if p != (2, 0)]
+    assert list(copy.enumerate(start=3)) == [(0,)]
+    with pytest.raises(ValueError, match="start 9 is not a node of the MDD"):
+        next(copy.enumerate(start=9))
