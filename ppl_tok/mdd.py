@@ -7,15 +7,12 @@ token id ``t`` exists iff ``bytes(t) == x[i:j]``. The MDD *is* a networkx
 ``MultiDiGraph`` (parallel edges keep tokens that share a surface), so every
 networkx algorithm applies; the methods below are the ones the paper needs.
 
-Construction scans the text once with an Aho-Corasick automaton over a byte
-trie of the vocabulary (:meth:`~ppl_tok.vocabulary.ByteTrie.all_matches`; cost:
-the text's length plus the matches, not ``|V|``), then prunes offsets that
-cannot reach the end. The pruned out-edges are kept as plain lists, and
-networkx's adjacency dicts are filled from them the first time anything reads
-the graph as a graph (:class:`_Storage`): a caller that only counts, samples,
-enumerates or checks a path never pays for them. Algorithm 1 as written scans
-the whole vocabulary at every position; :func:`compile_mdd_naive` keeps that
-version as an independent check in the tests.
+Construction scans the text once with an Aho-Corasick automaton over a byte trie of the vocabulary
+(:meth:`~ppl_tok.common.byte_trie.ByteTrie.all_matches`; cost: the text's length plus the matches, not ``|V|``),
+then prunes offsets that cannot reach the end. The pruned out-edges are kept as plain lists, and networkx's
+adjacency dicts are filled from them the first time anything reads the graph as a graph (:func:`_filled_on_read`):
+a caller that only counts, samples, enumerates or checks a path never pays for them. Algorithm 1 as written scans
+the whole vocabulary at every position; :func:`compile_mdd_naive` keeps that version as an independent check.
 """
 
 from __future__ import annotations
@@ -45,23 +42,14 @@ class NoTokenizationError(ValueError):
     """The text has no tokenization under the vocabulary."""
 
 
-class _Storage:
-    """One of networkx's storage attributes (``_node``, ``_adj``/``_succ``, ``_pred``) of an :class:`MDD`, filled
-    from the compiled out-edge lists on its first read; setting it is networkx's own setter (``base``)."""
-
-    def __init__(self, name: str, base) -> None:
-        self.name, self.base = name, base
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        od = obj.__dict__
-        if "_out" in od:
-            obj._materialize()
-        return od[self.name]
-
-    def __set__(self, obj, value) -> None:
-        self.base.__set__(obj, value)
+def _filled_on_read(name: str, base) -> property:
+    """networkx's storage attribute ``name`` of an :class:`MDD`, filled from the compiled out-edge lists on its
+    first read (:meth:`MDD._materialize`); setting it is networkx's own setter ``base``."""
+    def get(mdd: MDD):
+        if "_out" in mdd.__dict__:
+            mdd._materialize()
+        return mdd.__dict__[name]
+    return property(get, base.__set__)
 
 
 class MDD(nx.MultiDiGraph):
@@ -76,14 +64,13 @@ class MDD(nx.MultiDiGraph):
     and own the graph from there on. Counting, sampling, enumeration and :meth:`accepts` read whichever is there.
     """
 
-    _node = _Storage("_node", nx.Graph.__dict__["_node"])
-    _adj = _Storage("_adj", nx.DiGraph.__dict__["_adj"])
-    _succ = _Storage("_succ", nx.DiGraph.__dict__["_succ"])
-    _pred = _Storage("_pred", nx.DiGraph.__dict__["_pred"])
+    _node = _filled_on_read("_node", nx.Graph.__dict__["_node"])
+    _adj = _filled_on_read("_adj", nx.DiGraph.__dict__["_adj"])
+    _succ = _filled_on_read("_succ", nx.DiGraph.__dict__["_succ"])
+    _pred = _filled_on_read("_pred", nx.DiGraph.__dict__["_pred"])
 
     def _materialize(self) -> None:
-        """Fill networkx's dicts from ``_out`` (networkx's layout: ``succ[i][j]`` and ``pred[j][i]`` are one key
-        dict ``{token_id: {}}``), and drop ``_out``."""
+        """Fill networkx's dicts from ``_out`` (``succ[i][j] is pred[j][i]``, as networkx lays them), drop ``_out``."""
         od = self.__dict__
         out = od.pop("_out")
         node, succ, pred = od["_node"], od["_adj"], od["_pred"]
@@ -98,8 +85,7 @@ class MDD(nx.MultiDiGraph):
                 keys[t] = {}
 
     def _out_lists(self) -> dict[int, list[tuple[int, int]]]:
-        """``{i: [(j, token_id), ...]}`` for every node, in ``out_edges`` order (the compiled lists, or read
-        from networkx's dicts once they own the graph)."""
+        """``{i: [(j, token_id), ...]}`` for every node in ``out_edges`` order (compiled, or read from networkx)."""
         out = self.__dict__.get("_out")
         if out is None:
             out = {i: [(j, t) for j, keys in nbrs.items() for t in keys] for i, nbrs in self._adj.items()}
@@ -377,12 +363,9 @@ def _edges(data: bytes, vocab: Vocabulary) -> list[list[tuple[int, int]]]:
     if has_bytes and policy is ByteFallback.PAPER:
         for i in _fallback_positions(data, vocab, edges):
             pieces = [(i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids]
-            here = edges[i]
-            if here and here[0][0] == i + 1:  # beside the one-byte tokens there (networkx's order of out-edges)
-                at = next((k for k, (end, _) in enumerate(here) if end != i + 1), len(here))
-                here[at:at] = pieces
-            else:
-                here.extend(pieces)
+            here = edges[i]  # after the one-byte tokens there if any (networkx groups out-edges by end), else last
+            at = next((k for k, (end, _) in enumerate(here) if end != i + 1), len(here)) or len(here)
+            here[at:at] = pieces
     return edges
 
 
