@@ -21,7 +21,8 @@ def cmd_mdd(args: argparse.Namespace) -> None:
     from benchmarks import mdd as bench
 
     result = bench.bench_mdd(args.data, models=args.models or list(bench.MDD_MODELS),
-                             naive_bytes=args.naive_bytes, max_bytes=args.max_bytes)
+                             naive_bytes=args.naive_bytes, max_bytes=args.max_bytes,
+                             baseline_texts=args.baseline_texts)
     _emit(args, result, bench.format_mdd(result))
 
 
@@ -93,6 +94,8 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", nargs="+", help="the vocabularies (default smollm2-135m gemma3-270m)")
     p.add_argument("--max-bytes", type=integer(0), default=2_000_000, help="texts compiled by the trie compiler")
     p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="texts compiled by the naive compiler")
+    p.add_argument("--baseline-texts", type=integer(0), default=300,
+                   help="texts per data set compiled by the e9ead21 compiler and today's (0: none)")
     p = add_benchmark(bench_sub, "marginal", "importance sampling: the vectorised marginal against sequential Pyro",
                       cmd_marginal, check=cli_flags.marginal)
     p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="numbers of samples")

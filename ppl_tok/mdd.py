@@ -7,11 +7,12 @@ token id ``t`` exists iff ``bytes(t) == x[i:j]``. The MDD *is* a networkx
 ``MultiDiGraph`` (parallel edges keep tokens that share a surface), so every
 networkx algorithm applies; the methods below are the ones the paper needs.
 
-Construction walks a byte trie of the vocabulary from each reachable offset
-(cost: the lengths of the matches, not ``|V|``), then prunes offsets that cannot
-reach the end. Algorithm 1 as written scans the whole vocabulary at every
-position; :func:`compile_mdd_naive` keeps that version as the benchmark
-baseline and as an independent check in the tests.
+Construction scans the text once with an Aho-Corasick automaton over a byte trie of the vocabulary
+(:meth:`~ppl_tok.common.byte_trie.ByteTrie.all_matches`; cost: the text's length plus the matches, not ``|V|``),
+then prunes offsets that cannot reach the end. The pruned out-edges are kept as plain lists, and networkx's
+adjacency dicts are filled from them the first time anything reads the graph as a graph (:func:`_filled_on_read`):
+a caller that only counts, samples, enumerates or checks a path never pays for them. Algorithm 1 as written scans
+the whole vocabulary at every position; :func:`compile_mdd_naive` keeps that version as an independent check.
 """
 
 from __future__ import annotations
@@ -41,13 +42,54 @@ class NoTokenizationError(ValueError):
     """The text has no tokenization under the vocabulary."""
 
 
+def _filled_on_read(name: str, base) -> property:
+    """networkx's storage attribute ``name`` of an :class:`MDD`, filled from the compiled out-edge lists on its
+    first read (:meth:`MDD._materialize`); setting it is networkx's own setter ``base``."""
+    def get(mdd: MDD):
+        if "_out" in mdd.__dict__:
+            mdd._materialize()
+        return mdd.__dict__[name]
+    return property(get, base.__set__)
+
+
 class MDD(nx.MultiDiGraph):
     """All tokenizations of ``text`` as a DAG over byte offsets.
 
     Nodes are the byte offsets that lie on some complete path; edges
     ``(i, j, key=token_id)``. ``mdd.source == 0`` and ``mdd.sink == len(text)``.
     The graph attributes ``text`` (bytes) and ``vocab`` hold the inputs.
+
+    A compiled MDD holds its out-edges as lists (``_out[i] = [(j, token_id), ...]`` in networkx's
+    ``out_edges(i)`` order) until the networkx graph is first read; then networkx's dicts are filled from them
+    and own the graph from there on. Counting, sampling, enumeration and :meth:`accepts` read whichever is there.
     """
+
+    _node = _filled_on_read("_node", nx.Graph.__dict__["_node"])
+    _adj = _filled_on_read("_adj", nx.DiGraph.__dict__["_adj"])
+    _succ = _filled_on_read("_succ", nx.DiGraph.__dict__["_succ"])
+    _pred = _filled_on_read("_pred", nx.DiGraph.__dict__["_pred"])
+
+    def _materialize(self) -> None:
+        """Fill networkx's dicts from ``_out`` (``succ[i][j] is pred[j][i]``, as networkx lays them), drop ``_out``."""
+        od = self.__dict__
+        out = od.pop("_out")
+        node, succ, pred = od["_node"], od["_adj"], od["_pred"]
+        for i in out:
+            node[i], succ[i], pred[i] = {}, {}, {}
+        for i, edges in out.items():
+            here = succ[i]
+            for j, t in edges:
+                keys = here.get(j)
+                if keys is None:
+                    keys = here[j] = pred[j][i] = {}
+                keys[t] = {}
+
+    def _out_lists(self) -> dict[int, list[tuple[int, int]]]:
+        """``{i: [(j, token_id), ...]}`` for every node in ``out_edges`` order (compiled, or read from networkx)."""
+        out = self.__dict__.get("_out")
+        if out is None:
+            out = {i: [(j, t) for j, keys in nbrs.items() for t in keys] for i, nbrs in self._adj.items()}
+        return out
 
     @property
     def text(self) -> bytes:
@@ -70,7 +112,11 @@ class MDD(nx.MultiDiGraph):
         memo = self.__dict__.setdefault("_out_tokens_memo", {})
         out = memo.get(node)
         if out is None:
-            out = memo[node] = {t: j for _, j, t in self.out_edges(node, keys=True)}
+            edges = self.__dict__.get("_out", {}).get(node)
+            if edges is None:
+                out = memo[node] = {t: j for _, j, t in self.out_edges(node, keys=True)}
+            else:
+                out = memo[node] = {t: j for j, t in edges}
         return out
 
     # -------------------------------------------------------------- counting
@@ -81,13 +127,14 @@ class MDD(nx.MultiDiGraph):
         kept (an edge spans at most the longest token): memory linear in the
         length even when each value is a big integer with as many digits.
         """
-        longest = max((j - i for i, j in self.edges()), default=0)
+        out = self._out_lists()
+        longest = max((j - i for i, edges in out.items() for j, _ in edges), default=0)
         values: dict[int, T] = {self.sink: at_sink}
         order = deque([self.sink])  # decreasing node
-        for i in sorted(self.nodes, reverse=True):
+        for i in sorted(out, reverse=True):
             if i == self.sink:
                 continue
-            values[i] = combine([values[j] for _, j in self.out_edges(i)])
+            values[i] = combine([values[j] for j, _ in out[i]])
             if window:
                 order.append(i)
                 while order[0] > i + longest:
@@ -135,6 +182,9 @@ class MDD(nx.MultiDiGraph):
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
         produced = 0
+        out = self._out_lists()
+        if start is not None and start not in out:
+            raise ValueError(f"start {start} is not a node of the MDD (its nodes: {sorted(out)})")
         stack: list[tuple[int, tuple[int, ...]]] = [(self.source if start is None else start, ())]
         while stack:
             node, path = stack.pop()
@@ -144,19 +194,19 @@ class MDD(nx.MultiDiGraph):
                 produced += 1
                 yield path
                 continue
-            for _, j, t in sorted(self.out_edges(node, keys=True), reverse=True):
+            for j, t in sorted(out[node], reverse=True):
                 stack.append((j, path + (t,)))
 
     def sample(self, num_samples: int = 1, seed: int | None = None) -> list[tuple[int, ...]]:
         """Tokenizations drawn uniformly at random (exact, with big-integer counts)."""
         rng = random.Random(seed)
-        counts = self.path_counts
+        counts, edges = self.path_counts, self._out_lists()
         out = []
         for _ in range(num_samples):
             node, path = self.source, []
             while node != self.sink:
                 r = rng.randrange(counts[node])
-                for _, j, t in self.out_edges(node, keys=True):
+                for j, t in edges[node]:
                     if r < counts[j]:
                         break
                     r -= counts[j]
@@ -167,10 +217,15 @@ class MDD(nx.MultiDiGraph):
 
     def accepts(self, tokens: Sequence[int]) -> bool:
         """Whether ``tokens`` is a path from source to sink (a tokenization)."""
-        node = self.source
+        node, out = self.source, self.__dict__.get("_out")
         for t in tokens:
             s = self.vocab[t] if 0 <= t < len(self.vocab) else None
-            if s is None or not self.has_edge(node, node + len(s), key=t):
+            if s is None:
+                return False
+            if out is None:
+                if not self.has_edge(node, node + len(s), key=t):
+                    return False
+            elif (node + len(s), t) not in out.get(node, ()):
                 return False
             node += len(s)
         return node == self.sink
@@ -287,6 +342,8 @@ def _fallback_positions(data: bytes, vocab: Vocabulary, matches: list[list[tuple
     in the text spans it (``matches[i]`` are the ordinary matches at offset i);
     byte pieces may spell only the characters that are not.
     """
+    if not data.translate(None, vocab._ascii_tokens):  # every byte is an ASCII character with a token of its own
+        return []
     single = vocab._by_surface
     spans = [(offset, offset + width) for _, offset, ch, width in _characters(data)  # not a token by themselves
              if not any(t not in vocab.byte_fallback_ids
@@ -302,16 +359,27 @@ def _edges(data: bytes, vocab: Vocabulary) -> list[list[tuple[int, int]]]:
     policy = vocab.fallback
     has_bytes = bool(vocab.byte_fallback_ids)
     trie = vocab.trie(policy is ByteFallback.ALWAYS and has_bytes)
-    edges = [trie.matches(data, i) for i in range(len(data))]
+    edges = trie.all_matches(data)
     if has_bytes and policy is ByteFallback.PAPER:
         for i in _fallback_positions(data, vocab, edges):
-            edges[i].extend((i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids)
+            pieces = [(i + 1, t) for t in vocab.ids_of(data[i:i + 1]) if t in vocab.byte_fallback_ids]
+            here = edges[i]  # after the one-byte tokens there if any (networkx groups out-edges by end), else last
+            at = next((k for k, (end, _) in enumerate(here) if end != i + 1), len(here)) or len(here)
+            here[at:at] = pieces
     return edges
 
 
 def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -> MDD:
     """The pruned MDD: offsets reachable from 0 that can reach the end."""
     n = len(data)
+    mdd = MDD(text=data, vocab=vocab)
+    if all(here and here[0][0] == i + 1 for i, here in enumerate(edges)):
+        # A one-byte token at every offset (every natural text under a byte-level vocabulary): every offset is
+        # reachable and reaches the end, nothing is pruned.
+        out = dict(enumerate(edges))
+        out[n] = []
+        mdd.__dict__["_out"] = out
+        return mdd
     reach = bytearray(n + 1)
     reach[0] = 1
     for i in range(n):
@@ -325,24 +393,8 @@ def _build(data: bytes, vocab: Vocabulary, edges: list[list[tuple[int, int]]]) -
             alive[i] = 1
     if not alive[0]:
         raise _no_tokenization_error(data, vocab, edges, reach)
-    nodes = [i for i in range(n + 1) if alive[i]]
-    # Fill networkx's adjacency dicts directly (the documented MultiDiGraph
-    # layout: succ[u][v][key] and pred[v][u][key] share one attribute dict);
-    # add_edges_from costs several times more. tests/test_mdd.py checks the
-    # result against the naive compiler, which uses the public API.
-    mdd = MDD(text=data, vocab=vocab)
-    succ: dict = {i: {} for i in nodes}
-    pred: dict = {i: {} for i in nodes}
-    for i in nodes[:-1]:
-        out = succ[i]
-        for end, t in edges[i]:
-            if alive[end]:
-                attr: dict = {}
-                out.setdefault(end, {})[t] = attr
-                pred[end].setdefault(i, {})[t] = attr
-    mdd._node.update((i, {}) for i in nodes)
-    mdd._adj.update(succ)
-    mdd._pred.update(pred)
+    mdd.__dict__["_out"] = {i: [e for e in edges[i] if alive[e[0]]] if i < n else []
+                            for i in range(n + 1) if alive[i]}
     return mdd
 
 

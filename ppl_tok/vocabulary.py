@@ -28,49 +28,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.byte_trie import ByteTrie
+
 SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-
-
-class ByteTrie:
-    """A byte trie of token surfaces, stored flat so the garbage collector ignores it.
-
-    Node 0 is the root; ``next[node << 8 | byte]`` is a child and ``ends[node]``
-    the ids of the tokens that end there. Dicts of ints (and tuples of ints)
-    are not tracked by CPython's cyclic GC: a nested-dict trie of Gemma's
-    262k tokens has millions of tracked dicts and slows every full collection.
-    """
-
-    __slots__ = ("next", "ends", "size")
-
-    def __init__(self) -> None:
-        self.next: dict[int, int] = {}
-        self.ends: dict[int, tuple[int, ...]] = {}
-        self.size = 1
-
-    def add(self, surface: bytes, token_id: int) -> None:
-        node = 0
-        for b in surface:
-            key = node << 8 | b
-            child = self.next.get(key)
-            if child is None:
-                child = self.next[key] = self.size
-                self.size += 1
-            node = child
-        self.ends[node] = self.ends.get(node, ()) + (token_id,)
-
-    def matches(self, data: bytes, start: int) -> list[tuple[int, int]]:
-        """All ``(end, token_id)`` with ``surface(token) == data[start:end]``."""
-        out: list[tuple[int, int]] = []
-        nxt, ends, node = self.next, self.ends, 0
-        for j in range(start, len(data)):
-            node = nxt.get(node << 8 | data[j])
-            if node is None:
-                break
-            ids = ends.get(node)
-            if ids:
-                out.extend((j + 1, t) for t in ids)
-        return out
 
 
 class ByteFallback(str, enum.Enum):
@@ -185,6 +146,12 @@ class Vocabulary:
             if s is not None:
                 table.setdefault(s, []).append(i)
         return {s: tuple(ids) for s, ids in table.items()}
+
+    @cached_property
+    def _ascii_tokens(self) -> bytes:
+        """The ASCII bytes that are an ordinary (not byte-fallback) token by themselves."""
+        by_surface, pieces = self._by_surface, self.byte_fallback_ids
+        return bytes(b for b in range(128) if any(t not in pieces for t in by_surface.get(bytes([b]), ())))
 
     def decode(self, token_ids: Iterable[int]) -> bytes:
         """Concatenate the surfaces of ``token_ids`` (special tokens are an error)."""

@@ -192,3 +192,97 @@ def test_count_memory_is_linear_and_log_counts_agree():
     assert peak < 4_000_000  # the quadratic dict of every node's count is about 100 MB here
     logs = mdd.log_path_counts
     assert logs[0] == pytest.approx(count.bit_length() * math.log(2), rel=1e-4)
+
+
+# ------------------------------------- the compiler against its e9ead21 definition (benchmarks/mdd.py)
+HOSTILE = ["ab\x04c", " 🩏 héllo 世界", "x" * 300, "e\u0301 \U0001F600!", "\t\n  \r\n", " " * 40, "<|endoftext|>",
+           "\u2581\u2581 a", b"x\xff y\xc3".decode("latin-1")]
+
+
+def _layout(mdd) -> tuple:
+    """Everything networkx shows of a graph, in its order: nodes, successors, predecessors, edges, attributes."""
+    return (list(mdd.nodes(data=True)), [(i, list(mdd.succ[i].items())) for i in mdd],
+            [(i, list(mdd.pred[i].items())) for i in mdd], list(mdd.edges(keys=True, data=True)), dict(mdd.graph))
+
+
+def _data_texts(step: int) -> list[str]:
+    from conftest import SHARED
+    from ppl_tok.datasets import find_data_files, load_questions, texts_of
+
+    return [t for f in find_data_files(SHARED / "data") for t in texts_of(load_questions(f))][::step]
+
+
+@pytest.mark.parametrize("vocab_fixture,policy", [
+    ("smollm2_vocab", "paper"), ("llama2_vocab", "paper"), ("llama2_vocab", "always"), ("llama2_vocab", "never"),
+    pytest.param("gemma_vocab", "paper", marks=pytest.mark.slow),
+    pytest.param("gemma_vocab", "always", marks=pytest.mark.slow),
+    pytest.param("gemma_vocab", "never", marks=pytest.mark.slow)])
+def test_compiler_is_identical_to_the_e9ead21_compiler(request, vocab_fixture, policy):
+    """Same nodes, edges, keys, attributes and order, counts, samples, the same error, on data texts and hostile
+    ones, under each byte-fallback policy; the compiled lists and the networkx graph read from them agree."""
+    import dataclasses
+
+    from benchmarks.mdd import compile_mdd_e9ead21
+
+    vocab = dataclasses.replace(request.getfixturevalue(vocab_fixture), fallback=policy)
+    data = _data_texts(3000)
+    for text in data + HOSTILE:
+        try:
+            old = compile_mdd_e9ead21(text, vocab)
+        except NoTokenizationError as error:
+            with pytest.raises(NoTokenizationError) as raised:
+                compile_mdd(text, vocab)
+            assert str(raised.value) == str(error)
+            continue
+        lists = compile_mdd(text, vocab)  # counted, sampled and enumerated before networkx's dicts exist
+        assert "_out" in lists.__dict__
+        assert lists.count() == old.count() and lists.log_path_counts == old.log_path_counts
+        assert lists.sample(5, seed=3) == old.sample(5, seed=3)
+        assert list(lists.enumerate(limit=20)) == list(old.enumerate(limit=20))
+        assert all(lists.out_tokens(i) == old.out_tokens(i) for i in old)
+        for path in old.sample(3, seed=1):
+            assert lists.accepts(path) and not lists.accepts(path[:-1]) and not lists.accepts(path + path[-1:])
+        if policy == "paper" and text in data:  # the hostile ones include texts the tokenizer does not round-trip
+            assert lists.accepts(vocab.encode(text)) == old.accepts(vocab.encode(text))
+        assert _layout(lists) == _layout(old) and "_out" not in lists.__dict__
+
+
+def _brute_force_over(text: bytes, vocab: Vocabulary) -> list[tuple[int, ...]]:
+    """Every tokenization of ``text`` by recursion over the vocabulary's ids whose surface occurs in it."""
+    pieces = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+    items = [(t, s) for t, s in enumerate(vocab.surfaces) if s in pieces and t not in vocab.byte_fallback_ids]
+
+    def rest(at: int) -> list[tuple[int, ...]]:
+        if at == len(text):
+            return [()]
+        return [(t,) + more for t, s in items if text.startswith(s, at) for more in rest(at + len(s))]
+
+    return rest(0)
+
+
+@pytest.mark.parametrize("vocab_fixture", ["smollm2_vocab", "llama2_vocab",
+                                           pytest.param("gemma_vocab", marks=pytest.mark.slow)])
+def test_short_data_strings_enumerate_to_their_brute_force_tokenizations(request, vocab_fixture):
+    vocab = request.getfixturevalue(vocab_fixture)
+    words = {" " + w for t in _data_texts(3000) for w in t.split()[:2]} | {" Bird", " the", "é!"}
+    for word in sorted(words, key=lambda w: (len(w), w))[:: max(1, len(words) // 30)]:
+        truth = _brute_force_over(word.encode(), vocab)
+        mdd = compile_mdd(word, vocab)
+        assert sorted(mdd.enumerate()) == sorted(truth) and mdd.count() == len(truth) > 0
+
+
+def test_networkx_owns_the_graph_once_read():
+    import pickle
+
+    vocab = Vocabulary.from_tokens(["a", "aa", "aaa"])
+    mdd = compile_mdd("aaaa", vocab)
+    copy = pickle.loads(pickle.dumps(mdd))  # the compiled lists travel
+    assert "_out" in copy.__dict__ and copy.count() == 7
+    assert mdd.number_of_edges() == copy.copy().number_of_edges() == 9 and "_out" not in mdd.__dict__
+    assert mdd._succ is mdd._adj and mdd._succ[0][1] is mdd._pred[1][0]  # networkx's layout: one key dict
+    mdd.remove_edge(0, 3, key=2)  # "aaa" first: a graph edited through networkx counts what networkx holds
+    assert mdd.count() == 6 and (2, 0) not in mdd.sample(50, seed=0)
+    assert list(mdd.enumerate()) == [p for p in copy.enumerate() if p != (2, 0)]
+    assert list(copy.enumerate(start=3)) == [(0,)]
+    with pytest.raises(ValueError, match="start 9 is not a node of the MDD"):
+        next(copy.enumerate(start=9))
