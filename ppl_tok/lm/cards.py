@@ -426,7 +426,7 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
     :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
         (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
     """
-    from ppl_tok.lm.backends import get_backend
+    from ppl_tok.lm.backends import load_with_backend
     from ppl_tok.lm.device import dtype_name, parse_device
 
     if isinstance(name_or_path, LMSpec):
@@ -436,7 +436,7 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
     else:  # names of torch values (torch.device("cuda", 1) -> "cuda:1", torch.bfloat16 -> "bfloat16")
         spec = LMSpec(str(name_or_path), DEFAULT_BACKEND, device=None if device is None else str(parse_device(device)),
                       dtype=None if dtype is None else dtype_name(dtype), bos_id=bos_id)
-    lm = get_backend(spec.backend)(spec, config=config, head_fp32=head_fp32)
+    lm = load_with_backend(spec, config=config, head_fp32=head_fp32)
     if getattr(lm, "spec", None) is None:
         lm.spec = spec
     return lm
