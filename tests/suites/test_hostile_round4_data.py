@@ -50,3 +50,36 @@ def test_a_misbehaving_backend_is_a_model_argument_error_in_lm_eval(monkeypatch,
     name = f"tests.lm.test_backends:{function}"
     with pytest.raises(ModelArgumentError, match=f"model='x': LM backend {name!r}"):
         PPLTokLM(model="x", backend=name)
+
+
+# ------------------------------------------------------------ contexts="xy": a str where a list of contexts goes
+def _api_calls():
+    from ppl_tok.infer.search import marginal_bounds_many
+    from ppl_tok.strings.entropy import next_token_entropies
+    from ppl_tok.strings.events import string_events
+    from ppl_tok.strings.marginal import string_marginals
+    from ppl_tok.strings.reading import surprisals_frame
+    from ppl_tok.strings.state import initial_many
+    from ppl_tok.strings.surprisal import canonical_surprisals_many, surprisals_many
+
+    return {
+        "surprisals_many": lambda lm: surprisals_many(lm, ["ab", "ba"], contexts="ab"),
+        "surprisals_frame": lambda lm: surprisals_frame(lm, ["ab", "ba"], contexts="ab"),
+        "marginal_bounds_many": lambda lm: marginal_bounds_many(["ab", "ba"], lm, contexts="ab"),
+        "canonical_surprisals_many": lambda lm: canonical_surprisals_many(lm, ["ab", "ba"], contexts="ab"),
+        "next_token_entropies": lambda lm: next_token_entropies(lm, ["ab", "ba"], contexts="ab"),
+        "string_marginals": lambda lm: string_marginals(lm, ["ab", "ba"], contexts="ab"),
+        "string_events": lambda lm: string_events(lm, ["ab", "ba"], contexts="ab"),
+        "initial_many": lambda lm: initial_many(lm, ["ab", "ba"], contexts="ab"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_api_calls()))
+def test_a_str_of_contexts_is_refused_not_read_one_character_per_text(name):
+    """The audit: ``contexts="xy"`` was read as the contexts ``"x"`` and ``"y"`` (two texts: no length error)."""
+    from qa_toy import toy_lm
+
+    lm = toy_lm()
+    with pytest.raises(TypeError, match=r"contexts must be a sequence of contexts \(one per text\), got the str 'ab'"):
+        _api_calls()[name](lm)
+    assert lm.stats.calls == 0  # refused before any LM call
