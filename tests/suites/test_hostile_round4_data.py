@@ -83,3 +83,39 @@ def test_a_str_of_contexts_is_refused_not_read_one_character_per_text(name):
     with pytest.raises(TypeError, match=r"contexts must be a sequence of contexts \(one per text\), got the str 'ab'"):
         _api_calls()[name](lm)
     assert lm.stats.calls == 0  # refused before any LM call
+
+
+# ------------------------------------------------------------ learn-proposal's word list: the one line reader
+def test_learn_proposal_reads_a_crlf_word_list_without_its_carriage_returns(tmp_path, monkeypatch):
+    """The audit: ``learn-proposal`` kept the ``\\r`` of a CRLF word list (it trained on ``" word\\r"``)."""
+    import ppl_tok.cli.tokenization as cli
+    import ppl_tok.infer.learn
+
+    words = tmp_path / "words.txt"
+    words.write_bytes(b" unbelievable\r\n deflated\r\n\r\n eggplant\xe2\x80\xa8x\r\n")
+    seen = []
+
+    class Trained(BaseException):
+        """Stops the command where training would start (past main's error handling)."""
+
+    def train(texts, lm, *a, **k):
+        seen.append(texts)
+        raise Trained
+
+    monkeypatch.setattr(cli, "_load_lm", lambda args: "the LM")
+    monkeypatch.setattr(ppl_tok.infer.learn, "train_proposal", train)
+    with pytest.raises(Trained):
+        main(["learn-proposal", str(words), "--out", str(tmp_path / "p.pt")])
+    assert seen == [[" unbelievable", " deflated", " eggplant\u2028x"]]  # U+2028 is a character of its line
+
+
+@pytest.mark.parametrize("data, needles", [(b" a\r\n b\x00c\r\n", ["words.txt:2", "NUL"]),
+                                           (b"\r\n  \r\n", ["words.txt holds no text"]),
+                                           (b" caf\xe9\n", ["words.txt is not UTF-8"])])
+def test_learn_proposal_refuses_a_bad_word_list_in_one_line_before_the_load(capsys, tmp_path, monkeypatch, data,
+                                                                            needles):
+    import ppl_tok.cli.tokenization as cli
+
+    monkeypatch.setattr(cli, "_load_lm", lambda args: pytest.fail("the LM loaded before the refusal"))
+    (tmp_path / "words.txt").write_bytes(data)
+    one_line(capsys, ["learn-proposal", str(tmp_path / "words.txt"), "--out", str(tmp_path / "p.pt")], needles)
