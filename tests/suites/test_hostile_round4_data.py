@@ -119,3 +119,70 @@ def test_learn_proposal_refuses_a_bad_word_list_in_one_line_before_the_load(caps
     monkeypatch.setattr(cli, "_load_lm", lambda args: pytest.fail("the LM loaded before the refusal"))
     (tmp_path / "words.txt").write_bytes(data)
     one_line(capsys, ["learn-proposal", str(tmp_path / "words.txt"), "--out", str(tmp_path / "p.pt")], needles)
+
+
+# ------------------------------------------------------------ a scoring that returns the wrong number of scores
+@pytest.fixture
+def short_scoring():
+    """A registered scoring that drops its last document's (and its last pair's) score."""
+    from ppl_tok.scorings import register, unregister
+    from tests.scorings.test_adding_a_scoring import UniformBytes
+
+    class DropsOne(UniformBytes):
+        name = "toy-drops-one"
+        classifiers = ("toy-drops-one",)
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            return super().score_documents(lm, docs, config, on_bytes=on_bytes)[:-1]
+
+        def score_pairs(self, lm, pairs, config):
+            return super().score_pairs(lm, pairs, config)[:-1]
+
+    register(DropsOne)
+    yield DropsOne.name
+    unregister(DropsOne.name)
+
+
+def test_a_scoring_short_of_documents_is_refused_by_perplexity(capsys, tmp_path, short_scoring, monkeypatch):
+    """The audit: bits per byte over fewer documents than the corpus, no error."""
+    from ppl_tok.lm.backends import register_backend, unregister_backend
+    from qa_toy import toy_lm
+
+    (tmp_path / "docs.txt").write_text("ab ba\n\nb a ab\n", encoding="utf-8")
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    register_backend("toy-short", lambda spec, **options: toy_lm())
+    try:
+        one_line(capsys, ["perplexity", str(tmp_path / "docs.txt"), "--split", "paragraphs", "--backend", "toy-short",
+                          "--model", "x", "--scoring", short_scoring],
+                 ["scoring 'toy-drops-one' returned 1 scores for 2 documents"])
+    finally:
+        unregister_backend("toy-short")
+
+
+def test_a_scoring_short_of_pairs_is_refused_by_lm_eval_and_the_qa_study(tmp_path, short_scoring):
+    pytest.importorskip("lm_eval")
+    from ppl_tok.integrations.lm_eval import PPLTokLM
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.run import run_study, study_settings
+    from ppl_tok.scorings import Pair
+    from qa_toy import toy_lm, write_questions
+
+    model = PPLTokLM(lm=toy_lm(), scoring=short_scoring)
+    with pytest.raises(ValueError, match="scoring 'toy-drops-one' returned 1 scores for 2 pairs"):
+        model.score_pairs([Pair("ab", " ab"), Pair("ab", " b", choice=1)])
+    study = load_study(str(write_questions(tmp_path / "test.jsonl", 2, seed=1)))
+    settings = study_settings(study, model="toy", samples=4, seed=0, scores=[short_scoring])
+    with pytest.raises(ValueError, match=r"scoring 'toy-drops-one' returned \d+ scores for \d+ pairs"):
+        run_study(study, toy_lm(), tmp_path / "run", settings, batch_questions=2, progress=False)
+
+
+def test_checked_scores_names_the_scoring_for_a_wrong_count_or_kind():
+    from ppl_tok.scorings.pairs import PairScore
+    from ppl_tok.scorings.results import checked_scores
+
+    ok = [PairScore(-1.0), PairScore(-2.0)]
+    assert checked_scores("s", iter(ok), 2, PairScore, "pairs") == ok
+    for bad, needle in [(ok + ok, "returned 4 scores for 2 pairs"), ([-1.0, -2.0], "returned a float for its input 0"),
+                        ("ab", "returned a str"), (None, "returned a NoneType")]:
+        with pytest.raises(ValueError, match=f"scoring 's' {needle}"):
+            checked_scores("s", bad, 2, PairScore, "pairs")
