@@ -220,17 +220,19 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 
 def cmd_byte_audit(args: argparse.Namespace) -> None:
-    from ppl_tok.perplexity.audit import audit_bytes, read_byte_table
+    from ppl_tok.perplexity.audit import audit_bytes, check_table_size, read_byte_table
     from ppl_tok.perplexity.corpus import read_corpus
 
     corpus = read_corpus(args.file, field=args.field, split=args.split)
+    table = read_byte_table(args.table) if args.table else None  # every entry checked before the LM loads
     lm = None
     if args.bits:
         from ppl_tok.lm.cards import load_lm
 
         lm = load_lm(args.model, device=args.device)
     vocab = lm.vocab if lm is not None else _vocab(args)
-    table = read_byte_table(args.table, len(vocab)) if args.table else None
+    if table is not None:
+        check_table_size(args.table, table, len(vocab))
     audit = audit_bytes(vocab, [d.text for d in corpus.documents], table, lm=lm, bos_id=args.bos_id)
     d = audit.to_dict()
     lines = [f"{corpus.source}: {audit.documents} documents, {audit.tokens} tokens under {vocab.name}",

@@ -186,3 +186,63 @@ def test_checked_scores_names_the_scoring_for_a_wrong_count_or_kind():
                         ("ab", "returned a str"), (None, "returned a NoneType")]:
         with pytest.raises(ValueError, match=f"scoring 's' {needle}"):
             checked_scores("s", bad, 2, PairScore, "pairs")
+
+
+# ------------------------------------------------------------ byte-audit --table: every entry, before any load
+def _table(tmp_path, name, value):
+    import numpy as np
+    import torch
+
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text(value, encoding="utf-8")
+    elif name.endswith(".npy"):
+        np.save(path, value)
+    else:
+        torch.save(value, path)
+    return path
+
+
+def _tables():
+    import numpy as np
+    import torch
+
+    return [("inf.json", "[1, 2, Infinity]", "entry 2 (token id 2) is inf"),
+            ("nan.json", "[1, NaN]", "entry 1 (token id 1) is nan"),
+            ("big.json", "[1, 1e400]", "entry 1 (token id 1) is inf"),
+            ("neg.json", "[0, 1, -3]", "entry 2 (token id 2) is -3"),
+            ("half.json", "[2.5]", "entry 0 (token id 0) is 2.5"),
+            ("word.json", '[1, "2"]', "entry 1 (token id 1) is '2'; each entry must be a number, not a str"),
+            ("bool.json", "[true]", "entry 0 (token id 0) is True"),
+            ("nested.json", "[[1, 2]]", "entry 0 (token id 0) is [1, 2]"),
+            ("string.json", '"abc"', "holds a value of type str, not a flat list"),
+            ("inf.pt", torch.tensor([1.0, float("inf")]), "entry 1 (token id 1) is inf"),
+            ("nan.pt", torch.tensor([float("nan")]), "entry 0 (token id 0) is nan"),
+            ("matrix.pt", torch.ones(2, 2), "entry 0 (token id 0) is [1.0, 1.0]"),
+            ("dict.pt", {"a": 1}, "holds a value of type dict, not a flat list"),
+            ("list.pt", [1, -1], "entry 1 (token id 1) is -1"),
+            ("scalar.pt", torch.tensor(3), "holds a value of type int, not a flat list"),
+            ("nan.npy", np.array([1.0, np.nan]), "entry 1 (token id 1) is nan")]
+
+
+@pytest.mark.parametrize("index", range(16))
+def test_a_bad_byte_table_is_one_line_naming_the_file_and_the_entry_before_any_load(capsys, tmp_path, monkeypatch,
+                                                                                    index):
+    """The audit: an ``inf`` entry, a ``.pt`` list or dict were internal errors; a NaN named neither file nor entry."""
+    import ppl_tok.cli.perplexity
+
+    name, value, needle = _tables()[index]
+    table = _table(tmp_path, name, value)
+    (tmp_path / "c.txt").write_text("Hello world\n", encoding="utf-8")
+    monkeypatch.setattr(ppl_tok.cli.perplexity, "_vocab", lambda args: pytest.fail("the vocabulary loaded first"))
+    one_line(capsys, ["byte-audit", str(tmp_path / "c.txt"), "--table", str(table)], [f"byte table {table}", needle])
+
+
+def test_a_pt_list_or_a_dict_of_bytes_is_read_as_its_json_twin(tmp_path):
+    import torch
+
+    from ppl_tok.perplexity.audit import read_byte_table
+
+    assert read_byte_table(_table(tmp_path, "l.pt", [1, 0, 2])) == [1, 0, 2]
+    assert read_byte_table(_table(tmp_path, "d.pt", {"bytes": torch.tensor([3, 1])})) == [3, 1]
+    assert read_byte_table(_table(tmp_path, "f.pt", torch.tensor([3.0, 1.0]))) == [3, 1]
