@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, integer, output_file, positive, run_folder
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
@@ -80,6 +80,9 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
     if name != "canonical+rest":
         refuse_ignored(args, ("--samples", "--seed"), f"--scoring {args.scoring} draws no importance samples "
                        "(FLAG applies to --scoring canonical+rest)", "leave FLAG out or give that scoring")
+    if args.out is None:
+        refuse_ignored(args, ("--checkpoint-every",), "it saves the documents in progress into the run folder of "
+                       "--out, and there is none", "give --out DIR, or leave FLAG out")
 
 
 def cmd_perplexity(args: argparse.Namespace) -> None:
@@ -310,7 +313,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
-    p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
+    p.add_argument("--out", type=run_folder, help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
     p.add_argument("--checkpoint-every", type=positive, default=60.0, metavar="SECONDS",
                    help="with --out, save the documents in progress every SECONDS (beam, prefix, with-end; default 60): "

@@ -12,6 +12,7 @@ import pytest
 
 from ppl_tok.cli.main import main
 from ppl_tok.lm import backends
+from tests.suites.test_hostile_strings import BATCH_FILES, refused, world  # noqa: F401 - the shared fixture
 
 
 def one_line(capsys, argv, needles):
@@ -246,3 +247,72 @@ def test_a_pt_list_or_a_dict_of_bytes_is_read_as_its_json_twin(tmp_path):
     assert read_byte_table(_table(tmp_path, "l.pt", [1, 0, 2])) == [1, 0, 2]
     assert read_byte_table(_table(tmp_path, "d.pt", {"bytes": torch.tensor([3, 1])})) == [3, 1]
     assert read_byte_table(_table(tmp_path, "f.pt", torch.tensor([3.0, 1.0]))) == [3, 1]
+
+
+# ------------------------------------------------------------ unclear messages and flags accepted and ignored
+MESSAGES = [
+    # --out '' was Path('') = the current folder: the run's files landed there
+    (["perplexity", "{tmp}/ok.txt", "--model", "toy-bigram", "--out", ""], ["--out", "expected a run folder, got ''"]),
+    (["surprisal", "{tmp}/items.txt", "--model", "toy-bigram", "--out", ""], ["--out", "expected a run folder"]),
+    (["conditional", "--input", "{tmp}/pairs.jsonl", "--model", "toy-bigram", "--out", ""], ["--out", "run folder"]),
+    (["next", "--input", "{tmp}/pairs.jsonl", "--model", "toy-bigram", "--out", ""], ["--out", "run folder"]),
+    # flags accepted and ignored
+    (["generate", "--prompt", "ab", "--canonical", "--beam", "3", "--model", "toy-bigram"],
+     ["--beam would be ignored", "--canonical"]),
+    (["generate", "--prompt", "ab", "--canonical", "--prune", "3", "--model", "toy-bigram"], ["--prune would be ignored"]),
+    (["generate", "--prompt", "ab", "--canonical", "--prefill", "exact", "--model", "toy-bigram"], ["--prefill"]),
+    (["generate", "--prompt", "ab", "--canonical", "--out", "{tmp}/g", "--model", "toy-bigram"], ["--out would be"]),
+    (["generate", "--prompt", "ab", "--canonical", "--model", "toy-bigram", "--model", "toy-bigram-2"],
+     ["--canonical samples from one LM"]),
+    (["perplexity", "{tmp}/ok.txt", "--model", "toy-bigram", "--checkpoint-every", "5"],
+     ["--checkpoint-every would be ignored", "--out"]),
+    # the request numbered from 0 after the model load: now file:line, before it
+    (["boundary", "{tmp}/requests.jsonl", "--model", "toy-bigram"], ["requests.jsonl:2", "continuation", "empty"]),
+]
+
+
+@pytest.mark.parametrize("argv, needles", MESSAGES)
+def test_unclear_messages_and_ignored_flags_are_one_line_before_the_load(capsys, world, monkeypatch, argv,
+                                                                          needles):
+    tmp, _ = world
+    for name, text in BATCH_FILES.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    (tmp / "items.txt").write_text("ab ba\nb a\n", encoding="utf-8")
+    (tmp / "requests.jsonl").write_text('{"context": "ab", "continuation": " ba"}\n{"context": "ab", '
+                                        '"continuation": ""}\n', encoding="utf-8")
+    (tmp / "cwd").mkdir()
+    monkeypatch.chdir(tmp / "cwd")
+    refused(capsys, world, argv, needles)
+    assert not any((tmp / "cwd").iterdir())  # nothing written into the current folder
+
+
+def test_the_checkpoint_flag_with_out_and_canonical_generation_alone_still_run(capsys, world):
+    tmp, _ = world
+    assert main(["perplexity", str(tmp / "ok.txt"), "--model", "toy-bigram", "--checkpoint-every", "5", "--out",
+                 str(tmp / "ck")]) == 0
+    assert main(["generate", "--prompt", "ab", "--canonical", "--max-bytes", "3", "--model", "toy-bigram"]) == 0
+
+
+def test_a_damaged_surprisal_unit_is_one_line_naming_the_line_and_the_field(capsys, world):
+    """The audit: a stored unit without ``lower`` ended ``surprisal`` with ``error: 'lower'``."""
+    import json
+
+    tmp, _ = world
+    (tmp / "items.txt").write_text("ab ba\nb a\n", encoding="utf-8")
+    argv = ["surprisal", str(tmp / "items.txt"), "--model", "toy-bigram", "--out", str(tmp / "s")]
+    assert main(argv) == 0
+    records = tmp / "s" / "records.jsonl"
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    del rows[0]["units"][1]["lower"]
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    refused(capsys, world, argv, [f"{records}:1", "unit 1 has no field 'lower'", "damaged"], before_load=False)
+
+
+def test_a_record_without_its_key_names_the_missing_field(tmp_path):
+    from ppl_tok.common.jsonl_store import StoreError, read_jsonl_records
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"index": 0}\n{"other": 1}\n')
+    with pytest.raises(StoreError, match=r"r.jsonl:2: not an item record \(no field 'index'\); the line is damaged"):
+        list(read_jsonl_records(path, lambda r: r["index"], "item record"))
