@@ -256,6 +256,7 @@ MESSAGES = [
     (["surprisal", "{tmp}/items.txt", "--model", "toy-bigram", "--out", ""], ["--out", "expected a run folder"]),
     (["conditional", "--input", "{tmp}/pairs.jsonl", "--model", "toy-bigram", "--out", ""], ["--out", "run folder"]),
     (["next", "--input", "{tmp}/pairs.jsonl", "--model", "toy-bigram", "--out", ""], ["--out", "run folder"]),
+    (["bench", "gpu-check", "--device", "cpu", "--quick", "--out", ""], ["--out", "expected a folder, got ''"]),
     # flags accepted and ignored
     (["generate", "--prompt", "ab", "--canonical", "--beam", "3", "--model", "toy-bigram"],
      ["--beam would be ignored", "--canonical"]),
