@@ -313,7 +313,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
-    p.add_argument("--out", type=run_folder, help="a run folder: records stored as they are computed; resumes a killed run")
+    p.add_argument("--out", type=run_folder,
+                   help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
     p.add_argument("--checkpoint-every", type=positive, default=60.0, metavar="SECONDS",
                    help="with --out, save the documents in progress every SECONDS (beam, prefix, with-end; default 60): "

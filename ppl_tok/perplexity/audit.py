@@ -106,7 +106,8 @@ def read_byte_table(path: str | Path, size: int | None = None) -> list[int]:
     if isinstance(values, tuple):
         values = list(values)
     if not isinstance(values, list):
-        raise ValueError(f"byte table {path}: holds a value of type {type(values).__name__}, not a flat list of byte counts "
+        raise ValueError(f"byte table {path}: holds a value of type {type(values).__name__}, not a flat list of byte "
+                         "counts "
                          "(a JSON list or {\"bytes\": [...]}, a 1-D .npy array, a 1-D .pt tensor or list), one per "
                          "token id")
     for i, v in enumerate(values):
@@ -121,7 +122,8 @@ def read_byte_table(path: str | Path, size: int | None = None) -> list[int]:
 
 
 def check_table_size(path: str | Path, table: Sequence[Any], size: int) -> None:
-    """A table read from ``path`` has one entry per token id of a vocabulary of ``size`` (a ``ValueError`` naming it)."""
+    """A table read from ``path`` has one entry per token id of a vocabulary of ``size`` (else a ``ValueError``
+    naming it)."""
     if len(table) != size:
         raise ValueError(f"byte table {path}: {len(table)} entries for a vocabulary of {size} token ids; "
                          "build it from the same tokenizer")

@@ -68,11 +68,12 @@ class DocumentScore:
 
 
 def checked_scores(scoring: str, scores: Any, inputs: int, kind: type, what: str) -> list[Any]:
-    """A scoring's answer, checked: exactly one ``kind`` (:class:`DocumentScore`, :class:`~ppl_tok.scorings.pairs.PairScore`)
-    per input, in a sequence. Every consumer calls a scoring through here (``score_documents`` of
-    :mod:`ppl_tok.scorings.documents`, the QA study's and lm-eval's ``score_pairs``), so a scoring that returns
-    fewer (bits per byte over fewer documents) or more figures than it was given, or something else, is a
-    ``ValueError`` naming the scoring, never a figure over the wrong inputs.
+    """A scoring's answer, checked: exactly one ``kind`` (:class:`DocumentScore`,
+    :class:`~ppl_tok.scorings.pairs.PairScore`) per input, in a sequence. Every consumer calls a scoring
+    through here (``score_documents`` of :mod:`ppl_tok.scorings.documents`, the QA study's and lm-eval's
+    ``score_pairs``), so a scoring that returns fewer (bits per byte over fewer documents) or more figures
+    than it was given, or something else, is a ``ValueError`` naming the scoring, never a figure over the
+    wrong inputs. A small function on its own, so that a registry's one call path can keep it.
 
     :param what: the inputs' name in the message (``"documents"``, ``"pairs"``).
     """

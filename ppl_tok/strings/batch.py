@@ -118,7 +118,8 @@ class StringsStore(JsonlStore):
 
 
 def _unit_columns() -> tuple[str, ...]:
-    """The fields of a surprisal unit (:class:`~ppl_tok.strings.surprisal.UnitSurprisal`): a stored unit has every one."""
+    """The fields of a surprisal unit (:class:`~ppl_tok.strings.surprisal.UnitSurprisal`): a stored unit has every
+    one."""
     from dataclasses import fields
 
     from ppl_tok.strings.surprisal import UnitSurprisal

@@ -260,7 +260,8 @@ MESSAGES = [
     # flags accepted and ignored
     (["generate", "--prompt", "ab", "--canonical", "--beam", "3", "--model", "toy-bigram"],
      ["--beam would be ignored", "--canonical"]),
-    (["generate", "--prompt", "ab", "--canonical", "--prune", "3", "--model", "toy-bigram"], ["--prune would be ignored"]),
+    (["generate", "--prompt", "ab", "--canonical", "--prune", "3", "--model", "toy-bigram"],
+     ["--prune would be ignored"]),
     (["generate", "--prompt", "ab", "--canonical", "--prefill", "exact", "--model", "toy-bigram"], ["--prefill"]),
     (["generate", "--prompt", "ab", "--canonical", "--out", "{tmp}/g", "--model", "toy-bigram"], ["--out would be"]),
     (["generate", "--prompt", "ab", "--canonical", "--model", "toy-bigram", "--model", "toy-bigram-2"],
