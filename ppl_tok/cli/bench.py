@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from pathlib import Path
 
-from ppl_tok.common.arguments import POSITIVE
+from ppl_tok.common.arguments import POSITIVE, output_folder
 from ppl_tok.cli import bench_flags
 from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.common import (_emit, add_data_dir_argument, add_json_argument, add_lm_arguments,
@@ -127,7 +127,8 @@ def register(sub: argparse._SubParsersAction) -> None:
              "device-parametrised tests, then the engine, marginal, bracket, QA and memory parts against their "
              "targets; --device defaults to cuda here; exit status 1 if a target is missed or a part fails",
              cmd_gpu_check, data="a folder with openbookqa/dev.jsonl and test.jsonl", check=bench_flags.gpu_check)
-    p.add_argument("--out", default="gpu-check", help="where report.md and report.json go (default gpu-check/)")
+    p.add_argument("--out", type=output_folder, default="gpu-check",
+                   help="where report.md and report.json go (default gpu-check/)")
     p.add_argument("--quick", action="store_true", help="toy sizes: a smoke test of the command (targets not judged)")
     p.add_argument("--parts", type=_parts, help="comma-separated subset of tests,syncs,engine,marginal,bracket,qa,memory")
     p.add_argument("--tests", metavar="DIR", help="a checkout's test folder, for the tests part (make gpu-check: tests)")

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, DeprecatedAlias, LaterChoices, integer, output_file, positive
+from ppl_tok.common.arguments import (POSITIVE, SEED, DeprecatedAlias, LaterChoices, integer, output_file, positive,
+                                      run_folder)
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
@@ -80,6 +81,9 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
     if name != "canonical+rest":
         refuse_ignored(args, ("--samples", "--seed"), f"--scoring {args.scoring} draws no importance samples "
                        "(FLAG applies to --scoring canonical+rest)", "leave FLAG out or give that scoring")
+    if args.out is None:
+        refuse_ignored(args, ("--checkpoint-every",), "it saves the documents in progress into the run folder of "
+                       "--out, and there is none", "give --out DIR, or leave FLAG out")
 
 
 def cmd_perplexity(args: argparse.Namespace) -> None:
@@ -220,17 +224,19 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 
 def cmd_byte_audit(args: argparse.Namespace) -> None:
-    from ppl_tok.perplexity.audit import audit_bytes, read_byte_table
+    from ppl_tok.perplexity.audit import audit_bytes, check_table_size, read_byte_table
     from ppl_tok.perplexity.corpus import read_corpus
 
     corpus = read_corpus(args.file, field=args.field, split=args.split)
+    table = read_byte_table(args.table) if args.table else None  # every entry checked before the LM loads
     lm = None
     if args.bits:
         from ppl_tok.lm.cards import load_lm
 
         lm = load_lm(args.model, device=args.device)
     vocab = lm.vocab if lm is not None else _vocab(args)
-    table = read_byte_table(args.table, len(vocab)) if args.table else None
+    if table is not None:
+        check_table_size(args.table, table, len(vocab))
     audit = audit_bytes(vocab, [d.text for d in corpus.documents], table, lm=lm, bos_id=args.bos_id)
     d = audit.to_dict()
     lines = [f"{corpus.source}: {audit.documents} documents, {audit.tokens} tokens under {vocab.name}",
@@ -308,7 +314,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_proposal_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
-    p.add_argument("--out", type=Path, help="a run folder: records stored as they are computed; resumes a killed run")
+    p.add_argument("--out", type=run_folder,
+                   help="a run folder: records stored as they are computed; resumes a killed run")
     p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
     p.add_argument("--checkpoint-every", type=positive, default=60.0, metavar="SECONDS",
                    help="with --out, save the documents in progress every SECONDS (beam, prefix, with-end; default 60): "

@@ -8,7 +8,7 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive, top_mass
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
-                                add_text_arguments, search_config)
+                                add_text_arguments, lm_specs, refuse_ignored, search_config)
 from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
 
 
@@ -82,11 +82,22 @@ def cmd_generate(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
+#: ``generate``'s flags that ``--canonical`` has no use for: the beam over strings, the batch and the ensemble's
+CANONICAL_IGNORES = ("--beam", "--prune", "--search-budget", "--extend-threshold", "--boundary-threshold",
+                     "--rejoin-threshold", "--prefill", "--prompt-field", "--out", "--batch-size", "--ray", "--workers",
+                     "--kind", "--weight")
+
+
 def _generate_canonical(args: argparse.Namespace) -> None:
     """``generate --canonical``: tokens from the LM conditioned on canonicality, each step renormalised
     (:func:`~ppl_tok.infer.canonical_lm.canonical_generate`)."""
     from ppl_tok.infer.canonical_lm import canonical_generate
 
+    refuse_ignored(args, CANONICAL_IGNORES, "--canonical samples tokens from the canonical LM of one prompt with one "
+                   "LM (no beam over strings, no batch, no ensemble)", "drop FLAG, or drop --canonical")
+    if len(lm_specs(args)) > 1:
+        raise ValueError("--canonical samples from one LM: give one --model (an ensemble has no canonical LM here), "
+                         "or drop --canonical")
     for flag, value in (("--temperature", args.temperature), ("--top-p", args.top_p), ("--greedy", args.greedy or None),
                         ("--stop", args.stop or None), ("--context", args.context or None),
                         ("--input", args.input), ("--mode", None if args.mode == "auto" else args.mode)):
@@ -175,7 +186,7 @@ def cmd_boundary(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from ppl_tok.datasets import _open
-    from ppl_tok.strings.boundary import boundary_report
+    from ppl_tok.strings.boundary import boundary_report, move_trailing_space
 
     if (args.file is None) == (args.task is None):
         raise ValueError("give either FILE (JSON Lines of requests) or --task NAME (an lm-eval task), not "
@@ -191,7 +202,11 @@ def cmd_boundary(args: argparse.Namespace) -> None:
             if not all(isinstance(row.get(k), str) for k in args.fields):
                 raise ValueError(f"{args.file}:{n}: expected string fields {' and '.join(map(repr, args.fields))} "
                                  "(--fields CONTEXT CONTINUATION names them)")
-            pairs.append((row[args.fields[0]], row[args.fields[1]]))
+            context, text = row[args.fields[0]], row[args.fields[1]]
+            if not move_trailing_space(context, text)[1]:  # as boundary_report would find it, after the load
+                raise ValueError(f"{args.file}:{n}: the continuation {args.fields[1]!r} is empty (after the context's "
+                                 "trailing whitespace moves to it): nothing to score; give it text, or drop the line")
+            pairs.append((context, text))
         source = args.file
     report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold)
     s = report.summary()

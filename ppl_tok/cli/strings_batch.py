@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
                                 search_config)
-from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive
+from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive, run_folder
 from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
 
@@ -52,7 +52,8 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
     if text:
         g.add_argument("--text-field", default="text", metavar="NAME",
                        help="--input: the text's field (default text)")
-    g.add_argument("--out", metavar="DIR", help="--input: a run folder; records stored as they are computed, and "
+    g.add_argument("--out", type=run_folder, metavar="DIR",
+                   help="--input: a run folder; records stored as they are computed, and "
                    "a rerun computes only the missing ones")
     g.add_argument("--batch-size", type=POSITIVE, default=8, help="--input: items per batch (default 8)")
     g.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")

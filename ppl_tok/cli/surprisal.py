@@ -26,7 +26,7 @@ from typing import Any
 
 from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_ray_arguments,
                                 add_search_arguments, lm_spec, ray_address, search_config)
-from ppl_tok.common.arguments import POSITIVE, integer, positive
+from ppl_tok.common.arguments import POSITIVE, integer, positive, run_folder
 from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.certified import WIDE_BITS
@@ -295,7 +295,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="words keep their punctuation (\" boat.\" one unit) instead of punctuation runs being units")
     p.add_argument("--context", default="", help="text every item continues, canonically tokenized (default: none)")
     p.add_argument("--format", choices=("tsv", "csv", "jsonl"), default="tsv", help="the rows' format (default tsv)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", type=run_folder, metavar="DIR",
                    help="also keep the records in this run folder (run.json, records.jsonl: one record per item, "
                         "as every string task's), batch by batch; a killed run resumes from it")
     p.add_argument("--batch-size", type=POSITIVE, default=16, metavar="N",

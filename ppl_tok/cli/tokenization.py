@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive
-from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _tokens, _vocab, add_command,
-                                add_proposal_arguments, add_text_arguments, proposal_names)
+from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _read_text, _tokens, _vocab,
+                                add_command, add_proposal_arguments, add_text_arguments, proposal_names)
 from ppl_tok.common.jsonout import count_fields
 from ppl_tok.limits import limits
 
@@ -276,17 +276,28 @@ def _guide(args: argparse.Namespace) -> Any:
     return args.proposal if found.from_record is None else resolve_proposal(args.proposal, args.proposal_file)
 
 
+def read_word_list(path: str) -> list[str]:
+    """The training texts of ``learn-proposal``: the non-blank lines of a UTF-8 file, read by the one line reader
+    (:func:`~ppl_tok.common.lines.split_lines`: ``\r\n`` is ``\n``, so a Windows file keeps no ``\r``), each kept
+    as it is (a leading space included); a NUL is an error naming ``file:line``."""
+    from ppl_tok.common.lines import split_lines
+
+    texts = []
+    for n, line in enumerate(split_lines(_read_text(path, "WORDS")), 1):
+        if "\0" in line:
+            raise ValueError(f"{path}:{n}: a NUL character at character {line.index(chr(0))}: not text; remove it")
+        if line.strip():
+            texts.append(line)
+    if not texts:
+        raise ValueError(f"{path} holds no text: give one training string a line")
+    return texts
+
+
 def cmd_learn_proposal(args: argparse.Namespace) -> None:
     from ppl_tok.infer.learn import train_proposal
     from ppl_tok.proposals import FEATURES
 
-    try:
-        with open(args.file, encoding="utf-8") as f:
-            texts = [line.rstrip("\n") for line in f if line.strip()]
-    except OSError as err:
-        raise ValueError(f"cannot read the training texts {args.file}: {err.strerror}") from None
-    if not texts:
-        raise ValueError(f"{args.file} holds no text: give one training string a line")
+    texts = read_word_list(args.file)
     lm = _load_lm(args)
     start = time.perf_counter()
     prop = train_proposal(texts, lm, args.steps, particles=args.particles, lr=args.lr, seed=args.seed,

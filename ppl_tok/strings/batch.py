@@ -102,6 +102,9 @@ class StringsStore(JsonlStore):
             raise damaged(where, f"lower {lower} is above upper {upper}")
         for k, unit in enumerate(record.get("units") or ()):  # surprisal's rows
             check_fields(unit, f"{where} unit {k}", cls.unit_fields)
+            missing = next((name for name in _unit_columns() if name not in unit), None)
+            if missing is not None:  # a row is written with every column: never a KeyError later
+                raise damaged(where, f"unit {k} has no field {missing!r}")
             if unit.get("upper") != "Infinity" and unit.get("lower", 0) > unit.get("upper", math.inf):
                 raise damaged(where, f"unit {k}: lower {unit['lower']} is above upper {unit['upper']}")
         return record
@@ -112,6 +115,16 @@ class StringsStore(JsonlStore):
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(f"index should be an integer, got {index!r}")
         return index
+
+
+def _unit_columns() -> tuple[str, ...]:
+    """The fields of a surprisal unit (:class:`~ppl_tok.strings.surprisal.UnitSurprisal`): a stored unit has every
+    one."""
+    from dataclasses import fields
+
+    from ppl_tok.strings.surprisal import UnitSurprisal
+
+    return tuple(f.name for f in fields(UnitSurprisal))
 
 
 def batch_settings(task: str, members: Members, options: Options, *, input_sha256: str | None = None,

@@ -83,7 +83,7 @@ def boundary_report(lm: LanguageModel, pairs: Sequence[tuple[str, str]], config:
     moved_pairs = [move_trailing_space(c, x) for c, x in pairs]
     for i, (_, x) in enumerate(moved_pairs):
         if not x:
-            raise ValueError(f"request {i}: the continuation is empty: nothing to score")
+            raise ValueError(f"request {i} (counted from 0): the continuation is empty: nothing to score")
     canonical = lm.log_probs_many([lm.canonical(x) for _, x in moved_pairs], [c for c, _ in moved_pairs])
     found = conditionals_many(lm, [c for c, _ in moved_pairs], [x for _, x in moved_pairs],
                               config=config or StringSearchConfig(prefill="canonical-head"))

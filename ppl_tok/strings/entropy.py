@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ppl_tok.limits import check_contexts
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.units import WordRules, unit_byte_spans
 
@@ -57,7 +58,7 @@ def next_token_entropies(lm: LanguageModel, texts: Sequence[str], *, units: str 
     :raises ValueError: a text the tokenizer cannot spell with canonical tokens, or mismatched lengths.
     """
     texts = list(texts)
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     per_item = [units] * len(texts) if isinstance(units, str) else list(units)
     if not len(contexts) == len(per_item) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(per_item)} unit specifications: "

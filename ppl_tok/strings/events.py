@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppl_tok.limits import check_texts
+from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -117,7 +117,7 @@ def string_events(lm: LanguageModel, texts: Sequence[str], contexts: Sequence[st
     """
     texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     paths = [lm.canonical(t) for t in texts] if keep is None else [p or lm.canonical(t) for p, t in zip(keep, texts)]
     if not len(contexts) == len(paths) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(paths)} kept paths")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ppl_tok.limits import check_texts
+from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
@@ -244,7 +244,7 @@ def string_marginals(lm: LanguageModel, texts: Sequence[str], contexts: Sequence
     texts = check_texts("texts", texts)
     config = config or StringSearchConfig()
     _check_config(config)
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     if len(contexts) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
     start = time.perf_counter()

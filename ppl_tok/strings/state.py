@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ppl_tok.limits import check_contexts
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, needs_forward, run_kept
@@ -364,7 +365,7 @@ def initial_many(lm: LanguageModel, prompts: Sequence[str | bytes], contexts: Se
         raise TypeError(f"prompts must be a sequence of prompts, got the {type(prompts).__name__} {prompts[:40]!r}: "
                         "wrap one prompt in a list, [prompt]")
     config = config or StringSearchConfig()
-    contexts = [""] * len(prompts) if contexts is None else list(contexts)
+    contexts = [""] * len(prompts) if contexts is None else check_contexts("contexts", contexts)
     data = [p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in prompts]
     heads = prefill_heads(lm, data, contexts, config)
     return [StringState(lm, c, config, prompt=p, head=h) for p, c, h in zip(data, contexts, heads)]

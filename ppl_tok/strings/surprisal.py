@@ -77,7 +77,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppl_tok.limits import check_texts
+from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -339,7 +339,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     texts = list(texts)
     rules = rules or WordRules()
     config = config or StringSearchConfig()
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     if len(contexts) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
     per_item = [units] * len(texts) if isinstance(units, str) else list(units)
@@ -447,7 +447,7 @@ def canonical_surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units:
     texts = check_texts("texts", texts)
     texts = list(texts)
     rules = rules or WordRules()
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     per_item = [units] * len(texts) if isinstance(units, str) else list(units)
     if not len(contexts) == len(per_item) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(per_item)} unit specifications: "

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 for _var in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
@@ -184,3 +185,19 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
     assert got[2] == pytest.approx(got[3], abs=1e-6)
+
+
+def test_a_byte_budget_that_ends_inside_a_character_ends_at_the_last_complete_one():
+    """Issue 56: ``max_gen_toks=1`` after a Japanese prompt gave ``'、\\ufffd'`` (4 bytes: 、 and one of 日)."""
+    from ppl_tok import BigramLM, Vocabulary
+    from ppl_tok.integrations.lm_eval_strings import complete_characters
+
+    vocab = Vocabulary.from_tokens([None, "a", "、", "日"])
+    rows = torch.tensor([[0.1, 0.1, 0.7, 0.1], [0.05, 0.05, 0.8, 0.1], [0.05, 0.05, 0.1, 0.8], [0.1, 0.1, 0.1, 0.7]])
+    model = PPLTokLM(lm=BigramLM(vocab, rows, bos_id=0), gen_bytes_per_token=4)
+    requests = [Instance("generate_until", {}, ("a", {"max_gen_toks": toks}), 0, ("t", toks, 1)) for toks in (1, 2, 3)]
+    got = model.generate_until(requests, disable_tqdm=True)
+    # 4 bytes: 、 + 1 byte of 日; 8 bytes: 、日 + 2 bytes; 12 bytes: 、日日日
+    assert got == ["、", "、日", "、日日日"]
+    assert all("\ufffd" not in text for text in got)
+    assert complete_characters("、日".encode()[:5]) == "、" and complete_characters(b"a\xffb\xe6") == "a\ufffdb"

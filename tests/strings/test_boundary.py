@@ -32,7 +32,7 @@ def test_spanning_tokens_and_the_moves_equal_brute_force():
     assert s["requests"] == 5 and s["spanning"] == 2
     assert s["moved"] == sum(abs(r["moved"]) > 0.01 for r in report.rows)
     assert report.rows[1]["conditional"] == pytest.approx(report.rows[2]["conditional"], abs=1e-12)  # space moved
-    with pytest.raises(ValueError, match="request 0: the continuation is empty"):
+    with pytest.raises(ValueError, match=r"request 0 \(counted from 0\): the continuation is empty"):
         boundary_report(lm, [("ab", "")])
 
 
