@@ -39,3 +39,39 @@ def test_a_threshold_above_the_max_gives_at_most_the_threshold_never_a_false_max
 def test_stop_above_without_a_threshold_is_refused(capsys, world):
     refused(capsys, world, ["adversarial", "abc abc", "--target", "b", "--model", "toy-bigram", "--stop-above"],
             ["--stop-above", "--threshold"])
+
+
+# ------------------------------------------------------------ 3. every resumable file refuses foreign settings
+def _checkpoints_only(capsys, tmp, flags):
+    """A run folder holding only ``partial.jsonl`` (its run.json and records removed, as by ``cp`` of one file)."""
+    assert main(["perplexity", str(tmp / "ok.jsonl"), "--field", "text", "--scoring", "beam", "--model",
+                 "toy-bigram", "--checkpoint-every", "1e-9", "--out", str(tmp / "ck"), *flags]) == 0
+    capsys.readouterr()
+    partial = tmp / "ck" / "partial.jsonl"
+    assert len(partial.read_text().splitlines()) > 3
+    (tmp / "ck" / "run.json").unlink()
+    (tmp / "ck" / "documents.jsonl").write_text("")
+    return partial
+
+
+def test_a_folder_holding_only_checkpoints_is_not_adopted_under_other_settings(capsys, world):
+    """A ``--beam 2 --prune 3`` run's checkpoints were continued as ``--beam 8`` (147 forwards where a clean run
+    takes 402) and run.json then written with the new settings."""
+    tmp, _ = world
+    partial = _checkpoints_only(capsys, tmp, ["--beam", "2", "--prune", "3"])
+    argv = ["perplexity", "{tmp}/ok.jsonl", "--field", "text", "--scoring", "beam", "--model", "toy-bigram",
+            "--out", "{tmp}/ck"]
+    refused(capsys, world, argv + ["--beam", "8", "--prune", "3"],
+            ["{tmp}/ck/partial.jsonl", "other settings", "beam: folder has 2, this run has 8 (the folder's run: --beam 2)"], before_load=False)
+    assert not (tmp / "ck" / "run.json").exists()
+    lines = partial.read_text().splitlines(keepends=True)
+    partial.write_text("".join(lines[1:]))  # an older ppl-tok's checkpoints: no settings line
+    refused(capsys, world, argv + ["--beam", "2", "--prune", "3"],
+            ["{tmp}/ck/partial.jsonl", "not the settings", "new --out folder"], before_load=False)
+    partial.write_text("".join(lines))  # under its own settings it resumes, to the figures of a clean run
+    assert main([a.format(tmp=tmp) for a in argv] + ["--beam", "2", "--prune", "3", "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert main(["perplexity", str(tmp / "ok.jsonl"), "--field", "text", "--scoring", "beam", "--model",
+                 "toy-bigram", "--beam", "2", "--prune", "3", "--json"]) == 0
+    clean = json.loads(capsys.readouterr().out)
+    assert resumed["bits_per_byte"] == pytest.approx(clean["bits_per_byte"], abs=1e-9)
