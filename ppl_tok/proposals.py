@@ -27,6 +27,7 @@ sample that leaves the MDD is rejected.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -245,11 +246,35 @@ class LearnedProposal:
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("features") != list(FEATURES):
             raise ValueError(f"{path} is not a {FORMAT!r} file with features {list(FEATURES)}: retrain it with "
                              "`ppl-tok learn-proposal`")
-        out = cls(data["weights"])
-        out.step, out.optimizer_state, out.meta = int(data["step"]), data.get("optimizer_state"), data.get("meta", {})
-        if not math.isfinite(float(out.weights.sum())):
-            raise ValueError(f"{path} holds non-finite weights: retrain it")
+        out = cls(_file_weights(data.get("weights"), path))
+        step, state, meta = data.get("step"), data.get("optimizer_state"), data.get("meta", {})
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"{path}: 'step' holds {step!r}, not a count of training steps: the file is damaged; "
+                             "retrain it with `ppl-tok learn-proposal`")
+        for key, value in (("optimizer_state", state), ("meta", meta)):
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{path}: {key!r} holds a {type(value).__name__}, not a dict: the file is damaged; "
+                                 "retrain it with `ppl-tok learn-proposal`")
+        out.step, out.optimizer_state, out.meta = step, state, dict(meta or {})
         return out
+
+
+def _file_weights(weights: Any, path: Path) -> torch.Tensor:
+    """The weights a proposal file holds, as float64; anything but :data:`FEATURES`' count of finite real numbers
+    is a one-line error naming the file."""
+    if isinstance(weights, torch.Tensor) and not weights.is_complex() and weights.dtype != torch.bool:
+        w = weights.detach().to(torch.float64).reshape(-1)
+    elif isinstance(weights, (list, tuple)) and all(isinstance(x, numbers.Real) and not isinstance(x, bool)
+                                                   for x in weights):
+        w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
+    else:
+        shown = repr(weights)[:60]
+        raise ValueError(f"{path}: 'weights' holds {shown}, not {len(FEATURES)} numbers ({', '.join(FEATURES)}): "
+                         "the file is damaged; retrain it with `ppl-tok learn-proposal`")
+    if w.numel() != len(FEATURES) or not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{path}: 'weights' holds {w.tolist()}, not {len(FEATURES)} finite numbers "
+                         f"({', '.join(FEATURES)}): retrain it with `ppl-tok learn-proposal`")
+    return w
 
 
 #: the proposal names a consumer (QA, perplexity, lm-eval) accepts: the look-ahead, or a learned file

@@ -7,6 +7,7 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, output_file, positive
@@ -266,17 +267,56 @@ def _guide(args: argparse.Namespace) -> Any:
     return LearnedProposal.load(args.proposal_file).guide
 
 
+def _training_texts(file: str) -> list[str]:
+    """The word list of ``learn-proposal``: one text a line (the one line reader: ``\\r\\n`` is a line end),
+    blank lines left out, each within ``lm_bytes``; every error names the file (and line)."""
+    from ppl_tok.common.lines import split_lines
+
+    try:
+        data = Path(file).read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read the training texts {file}: {err.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{file}:{line}: byte 0x{data[err.start]:02X} is not UTF-8: save the word list as UTF-8") \
+            from None
+    texts = []
+    for n, line in enumerate(split_lines(text), 1):
+        if line.strip():
+            limits().check("lm_bytes", len(line.encode("utf-8")), f"{file}:{n}'s length in bytes")
+            texts.append(line)
+    if not texts:
+        raise ValueError(f"{file} holds no text: give one training string a line")
+    return texts
+
+
+def _check_proposal_out(args: argparse.Namespace, texts: list[str]) -> None:
+    """``--out`` is a file in an existing folder; an existing one is a proposal file trained under these settings
+    (those the LM is not needed for; its name and vocabulary are compared once it is loaded)."""
+    from ppl_tok.infer.learn import check_resume, training_settings
+    from ppl_tok.proposals import LearnedProposal
+
+    limits().check("samples", args.particles, "--particles (draws per training step)")
+    out = Path(args.out)
+    if not args.out or out.is_dir():
+        raise ValueError(f"--out {args.out!r} is a folder, not a file: give the proposal file's path (e.g. "
+                         "proposal.pt)")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist: create it, or give a path in "
+                         "an existing folder")
+    if out.exists():
+        check_resume(LearnedProposal.load(out), training_settings(texts, None, args.particles, args.lr, args.seed),
+                     out)
+
+
 def cmd_learn_proposal(args: argparse.Namespace) -> None:
     from ppl_tok.infer.learn import train_proposal
     from ppl_tok.proposals import FEATURES
 
-    try:
-        with open(args.file, encoding="utf-8") as f:
-            texts = [line.rstrip("\n") for line in f if line.strip()]
-    except OSError as err:
-        raise ValueError(f"cannot read the training texts {args.file}: {err.strerror}") from None
-    if not texts:
-        raise ValueError(f"{args.file} holds no text: give one training string a line")
+    texts = _training_texts(args.file)
+    _check_proposal_out(args, texts)  # before the model loads
     lm = _load_lm(args)
     start = time.perf_counter()
     prop = train_proposal(texts, lm, args.steps, particles=args.particles, lr=args.lr, seed=args.seed,

@@ -75,3 +75,70 @@ def test_a_folder_holding_only_checkpoints_is_not_adopted_under_other_settings(c
                  "toy-bigram", "--beam", "2", "--prune", "3", "--json"]) == 0
     clean = json.loads(capsys.readouterr().out)
     assert resumed["bits_per_byte"] == pytest.approx(clean["bits_per_byte"], abs=1e-9)
+
+
+def _learn(tmp, *flags, words="words.txt"):
+    return ["learn-proposal", str(tmp / words), "--out", str(tmp / "P.pt"), "--model", "toy-bigram",
+            "--steps", "2", "--particles", "4", *flags]
+
+
+@pytest.fixture
+def trained(capsys, world):
+    """A proposal file of two training steps on the toy LM (``P.pt``) and its word list."""
+    tmp, loads = world
+    (tmp / "words.txt").write_text("abc\n ab cd\nbab\n")
+    assert main(_learn(tmp) + ["--json"]) == 0
+    capsys.readouterr()
+    loads.clear()
+    return tmp
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--lr", "20"], "lr: file has 0.1, this run has 20.0 (--lr 0.1 resumes it)"),
+    (["--seed", "3"], "seed: file has 0, this run has 3"),
+    (["--particles", "8"], "particles: file has 4, this run has 8"),
+])
+def test_learn_proposal_refuses_a_resume_under_other_settings_before_the_load(capsys, world, trained, flags,
+                                                                               needle):
+    """It resumed under another lr, seed or particle count and rewrote its record as if all steps were so."""
+    before = (trained / "P.pt").read_bytes()
+    argv = _learn(trained, *flags)
+    argv[argv.index("--steps") + 1] = "4"  # a repeated flag: argparse takes the last
+    refused(capsys, world, [a.replace(str(trained), "{tmp}") for a in argv], ["{tmp}/P.pt", "other settings", needle])
+    assert (trained / "P.pt").read_bytes() == before
+
+
+def test_learn_proposal_refuses_another_word_list_and_another_model(capsys, world, trained):
+    (trained / "other.txt").write_text("abc\nbab\n")
+    refused(capsys, world, _learn(trained, words="other.txt"), ["{tmp}/P.pt", "texts_sha256: file has"])
+    argv = _learn(trained)
+    argv[argv.index("toy-bigram")] = "toy-bigram-2"
+    refused(capsys, world, argv, ["{tmp}/P.pt", "model: file has 'toy-bigram', this run has 'toy-bigram-2'"],
+            before_load=False)
+    (trained / "crlf.txt").write_bytes(b"abc\r\n ab cd\r\nbab\r\n")  # the same words with CRLF: the same list
+    argv = _learn(trained, "--json", words="crlf.txt")
+    argv[argv.index("--steps") + 1] = "3"
+    assert main(argv) == 0 and json.loads(capsys.readouterr().out)["steps"] == 3
+
+
+def test_learn_proposal_checks_its_out_file_sizes_and_counts_before_the_load(capsys, world, trained):
+    tmp = trained
+    refused(capsys, world, _learn(tmp)[:3] + ["{tmp}/nodir/x.pt"] + _learn(tmp)[4:],
+            ["--out {tmp}/nodir/x.pt", "{tmp}/nodir does not exist"])
+    refused(capsys, world, _learn(tmp)[:3] + [""] + _learn(tmp)[4:], ["--out ''", "not a file"])
+    (tmp / "long.txt").write_text("abc\n" + "ab" * 9000 + "\n")
+    refused(capsys, world, _learn(tmp, words="long.txt"), ["{tmp}/long.txt:2's length in bytes is 18,000",
+                                                           "lm_bytes=16,384"])
+    refused(capsys, world, _learn(tmp)[:-2] + ["--particles", "2000000"], ["--particles", "limit samples"])
+
+
+@pytest.mark.parametrize("weights", [["-50", "0", "0", "0"], [1.0, 2.0], None, "abc"])
+def test_a_proposal_file_with_malformed_weights_is_one_line_naming_it(capsys, world, trained, weights):
+    import torch
+
+    data = torch.load(trained / "P.pt", weights_only=True)
+    data["weights"] = weights
+    torch.save(data, trained / "P.pt")
+    refused(capsys, world, _learn(trained), ["{tmp}/P.pt", "'weights' holds", "retrain"])
+    refused(capsys, world, ["marginal", "abc", "--model", "toy-bigram", "--proposal", "learned", "--proposal-file",
+                            "{tmp}/P.pt"], ["{tmp}/P.pt", "'weights' holds"])
