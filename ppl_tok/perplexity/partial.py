@@ -80,8 +80,9 @@ class PartialStore(JsonlStore):
         repair(path)
         records = list(cls.read_records(path, store.settings))
         header = [r for r in records if _is_header(r)]
-        if header:
-            _refuse_differences(path, type(store).differences(header[0]["settings"], store.settings))
+        if header and header[0]["settings"] != store.settings:  # written by another folder's run?
+            complete = getattr(store, "complete", lambda settings: settings)  # an older run.json, its gaps filled
+            _refuse_differences(path, type(store).differences(header[0]["settings"], complete(store.settings)))
         lock = None if store._lock is None else os.dup(store._lock)  # the folder's flock, shared
         out = cls(store.folder, store.settings, [r for r in records if not _is_header(r)], lock)
         if not records:
