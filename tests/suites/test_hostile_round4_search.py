@@ -41,6 +41,45 @@ def test_stop_above_without_a_threshold_is_refused(capsys, world):
             ["--stop-above", "--threshold"])
 
 
+# ------------------------------------------------------------ 5. bounded and visible
+@pytest.mark.parametrize("argv, needles", [
+    (["adversarial", "a" * 17_000, "--target", "b"], ["prefix plus prompt plus suffix plus target in bytes is 17,001",
+                                                      "lm_bytes=16,384"]),
+    (["adversarial", "abc", "--target", "b", "--suffix", "c" * 16_400], ["is 16,404", "lm_bytes"]),
+    (["adversarial", "abc", "--target", "b", "--batch", "100000"], ["the batch", "limit search_batch=4,096"]),
+    (["adversarial", "abc", "--target", "b", "--budget", "2000000"], ["--budget is 2,000,000", "search_forwards"]),
+    (["adversarial", "abc", "--target", "b", "--minimize", "--threshold", "-1"], ["--threshold", "--minimize"]),
+    (["adversarial", "abc", "--target", "b", "--samples", "4", "--budget", "50"], ["--budget would be ignored",
+                                                                                 "--samples"]),
+])
+def test_adversarial_checks_sizes_and_counts_before_the_load(capsys, world, argv, needles):
+    refused(capsys, world, argv + ["--model", "toy-bigram"], needles)
+
+
+def test_adversarial_without_limits_stops_at_its_default_budget_and_says_what_it_certified(capsys, world,
+                                                                                          monkeypatch):
+    """With no --distance or budget it ran "until the certificate closes", which it never did, with no output."""
+    import ppl_tok.infer.adversarial
+
+    assert ppl_tok.infer.adversarial.DEFAULT_BUDGET == 20_000
+    DEFAULT_BUDGET = 4_000  # the same rule at a toy's scale: the command reads the default when it runs
+    monkeypatch.setattr(ppl_tok.infer.adversarial, "DEFAULT_BUDGET", DEFAULT_BUDGET)
+    prompt = " ab cd abc de ba" * 6
+    assert main(["adversarial", prompt, "--target", "b", "--model", "toy-bigram", "--json", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert not r["closed"] and r["stopped"] == "budget" and 0 < r["forwards"] <= DEFAULT_BUDGET
+    assert r["certificate"] == "exact" and r["complete_within"] >= 2 and int(r["certified_size"]) < int(r["size"])
+    assert r["certified"].startswith(f"the max over the {r['certified_size']} tokenizations within distance "
+                                     f"{r['complete_within']} ")
+    assert "adversarial" in err and "examined" in err  # the progress line
+    rows = brute_force(LM, prompt, "b", distance=r["complete_within"])
+    assert r["certified_low"] == pytest.approx(max(f for *_, f in rows), abs=1e-9) and len(rows) == int(
+        r["certified_size"])
+    assert main(["adversarial", prompt, "--target", "b", "--model", "toy-bigram"]) == 0
+    assert "the default budget: give --budget FORWARDS for more" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------ 3. every resumable file refuses foreign settings
 def _checkpoints_only(capsys, tmp, flags):
     """A run folder holding only ``partial.jsonl`` (its run.json and records removed, as by ``cp`` of one file)."""
