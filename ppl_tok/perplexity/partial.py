@@ -19,8 +19,8 @@ setting is refused before a record is read). It also carries its run's settings 
 (``{"settings": <the run.json of the run that wrote it>}``), so a folder holding only ``partial.jsonl``
 (``run.json`` lost or never copied) is not adopted under other settings: a resume compares them by
 ``run.json``'s rule and refuses a difference in one line naming the setting (:func:`check_recorded`), and a
-file without that line (an older ppl-tok's) is refused unless ``run.json`` vouches for it. Written by :class:`~ppl_tok.common.jsonl_store.JsonlStore`'s
-rules (one durable write per checkpoint, a torn last line cut off on open, a malformed or
+file without that line (an older ppl-tok's) is refused unless ``run.json`` vouches for it. Written by
+:class:`~ppl_tok.common.jsonl_store.JsonlStore`'s rules (one durable write per checkpoint, a torn last line cut off on open, a malformed or
 repeated line an error naming it). Records of documents already stored are left unread.
 ``canonical`` scoring needs none (it runs a document's windows in a few batched forwards, seconds
 for a megabyte); ``canonical+rest`` keeps finished documents only (its particles are drawn for a

@@ -101,7 +101,8 @@ def test_a_folder_holding_only_checkpoints_is_not_adopted_under_other_settings(c
     argv = ["perplexity", "{tmp}/ok.jsonl", "--field", "text", "--scoring", "beam", "--model", "toy-bigram",
             "--out", "{tmp}/ck"]
     refused(capsys, world, argv + ["--beam", "8", "--prune", "3"],
-            ["{tmp}/ck/partial.jsonl", "other settings", "beam: folder has 2, this run has 8 (the folder's run: --beam 2)"], before_load=False)
+            ["{tmp}/ck/partial.jsonl", "other settings", "beam: folder has 2, this run has 8 (the folder's run: --beam 2)"],
+            before_load=False)
     assert not (tmp / "ck" / "run.json").exists()
     lines = partial.read_text().splitlines(keepends=True)
     partial.write_text("".join(lines[1:]))  # an older ppl-tok's checkpoints: no settings line
