@@ -62,9 +62,9 @@ def test_adversarial_without_limits_stops_at_its_default_budget_and_says_what_it
     import ppl_tok.infer.adversarial
 
     assert ppl_tok.infer.adversarial.DEFAULT_BUDGET == 20_000
-    DEFAULT_BUDGET = 4_000  # the same rule at a toy's scale: the command reads the default when it runs
+    DEFAULT_BUDGET = 1_000  # the same rule at a toy's scale: the command reads the default when it runs
     monkeypatch.setattr(ppl_tok.infer.adversarial, "DEFAULT_BUDGET", DEFAULT_BUDGET)
-    prompt = " ab cd abc de ba" * 6
+    prompt = " ab cd abc de ba ab"  # 1,440 tokenizations: brute force can check the ball it closed
     assert main(["adversarial", prompt, "--target", "b", "--model", "toy-bigram", "--json", "--progress"]) == 0
     out, err = capsys.readouterr()
     r = json.loads(out)
