@@ -53,6 +53,8 @@ class Limits:
     :param dimacs_variables: variables of a DIMACS formula given to ``ppl-tok sat``.
     :param paths: tokenizations enumerated exactly (``--max-paths``), each kept with its log-probability.
     :param search_forwards: LM forwards of one certified search (``--budget``): its frontier grows with them.
+    :param search_batch: tokenizations an adversarial search scores in one batched call (``adversarial --batch``):
+        each holds its LM state (its KV cache) until its target is read.
     :param generated_tokens: tokens generated in all (``canonicity``: samples times ``--max-tokens``).
     :param generated_bytes: bytes one ``generate`` call draws (``--max-bytes``): each is a step of the walk
         (bytes mode) or part of a sampled token (tokens mode), and the LM's states along it are held.
@@ -73,6 +75,7 @@ class Limits:
     dimacs_variables: int = 1_000
     paths: int = 1 << 23
     search_forwards: int = 1_000_000
+    search_batch: int = 4096
     generated_tokens: int = 1 << 15
     generated_bytes: int = 1 << 16
     corpus_bytes: int = 1 << 28
@@ -200,6 +203,16 @@ def check_contexts(name: str, value: Any) -> list[str | Sequence[int]]:
     for i, c in enumerate(out):
         check_context(f"{name}[{i}]", c)
     return out
+
+
+def check_scored_text(parts: Sequence[tuple[str, str]], text: str = "prompt") -> None:
+    """``lm_bytes`` of the strings one LM call reads in a row (``(name, string)`` pairs), and ``text_bytes`` of the
+    one named ``text`` (its MDD): a :class:`LimitError` naming them, before any LM is loaded."""
+    lim = limits()
+    sizes = {name: len(value.encode("utf-8", "surrogatepass")) for name, value in parts}
+    if text in sizes:
+        lim.check("text_bytes", sizes[text], f"the {text}'s length in bytes")
+    lim.check("lm_bytes", sum(sizes.values()), " plus ".join(sizes) + " in bytes")
 
 
 def check_workload(texts: Sequence[str], contexts: Sequence[str | Sequence[int]], num_samples: int) -> None:

@@ -27,6 +27,7 @@ sample that leaves the MDD is rejected.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from dataclasses import dataclass
@@ -41,13 +42,13 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import MDD
 from ppl_tok.model import PLATE, ParticleWalk, conditioned, outer_batch_shape, site
 
-#: ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
+#: A step proposal ``proposal(walk, i, out) -> logits``: for particle ``i`` of ``walk`` at an MDD
 #: node whose out-edges are ``out`` (token -> next node), one logit per token of
 #: ``out`` in its order (``-inf`` forbids a token; at least one must be finite).
-Proposal = Callable[[ParticleWalk, int, dict[int, int]], torch.Tensor]
+StepLogits = Callable[[ParticleWalk, int, dict[int, int]], torch.Tensor]
 
 
-def mdd_guide(proposal: Proposal, name: str | None = None) -> Callable[..., torch.Tensor]:
+def mdd_guide(proposal: StepLogits, name: str | None = None) -> Callable[..., torch.Tensor]:
     """A Pyro guide for :func:`~ppl_tok.model.tokenization_model` from a proposal over out-edges.
 
     Like the model, it runs ``outer_shape`` replicas of its particles inside
@@ -247,11 +248,35 @@ class LearnedProposal:
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("features") != list(FEATURES):
             raise ValueError(f"{path} is not a {FORMAT!r} file with features {list(FEATURES)}: retrain it with "
                              "`ppl-tok learn-proposal`")
-        out = cls(data["weights"])
-        out.step, out.optimizer_state, out.meta = int(data["step"]), data.get("optimizer_state"), data.get("meta", {})
-        if not math.isfinite(float(out.weights.sum())):
-            raise ValueError(f"{path} holds non-finite weights: retrain it")
+        out = cls(_file_weights(data.get("weights"), path))
+        step, state, meta = data.get("step"), data.get("optimizer_state"), data.get("meta", {})
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise ValueError(f"{path}: 'step' holds {step!r}, not a count of training steps: the file is damaged; "
+                             "retrain it with `ppl-tok learn-proposal`")
+        for key, value in (("optimizer_state", state), ("meta", meta)):
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{path}: {key!r} holds a {type(value).__name__}, not a dict: the file is damaged; "
+                                 "retrain it with `ppl-tok learn-proposal`")
+        out.step, out.optimizer_state, out.meta = step, state, dict(meta or {})
         return out
+
+
+def _file_weights(weights: Any, path: Path) -> torch.Tensor:
+    """The weights a proposal file holds, as float64; anything but :data:`FEATURES`' count of finite real numbers
+    is a one-line error naming the file."""
+    if isinstance(weights, torch.Tensor) and not weights.is_complex() and weights.dtype != torch.bool:
+        w = weights.detach().to(torch.float64).reshape(-1)
+    elif isinstance(weights, (list, tuple)) and all(isinstance(x, numbers.Real) and not isinstance(x, bool)
+                                                   for x in weights):
+        w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
+    else:
+        shown = repr(weights)[:60]
+        raise ValueError(f"{path}: 'weights' holds {shown}, not {len(FEATURES)} numbers ({', '.join(FEATURES)}): "
+                         "the file is damaged; retrain it with `ppl-tok learn-proposal`")
+    if w.numel() != len(FEATURES) or not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{path}: 'weights' holds {w.tolist()}, not {len(FEATURES)} finite numbers "
+                         f"({', '.join(FEATURES)}): retrain it with `ppl-tok learn-proposal`")
+    return w
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 import math
 
+import pytest
 import torch
 
 from ppl_tok import BigramLM, Vocabulary
 from ppl_tok.infer.exact import exact_marginal
+from ppl_tok.proposals import LearnedProposal
 
 VOCAB = Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "aba", "bb"])
 TEXT = "ababba"
@@ -90,3 +92,25 @@ def test_resolve_proposal_and_the_settings_record_of_a_learned_file(tmp_path):
         proposal_settings("learned", tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="without its weights"):
         settings_guide({"proposal": "learned"})
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("weights", ["-50", "0", "0", "0"], "'weights' holds"),
+    ("weights", [1.0, 2.0], "'weights' holds .*, not 4 finite numbers"),
+    ("weights", [1.0, float("inf"), 0.0, 0.0], "'weights' holds .*inf.*, not 4 finite numbers"),
+    ("weights", None, "'weights' holds None"),
+    ("step", "3", "'step' holds '3'"),
+    ("step", -1, "'step' holds -1"),
+    ("meta", [1], "'meta' holds a list"),
+    ("optimizer_state", "x", "'optimizer_state' holds a str"),
+])
+def test_a_malformed_proposal_file_is_one_line_naming_it(tmp_path, key, value, needle):
+    """Issue 56: string weights were an internal TypeError; every malformed field is one ValueError naming the file."""
+    path = tmp_path / "q.pt"
+    LearnedProposal().save(path)
+    data = torch.load(path, weights_only=True)
+    data[key] = value
+    torch.save(data, path)
+    with pytest.raises(ValueError, match=f"{path}: {needle}") as err:
+        LearnedProposal.load(path)
+    assert "\n" not in str(err.value)

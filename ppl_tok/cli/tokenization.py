@@ -7,6 +7,7 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive
@@ -287,10 +288,30 @@ def read_word_list(path: str) -> list[str]:
         if "\0" in line:
             raise ValueError(f"{path}:{n}: a NUL character at character {line.index(chr(0))}: not text; remove it")
         if line.strip():
+            limits().check("lm_bytes", len(line.encode("utf-8")), f"{path}:{n}'s length in bytes")
             texts.append(line)
     if not texts:
         raise ValueError(f"{path} holds no text: give one training string a line")
     return texts
+
+
+def _check_proposal_out(args: argparse.Namespace, texts: list[str]) -> None:
+    """``--out`` is a file in an existing folder; an existing one is a proposal file trained under these settings
+    (those the LM is not needed for; its name and vocabulary are compared once it is loaded)."""
+    from ppl_tok.infer.learn import check_resume, training_settings
+    from ppl_tok.proposals import LearnedProposal
+
+    limits().check("samples", args.particles, "--particles (draws per training step)")
+    out = Path(args.out)
+    if not args.out or out.is_dir():
+        raise ValueError(f"--out {args.out!r} is a folder, not a file: give the proposal file's path (e.g. "
+                         "proposal.pt)")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist: create it, or give a path in "
+                         "an existing folder")
+    if out.exists():
+        check_resume(LearnedProposal.load(out), training_settings(texts, None, args.particles, args.lr, args.seed),
+                     out)
 
 
 def cmd_learn_proposal(args: argparse.Namespace) -> None:
@@ -298,6 +319,7 @@ def cmd_learn_proposal(args: argparse.Namespace) -> None:
     from ppl_tok.proposals import FEATURES
 
     texts = read_word_list(args.file)
+    _check_proposal_out(args, texts)  # before the model loads
     lm = _load_lm(args)
     start = time.perf_counter()
     prop = train_proposal(texts, lm, args.steps, particles=args.particles, lr=args.lr, seed=args.seed,

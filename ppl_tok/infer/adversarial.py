@@ -23,16 +23,22 @@ once: the LM's prefix cache), then the target is read one token at a time and a 
 soon as ``F_k(v) <= max(incumbent, threshold)``: it cannot beat the incumbent (nor exceed the threshold).
 
 **The certificate** (maximising). With ``E`` the members examined (scored in full or pruned) and ``best``
-the incumbent: every ``v`` in ``E`` has ``f(v) <= best`` (or ``<= threshold``), so
+the incumbent: a member pruned at level ``l`` (the incumbent then, or ``max(incumbent, t)`` with a threshold
+``t``) has ``f(v) <= F_k(v) <= l``, so with ``ceiling`` the highest such level
 
-    best <= max_{v in A} f(v) <= upper = best if E = A, else 0.
+    best <= max_{v in A} f(v) <= upper = max(best, ceiling) if E = A, else 0.
 
-``E = A`` (``closed``) is known exactly because ``|A|`` is counted exactly. Anytime: a budget of
-token-forwards or seconds stops between batches and returns the bracket so far, and
-``complete_within = r`` says every member within distance ``r`` was examined, so ``best`` is the exact
-maximum over that ball even when ``A`` is not closed. The trivial 0 is honest, not loose by choice: it is
-the only bound that holds for an arbitrary LM on members never run. Minimising, no prefix of the target
-bounds ``f`` from below, nothing is pruned, and the lower end is ``best`` if closed, else ``-inf``.
+``E = A`` (``closed``) is known exactly because ``|A|`` is counted exactly. Without a threshold every level
+is at most the final incumbent, so ``upper = best``: the maximum is **exact**. With one, members scoring
+between the incumbent and ``t`` are pruned unscored, so a closed search proves only that the maximum is
+**at most** ``max(best, t)`` (and that no member exceeds ``t``); it never names an unscored maximum.
+Anytime: a budget of token-forwards or seconds stops between batches and returns the bracket so far, and
+``complete_within = r`` says every member within distance ``r`` was examined: the same rule over that ball
+(the best *scored in it*, and the levels its members were pruned at) gives the interval certified over it
+(:attr:`AdversarialResult.certificate`, ``certified_low``/``certified_high``). The trivial 0 is honest,
+not loose by choice: it is the only bound that holds for an arbitrary LM on members never run. Minimising,
+no prefix of the target bounds ``f`` from below, nothing is pruned, and the lower end is ``best`` if closed,
+else ``-inf``.
 
 **Robustness radius.** With a threshold ``t`` (e.g. the log-probability the canonical prompt gives a
 rival answer), the radius is the largest ``d`` such that no member within distance ``d`` has ``f(v) > t``.
@@ -52,12 +58,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ppl_tok.infer.neighbourhood import TokenizationSet, levenshtein
+from ppl_tok.limits import check_scored_text, limits
 from ppl_tok.lm.base import LanguageModel, LMState
 from ppl_tok.mdd import MDD, compile_mdd
+
+#: token-forwards of a search of ``ppl-tok adversarial`` given no ``--budget`` (docs/adversarial.md: its cost)
+DEFAULT_BUDGET = 20_000
+#: what a search reports after each batch: (token-forwards so far, members examined, best log p so far,
+#: complete_within)
+Progress = Callable[[int, int, float, int], None]
 
 
 @dataclass
@@ -160,6 +173,14 @@ class AdversarialResult:
     forwards: int = 0
     seconds: float = 0.0
     stopped: str = "closed"                   #: closed, budget, time, threshold
+    #: what is proved over the members within ``complete_within`` (the whole set when closed): ``"exact"``
+    #: (the max, or min, is ``certified_low == certified_high``), ``"at-most"`` (members were pruned unscored
+    #: at a threshold above the best scored: the max is at most ``certified_high``, the best scored is
+    #: ``certified_low``) or ``"none"`` (no ring was closed: nothing is certified)
+    certificate: str = "none"
+    certified_low: float | None = None        #: the best scored within ``complete_within``
+    certified_high: float | None = None       #: max: >= f(v) for every member within ``complete_within``
+    certified_size: int = 0                   #: members within ``complete_within`` (exact)
     top: list[tuple[tuple[int, ...], float]] = field(default_factory=list)
     #: after each batch: (token-forwards so far, members examined, best log p so far, complete_within)
     trace: list[tuple[int, int, float, int]] = field(default_factory=list)
@@ -168,14 +189,34 @@ class AdversarialResult:
     def examined(self) -> int:
         return self.scored + self.pruned
 
+    def certified_sentence(self) -> str:
+        """What is proved, in one sentence: over the whole set when closed, else over the ball it closed."""
+        sense = "min" if self.minimize else "max"
+        if self.certificate == "none":
+            return f"nothing (stopped: {self.stopped} before the first ring of the set was examined in full)"
+        where = (f"all {self.size} tokenizations in the set" if self.closed else
+                 f"the {self.certified_size} tokenizations within distance {self.complete_within} "
+                 f"({self.size - self.certified_size} more in the set are not bounded)")
+        if self.certificate == "exact":
+            return f"the {sense} over {where} is {self.certified_low:.4f}"
+        return (f"the {sense} over {where} is at most {self.certified_high:.4f} (members below the threshold were "
+                f"pruned unscored); the best scored is {self.certified_low:.4f}")
 
-def _check_budgets(budget: int | None, time_budget: float | None, batch: int) -> None:
+
+def check_request(prompt: str, target: str, *, prefix: str = "", suffix: str = "", batch: int = 32,
+                  budget: int | None = None, time_budget: float | None = None) -> None:
+    """The sizes and counts of one search or draw against :mod:`ppl_tok.limits` (``lm_bytes`` of prefix, prompt,
+    suffix and target, ``text_bytes`` of the prompt, ``search_batch``, ``search_forwards``): no LM is needed."""
+    check_scored_text([("prefix", prefix), ("prompt", prompt), ("suffix", suffix), ("target", target)])
     if budget is not None and budget <= 0:
         raise ValueError(f"the forward budget must be a positive number of token-forwards, got {budget}")
     if time_budget is not None and not time_budget > 0:
         raise ValueError(f"the time budget must be a positive number of seconds, got {time_budget}")
     if batch < 1:
         raise ValueError(f"the batch must hold at least 1 tokenization, got {batch}")
+    limits().check("search_batch", batch, "the batch (tokenizations scored together)")
+    if budget is not None:
+        limits().check("search_forwards", budget, "the forward budget")
 
 
 class _Search:
@@ -191,6 +232,8 @@ class _Search:
         self.scored = self.pruned = 0
         self.complete = self.pending = -1  # rings examined in full / the last ring whose end was read
         self.ceiling = -math.inf  # the highest level a member was pruned at: every pruned member is below it
+        self.ring_best: dict[int, float] = {}     # per ring: the best value scored in full
+        self.ring_ceiling: dict[int, float] = {}  # per ring: the highest level one of its members was pruned at
         self.above: tuple[int, ...] | None = None
         self.above_lp: float | None = None
         self.radius: int | None = None
@@ -230,8 +273,11 @@ class _Search:
             if not done:
                 self.pruned += 1
                 self.ceiling = max(self.ceiling, level)
+                self.ring_ceiling[ring] = max(self.ring_ceiling.get(ring, -math.inf), level)
                 continue
             self.scored += 1
+            if ring not in self.ring_best or self.sign * value > self.sign * self.ring_best[ring]:
+                self.ring_best[ring] = value
             if v == self.pb.canonical:
                 self.canon_lp = value
             if math.isnan(self.best_lp) or self.sign * value > self.sign * self.best_lp:
@@ -246,6 +292,19 @@ class _Search:
     def done(self) -> bool:
         return self.exhausted and not self.queue
 
+    def certified(self, within: int, size: int | None = None) -> tuple[str, float | None, float | None, int]:
+        """``(certificate, low, high, members)`` over the members within distance ``within`` (all examined;
+        ``size``: their number, if known)."""
+        if within < 0:
+            return "none", None, None, 0
+        best = [v for r, v in self.ring_best.items() if r <= within]
+        pick = min if self.minimize else max
+        low = pick(best)  # the canonical, ring 0, is always scored in full
+        high = max([low] + [c for r, c in self.ring_ceiling.items() if r <= within])
+        if size is None:
+            size = sum(self.pb.space.count(r) for r in range(within + 1))
+        return ("exact" if high == low else "at-most"), low, high, size
+
     def result(self, stopped: str, forwards: int, seconds: float) -> AdversarialResult:
         size = self.pb.space.count()
         closed = self.scored + self.pruned == size
@@ -253,20 +312,22 @@ class _Search:
         exact = self.above is not None
         radius = self.radius if exact else (complete if self.threshold is not None else None)
         bound = max(self.best_lp, self.ceiling) if closed else (-math.inf if self.minimize else 0.0)
+        certificate, low, high, within_size = self.certified(complete, size if closed else None)
         return AdversarialResult(
             best=self.best, best_log_prob=self.best_lp, canonical=self.pb.canonical, canonical_log_prob=self.canon_lp,
             minimize=self.minimize, bound=bound, closed=closed, size=size, scored=self.scored, pruned=self.pruned,
             complete_within=complete, best_distance=self.best_ring, threshold=self.threshold, above=self.above,
             above_log_prob=self.above_lp, radius=radius, radius_exact=exact, forwards=forwards, seconds=seconds,
-            stopped="closed" if closed else stopped, top=[(v, self.sign * s) for s, v in self.top],
-            trace=self.trace)
+            stopped="closed" if closed else stopped, certificate=certificate, certified_low=low,
+            certified_high=high, certified_size=within_size,
+            top=[(v, self.sign * s) for s, v in self.top], trace=self.trace)
 
 
 def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: str = "", suffix: str = "",
                        distance: int | None = None, extra: int | None = None, minimize: bool = False,
                        threshold: float | None = None, stop_above: bool = False, budget: int | None = None,
                        time_budget: float | None = None, batch: int = 32, top_k: int = 5,
-                       mdd: MDD | None = None) -> AdversarialResult:
+                       mdd: MDD | None = None, progress: Progress | None = None) -> AdversarialResult:
     """Branch and bound for ``max_v`` (``min_v``) ``log p(target | prefix, v, suffix)`` over a set of tokenizations.
 
     :param distance: the ball of token edit distance ``distance`` around canonical (``None``: no limit).
@@ -277,8 +338,9 @@ def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: s
     :param budget: token-forwards (``lm.stats.forwards``, the prefix included); a batch is started only if
         its worst-case cost fits, so the budget is never exceeded.
     :param time_budget: seconds; checked between batches.
+    :param progress: called after each batch with its :attr:`AdversarialResult.trace` entry.
     """
-    _check_budgets(budget, time_budget, batch)
+    check_request(prompt, target, prefix=prefix, suffix=suffix, batch=batch, budget=budget, time_budget=time_budget)
     if minimize and threshold is not None:
         raise ValueError("a threshold asks whether some tokenization raises log p(target) above it: maximise, "
                          "not minimize")
@@ -299,6 +361,8 @@ def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: s
             break
         search.run_batch(todo)
         search.trace.append((lm.stats.forwards - f0, search.scored + search.pruned, search.best_lp, search.complete))
+        if progress is not None:
+            progress(*search.trace[-1])
         if stop_above and search.above is not None:
             stopped = "threshold"
             break
@@ -329,7 +393,7 @@ def adversarial_sample(lm: LanguageModel, prompt: str, target: str, *, samples: 
                        threshold: float | None = None, seed: int = 0, batch: int = 32,
                        mdd: MDD | None = None) -> SampledResult:
     """Score ``samples`` tokenizations drawn uniformly from the set (for sets a search cannot cover)."""
-    _check_budgets(None, None, batch)
+    check_request(prompt, target, prefix=prefix, suffix=suffix, batch=batch)
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     pb = problem(lm, prompt, target, prefix=prefix, suffix=suffix, distance=distance, extra=extra, mdd=mdd)

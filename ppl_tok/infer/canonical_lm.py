@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -91,14 +91,16 @@ def _continuation(lm: LanguageModel, text: str | Sequence[int]) -> list[int]:
 
 
 def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences: Sequence[Sequence[int]],
-                 steps: CanonicalSteps, keys: Sequence[Key] | None = None) -> list[tuple[float, float, list[float]]]:
+                 steps: CanonicalSteps, keys: Sequence[Key] | None = None,
+                 on_done: Callable[[int], None] | None = None) -> list[tuple[float, float, list[float]]]:
     """``(log l(v), log p(v), [log Z_t])`` of each token sequence after its prefix (BOS and context ids). A
     sequence that fails a step scores ``-inf``. ``keys``: the step key each sequence starts at (default: a
     segment's start; a document's later window starts where its earlier tokens left it).
 
     The sequences run in groups of at most the LM's row budget in positions (a longer one alone, under a budget
     of its own): a group's forward puts every position's state and row in the cache, and the masked walk reads
-    them there (rows dropped by the budget would cost one forward each)."""
+    them there (rows dropped by the budget would cost one forward each). ``on_done(i)``: called as sequence ``i``
+    is scored (progress)."""
     seqs = [list(map(int, s)) for s in sequences]
     keys = list(keys) if keys is not None else [START] * len(seqs)
     row = 4 * len(lm.vocab)
@@ -112,6 +114,8 @@ def local_scores(lm: LanguageModel, prefixes: Sequence[Sequence[int]], sequences
             hi += 1
         with lm.row_budget(2 * (size + 1) * row):
             out += _local_group(lm, prefixes[lo:hi], seqs[lo:hi], steps, keys[lo:hi])
+        for i in range(lo, hi) if on_done is not None else ():
+            on_done(i)
         lo = hi
     return out
 

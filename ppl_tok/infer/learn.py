@@ -18,14 +18,20 @@ draw from the LM prior, whose draws almost never spell ``x``.
 Training is resumable: after every ``save_every`` steps the weights, the step
 and Adam's state go to the file; a call with a file that exists continues from
 its step, and step ``s`` draws with seed ``(seed, s)``, so an interrupted run
-continued equals one that was not interrupted.
+continued equals one that was not interrupted. The file also records the run's
+settings (:func:`training_settings`: the LM's name, the SHA-256 of its
+vocabulary and of the word list, the learning rate, the seed and the particles),
+and a resume under others is refused naming each that differs
+(:func:`check_resume`): its weights would otherwise be recorded as trained so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyro
 from pyro.infer import SVI, ReweightedWakeSleep
@@ -35,6 +41,43 @@ from ppl_tok.proposals import LearnedProposal
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import compile_mdd
 from ppl_tok.model import tokenization_model
+
+
+def vocabulary_sha256(lm: LanguageModel) -> str:
+    """SHA-256 of the LM's vocabulary: each id's bytes in hex, one a line (a special token: ``-``)."""
+    return hashlib.sha256("\n".join("-" if s is None else s.hex() for s in lm.vocab.surfaces).encode()).hexdigest()
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    """SHA-256 of a word list, one text a line (as read: the order counts, it is the training order's seed)."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def training_settings(texts: Sequence[str], model: str, particles: int, lr: float, seed: int,
+                      vocabulary: str | None = None) -> dict[str, Any]:
+    """What a training run's weights depend on, recorded in its file and compared on resume (``vocabulary``:
+    :func:`vocabulary_sha256`, ``None`` before the LM is loaded, when it is not compared)."""
+    return {"model": model, "vocabulary_sha256": vocabulary, "texts_sha256": texts_sha256(texts),
+            "texts": len(texts), "particles": particles, "lr": lr, "seed": seed}
+
+
+def check_resume(proposal: LearnedProposal, settings: dict[str, Any], path: str | Path) -> None:
+    """A ``ValueError`` naming each setting of ``settings`` that differs from those ``proposal`` (loaded from
+    ``path``) was trained with; a file trained before they were recorded resumes under none."""
+    if proposal.step == 0:
+        return
+    old = proposal.meta.get("settings")
+    if not isinstance(old, dict):
+        raise ValueError(f"{path} holds {proposal.step} training steps but not the settings they were trained with "
+                         "(a file of an older ppl-tok), so it cannot be resumed under this run's; give another --out "
+                         "file")
+    flags = {"model": "--model", "particles": "--particles", "lr": "--lr", "seed": "--seed"}
+    diff = [f"{k}: file has {old.get(k)!r}, this run has {v!r}" + (f" ({flags[k]} {old.get(k)} resumes it)"
+                                                                   if k in flags else "")
+            for k, v in settings.items() if v is not None and old.get(k) != v]
+    if diff:
+        raise ValueError(f"{path} was trained under other settings; give another --out file or the same settings. "
+                         "Differences: " + "; ".join(diff))
 
 
 def train_proposal(texts: Sequence[str], lm: LanguageModel, steps: int = 20, *, particles: int = 16,
@@ -54,8 +97,11 @@ def train_proposal(texts: Sequence[str], lm: LanguageModel, steps: int = 20, *, 
         raise ValueError("train_proposal needs a non-empty list of non-empty strings (one training text a line)")
     if steps < 0 or particles < 2:
         raise ValueError(f"steps must be >= 0 and particles >= 2 (reweighting needs two), got {steps}, {particles}")
+    settings = training_settings(texts, getattr(lm, "name", type(lm).__name__), particles, lr, seed,
+                                 vocabulary_sha256(lm))
     if path is not None and Path(path).exists():
         proposal = LearnedProposal.load(path)
+        check_resume(proposal, settings, path)
     proposal = proposal or LearnedProposal()
     mdds = [compile_mdd(t, lm.vocab) for t in texts]
     order = list(range(len(texts)))
@@ -86,7 +132,7 @@ def train_proposal(texts: Sequence[str], lm: LanguageModel, steps: int = 20, *, 
                 if path is not None and (proposal.step % save_every == 0 or proposal.step == steps):
                     proposal.optimizer_state = optimizer.get_state()
                     proposal.meta.update({"lm": getattr(lm, "name", type(lm).__name__), "particles": particles,
-                                          "lr": lr, "seed": seed, "texts": len(texts)})
+                                          "lr": lr, "seed": seed, "texts": len(texts), "settings": settings})
                     proposal.save(path)
     finally:
         proposal.training = False

@@ -54,7 +54,7 @@ from ppl_tok.infer.importance import MarginalResult, _result
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import ParticleWalk, particle_seeds
-from ppl_tok.proposals import Proposal, lookahead
+from ppl_tok.proposals import StepLogits, lookahead
 
 #: a particle's stand-in node once it has stopped (reached the sink or got weight zero)
 _DONE = math.inf
@@ -77,7 +77,7 @@ def smc_relative_variance(log_w: torch.Tensor, eve: torch.Tensor, resamplings: i
 
 
 def _move_hindmost(walk: ParticleWalk, lm: LanguageModel, n: int, pairs: int, log_w: torch.Tensor,
-                   log_p: torch.Tensor, proposal: Proposal | None = None) -> None:
+                   log_p: torch.Tensor, proposal: StepLogits | None = None) -> None:
     """One step: in each of the ``pairs`` groups of ``n`` particles, the active ones at the group's hindmost
     node draw a token from the look-ahead proposal (or ``proposal``'s logits over the out-edges).
 
@@ -194,7 +194,7 @@ def _copy_particles(walk: ParticleWalk, slots: Sequence[int], sources: Sequence[
     walk._edge_lps = None
 
 
-def _step_proposal(guide: Callable | None) -> Proposal | None:
+def _step_proposal(guide: Callable | None) -> StepLogits | None:
     """The proposal over out-edges that ``guide`` steps with (``None``: the look-ahead, computed inline)."""
     if guide is None or getattr(guide, "proposal", None) is lookahead:
         return None

@@ -15,8 +15,12 @@ the figures are the uninterrupted run's (the same floats where an LM's rows do n
 the batch, else within the rows' rounding tolerance, :mod:`ppl_tok.common.rounding`).
 
 The file is the folder's: written under its lock, behind its ``run.json`` (a resume with another
-setting is refused before a record is read), by :class:`~ppl_tok.common.jsonl_store.JsonlStore`'s
-rules (one durable write per checkpoint, a torn last line cut off on open, a malformed or
+setting is refused before a record is read). It also carries its run's settings itself, on its first line
+(``{"settings": <the run.json of the run that wrote it>}``), so a folder holding only ``partial.jsonl``
+(``run.json`` lost or never copied) is not adopted under other settings: a resume compares them by
+``run.json``'s rule and refuses a difference in one line naming the setting (:func:`check_recorded`), and a
+file without that line (an older ppl-tok's) is refused unless ``run.json`` vouches for it. Written by
+:class:`~ppl_tok.common.jsonl_store.JsonlStore`'s rules (one durable write per checkpoint, a torn last line cut off on open, a malformed or
 repeated line an error naming it). Records of documents already stored are left unread.
 ``canonical`` scoring needs none (it runs a document's windows in a few batched forwards, seconds
 for a megabyte); ``canonical+rest`` keeps finished documents only (its particles are drawn for a
@@ -26,10 +30,13 @@ whole window in one batched walk, whose state is not saved).
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from ppl_tok.common.jsonl_store import JsonlStore, damaged, repair
+import json
+from pathlib import Path
+
+from ppl_tok.common.jsonl_store import JsonlStore, SettingsMismatchError, StoreError, damaged, repair
 
 #: seconds between two checkpoints of a document in progress (``--checkpoint-every``)
 CHECKPOINT_SECONDS = 60.0
@@ -45,10 +52,18 @@ class PartialStore(JsonlStore):
 
     @staticmethod
     def key(record: dict[str, Any]) -> Hashable:
+        if _is_header(record):
+            return ("settings",)
         return record["index"], record["window"], record["step"]
 
     @classmethod
     def validate(cls, record: Any, where: str, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        if _is_header(record):
+            if not where.endswith(":1"):
+                raise damaged(where, "a settings line after the first line")
+            if not isinstance(record["settings"], dict):
+                raise damaged(where, "'settings' is not an object")
+            return record
         record = super().validate(record, where, settings)
         missing = [k for k in ("index", "window", "step", "record") if k not in record]
         if missing:
@@ -59,12 +74,55 @@ class PartialStore(JsonlStore):
 
     @classmethod
     def beside(cls, store: JsonlStore) -> PartialStore:
-        """The partial records of ``store``'s folder (open, locked), a torn last line cut off."""
+        """The partial records of ``store``'s folder (open, locked), a torn last line cut off, the settings on its
+        first line compared with ``store``'s (written there if the file holds nothing yet)."""
         path = store.folder / cls.records_file
         repair(path)
         records = list(cls.read_records(path, store.settings))
+        header = [r for r in records if _is_header(r)]
+        if header and header[0]["settings"] != store.settings:  # written by another folder's run?
+            complete = getattr(store, "complete", lambda settings: settings)  # an older run.json, its gaps filled
+            _refuse_differences(path, type(store).differences(header[0]["settings"], complete(store.settings)))
         lock = None if store._lock is None else os.dup(store._lock)  # the folder's flock, shared
-        return cls(store.folder, store.settings, records, lock)
+        out = cls(store.folder, store.settings, [r for r in records if not _is_header(r)], lock)
+        if not records:
+            out.append([{"settings": store.settings}])
+            out.records.clear()
+        return out
+
+
+def _is_header(record: Any) -> bool:
+    return isinstance(record, dict) and set(record) == {"settings"}
+
+
+def _refuse_differences(path: Path, diff: list[str]) -> None:
+    if diff:
+        raise SettingsMismatchError(f"{path} holds the checkpoints of a run with other settings; use another --out "
+                                    "folder or the same settings. Differences: " + "; ".join(diff))
+
+
+def check_recorded(folder: str | Path, settings: dict[str, Any],
+                   differences: Callable[[dict[str, Any], dict[str, Any]], list[str]]) -> None:
+    """Refuse to adopt the checkpoints of a folder without ``run.json`` unless their own first line records
+    ``settings`` (``differences(recorded, settings)``: the compared settings that differ, one line each)."""
+    path = Path(folder) / PartialStore.records_file
+    if not path.is_file():
+        return
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+    if not first.strip():
+        return  # nothing written, or a line torn by a kill: no checkpoint to adopt
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:
+        record = None
+    if not _is_header(record) or not isinstance(record["settings"], dict):
+        if not first.endswith("\n"):
+            return  # a first line torn by a kill: cut off on open
+        raise StoreError(f"{path} holds checkpoints but not the settings they were computed with (a file of an "
+                         f"older ppl-tok, or damaged) and {Path(folder) / 'run.json'} is missing, so they cannot be "
+                         "checked against this run's; use a new --out folder (or delete partial.jsonl)")
+    _refuse_differences(path, differences(record["settings"], json.loads(json.dumps(settings, allow_nan=False))))
 
 
 class Partial:
@@ -115,4 +173,4 @@ def open_partial(store: JsonlStore | None, every: float = CHECKPOINT_SECONDS) ->
     return Partial(None if store is None else PartialStore.beside(store), every)
 
 
-__all__ = ["CHECKPOINT_SECONDS", "Partial", "PartialStore", "open_partial"]
+__all__ = ["CHECKPOINT_SECONDS", "Partial", "PartialStore", "check_recorded", "open_partial"]

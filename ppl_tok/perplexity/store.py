@@ -46,6 +46,7 @@ from typing import Any
 from ppl_tok.common.jsonl_store import JsonlStore, StoreError, damaged, decode_log
 from ppl_tok.lm.device import lm_identity
 from ppl_tok.lm.spec import IDENTITY
+from ppl_tok.perplexity.partial import check_recorded
 from ppl_tok.scorings import ALIASES, DOCUMENT
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
@@ -119,6 +120,12 @@ class PerplexityStore(JsonlStore):
             for k, v in lm_identity(out["lm"]).items():
                 out.setdefault(k, v)
         return out
+
+    @classmethod
+    def _open(cls, folder: Path, settings: dict[str, Any], lock: int) -> PerplexityStore:
+        if not (folder / cls.settings_file).exists():  # checkpoints alone carry their own settings
+            check_recorded(folder, settings, cls.differences)
+        return super()._open(folder, settings, lock)
 
     @classmethod
     def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:

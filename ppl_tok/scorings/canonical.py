@@ -26,7 +26,7 @@ class Canonical(Scoring):
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-        return canonical_scores(lm, docs, window_length(lm, config))
+        return canonical_scores(lm, docs, window_length(lm, config), on_bytes)
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         scores = lm.log_probs_many([canonical_tokens(lm, p) for p in pairs], [p.context for p in pairs])

@@ -30,10 +30,12 @@ HORIZON = 16
 
 
 def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config: Any, window: int | None,
-                                 record: Callable[..., Any] = DocumentScore) -> list[Any]:
+                                 record: Callable[..., Any] = DocumentScore,
+                                 on_bytes: Callable[[int], None] | None = None) -> list[Any]:
     """``canonical-local`` / ``canonical-global`` scores of ``docs`` (``config``: the run's
     :class:`~ppl_tok.scorings.documents.ScoringConfig`; ``window``: its positions per forward; ``record``:
-    :class:`~ppl_tok.scorings.documents.DocumentScore`, passed in by the dispatcher that owns it)."""
+    :class:`~ppl_tok.scorings.documents.DocumentScore`, passed in by the dispatcher that owns it; ``on_bytes``:
+    progress inside the documents, each window's bytes as it is scored)."""
     steps = steps_for(lm.vocab)
     tokens = [lm.canonical(d.text) for d in docs]
     prefixes, targets, keys, owner = [], [], [], []
@@ -44,7 +46,10 @@ def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config:
             keys.append(steps.key(toks[: w.start]) if w.start else START)
             owner.append(i)
     start, forwards = time.perf_counter(), lm.stats.forwards
-    scored = local_scores(lm, prefixes, targets, steps, keys)
+    def done(k: int) -> None:
+        on_bytes(sum(len(lm.vocab[t] or b"") for t in targets[k]))
+
+    scored = local_scores(lm, prefixes, targets, steps, keys, None if on_bytes is None else done)
     seconds = time.perf_counter() - start
     local = [0.0] * len(docs)
     plain = [0.0] * len(docs)
@@ -78,7 +83,7 @@ class _CanonicalLM(Scoring):
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
         _require_bos(lm)
-        return canonical_lm_document_scores(lm, docs, config, window_length(lm, config))
+        return canonical_lm_document_scores(lm, docs, config, window_length(lm, config), on_bytes=on_bytes)
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         """The continuation a canonical segment of its own (lm-eval tokenizes it apart from the context)."""

@@ -96,13 +96,20 @@ def window_length(lm: LanguageModel, config: ScoringConfig) -> int | None:
     return config.window if config.window is not None else model_window(lm)
 
 
-def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets: list) -> list[float]:
-    """:func:`~ppl_tok.scorings.windows.log_probs_after_in_pieces` at :data:`CALL_ROW_BYTES` of rows a call."""
-    return log_probs_after_in_pieces(lm, prefixes, targets, CALL_ROW_BYTES)
+def _log_probs_after(lm: LanguageModel, prefixes: list[tuple[int, ...]], targets: list,
+                     on_bytes: Callable[[int], None] | None = None) -> list[float]:
+    """:func:`~ppl_tok.scorings.windows.log_probs_after_in_pieces` at :data:`CALL_ROW_BYTES` of rows a call;
+    ``on_bytes``: the bytes of each piece's target tokens once it is scored (they sum to the targets' bytes)."""
+    def scored(_: int, tokens: tuple[int, ...]) -> None:
+        on_bytes(sum(len(lm.vocab[t] or b"") for t in tokens))
+
+    return log_probs_after_in_pieces(lm, prefixes, targets, CALL_ROW_BYTES, None if on_bytes is None else scored)
 
 
-def canonical_scores(lm: LanguageModel, docs: Sequence[ScoredText], window: int | None) -> list[DocumentScore]:
-    """The canonical log-likelihoods of ``docs`` in lm-eval's rolling windows, all windows of all documents batched."""
+def canonical_scores(lm: LanguageModel, docs: Sequence[ScoredText], window: int | None,
+                     on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
+    """The canonical log-likelihoods of ``docs`` in lm-eval's rolling windows, all windows of all documents batched
+    (``on_bytes``: progress inside them, the bytes of the tokens scored as each forward ends)."""
     _require_bos(lm)
     tokens = [lm.canonical(d.text) for d in docs]
     prefixes, targets, owner = [], [], []
@@ -112,7 +119,7 @@ def canonical_scores(lm: LanguageModel, docs: Sequence[ScoredText], window: int 
             targets.append(toks[w.start: w.end])
             owner.append(i)
     start = time.perf_counter()
-    lps = _log_probs_after(lm, prefixes, targets)
+    lps = _log_probs_after(lm, prefixes, targets, on_bytes)
     seconds = time.perf_counter() - start
     total_tokens = max(1, sum(len(t) for t in tokens))
     totals = [0.0] * len(docs)

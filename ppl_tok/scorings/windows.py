@@ -30,7 +30,7 @@ is the plain ``log p(text | BOS)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,8 +178,8 @@ def chain_pieces(prefix: Sequence[int], target: Sequence[int], most: int
     return pieces
 
 
-def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets: list, row_bytes: int
-                              ) -> list[float]:
+def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets: list, row_bytes: int,
+                              on_scored: Callable[[int, tuple[int, ...]], None] | None = None) -> list[float]:
     """``log p(targets[i] | prefixes[i])`` (:meth:`~ppl_tok.lm.base.LanguageModel.token_log_probs_after`) with
     each forward bounded: at most ``most = row_bytes / (4 V)`` positions, so its ``[T, V]`` rows stay within
     ``row_bytes`` and its prefill within ``most`` positions, whatever the document's length.
@@ -192,6 +192,8 @@ def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets:
     prefix length are never padded, so each is the row run alone. A piece caches only its last state
     (``keep_states=False``: not one per position with the ``[T, V]`` rows), which the next piece resumes from,
     and a finished group's states are dropped (:meth:`~ppl_tok.lm.base.LanguageModel.forget`).
+    ``on_scored(i, tokens)``: called after each scored piece, with pair ``i`` and the target tokens it scored
+    (progress inside a long target: every target token is reported once).
     """
     most = max(1, row_bytes // (4 * len(lm.vocab)))
     out = [0.0] * len(prefixes)
@@ -213,5 +215,7 @@ def log_probs_after_in_pieces(lm: Any, prefixes: list[tuple[int, ...]], targets:
                         before, tokens, scored = chains[i][r]
                         out[i] += sum(lps, 0.0) if scored else 0.0
                         done += [before, before + tokens[:-1]]
+                        if scored and on_scored is not None:
+                            on_scored(i, tokens)
         lm.forget(done)
     return out

@@ -17,7 +17,8 @@ def test_search_closes_over_a_small_ball(capsys, loaded):
 
 def test_budget_gives_a_bracket_and_sampled_mode(capsys, loaded):
     code, out, _ = run(capsys, "adversarial", "Is a whale a fish?", "--target", " yes", "--budget", "60")
-    assert code == 0 and "bracket:" in out and ".. 0.0000 (stopped: budget" in out
+    assert code == 0 and "bracket:" in out and ".. 0.0000 over the whole set (stopped: budget" in out
+    assert "certified:  the max over the " in out and "tokenizations within distance" in out
     code, out, _ = run(capsys, "adversarial", "Is a whale a fish?", "--target", " yes", "--distance", "2",
                        "--samples", "4", "--threshold", "-5", "--json")
     r = strict_json(out)

@@ -114,3 +114,87 @@ def test_bad_input_is_one_clear_error(kw, message):
     args = dict(prompt=PROMPT, target="ab") | kw
     with pytest.raises(ValueError, match=message):
         adversarial_search(LMS[0], args.pop("prompt"), args.pop("target"), **args)
+
+
+# ------------------------------------------------------------ every certificate sentence against brute force
+def _tokenizations(text: bytes, pieces: dict[bytes, int]) -> list[tuple[int, ...]]:
+    """Every tokenization of ``text`` by plain recursion over the vocabulary's byte strings (not the MDD)."""
+    if not text:
+        return [()]
+    return [(pieces[p],) + rest for p in pieces if text.startswith(p) for rest in _tokenizations(text[len(p):], pieces)]
+
+
+def _edit_distance(a, b) -> int:
+    d = {(i, j): i + j if i == 0 or j == 0 else None for i in range(len(a) + 1) for j in range(len(b) + 1)}
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    return d[len(a), len(b)]
+
+
+def _truth(lm, prompt, target, prefix, suffix, distance):
+    """``(v, dist, f)`` of every tokenization within ``distance``, enumerated and scored independently."""
+    pieces = {lm.vocab[i]: i for i in range(len(lm.vocab)) if lm.vocab[i]}
+    canonical = tuple(lm.vocab.encode(prompt))
+    pre, suf, tgt = (tuple(lm.vocab.encode(s)) if s else () for s in (prefix, suffix, target))
+    out = []
+    for v in _tokenizations(prompt.encode(), pieces):
+        dist = _edit_distance(v, canonical)
+        if distance is None or dist <= distance:
+            f = lm.log_prob(suf + tgt, pre + v) - lm.log_prob(suf, pre + v)
+            out.append((v, dist, f))
+    return out
+
+
+_NUMBER = r"(-?\d+\.\d{4})"
+
+
+def _check_sentence(r, rows) -> None:
+    """The sentence ``r`` prints is true of ``rows``: its set, its numbers, 'exact' only when it is."""
+    sentence = r.certified_sentence()
+    if r.certificate == "none":
+        assert sentence.startswith("nothing") and not r.closed
+        return
+    import re
+
+    within = [f for _, d, f in rows if d <= r.complete_within]
+    truth = min(within) if r.minimize else max(within)
+    if r.closed:
+        assert f"over all {len(rows)} tokenizations in the set" in sentence
+    else:
+        assert f"the {len(within)} tokenizations within distance {r.complete_within} " in sentence
+    assert r.certified_size == len(within)
+    if r.certificate == "exact":
+        m = re.search(rf"is {_NUMBER}$", sentence)
+        assert m and float(m[1]) == pytest.approx(truth, abs=6e-5)
+        assert r.certified_low == pytest.approx(truth, abs=1e-9) == r.certified_high
+    else:
+        assert r.certificate == "at-most" and not r.minimize
+        m = re.search(rf"is at most {_NUMBER} .*; the best scored is {_NUMBER}$", sentence)
+        assert m and float(m[2]) == pytest.approx(r.certified_low, abs=6e-5)
+        assert r.certified_low <= truth + 1e-9 <= r.certified_high + 2e-9  # the interval holds the max
+        assert r.certified_high == r.threshold  # only the threshold's pruning leaves an interval
+        assert any(f == pytest.approx(r.certified_low, abs=1e-9) for f in within)  # the best scored was scored
+
+
+@pytest.mark.parametrize("lm", LMS, ids=["whole-prefix-1", "whole-prefix-2", "bigram"])
+@pytest.mark.parametrize("distance", [2, 4, None])
+def test_every_certificate_sentence_is_true_of_the_brute_force_set(lm, distance):
+    """Issue 56: under a threshold, members between the incumbent and it are pruned unscored, so a closed
+    search said 'the max is B' of a set whose max was above B. Every sentence, every budget, both directions."""
+    kw = dict(prefix="x ", suffix=" ")
+    rows = _truth(lm, PROMPT, "ab x", kw["prefix"], kw["suffix"], distance)
+    assert len(rows) == len(brute_force(lm, PROMPT, "ab x", distance=distance, **kw))
+    best = max(f for _, _, f in rows)
+    canon = [f for _, d, f in rows if d == 0][0]
+    thresholds = [None, canon - 0.5, (canon + best) / 2, best + 0.01, best + 2.0]
+    seen = set()
+    for minimize in (False, True):
+        for threshold in ([None] if minimize else thresholds):
+            for budget in (40, 150, 400, None):
+                r = adversarial_search(lm, PROMPT, "ab x", distance=distance, minimize=minimize,
+                                       threshold=threshold, budget=budget, batch=3, **kw)
+                lm.clear_cache()
+                _check_sentence(r, rows)
+                seen.add((r.certificate, r.closed))
+    assert ("exact", True) in seen and ("at-most", True) in seen  # the threshold's interval was met, and checked

@@ -57,3 +57,39 @@ def test_bad_files_and_arguments_are_one_line_errors(tmp_path):
         LearnedProposal([1.0, float("nan"), 0, 0])
     with pytest.raises(ValueError, match="non-empty list"):
         train_proposal([], LM, 1)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(lr=0.5), "lr: file has 0.1, this run has 0.5"),
+    (dict(seed=1), "seed: file has 0, this run has 1"),
+    (dict(particles=6), "particles: file has 4, this run has 6"),
+    (dict(texts=WORDS[::-1]), "texts_sha256: file has"),
+])
+def test_a_resume_under_other_settings_is_refused_and_leaves_the_file(tmp_path, change, needle):
+    """Issue 56: a file resumed under another lr, seed, particle count or word list was rewritten as if every step
+    had been trained so."""
+    path = tmp_path / "q.pt"
+    train_proposal(WORDS, LM, 2, particles=4, path=path, progress=False)
+    before = path.read_bytes()
+    kw = dict(particles=4, lr=0.1, seed=0) | {k: v for k, v in change.items() if k != "texts"}
+    with pytest.raises(ValueError, match=f"{path} was trained under other settings.*{needle}"):
+        train_proposal(change.get("texts", WORDS), LM, 4, path=path, progress=False, **kw)
+    assert path.read_bytes() == before
+    settings = LearnedProposal.load(path).meta["settings"]
+    assert settings["lr"] == 0.1 and settings["particles"] == 4 and len(settings["vocabulary_sha256"]) == 64
+
+
+def test_a_resume_under_another_vocabulary_or_of_a_file_without_settings_is_refused(tmp_path):
+    from ppl_tok import BigramLM, Vocabulary
+
+    path = tmp_path / "q.pt"
+    train_proposal(WORDS, LM, 2, particles=4, path=path, progress=False)
+    other = BigramLM.random(Vocabulary.from_tokens([None, "a", "b", "ab", "ba", "bb"]), seed=0, bos_id=0)
+    other.name = LM.name
+    with pytest.raises(ValueError, match="vocabulary_sha256: file has"):
+        train_proposal(WORDS, other, 4, particles=4, path=path, progress=False)
+    old = LearnedProposal.load(path)
+    del old.meta["settings"]  # a file of an older ppl-tok
+    old.save(path)
+    with pytest.raises(ValueError, match="not the settings they were trained with"):
+        train_proposal(WORDS, LM, 4, particles=4, path=path, progress=False)

@@ -58,8 +58,9 @@ def test_a_long_document_killed_mid_walk_resumes_there_to_the_uninterrupted_reco
     assert line_count(out / PerplexityStore.records_file) == 0  # the document was not done
     saved = line_count(partial)
     assert saved >= 40
-    last = json.loads(partial.read_bytes().splitlines()[saved - 1])
-    assert last["step"] == saved - 1 and 0 < last["record"]["offset"] < 0.9 * path.stat().st_size
+    first, last = (json.loads(partial.read_bytes().splitlines()[i]) for i in (0, saved - 1))
+    assert first["settings"] == json.loads((out / "run.json").read_text())  # the checkpoints carry their settings
+    assert last["step"] == saved - 2 and 0 < last["record"]["offset"] < 0.9 * path.stat().st_size
     lm = toy_lm()
     resumed = run_perplexity(lm, read_corpus(path), config, out=out, progress=False, checkpoint_every=1e9)
     record = resumed[0].to_record()
@@ -83,7 +84,7 @@ def test_a_resume_with_another_setting_is_refused_before_the_checkpoints_are_rea
     with pytest.raises(StoreError, match=r"partial.jsonl:\d+: not a checkpoint record|no field 'step'"):
         run_perplexity(toy_lm(), corpus, ScoringConfig("beam", search=SEARCH), out=out, progress=False)
     lines = data.splitlines(keepends=True)
-    (out / PartialStore.records_file).write_bytes(b"".join(lines[:2] + lines[3:]))  # a step missing
+    (out / PartialStore.records_file).write_bytes(b"".join(lines[:3] + lines[4:]))  # a step missing (line 1: settings)
     with pytest.raises(StoreError, match="checkpoint step 3 follows 2 steps"):
         run_perplexity(toy_lm(), corpus, ScoringConfig("beam", search=SEARCH), out=out, progress=False)
     (out / PartialStore.records_file).write_bytes(data + data[:30])  # a torn last line is cut off

@@ -257,3 +257,21 @@ def test_canonical_plus_rest_with_a_learned_proposal(tmp_path):
     assert s.log_likelihood == pytest.approx(logsumexp([r.canonical_log_prob, r.noncanonical_estimate]), abs=1e-12)
     plain = score_documents(lm, corpus.documents, ScoringConfig("canonical+rest", num_samples=8))[0]
     assert s.extra["is_estimate"] != pytest.approx(plain.extra["is_estimate"], abs=1e-9)
+
+
+@pytest.mark.parametrize("scoring", ["canonical", "canonical-local", "canonical-global"])
+def test_the_canonical_scorings_report_progress_inside_one_large_document(scoring):
+    """Issue 56: ``perplexity --progress`` stayed at 0% on one large document under ``canonical``. Every window's
+    bytes are reported as it is scored (more than once inside the document), they sum to the document's bytes,
+    and the figures are those of an unwatched run."""
+    import random
+
+    rng = random.Random(0)
+    text = " ".join("".join(rng.choice("abcdefgh") for _ in range(rng.randint(1, 4))) for _ in range(60))
+    docs = corpus_from_texts([text]).documents
+    config = ScoringConfig(scoring, window=8, num_samples=4)
+    seen: list[int] = []
+    watched = score_documents(toy_lm(), docs, config, on_bytes=seen.append)
+    assert len(seen) > 10 and all(n > 0 for n in seen) and sum(seen) == docs[0].n_bytes
+    plain = score_documents(toy_lm(), docs, config)
+    assert [s.log_likelihood for s in watched] == [s.log_likelihood for s in plain]
