@@ -80,6 +80,7 @@ class StringConditional:
     :param event: ``"prefix"`` or ``"boundary"`` (:data:`EVENTS`): what ``joint_prefix`` brackets.
     :param greedy: whether greedy byte decoding writes the text (and the boundary) after the prompt
         (``None``: not computed).
+    :param prefix_estimate: the ``"prefix"`` event's estimate from the same walk (under ``"boundary"``; free).
     """
 
     prompt: str
@@ -98,6 +99,7 @@ class StringConditional:
     hint: str | None = None
     event: str = "prefix"
     greedy: bool | None = None
+    prefix_estimate: float | None = None
 
     @property
     def width(self) -> float:
@@ -126,7 +128,7 @@ class StringConditional:
                 "forwards": self.forwards, "n_bytes": self.n_bytes, "seconds": self.seconds,
                 "prefill": self.prefill, "head_bytes": self.head_bytes, "tolerance_nats": self.tolerance,
                 "informative": self.informative, "hint": self.hint, "certified": self.certified,
-                "event": self.event, "greedy": self.greedy}
+                "event": self.event, "greedy": self.greedy, "prefix_estimate": self.prefix_estimate}
 
 
 def quotient(joint: PrefixProbability, prompt: PrefixProbability) -> tuple[float, float, float]:
@@ -226,6 +228,7 @@ def _result(state: StringState, prompt_end: int, text: str | bytes, before: Pref
             start: float, event: str = "prefix", greedy: bool | None = None) -> StringConditional:
     """The conditional of ``state`` (after prompt then ``text``; the prompt's bytes end at ``prompt_end``)."""
     joint = boundary_prefix(state) if event == "boundary" else state.prefix_log_prob()
+    prefix_estimate = quotient(state.prefix_log_prob(), before)[1] if event == "boundary" else None
     if greedy is not None and event == "boundary":
         greedy = greedy and _greedy_next(state, None)
     lower, estimate, upper = quotient(joint, before)
@@ -235,7 +238,7 @@ def _result(state: StringState, prompt_end: int, text: str | bytes, before: Pref
                              lower=lower, upper=upper, estimate=estimate, prompt_prefix=before, joint_prefix=joint,
                              forwards=state.forwards, n_bytes=len(state.data), seconds=time.perf_counter() - start,
                              prefill=state.prefill, head_bytes=state.base, tolerance=joint.tolerance + before.tolerance,
-                             hint=hint, event=event, greedy=greedy)
+                             hint=hint, event=event, greedy=greedy, prefix_estimate=prefix_estimate)
 
 
 def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence[str],
