@@ -209,8 +209,21 @@ def boundary_prefix(state: StringState) -> PrefixProbability:
     from ppl_tok.strings.surprisal import _boundary_event
 
     lower, found, upper = _boundary_event(state, *_boundary_bytes())
-    tol = found - lower
+    tol = found - lower if found > -math.inf else state.tolerance()
     return PrefixProbability(found, upper - tol, tol)
+
+
+def _canonical_path(lm: LanguageModel, data: bytes) -> dict[int, int]:
+    """``{byte offset: token}`` of the canonical tokens of ``data`` (empty where the tokenizer cannot encode it)."""
+    try:
+        ids = lm.canonical(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    path, at = {}, 0
+    for t in ids:
+        path[at] = int(t)
+        at += len(lm.vocab[int(t)] or b"")
+    return path
 
 
 def _greedy_next(state: StringState, want: int | None) -> bool:
@@ -269,7 +282,12 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     distinct = list(dict.fromkeys(prompts))
     data = [p.encode("utf-8") for p in distinct]
     heads = prefill_heads(lm, data, [context] * len(data), config)
-    states = [StringState(lm, context, config, prompt=d[:h.n_bytes], head=h) for d, h in zip(data, heads)]
+    # each walk keeps its canonical path (the beam's ``canonical_at``): the prompt's, then, where the canonical
+    # tokens of prompt + text begin with the prompt's, the text's; so the mass found is at least that path's, and
+    # the boundary event has rows at the text's end whatever lazy extension skips
+    paths = [_canonical_path(lm, d) for d in data]
+    states = [StringState(lm, context, config, prompt=d[:h.n_bytes], head=h, keep=list(path.values()))
+              for d, h, path in zip(data, heads, paths)]
     failed: dict[int, Exception] = {}
     extend_many(states, [d[h.n_bytes:] for d, h in zip(data, heads)], failed=failed)
     where = {p: k for k, p in enumerate(distinct)}
@@ -279,6 +297,11 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     befores = [s.prefix_log_prob() for s in states]
     walks = [states[where[p]].copy() for p in prompts]
     feeds = [t.encode("utf-8") for t in texts]
+    for w, p, f in zip(walks, prompts, feeds):
+        k = where[p]
+        joint = _canonical_path(lm, data[k] + f)
+        if {o: t for o, t in joint.items() if o < len(data[k])} == paths[k]:
+            w.beam.canonical_at = joint
     greedy_so_far: list[bool | None] = [None] * len(texts)
     after = None
     if greedy:
