@@ -171,7 +171,22 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
                             f"({type(value).__name__})")
     _check_event(event)
     start = time.perf_counter()
-    return conditional_of(StringState(lm, context, config, prompt=prompt), text, start=start, event=event)
+    keep = None
+    if event == "boundary":  # the canonical path kept, as conditionals_many keeps it
+        data, tail = _utf8(prompt), _utf8(text)
+        prompt_path, joint = _canonical_path(lm, data), _canonical_path(lm, data + tail)
+        keep = list((joint if _extends(joint, prompt_path, len(data)) else prompt_path).values())
+    return conditional_of(StringState(lm, context, config, prompt=prompt, keep=keep), text, start=start,
+                          event=event)
+
+
+def _utf8(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _extends(joint: dict[int, int], prompt_path: dict[int, int], n: int) -> bool:
+    """Whether the canonical path of prompt + text begins with the prompt's own (``n``: the prompt's bytes)."""
+    return n in joint and {o: t for o, t in joint.items() if o < n} == prompt_path
 
 
 def conditional_of(state: StringState, text: str | bytes, on_bytes: Callable[[int], None] | None = None,
@@ -282,11 +297,12 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     distinct = list(dict.fromkeys(prompts))
     data = [p.encode("utf-8") for p in distinct]
     heads = prefill_heads(lm, data, [context] * len(data), config)
-    # each walk keeps its canonical path (the beam's ``canonical_at``): the prompt's, then, where the canonical
-    # tokens of prompt + text begin with the prompt's, the text's; so the mass found is at least that path's, and
-    # the boundary event has rows at the text's end whatever lazy extension skips
-    paths = [_canonical_path(lm, d) for d in data]
-    states = [StringState(lm, context, config, prompt=d[:h.n_bytes], head=h, keep=list(path.values()))
+    # under the boundary event each walk keeps its canonical path (the beam's ``canonical_at``): the prompt's,
+    # then, where the canonical tokens of prompt + text begin with the prompt's, the text's; so the mass found is
+    # at least that path's, and the event has rows at the text's end whatever lazy extension skips
+    keep = event == "boundary"
+    paths = [_canonical_path(lm, d) if keep else {} for d in data]
+    states = [StringState(lm, context, config, prompt=d[:h.n_bytes], head=h, keep=list(path.values()) or None)
               for d, h, path in zip(data, heads, paths)]
     failed: dict[int, Exception] = {}
     extend_many(states, [d[h.n_bytes:] for d, h in zip(data, heads)], failed=failed)
@@ -297,10 +313,10 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     befores = [s.prefix_log_prob() for s in states]
     walks = [states[where[p]].copy() for p in prompts]
     feeds = [t.encode("utf-8") for t in texts]
-    for w, p, f in zip(walks, prompts, feeds):
+    for w, p, f in zip(walks, prompts, feeds) if keep else ():
         k = where[p]
         joint = _canonical_path(lm, data[k] + f)
-        if {o: t for o, t in joint.items() if o < len(data[k])} == paths[k]:
+        if _extends(joint, paths[k], len(data[k])):
             w.beam.canonical_at = joint
     greedy_so_far: list[bool | None] = [None] * len(texts)
     after = None

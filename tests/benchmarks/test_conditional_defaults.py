@@ -3,16 +3,18 @@ model's, the summary's rule and choice follow from them, the request sets are wh
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from benchmarks import conditional_defaults as cd
 from benchmarks import lm_eval_events as ev
-from ppl_tok.datasets import DATA_ROOT
+from ppl_tok.datasets import DATA_ROOT as _ROOT
 from ppl_tok.integrations.lm_eval import PPLTokLM
 from ppl_tok.scorings import Pair
 from qa_toy import toy_lm
 
+DATA_ROOT = Path(_ROOT)
 PAIRS = [("ab c", " da"), ("ab", "c d"), ("", " abc")]
 
 

@@ -97,3 +97,20 @@ def test_whitespace_placement_and_public_shapes_are_finite():
     lm = history_lm(5, VOCAB)
     got = conditionals_many(lm, ["ab", "ab ", "a", "b"], [" ba", "ba", "b ab", "a. b"], config=WIDE, event="boundary")
     assert all(math.isfinite(r.estimate) and r.estimate <= 0 for r in got)
+
+
+def test_lazy_boundary_keeps_the_canonical_path_and_equals_one_by_one():
+    """Under lazy extension the boundary event keeps each text's canonical path (its mass found is at least the
+    canonical tokens', so never -inf), batched or alone, and its interval holds the exact figure."""
+    lm = history_lm(4, VOCAB)
+    lazy = StringSearchConfig(extend_threshold=0.3)
+    pairs = [("", " ab"), ("b a", " ab."), ("b a", " b"), ("ab", ". b")]
+    many = conditionals_many(lm, [p for p, _ in pairs], [t for _, t in pairs], config=lazy, event="boundary")
+    for (p, t), r in zip(pairs, many):
+        alone = string_conditional(lm, p, t, config=lazy, event="boundary")
+        assert alone.estimate == pytest.approx(r.estimate, abs=1e-12)
+        ids = lm.canonical(p + t)  # the canonical path then the end (token 0): one term of the boundary event
+        path_end = lm.canonical_log_prob(p + t) + float(lm.state(list(lm.prefix_ids()) + list(ids)).log_probs[0])
+        assert math.isfinite(r.estimate) and r.joint_prefix.found >= path_end - 1e-9
+        want = brute_event(lm, (p + t).encode(), "boundary") - brute_prefix(lm, p.encode())
+        assert r.lower - 1e-9 <= want <= r.upper + 1e-9
