@@ -60,8 +60,9 @@ class Conditional(Scoring):
     estimator = "the LM over strings' conditional, canonical-head prefill by default (ppl_tok.strings.conditional.conditionals_many)"
     levels = (PAIR,)
     floor = ceiling = True
-    doc = ("log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of context "
-           "plus continuation, tokens spanning the join included; a certified interval")
+    doc = ("log p(x, boundary | c) over strings: the continuation then a boundary character or the end "
+           "(event=prefix: log P(c x) - log P(c)), every tokenization of the context and of context plus "
+           "continuation, tokens spanning the join included; a certified interval")
     rolling = "prefix"
     settings_fields = ("event",)
 
