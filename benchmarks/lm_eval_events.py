@@ -61,6 +61,11 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out["difference_from_canonical"][e] = {"mean": d[0], "ci95": [d[1], d[2]]}
     out["picks_differ"] = {e: sum(pick(r["scores"][e]) != pick(r["scores"]["canonical"]) for r in rows)
                            for e in EVENTS[1:]}
+    for e in EVENTS[1:]:  # requests whose score moved from canonical's, and the mean move (nats)
+        moves = [a - b for r in rows for a, b in zip(r["scores"][e], r["scores"]["canonical"])]
+        out.setdefault("moved_over_0.01_nats", {})[e] = sum(abs(m) > 0.01 for m in moves)
+        out.setdefault("mean_move_nats", {})[e] = sum(moves) / len(moves)
+    out["requests"] = sum(len(r["scores"]["canonical"]) for r in rows)
     out["boundary_vs_prefix_picks_differ"] = sum(pick(r["scores"]["conditional-boundary"])
                                                  != pick(r["scores"]["conditional-prefix"]) for r in rows)
     return out
