@@ -47,12 +47,12 @@ def _accuracy(qs: Sequence[Question], scores: Sequence[float]) -> dict[str, Any]
 
 
 def bench_loglikelihood(lm, qs: Sequence[Question], batch: int = 32,
-                        extend_threshold: float = CONDITIONAL_EXTEND_THRESHOLD, reference: bool = False
-                        ) -> dict[str, Any]:
+                        extend_threshold: float = CONDITIONAL_EXTEND_THRESHOLD, reference: bool = False,
+                        event: str = "boundary") -> dict[str, Any]:
     """Conditional against canonical ``loglikelihood`` on the questions' (context, " " + choice) requests.
 
     Conditional runs as the lm-eval model does by default (canonical-head prefill, lazy extension at
-    ``extend_threshold``, a question's choices in one batch); ``reference``: also the exhaustive beam
+    ``extend_threshold``, ``event``: the continuation then a boundary, a question's choices in one batch); ``reference``: also the exhaustive beam
     (``extend_threshold=0``) on the same requests, its time, and the per-request error of the lazy setting's
     estimates against it (median, p95 and max in nats; the accuracy under each).
     """
@@ -76,10 +76,10 @@ def bench_loglikelihood(lm, qs: Sequence[Question], batch: int = 32,
 
     def conditional_scores(cfg: StringSearchConfig) -> list[Any]:
         return [r for lo, hi in chunks for r in conditionals_many(
-            lm, [c for c, _ in pairs[lo: hi]], [x for _, x in pairs[lo: hi]], config=cfg)]
+            lm, [c for c, _ in pairs[lo: hi]], [x for _, x in pairs[lo: hi]], config=cfg, event=event)]
 
     canonical_scores(pairs[:4])  # one-time costs (the cover index, first calls) stay out
-    conditionals_many(lm, [c for c, _ in pairs[:4]], [x for _, x in pairs[:4]], config=config)
+    conditionals_many(lm, [c for c, _ in pairs[:4]], [x for _, x in pairs[:4]], config=config, event=event)
     lm.clear_cache()
     canonical, t_can = _timed(lambda: canonical_scores(pairs))
     lm.clear_cache()
@@ -88,7 +88,7 @@ def bench_loglikelihood(lm, qs: Sequence[Question], batch: int = 32,
     conditional = [r.estimate for r in found]
     moved = [b - a for a, b in zip(canonical, conditional)]
     spanning = [spans_join(lm, c, x) for c, x in pairs]
-    out: dict[str, Any] = {"requests": len(pairs), "questions": len(qs), "batch": batch,
+    out: dict[str, Any] = {"requests": len(pairs), "questions": len(qs), "batch": batch, "event": event,
                            "extend_threshold": extend_threshold, "forwards": lm.stats.forwards, "calls": lm.stats.calls,
                            "canonical_seconds": t_can, "conditional_seconds": t_cond, "ratio": t_cond / t_can,
                            "moved_over_0.01_nats": sum(abs(m) > 0.01 for m in moved),

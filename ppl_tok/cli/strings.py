@@ -208,16 +208,19 @@ def cmd_boundary(args: argparse.Namespace) -> None:
                                  "trailing whitespace moves to it): nothing to score; give it text, or drop the line")
             pairs.append((context, text))
         source = args.file
-    report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold)
+    report = boundary_report(_load_lm(args), pairs, search_config(args), threshold=args.threshold, event=args.event)
     s = report.summary()
     lines = [f"{source}: {s['requests']} requests; {s['spanning']} have a canonical token spanning the join",
-             f"moved by more than {args.threshold:g} nats (conditional over strings vs canonical): {s['moved']} "
-             f"({s['moved_spanning']} of them spanning); largest move {s['max_abs_moved']:.4f} nats"]
+             f"moved by more than {args.threshold:g} nats (the conditional over strings, the continuation then a "
+             f"boundary, vs canonical): {s['moved']} "
+             f"({s['moved_spanning']} of them spanning); largest move {s['max_abs_moved']:.4f} nats",
+             f"the prefix event's figure moved in {s['moved_prefix']}, by cause: "
+             + ", ".join(f"{c} {n}" for c, n in s["moved_prefix_by_cause"].items())]
     for r in report.rows:
-        if r["spans_join"] or abs(r["moved"]) > args.threshold:
+        if r["spans_join"] or abs(r["moved"]) > args.threshold or r["cause"] is not None:
             lines.append(f"  {r['index']:5d} {r['context'][-30:]!r} + {r['continuation'][:30]!r}: canonical "
-                         f"{r['canonical']:.4f}, conditional {r['conditional']:.4f} ({r['moved']:+.4f})"
-                         + ("  spans the join" if r["spans_join"] else ""))
+                         f"{r['canonical']:.4f}, conditional {r['conditional']:.4f} ({r['moved']:+.4f}), prefix "
+                         f"{r['prefix']:.4f} ({r['moved_prefix']:+.4f})" + (f"  [{r['cause']}]" if r["cause"] else ""))
     _emit(args, {"model": args.model, "source": source, **s, "rows": report.rows}, lines)
 
 
@@ -236,6 +239,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the two string fields of a line (default: context continuation)")
     p.add_argument("--threshold", type=positive, default=0.01, metavar="NATS",
                    help="a request moved if the two scores differ by more (default 0.01)")
+    p.add_argument("--event", choices=["boundary", "prefix"], default="boundary",
+                   help="the conditional's event: the continuation then a boundary character or the end (default, "
+                        "lm-eval's scoring=conditional), or the output begins with it (prefix)")
     add_search_arguments(p)
     p.set_defaults(func=cmd_boundary)
 

@@ -42,7 +42,9 @@ Model arguments (``--model_args key=value,...``):
     interval logged per request (:mod:`ppl_tok.scorings.conditional`); ``prefill``
     (``canonical-head``, ``exact`` or ``auto``) says how the context is conditioned on;
     ``extend_threshold``: the beam's lazy extension (default
-    :data:`~ppl_tok.integrations.lm_eval_strings.EXTEND_THRESHOLD`, ``0`` under ``prefill=exact``; ``0``: exhaustive).
+    :data:`~ppl_tok.integrations.lm_eval_strings.EXTEND_THRESHOLD`, ``0`` under ``prefill=exact``; ``0``: exhaustive);
+    ``event``: ``boundary`` (default: the continuation then a boundary character or the end) or ``prefix``
+    (the output after the context begins with the continuation).
     Under ``loglikelihood_rolling`` it is the ``prefix`` scoring (the document as a prefix of the
     output after BOS: the conditional with an empty context).
 * ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the
@@ -69,8 +71,9 @@ to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
 encodes ``context + continuation`` and splits), the context and the
 continuation are tokenized separately, as everywhere in ppl-tok; with
 byte-level BPE models (SmolLM2, GPT-2, Llama 3) the two agree whenever the
-continuation starts with a space (``conditional`` tokenizes neither apart). ``is_greedy`` is always
-``False`` (only ``acc``/``acc_norm`` of multiple-choice tasks are meaningful). Perplexity
+continuation starts with a space (``conditional`` tokenizes neither apart). ``is_greedy`` is
+``conditional``'s greedy byte decoding under its event, and ``False`` under the other scorings (only
+``acc``/``acc_norm`` of multiple-choice tasks are meaningful there). Perplexity
 tasks use lm-eval's rolling windows over the canonical tokens, conditioned on
 BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 """
@@ -98,14 +101,14 @@ from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, 
 from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
-from ppl_tok.scorings import DOCUMENT, PAIR, Pair, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.scorings import DOCUMENT, PAIR, Pair, PairScore, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
 from ppl_tok.scorings.registry import default_search
-from ppl_tok.scorings.pairs import PairScore
 from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN, EXTEND_THRESHOLD
 from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
+from ppl_tok.strings.conditional import EVENTS
 
 MODEL_NAME = "ppl-tok"
 DEFAULT_BATCH = 32
@@ -190,7 +193,7 @@ class PPLTokLM(LM):
                  prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
                  prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN,
                  proposal: str = "lookahead", proposal_file: str | None = None,
-                 extend_threshold: float | None = None) -> None:
+                 extend_threshold: float | None = None, event: str = "boundary") -> None:
         super().__init__()
         if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
             known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
@@ -237,6 +240,11 @@ class PPLTokLM(LM):
             extend_threshold = 0.0 if prefill == "exact" else EXTEND_THRESHOLD
         share = _float_arg("extend_threshold", extend_threshold, 0.0, 1.0 - 1e-12)
         self.conditional = replace(self.strings, extend_threshold=share)
+        if event not in EVENTS:
+            raise ModelArgumentError(f"event={event!r}: expected one of {', '.join(EVENTS)} (conditional: the "
+                                     "continuation then a boundary character or the end, or its prefix probability)")
+        #: ``conditional``'s event (:data:`~ppl_tok.strings.conditional.EVENTS`)
+        self.event = str(event)
         self.gen_bytes_per_token = _int_arg("gen_bytes_per_token", gen_bytes_per_token, 1)
         #: the certified interval of every request scored where the scoring gives one (``conditional``, ``exact``), in order
         self.intervals: list[tuple[float, float]] = []
@@ -286,9 +294,11 @@ class PPLTokLM(LM):
         return cls(**arg_dict, **extra)
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        """``(score, False)`` per request, the score as chosen by ``scoring``; batched on the engine."""
+        """``(score, is_greedy)`` per request, the score as chosen by ``scoring``; batched on the engine.
+        ``is_greedy`` is ``conditional``'s (greedy byte decoding writes the continuation, and under
+        ``event=boundary`` then a boundary or the end); ``False`` under the other scorings."""
         pairs = [request_pair(r, seed=self.seed, split=self.split, id_field=self.id_field) for r in requests]
-        return [(s, False) for s in self.score_pairs(pairs, progress=not disable_tqdm)]
+        return [(s.estimate, bool(s.greedy)) for s in self.pair_scores(pairs, progress=not disable_tqdm)]
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
         """The log-likelihood of each document (perplexity tasks), by :mod:`ppl_tok.perplexity`.
@@ -337,13 +347,17 @@ class PPLTokLM(LM):
         return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
                 "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
                 "ppl_tok_prefill": self.strings.prefill, "ppl_tok_proposal": self.proposal,
-                "ppl_tok_extend_threshold": self.conditional.extend_threshold,
+                "ppl_tok_extend_threshold": self.conditional.extend_threshold, "ppl_tok_event": self.event,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
 
     # ------------------------------------------------------------------ scoring
     def score_pairs(self, pairs: Sequence[Pair], progress: bool = False) -> list[float]:
         """The score of every pair, in batches of ``batch_size`` requests (a question's answers kept together:
         ``mixture`` normalises over them), by the scoring's :meth:`~ppl_tok.scorings.Scoring.score_pairs`."""
+        return [s.estimate for s in self.pair_scores(pairs, progress)]
+
+    def pair_scores(self, pairs: Sequence[Pair], progress: bool = False) -> list[PairScore]:
+        """:meth:`score_pairs` with each request's interval and ``greedy`` (:class:`~ppl_tok.scorings.PairScore`)."""
         from tqdm.auto import tqdm
 
         if self.pair_scoring is None:
@@ -352,13 +366,13 @@ class PPLTokLM(LM):
         implementation = find_scoring(self.pair_scoring, PAIR)
         config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.conditional,
                                num_samples=self.num_samples, seed=self.seed, exact_tolerance=self.tolerance,
-                               exact_budget=self.budget, alpha=self.alpha, proposal=self.proposal)
-        out = [0.0] * len(pairs)
+                               exact_budget=self.budget, alpha=self.alpha, proposal=self.proposal, event=self.event)
+        out: list[PairScore] = [PairScore(0.0)] * len(pairs)
         with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
             for idx in chunks(pairs, self.batch, whole_groups=True):
                 scores = implementation.score_pairs(self.lm, [pairs[i] for i in idx], config)
                 for i, s in zip(idx, checked_scores(implementation.name, scores, len(idx), PairScore, "pairs")):
-                    out[i] = s.estimate
+                    out[i] = s
                     if s.lower is not None and s.upper is not None:
                         self.intervals.append((s.lower, s.upper))
                 bar.update(len(idx))

@@ -7,6 +7,16 @@ the context conditioned on as ``config.search.prefill`` says (default ``canonica
 between context and continuation (the caller moves the context's trailing whitespace first,
 :func:`ppl_tok.integrations.lm_eval.move_trailing_space`), and no continuation is ever empty of tokens.
 Under lm-eval's ``loglikelihood_rolling`` (a document after BOS alone) it is ``prefix`` (:attr:`rolling`).
+
+The event (``ScoringConfig.event``, :data:`~ppl_tok.strings.conditional.EVENTS`): ``"boundary"`` (the default)
+scores the continuation followed by a boundary character or the end,
+
+    log p(x, boundary | c) = log [ sum over b in B of P(c x b) + P(c x, end) ] - log P(c),
+
+``B`` the word-end set of :class:`~ppl_tok.strings.units.WordRules` (ASCII whitespace and punctuation other
+than ``'`` and ``-``), so an answer is not credited with every longer word it begins (" lever" with
+" levers"); ``"prefix"`` scores ``log P(c x) - log P(c)``. Each score carries whether greedy byte decoding
+writes the continuation under the same event (:attr:`~ppl_tok.scorings.pairs.PairScore.greedy`).
 """
 
 from __future__ import annotations
@@ -26,17 +36,18 @@ LOG = logging.getLogger(__name__)
 
 
 def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
-                       config: StringSearchConfig, labels: Sequence[Any] | None = None) -> list[StringConditional]:
+                       config: StringSearchConfig, labels: Sequence[Any] | None = None, event: str = "boundary",
+                       greedy: bool = False) -> list[StringConditional]:
     """``log p(continuation | context)`` over strings of each request, every certified interval logged
     (logger ``ppl_tok.scorings.conditional``, level INFO).
 
     One batched walk (:func:`~ppl_tok.strings.conditional.conditionals_many`): the answers of a question
     share its context's walk.
     """
-    results = conditionals_many(lm, list(contexts), list(continuations), config=config)
+    results = conditionals_many(lm, list(contexts), list(continuations), config=config, event=event, greedy=greedy)
     for i, r in enumerate(results):
         label = labels[i] if labels is not None else i
-        LOG.info("request %s: log p(%r | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, r.prompt[-40:],
+        LOG.info("request %s: log p(%r%s | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, ", boundary" if event == "boundary" else "", r.prompt[-40:],
                  r.estimate, r.lower, r.upper, "" if r.hint is None else f" ({r.hint})")
     return results
 
@@ -49,11 +60,13 @@ class Conditional(Scoring):
     estimator = "the LM over strings' conditional, canonical-head prefill by default (ppl_tok.strings.conditional.conditionals_many)"
     levels = (PAIR,)
     floor = ceiling = True
-    doc = ("log p(x | c) = log P(c x) - log P(c) over strings: every tokenization of the context and of context "
-           "plus continuation, tokens spanning the join included; a certified interval")
+    doc = ("log p(x, boundary | c) over strings: the continuation then a boundary character or the end "
+           "(event=prefix: log P(c x) - log P(c)), every tokenization of the context and of context plus "
+           "continuation, tokens spanning the join included; a certified interval")
     rolling = "prefix"
+    settings_fields = ("event",)
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         results = conditional_scores(lm, [p.context for p in pairs], [p.continuation for p in pairs], config.search,
-                                     labels=[(*p.group, p.choice) for p in pairs])
-        return [PairScore(r.estimate, lower=r.lower, upper=r.upper) for r in results]
+                                     labels=[(*p.group, p.choice) for p in pairs], event=config.event, greedy=True)
+        return [PairScore(r.estimate, lower=r.lower, upper=r.upper, greedy=r.greedy) for r in results]

@@ -38,6 +38,8 @@ class PairScore:
     estimate: float
     lower: float | None = None
     upper: float | None = None
+    #: whether greedy decoding writes the continuation (lm-eval's ``is_greedy``; ``None``: not computed)
+    greedy: bool | None = None
 
     def __post_init__(self) -> None:
         if math.isnan(self.estimate):

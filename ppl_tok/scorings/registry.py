@@ -252,6 +252,9 @@ class ScoringConfig:
         settings with its file's checksum and weights.
     :param level: :data:`~ppl_tok.scorings.DOCUMENT` (perplexity, ``loglikelihood_rolling``) or
         :data:`~ppl_tok.scorings.PAIR` (``loglikelihood``).
+    :param event: ``conditional``: what a continuation's probability is of, ``"boundary"`` (the continuation
+        then a boundary character or the end) or ``"prefix"`` (the output begins with it);
+        :data:`ppl_tok.strings.conditional.EVENTS`.
     """
 
     scoring: str = "canonical"
@@ -265,8 +268,13 @@ class ScoringConfig:
     proposal: dict[str, Any] | None = None
     level: str = DOCUMENT
     exhaustive: bool = False
+    event: str = "boundary"
 
     def __post_init__(self) -> None:
+        from ppl_tok.strings.conditional import EVENTS
+
+        if self.event not in EVENTS:
+            raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
         object.__setattr__(self, "scoring", scoring(self.scoring, self.level).name)  # old names resolved
         if not isinstance(self.exhaustive, bool):
             raise TypeError(f"exhaustive must be True or False, got {self.exhaustive!r}")

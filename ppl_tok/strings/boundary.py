@@ -11,11 +11,17 @@ moves to the continuation, :func:`move_trailing_space`), the report gives:
 * ``spans_join``: whether a canonical token of ``context + continuation`` crosses the join;
 * ``canonical``: ``log p(v*(continuation) | v*(context))`` (each tokenized apart, nats);
 * ``conditional``: ``log p(continuation | context)`` over strings with its certified interval
-  (:func:`~ppl_tok.strings.conditional.conditionals_many`);
-* ``moved``: ``conditional - canonical``;
+  (:func:`~ppl_tok.strings.conditional.conditionals_many`) under ``event`` (default ``"boundary"``, lm-eval's
+  ``scoring=conditional``: the continuation then a boundary character or the end), and ``prefix``, the
+  ``"prefix"`` event's figure from the same walk (the output after the context *begins with* the continuation);
+* ``moved``: ``conditional - canonical``, and ``moved_prefix``: ``prefix - canonical``;
+* ``cause``, for a request whose prefix figure moved by more than ``threshold`` (else ``None``):
+  ``"join"`` (a canonical token spans the join), else ``"prefix event"`` (the move is gone under the
+  boundary event: ``|moved| <= threshold``; the prefix figure credits the continuation with every longer word
+  it begins, " lever" with " levers"), else ``"rest"`` (tokenizations other than the canonical one);
 
-and in all: the requests, those spanning the join, and how many moved by more than
-``threshold`` nats (default 0.01) among each, with the largest move. A benchmark whose
+and in all: the requests, those spanning the join, how many moved by more than
+``threshold`` nats (default 0.01) among each, with the largest move, and the moves by cause. A benchmark whose
 requests rarely span the join and rarely move is one where canonical scores can be trusted.
 """
 
@@ -28,10 +34,12 @@ from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.conditional import conditionals_many
+from ppl_tok.strings.conditional import EVENTS, conditionals_many
 
 #: the move in nats past which a request counts as moved
 THRESHOLD = 0.01
+#: why a request's prefix figure moved (module docstring), in the order they are tested
+CAUSES = ("join", "prefix event", "rest")
 
 
 def move_trailing_space(context: str, continuation: str) -> tuple[str, str]:
@@ -55,8 +63,8 @@ def spans_join(lm: LanguageModel, context: str, continuation: str) -> bool:
 
 @dataclass(frozen=True)
 class BoundaryReport:
-    """Per request (``rows``: context, continuation, spans_join, canonical, conditional, lower, upper, moved)
-    and in all (:meth:`summary`)."""
+    """Per request (``rows``: context, continuation, spans_join, canonical, conditional, lower, upper, moved,
+    prefix, moved_prefix, cause) and in all (:meth:`summary`)."""
 
     rows: list[dict[str, Any]]
     threshold: float = THRESHOLD
@@ -69,28 +77,45 @@ class BoundaryReport:
                 "moved_spanning": sum(1 for r in span if abs(r["moved"]) > self.threshold),
                 "threshold_nats": self.threshold,
                 "max_abs_moved": max((abs(r["moved"]) for r in self.rows), default=0.0),
-                "mean_abs_moved_spanning": sum(abs(r["moved"]) for r in span) / len(span) if span else 0.0}
+                "mean_abs_moved_spanning": sum(abs(r["moved"]) for r in span) / len(span) if span else 0.0,
+                "moved_prefix": sum(1 for r in self.rows if r["cause"] is not None),
+                "moved_prefix_by_cause": {c: sum(1 for r in self.rows if r["cause"] == c) for c in CAUSES}}
+
+
+def _cause(spans: bool, moved: float, moved_prefix: float, threshold: float) -> str | None:
+    """Why the prefix figure moved by more than ``threshold`` (:data:`CAUSES`; ``None``: it did not)."""
+    if abs(moved_prefix) <= threshold:
+        return None
+    return "join" if spans else "prefix event" if abs(moved) <= threshold else "rest"
 
 
 def boundary_report(lm: LanguageModel, pairs: Sequence[tuple[str, str]], config: StringSearchConfig | None = None,
-                    threshold: float = THRESHOLD) -> BoundaryReport:
-    """The report of ``pairs`` (``(context, continuation)``, as lm-eval hands them over) under ``lm``.
+                    threshold: float = THRESHOLD, event: str = "boundary") -> BoundaryReport:
+    """The report of ``pairs`` (``(context, continuation)``, as lm-eval hands them over) under ``lm``; ``event``:
+    the conditional's (``"boundary"``: the prefix figure comes from the same walk; ``"prefix"``: both are it).
 
     :raises ValueError: an empty continuation, or one the tokenizer cannot encode (named by its index).
     """
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold >= 0):
         raise ValueError(f"threshold must be a finite number of nats >= 0, got {threshold!r}")
+    if event not in EVENTS:
+        raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {event!r}")
     moved_pairs = [move_trailing_space(c, x) for c, x in pairs]
     for i, (_, x) in enumerate(moved_pairs):
         if not x:
             raise ValueError(f"request {i} (counted from 0): the continuation is empty: nothing to score")
     canonical = lm.log_probs_many([lm.canonical(x) for _, x in moved_pairs], [c for c, _ in moved_pairs])
     found = conditionals_many(lm, [c for c, _ in moved_pairs], [x for _, x in moved_pairs],
-                              config=config or StringSearchConfig(prefill="canonical-head"))
-    rows = [{"index": i, "context": c, "continuation": x, "spans_join": spans_join(lm, c, x), "canonical": can,
-             "conditional": r.estimate, "lower": r.lower, "upper": r.upper, "moved": r.estimate - can}
-            for i, ((c, x), can, r) in enumerate(zip(moved_pairs, canonical, found))]
+                              config=config or StringSearchConfig(prefill="canonical-head"), event=event)
+    rows = []
+    for i, ((c, x), can, r) in enumerate(zip(moved_pairs, canonical, found)):
+        prefix = r.estimate if r.prefix_estimate is None else r.prefix_estimate
+        span = spans_join(lm, c, x)
+        rows.append({"index": i, "context": c, "continuation": x, "spans_join": span, "canonical": can,
+                     "conditional": r.estimate, "lower": r.lower, "upper": r.upper, "moved": r.estimate - can,
+                     "event": event, "prefix": prefix, "moved_prefix": prefix - can,
+                     "cause": _cause(span, r.estimate - can, prefix - can, threshold)})
     return BoundaryReport(rows, threshold)
 
 
-__all__ = ["THRESHOLD", "BoundaryReport", "boundary_report", "move_trailing_space", "spans_join"]
+__all__ = ["CAUSES", "THRESHOLD", "BoundaryReport", "boundary_report", "move_trailing_space", "spans_join"]

@@ -24,7 +24,9 @@ from ppl_tok.integrations.lm_eval_strings import EXTEND_THRESHOLD, generation_se
 from ppl_tok.strings import StringSearchConfig  # noqa: E402
 from ppl_tok.strings.generate import generate  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
-from tests.strings.test_state import brute_prefix  # noqa: E402
+from ppl_tok.common.logspace import logsumexp  # noqa: E402
+from ppl_tok.strings.units import WordRules  # noqa: E402
+from tests.strings.test_state import brute_exact, brute_prefix  # noqa: E402
 
 WIDE = {"beam": 10_000, "prune": 1e6}
 
@@ -37,16 +39,28 @@ def scores(model: PPLTokLM, pairs: list[tuple[str, str]]) -> list[float]:
     return [s for s, _ in model.loglikelihood([request(c, x, i) for i, (c, x) in enumerate(pairs)], disable_tqdm=True)]
 
 
+def brute_event(lm, x: str, event: str) -> float:
+    """log P(event of x) by brute force: the prefix, or x then a boundary character or the end."""
+    if event == "prefix":
+        return brute_prefix(lm, x.encode())
+    return logsumexp([brute_prefix(lm, (x + b).encode()) for b in WordRules().boundary_chars]
+                     + [brute_exact(lm, x.encode())])
+
+
+@pytest.mark.parametrize("event", ["boundary", "prefix"])
 @pytest.mark.parametrize("text", ["ab cd", " abc de", "ba ab  c"])
-def test_conditional_equals_brute_force_at_every_cut(text):
-    """log p(y | x) = log P(x y) - log P(x) over all token sequences, for every cut of the string (exact prefill)."""
+def test_conditional_equals_brute_force_at_every_cut(text, event):
+    """log p(y | x) = log P(event of x y) - log P(x) over all token sequences (and, under the default
+    ``event=boundary``, every next character), for every cut of the string (exact prefill)."""
     lm = toy_lm(3)
-    model = PPLTokLM(lm=lm, scoring="conditional", prefill="exact", **WIDE)
+    model = PPLTokLM(lm=lm, scoring="conditional", prefill="exact", **WIDE,
+                     **({} if event == "boundary" else {"event": event}))
+    assert model.get_model_info()["ppl_tok_event"] == event
     cuts = [(text[:i], text[i:]) for i in range(len(text))]
     got = scores(model, cuts)
     for (c, x), s in zip(cuts, got):
         c, x = move_trailing_space(c, x)
-        want = brute_prefix(lm, (c + x).encode()) - brute_prefix(lm, c.encode())
+        want = brute_event(lm, c + x, event) - brute_prefix(lm, c.encode())
         assert s == pytest.approx(want, abs=1e-9), (c, x)
     assert len(model.intervals) == len(cuts)
     assert all(lo - 1e-9 <= s <= hi + 1e-9 for s, (lo, hi) in zip(got, model.intervals))
@@ -65,11 +79,31 @@ def test_lazy_extension_by_default_its_interval_certified():
     cuts = [move_trailing_space(text[:i], text[i:]) for i in range(len(text))]
     got = scores(model, cuts)
     for (c, x), s, (lo, hi) in zip(cuts, got, model.intervals):
-        want = brute_prefix(lm, (c + x).encode()) - brute_prefix(lm, c.encode())
+        want = brute_event(lm, c + x, "boundary") - brute_prefix(lm, c.encode())
         assert lo - 1e-9 <= want <= hi + 1e-9 and lo - 1e-9 <= s <= hi + 1e-9, (c, x)
     for bad in (1, -0.1, "x"):
         with pytest.raises(ValueError, match="extend_threshold="):
             PPLTokLM(lm=lm, scoring="conditional", extend_threshold=bad)
+
+
+def test_is_greedy_follows_the_event():
+    """is_greedy: greedy byte decoding writes the continuation (and, under boundary, then ends the word): the
+    continuation greedy decoding writes is greedy under prefix; under boundary exactly when a boundary or the end
+    is the most probable next."""
+    lm = toy_lm(2)
+    text = generate(lm, "ab", max_bytes=3, greedy=True, mode="bytes", config=StringSearchConfig(**WIDE)).text
+    assert text
+    both = {e: PPLTokLM(lm=lm, scoring="conditional", prefill="exact", event=e, **WIDE) for e in ("prefix", "boundary")}
+    out = {e: m.loglikelihood([request("ab", text)], disable_tqdm=True)[0] for e, m in both.items()}
+    assert out["prefix"][1] is True
+    nxt = generate(lm, "ab" + text, max_bytes=1, greedy=True, mode="bytes", config=StringSearchConfig(**WIDE))
+    ends = nxt.text == "" or nxt.text in WordRules().boundary_chars
+    assert out["boundary"][1] is ends
+    wrong = "b" if text[:1] != "b" else "a"
+    assert both["prefix"].loglikelihood([request("ab", wrong + text)], disable_tqdm=True)[0][1] is False
+    assert PPLTokLM(lm=lm, scoring="canonical").loglikelihood([request("ab", text)], disable_tqdm=True)[0][1] is False
+    with pytest.raises(ValueError, match="event='word'"):
+        PPLTokLM(lm=lm, scoring="conditional", event="word")
 
 
 def test_whitespace_placement_does_not_move_the_score():
@@ -173,9 +207,9 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(card, device="cpu")
-    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1)
+    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # ppl-tok conditional's event
     got = scores(model, PUBLIC_CASES)
-    batched = scores(PPLTokLM(lm=lm, scoring="conditional"), PUBLIC_CASES)
+    batched = scores(PPLTokLM(lm=lm, scoring="conditional", event="prefix"), PUBLIC_CASES)
     assert batched == pytest.approx(got, abs=1e-4)
     for (c, x), s in zip(PUBLIC_CASES, got):
         assert math.isfinite(s) and s < 0
@@ -185,6 +219,11 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
     assert got[2] == pytest.approx(got[3], abs=1e-6)
+    lm.clear_cache()  # (after the comparisons above: rows cached from other batch shapes round differently)
+    boundary = scores(PPLTokLM(lm=lm, scoring="conditional"), PUBLIC_CASES)  # the default event
+    assert all(math.isfinite(s) and s < 0 for s in boundary)
+    assert boundary[2] == pytest.approx(boundary[3], abs=1e-6)  # wherever the delimiter space sits
+    assert all(b <= g + 1e-4 for b, g in zip(boundary, got))  # the boundary event is inside the prefix one
 
 
 def test_a_byte_budget_that_ends_inside_a_character_ends_at_the_last_complete_one():
