@@ -150,3 +150,40 @@ def test_bad_search_is_one_line(search, message):
 def test_bad_back_off_is_refused(back_off):
     with pytest.raises(ValueError, match="back_off must be a whole number of bytes"):
         TokenTree(back_off)
+
+
+def _reference(lm, text: str, context, config, rules: WordRules, final: str = "boundary") -> list[float]:
+    """Per word, the byte-synchronous walk restricted to the same paths: the tail after the branch's canonical
+    head, walked with the head as token context, split into (the words before the unit, the unit)."""
+    from ppl_tok.strings.tree import canonical_ends, plan
+
+    data = text.encode()
+    ids = lm.canonical(text)
+    spans = byte_spans(text, word_spans(text, rules))
+    ends = [0] + canonical_ends(lm, ids)
+    prefix = list(lm.prefix_ids(context))[1:] if lm.bos_id is not None else list(lm.prefix_ids(context))
+    out = []
+    for b in plan(lm, data, ids, spans, TokenTree()):
+        tail = data[ends[b.r]: b.end].decode()
+        cut = len(data[ends[b.r]: b.cut].decode())
+        regions = [0, cut, len(tail)] if cut else [0, len(tail)]
+        goes_on = b.unit < len(spans) - 1
+        last = ("boundary" if data[b.end:].decode()[:1] in rules.boundary_chars else "none") if goes_on else final
+        rows = surprisals(lm, tail, units=regions, context=prefix + list(ids[:b.r]), config=config, rules=rules,
+                          final=last)
+        out.append(rows[-1].surprisal)
+    return out
+
+
+@pytest.mark.slow
+def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2):
+    from ppl_tok.datasets import BUNDLED_DATA, data_file, load_questions
+
+    texts = [q.context for q in load_questions(data_file("openbookqa", "test", BUNDLED_DATA))[:1]]
+    texts.append("The old man the boats, don't they?")
+    config = StringSearchConfig()
+    rules = WordRules()
+    got = surprisal_batch(smollm2, texts, config=config, search="tree")
+    for text, rows in zip(texts, got):
+        assert [r.surprisal for r in rows] == pytest.approx(_reference(smollm2, text, "", config, rules), abs=2e-4)
+        assert all(r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 for r in rows)
