@@ -189,7 +189,8 @@ def surprisal_options(args: argparse.Namespace) -> Any:
     from ppl_tok.strings.tasks import Options
 
     return Options(context=args.context, config=search_config(args), units=args.units,
-                   keep_punctuation=args.keep_punctuation, wide=args.wide, final=args.final, entropy=args.entropy)
+                   keep_punctuation=args.keep_punctuation, wide=args.wide, final=args.final, entropy=args.entropy,
+                   search=args.search, tree_back_off=args.tree_back_off)
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
@@ -291,6 +292,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="word (default: whitespace and punctuation rules of docs/strings.md), char (UTF-8), byte")
     p.add_argument("--regions", metavar="CSV", help="a CSV of item,start,end character spans that tile each item "
                    "(overrides --units; the word-end correction applies where the text goes on with a boundary)")
+    p.add_argument("--search", choices=("walk", "tree"), default="walk",
+                   help="walk (default: the byte-synchronous walk over each item) or tree (one branch per unit off the "
+                        "canonical cache, LM calls bounded by the tail: the figures are conditioned on the unit's "
+                        "canonical head, docs/strings.md)")
+    p.add_argument("--tree-back-off", type=integer(0), default=0, metavar="BYTES",
+                   help="with --search tree: the branch's head ends at least this many bytes before the unit (default 0)")
     p.add_argument("--keep-punctuation", action="store_true",
                    help="words keep their punctuation (\" boat.\" one unit) instead of punctuation runs being units")
     p.add_argument("--context", default="", help="text every item continues, canonically tokenized (default: none)")

@@ -84,6 +84,7 @@ from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.events import end_bracket
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState, extend_many
+from ppl_tok.strings.tree import Branch, TokenTree, plan, walk_branches
 from ppl_tok.strings.units import (PUNCTUATION, UNIT_KINDS, WordRules, char_at, region_spans,  # noqa: F401 - re-exported
                                    unit_byte_spans, word_spans)
 
@@ -174,6 +175,19 @@ def _end_event(state: StringState) -> tuple[float, float, float]:
     return p.lower, p.found, p.upper
 
 
+#: how the events are found: the byte-synchronous walk, or the token tree (:mod:`ppl_tok.strings.tree`)
+SEARCHES = ("walk", "tree")
+
+
+def search_tree(search: str | TokenTree) -> TokenTree | None:
+    """The :class:`TokenTree` that ``search`` names (``None``: the walk)."""
+    if isinstance(search, TokenTree):
+        return search
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)} or a TokenTree, got {search!r}")
+    return TokenTree() if search == "tree" else None
+
+
 #: what the last unit of an item is conditioned on (module docstring, ``E_n``)
 FINALS = ("end", "boundary", "none")
 
@@ -224,6 +238,29 @@ def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, bound
         job.state = None  # its LM states may go
 
 
+def _walk_tree(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, boundary: str,
+               tree: TokenTree) -> None:
+    """Fill ``job.pairs`` from one branch per unit off the canonical cache (:mod:`ppl_tok.strings.tree`)."""
+    ascii_bytes = sorted({ord(c) for c in boundary if ord(c) < 128})
+    wide_chars = [c for c in boundary if ord(c) >= 128]
+    lm.states(sorted({j.prefix for j in jobs}))
+    branches = [b for i, job in enumerate(jobs) for b in plan(lm, job.data, job.canonical_ids(), job.spans, tree, i)]
+
+    def read(b: Branch, at_end: bool, state: StringState) -> tuple[float, float, float]:
+        job = jobs[b.item]
+        k = b.unit if at_end else b.unit - 1
+        last = job.final if k == len(job.spans) - 1 else None
+        return _event(state, k, last, job.corrected[k], ascii_bytes, wide_chars)
+
+    errors = walk_branches(lm, [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs],
+                           branches, config, read)
+    for i, (k, err) in errors.items():
+        jobs[i].fail(k, err)
+    for i, job in enumerate(jobs):
+        if job.error is None:
+            job.pairs = [(b.before, b.after) for b in branches if b.item == i]  # type: ignore[misc]
+
+
 class _Job:
     """One text of a walk: its bytes, units, which cuts are corrected, and what the walk found."""
 
@@ -250,6 +287,8 @@ class _Job:
             self._unit[a:b] = [k] * (b - a)
         self.state: StringState | None = None
         self.events: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)]
+        #: under the token tree, each unit's (E_{k-1}, E_k) as its own branch read them (else from ``events``)
+        self.pairs: list[tuple[tuple[float, float, float], tuple[float, float, float]]] | None = None
         self.error: Exception | None = None
 
     def canonical_ids(self) -> list[int] | None:
@@ -265,6 +304,10 @@ class _Job:
         """The walk stopped in unit ``k``: keep the error, named by the unit, and let the state go."""
         self.error = type(err)(f"unit {k} ({self.texts[k]!r}, bytes {self.spans[k][0]}..{self.spans[k][1]}): {err}")
         self.state = None
+
+    def pair(self, k: int) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """``(E_{k-1}, E_k)`` of unit ``k``: consecutive events of the walk, or the unit's branch's."""
+        return self.pairs[k] if self.pairs is not None else (self.events[k], self.events[k + 1])
 
     def unit_at(self, j: int) -> int:
         """The unit holding byte ``j``."""
@@ -310,7 +353,7 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
           wide: float) -> list[UnitSurprisal]:
     rows = []
     for k, ((a, b), (ca, cb)) in enumerate(zip(job.spans, job.chars)):
-        (lo0, found0, up0), (lo1, found1, up1) = job.events[k], job.events[k + 1]
+        (lo0, found0, up0), (lo1, found1, up1) = job.pair(k)
         if lo0 == -math.inf:
             raise DeadEndError(f"unit {k} ({job.texts[k]!r}): the beam found no mass for the text before it")
         lower = max(0.0, -min(0.0, up1 - lo0) / LN2)
@@ -327,7 +370,8 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
 def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Sequence[Any] = "word",
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
-                    wide: float = WIDE_BITS, final: str | None = None) -> list[list[UnitSurprisal] | Exception]:
+                    wide: float = WIDE_BITS, final: str | None = None,
+                    search: str | TokenTree = "walk") -> list[list[UnitSurprisal] | Exception]:
     """:func:`surprisals_many`, an item that fails given as its error (the others' rows are kept).
 
     Bad arguments (an empty text, regions that do not tile it) raise before any LM call; what only
@@ -339,6 +383,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     texts = list(texts)
     rules = rules or WordRules()
     config = config or StringSearchConfig()
+    tree = search_tree(search)
     contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     if len(contexts) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(contexts)} contexts")
@@ -359,7 +404,10 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     held = 4 * len(lm.vocab) * sum(len(job.canonical_ids() or ()) for job in jobs)
     with lm.row_budget(lm.config.row_bytes + held):
         canon = _canonical_many(lm, jobs)
-        _walk(lm, jobs, config, rules.boundary_chars)
+        if tree is None:
+            _walk(lm, jobs, config, rules.boundary_chars)
+        else:
+            _walk_tree(lm, jobs, config, rules.boundary_chars, tree)
     out: list[list[UnitSurprisal] | Exception] = []
     for job, column in zip(jobs, canon):
         if job.error is not None:
@@ -378,7 +426,8 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
 def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Sequence[Any] = "word",
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
-                    wide: float = WIDE_BITS, final: str | None = None) -> list[list[UnitSurprisal]]:
+                    wide: float = WIDE_BITS, final: str | None = None,
+                    search: str | TokenTree = "walk") -> list[list[UnitSurprisal]]:
     """:func:`surprisals` of many texts, walked together: one LM call serves every walk waiting for a forward.
 
     ``out[i]`` equals ``surprisals(lm, texts[i], units=..., context=contexts[i], ...)`` up to the
@@ -393,7 +442,7 @@ def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
         :func:`surprisal_batch` keeps the other items' rows.
     """
     out = surprisal_batch(lm, texts, units=units, contexts=contexts, config=config, rules=rules, word_end=word_end,
-                          wide=wide, final=final)
+                          wide=wide, final=final, search=search)
     for i, rows in enumerate(out):
         if isinstance(rows, Exception):
             raise type(rows)(f"item {i}: {rows}") from rows
@@ -403,7 +452,7 @@ def surprisals_many(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
 def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "word", context: str | Sequence[int] = "",
                config: StringSearchConfig | None = None, rules: WordRules | None = None,
                word_end: bool | None = None, wide: float = WIDE_BITS,
-               final: str | None = None) -> list[UnitSurprisal]:
+               final: str | None = None, search: str | TokenTree = "walk") -> list[UnitSurprisal]:
     """The surprisal in bits of each unit of ``text`` over strings, beside its canonical-token surprisal.
 
     See the module docstring for the definition: ``s(u_k) = -log2 P(E_k | E_{k-1})`` with the
@@ -423,11 +472,14 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     :param final: the last unit's event, :data:`FINALS`: ``"boundary"`` (a boundary character or the end
         follows, the default where ``word_end`` is on), ``"end"`` (the string ends: the default for
         characters and bytes) or ``"none"``.
+    :param search: ``"walk"`` (the byte-synchronous walk: the exhaustive reference) or ``"tree"`` / a
+        :class:`~ppl_tok.strings.tree.TokenTree` (one branch per unit off the canonical cache: LM calls bounded
+        by the tail, the estimand conditioned on the unit's canonical head, :mod:`ppl_tok.strings.tree`).
     :raises ValueError: empty text, regions that do not tile it; :class:`DeadEndError` (a
         ``ValueError``) when no token covers a byte, naming the unit.
     """
     (rows,) = surprisal_batch(lm, [text], units=[units], contexts=[context], config=config, rules=rules,
-                              word_end=word_end, wide=wide, final=final)
+                              word_end=word_end, wide=wide, final=final, search=search)
     if isinstance(rows, Exception):
         raise rows
     return rows

@@ -64,6 +64,10 @@ class Options:
     wide: float = WIDE_BITS
     final: str | None = None
     entropy: bool = False
+    #: surprisal's search: ``"walk"`` (the byte-synchronous walk) or ``"tree"`` (:mod:`ppl_tok.strings.tree`, its
+    #: back-off ``tree_back_off`` bytes)
+    search: str = "walk"
+    tree_back_off: int = 0
 
     def settings(self) -> dict[str, Any]:
         """The settings every task's numbers depend on: the context and the beam's (what a store compares)."""
@@ -252,8 +256,12 @@ class Surprisal(StringTask):
         rules = WordRules(split_punctuation=not options.keep_punctuation)
         units = [options.units if it.regions is None else [tuple(r) for r in it.regions] for it in items]
         texts = [it.prompt for it in items]
+        from ppl_tok.strings.tree import TokenTree
+
+        search = TokenTree(options.tree_back_off) if options.search == "tree" else options.search
         found = surprisal_batch(lm, texts, units=units, contexts=[options.context] * len(items),
-                                config=options.config, rules=rules, wide=options.wide, final=options.final)
+                                config=options.config, rules=rules, wide=options.wide, final=options.final,
+                                search=search)
         out: list[dict[str, Any] | ValueError] = []
         for it, u, rows in zip(items, units, found):
             if isinstance(rows, Exception):
@@ -271,8 +279,9 @@ class Surprisal(StringTask):
         return out
 
     def settings(self, options: Options) -> dict[str, Any]:
+        tree = {"search": "tree", "tree_back_off": options.tree_back_off} if options.search == "tree" else {}
         return {"units": options.units, "keep_punctuation": options.keep_punctuation, "wide_bits": options.wide,
-                "final": options.final, "entropy": options.entropy}
+                "final": options.final, "entropy": options.entropy, **tree}  # (a walk's settings as before the tree)
 
 
 __all__ = ["TASKS", "Item", "Options", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",

@@ -1,0 +1,177 @@
+"""A token tree off the canonical cache: per-unit figures in LM calls bounded by the tail, not the text.
+
+The byte-synchronous walk (:mod:`ppl_tok.strings.state`) reads a text left to right, one LM call per
+byte offset that needs a forward, so a text of ``n`` bytes costs up to ``n`` sequential calls. Here the
+text's canonical tokens ``v* = (v_1 .. v_T)`` (ending at the byte offsets ``e_1 < .. < e_T``) are run in
+one prefill forward (as canonical scoring runs them), which leaves the state after every canonical prefix
+``v_{<=r}`` in the LM's prefix cache. Every unit then gets its own **branch**: a walk rooted at one of
+those cached states and covering only a short **tail** of the text, and all the branches of all the texts
+advance together, each LM call running the prefixes every branch needs next (the KV pool's prefix
+sharing with ragged rows: :func:`~ppl_tok.strings.state.extend_many`). The token sequences the branches
+run form one tree hanging off the canonical path at its branch points.
+
+**What a unit's branch covers.** Unit ``k`` spans bytes ``[s_k, i_k)`` of ``x``. Its head is the
+canonical prefix ``h_k = v_{<=r_k}``, with ``r_k`` the largest number of canonical tokens that end at or
+before
+
+    min( reach(x[:s_k]),  s_k - W )
+
+and not inside a UTF-8 character, where ``reach`` (:func:`~ppl_tok.strings.prefill.reach`) is the earliest
+offset from which a token can run past ``s_k`` and ``W`` is :attr:`TokenTree.back_off` (bytes). The
+branch covers every token sequence whose first ``r_k`` tokens are ``h_k``: all the tokenizations of the
+tail ``x[e_{r_k}:i_k]`` (and of what follows it, for the boundary and end events), none that leave the
+canonical path before ``e_{r_k}``. So a path that leaves the canonical tokens at a branch point ``a`` and
+rejoins them is covered for the units whose head ends at or before ``a``: those within ``W`` bytes (and
+the reach) after it.
+
+**The estimand** is the LM over strings conditioned on that head, as under ``--prefill canonical-head``
+(:mod:`ppl_tok.strings.prefill`): with ``E_{k-1}``, ``E_k`` the events of :mod:`ppl_tok.strings.surprisal`,
+
+    s_tree(u_k) = -log2 P(E_k | E_{k-1}, c h_k) = -log2 [ P(E_k | c h_k) / P(E_{k-1} | c h_k) ],
+
+both events read by the one branch (``E_0`` is certain; the first unit's head is empty, so its figure is
+the exact one). ``p(h_k | c)`` cancels, so the branch's root has log-probability 0. Each event is
+bracketed by the branch's beam as a walk's is (the mass found, plus the pruned mass ``Pi``: every pruned
+prefix bounds all its continuations), widened by the rows' rounding tolerance
+(:mod:`ppl_tok.strings.certified`), so the unit's bracket is certified **for** ``s_tree(u_k)``. The
+tokenizations outside the branch (a non-canonical head) are not in the estimand; it is not a bound on
+the exhaustive surprisal ``-log2 P(E_k | E_{k-1})`` (whose ratio also averages over histories that left
+the canonical path earlier), and the per-unit figures no longer telescope to ``-log2 P(E_n)``. With the
+beam unpruned (``beam`` large, ``prune=inf``) the branch is exact for what it covers (tested against
+brute force over exactly those token sequences, 1e-9).
+
+**LM calls.** A branch needs a forward at most once per byte offset of its tail, and all branches run
+together, so a batch of texts costs one prefill call plus at most ``max_k (i_k - e_{r_k})`` calls,
+bounded by ``W``, the reach (at most the longest token) and the longest unit, whatever the texts'
+lengths (tested on texts of growing length). The token-forwards are about those of the walk: the
+branches' tails overlap by the back-off, and each branch's beam starts afresh at its head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ppl_tok.lm.base import LanguageModel
+from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.cover import CoverIndex, cover_index
+from ppl_tok.strings.prefill import Head, reach
+from ppl_tok.strings.state import StringState, extend_many
+
+#: an event's ``(L, found, U)``: the certified bracket (log) and the mass found (the estimate)
+Event = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class TokenTree:
+    """The token tree's setting: how far before a unit's start its branch begins.
+
+    :param back_off: ``W``, bytes: the branch's head ends at least this far before the unit's start (and
+        before the reach, always): the tokenizations that leave the canonical path in those bytes are covered.
+    """
+
+    back_off: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.back_off, bool) or not isinstance(self.back_off, int) or self.back_off < 0:
+            raise ValueError(f"back_off must be a whole number of bytes >= 0, got {self.back_off!r}")
+
+    def head(self, index: CoverIndex, data: bytes, ends: Sequence[int], cut: int) -> int:
+        """``r``: the number of canonical tokens (ending at ``ends``) in the head of the branch whose unit
+        starts at byte ``cut`` (module docstring); 0 for the first unit."""
+        limit = min(reach(index, data[:cut]), cut - self.back_off)
+        r = 0
+        for j, e in enumerate(ends, 1):
+            if e > limit:
+                break
+            if e == len(data) or data[e] & 0xC0 != 0x80:  # the tail starts on a character, not inside one
+                r = j
+        return r
+
+
+@dataclass
+class Branch:
+    """One unit's walk: the item and unit, its head (``r`` canonical tokens, ``start`` bytes), the unit's
+    start and end offsets, and the two events it reads (``None`` until read)."""
+
+    item: int
+    unit: int
+    r: int
+    start: int
+    cut: int
+    end: int
+    before: Event | None = None
+    after: Event | None = None
+
+
+def canonical_ends(lm: LanguageModel, ids: Sequence[int]) -> list[int]:
+    """The byte offset where each canonical token ends."""
+    out, at = [], 0
+    for t in ids:
+        at += len(lm.vocab[int(t)] or b"")
+        out.append(at)
+    return out
+
+
+def plan(lm: LanguageModel, data: bytes, ids: Sequence[int] | None, spans: Sequence[tuple[int, int]],
+         tree: TokenTree, item: int = 0) -> list[Branch]:
+    """Each unit's :class:`Branch` of one text (``ids``: its canonical tokens, ``None``: none, every head empty)."""
+    index = cover_index(lm.vocab)
+    ends = canonical_ends(lm, ids or ())
+    out = []
+    for k, (a, b) in enumerate(spans):
+        r = tree.head(index, data, ends, a) if ids else 0
+        out.append(Branch(item, k, r, ends[r - 1] if r else 0, a, b))
+    return out
+
+
+def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], datas: Sequence[bytes],
+                  ids: Sequence[Sequence[int] | None], branches: Sequence[Branch], config: StringSearchConfig,
+                  read: Callable[[Branch, bool, StringState], Event]) -> dict[int, tuple[int, Exception]]:
+    """Walk every branch together, filling ``branch.before`` (``E_{k-1}``) and ``branch.after`` (``E_k``).
+
+    ``read(branch, at_end, state)`` reads an event from the branch's state once it has read the bytes up
+    to the unit's start (``at_end`` false; never called for the first unit, whose ``E_0`` is certain) or
+    its end. The branch's root is the cached state after ``c v_{<=r}`` (all roots fetched in one batched
+    call); its beam keeps the canonical path. Returns ``{item: (unit, error)}``, the first unit of an item
+    whose branch failed (a dead end, ``read``'s error); the item's other branches still run.
+    """
+    roots = [tuple(lm.prefix_ids(contexts[b.item])) + tuple((ids[b.item] or ())[:b.r]) for b in branches]
+    lm.states(sorted(set(roots)))  # from the canonical prefill's cache, or one batched call
+    states: list[StringState] = []
+    feeds: list[bytes] = []
+    errors: dict[int, tuple[int, Exception]] = {}
+    for b in branches:
+        canon = ids[b.item]
+        head = Head(tuple(canon[:b.r]), b.start, 0.0) if b.r else Head()
+        state = StringState(lm, contexts[b.item], config, prompt=datas[b.item][:b.start], head=head,
+                            keep=canon)
+        if b.unit == 0:
+            b.before = (0.0, 0.0, 0.0)
+        elif b.cut == b.start:
+            try:
+                b.before = read(b, False, state)
+            except ValueError as err:
+                errors[b.item] = min(errors.get(b.item, (b.unit, err)), (b.unit, err), key=lambda e: e[0])
+        states.append(state)
+        feeds.append(datas[b.item][b.start:b.end])
+
+    def after(k: int, j: int) -> None:
+        b, state = branches[k], states[k]
+        at = b.start + j + 1
+        if at == b.cut:
+            b.before = read(b, False, state)
+        if at == b.end:
+            b.after = read(b, True, state)
+            state.window = {}  # the branch is done: its rows may go
+            state.beam.open, state.beam.dropped = {}, {}
+
+    failed: dict[int, Exception] = {}
+    extend_many(states, feeds, after=after, failed=failed)
+    for k, err in failed.items():
+        b = branches[k]
+        errors[b.item] = min(errors.get(b.item, (b.unit, err)), (b.unit, err), key=lambda e: e[0])
+    return errors
+
+
+__all__ = ["Branch", "TokenTree", "canonical_ends", "plan", "walk_branches"]

@@ -1,0 +1,189 @@
+"""The token tree off the canonical cache: brute force over exactly the token sequences each branch covers, the
+exhaustive walk when the head is empty, certified brackets under pruning, and LM calls bounded by the tail."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppl_tok.common.logspace import logsumexp
+from ppl_tok.strings import StringSearchConfig
+from ppl_tok.strings.surprisal import (FINALS, WordRules, canonical_surprisals, search_tree, surprisal_batch,
+                                      surprisals, word_spans)
+from ppl_tok.strings.tree import TokenTree
+from tests.strings.test_state import WIDE, brute_prefix, history_lm, tokenizations
+from tests.strings.test_surprisal import VOCAB, byte_spans
+
+LN2 = math.log(2)
+
+
+def brute_exact_after(lm, x: bytes, context) -> float:
+    """log P(the output is exactly x | BOS context): every tokenization of x, then a token without a surface."""
+    special = sorted(lm.vocab.special_ids)
+    return logsumexp(lm.log_prob(v, context) + logsumexp(lm.state(lm.prefix_ids(context) + v).log_probs[special]
+                                                         .tolist()) for v in tokenizations(x, lm.vocab))
+
+
+def covered_head(lm, data: bytes, cut: int, back_off: int) -> int:
+    """The head's canonical token count, from the definition (a token strictly longer than the rest that starts
+    with it; the largest canonical boundary at or before min(reach, cut - W), not inside a character)."""
+    reach = cut
+    for s in range(cut):
+        rest = data[s:cut]
+        if any(f is not None and f.startswith(rest) and len(f) > len(rest) for f in lm.vocab.surfaces):
+            reach = s
+            break
+    limit = min(reach, cut - back_off)
+    ids, at, r = lm.canonical(data.decode()), 0, 0
+    for j, t in enumerate(ids, 1):
+        at += len(lm.vocab[t])
+        if at > limit:
+            break
+        if at == len(data) or data[at] & 0xC0 != 0x80:
+            r = j
+    return r
+
+
+def brute_tree(lm, text: str, spans, rules: WordRules, final: str, back_off: int) -> list[float]:
+    """Per unit, -log2 P(E_k | E_{k-1}, BOS h_k) by enumerating the token sequences after the head h_k."""
+    data = text.encode()
+    ids = lm.canonical(text)
+    boundary = rules.boundary_chars
+    out = []
+    for k, (a, b) in enumerate(spans):
+        r = covered_head(lm, data, a, back_off)
+        head = tuple(ids[:r])
+        start = sum(len(lm.vocab[t]) for t in head)
+
+        def event(u: int) -> float:
+            if u < 0:
+                return 0.0
+            end = spans[u][1]
+            x = data[start:end]
+            if u == len(spans) - 1 and final != "boundary":
+                return brute_exact_after(lm, x, head) if final == "end" else brute_prefix(lm, x, head)
+            if u == len(spans) - 1 or data[end:].decode()[:1] in boundary:
+                return logsumexp([brute_prefix(lm, x + c.encode(), head) for c in boundary]
+                                 + [brute_exact_after(lm, x, head)])
+            return brute_prefix(lm, x, head)
+
+        out.append(-(event(k) - event(k - 1)) / LN2)
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=8), st.sampled_from(FINALS), st.sampled_from([0, 1, 3]))
+def test_tree_equals_brute_force_over_the_sequences_it_covers(seed, text, final, back_off):
+    lm = history_lm(seed, VOCAB)
+    rules = WordRules()
+    rows = surprisals(lm, text, config=WIDE, rules=rules, final=final, search=TokenTree(back_off))
+    spans = byte_spans(text, word_spans(text, rules))
+    truth = brute_tree(lm, text, spans, rules, final, back_off)
+    assert [r.surprisal for r in rows] == pytest.approx(truth, abs=1e-9)
+    for r in rows:  # unpruned: the bracket is the figure (up to float64 rounding)
+        assert r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 and r.upper - r.lower < 1e-9
+    assert [r.canonical for r in rows] == pytest.approx(canonical_surprisals(lm, text, rules=rules), abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=8), st.sampled_from([(2, 1.0), (1, 0.5), (3, 3.0)]))
+def test_pruned_brackets_hold_the_brute_force_figure(seed, text, beam_prune):
+    lm = history_lm(seed, VOCAB)
+    beam, prune = beam_prune
+    rows = surprisals(lm, text, config=StringSearchConfig(beam=beam, prune=prune), search="tree")
+    truth = brute_tree(lm, text, byte_spans(text, word_spans(text, WordRules())), WordRules(), "boundary", 0)
+    for r, t in zip(rows, truth):
+        assert r.lower - 1e-9 <= t <= r.upper + 1e-9
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=9))
+def test_a_back_off_past_the_text_is_the_exhaustive_walk(seed, text):
+    """Every head empty: each branch is the walk of the text up to its unit, figure for figure."""
+    lm = history_lm(seed, VOCAB)
+    walk = surprisals(lm, text, config=WIDE)
+    tree = surprisals(lm, text, config=WIDE, search=TokenTree(back_off=100))
+    assert [r.surprisal for r in tree] == pytest.approx([r.surprisal for r in walk], abs=1e-9)
+    assert [b for r in tree for b in (r.lower, r.upper)] == pytest.approx([b for r in walk for b in (r.lower, r.upper)],
+                                                                          abs=1e-9)
+
+
+def test_lm_calls_are_bounded_by_the_tail_not_the_text():
+    """The walk's calls grow with the text; the tree's, past the canonical column's, do not."""
+    config = StringSearchConfig()
+    walked, branched = [], []
+    for n in (1, 3, 12):
+        text = "ab ba. a b " * n + "ab"
+        lm = history_lm(3, VOCAB)
+        canonical_surprisals(lm, text)  # the canonical column alone (a toy LM runs it one position per call)
+        column = lm.stats.calls
+        lm = history_lm(3, VOCAB)
+        surprisals(lm, text, config=config, search="tree")
+        branched.append(lm.stats.calls - column)
+        lm = history_lm(3, VOCAB)
+        surprisals(lm, text, config=config)
+        walked.append(lm.stats.calls - column)
+    assert branched[1] == branched[2] <= 8 and branched[0] <= branched[1]  # the longest tail: a unit, its reach
+    assert walked[2] > 4 * walked[0]
+
+
+def test_batched_texts_equal_each_alone_and_errors_stay_per_item():
+    lm = history_lm(5, VOCAB)
+    texts = ["ab ba. a", "b a ab", "a b. ba ab b"]
+    together = surprisal_batch(lm, texts, config=WIDE, search="tree")
+    for text, rows in zip(texts, together):
+        alone = surprisals(history_lm(5, VOCAB), text, config=WIDE, search="tree")
+        assert [r.surprisal for r in rows] == pytest.approx([r.surprisal for r in alone], abs=1e-12)
+    bad = surprisal_batch(lm, ["ab", "a\u00e9x"], config=WIDE, search="tree")  # "x": no token spells it
+    assert not isinstance(bad[0], Exception) and isinstance(bad[1], ValueError) and "unit" in str(bad[1])
+
+
+@pytest.mark.parametrize("search, message", [("trees", "search must be one of walk, tree"),
+                                             (TokenTree, "search must be one of")])
+def test_bad_search_is_one_line(search, message):
+    with pytest.raises(ValueError, match=message):
+        search_tree(search)
+
+
+@pytest.mark.parametrize("back_off", [-1, 1.5, True])
+def test_bad_back_off_is_refused(back_off):
+    with pytest.raises(ValueError, match="back_off must be a whole number of bytes"):
+        TokenTree(back_off)
+
+
+def _reference(lm, text: str, context, config, rules: WordRules, final: str = "boundary") -> list[float]:
+    """Per word, the byte-synchronous walk restricted to the same paths: the tail after the branch's canonical
+    head, walked with the head as token context, split into (the words before the unit, the unit)."""
+    from ppl_tok.strings.tree import canonical_ends, plan
+
+    data = text.encode()
+    ids = lm.canonical(text)
+    spans = byte_spans(text, word_spans(text, rules))
+    ends = [0] + canonical_ends(lm, ids)
+    prefix = list(lm.prefix_ids(context))[1:] if lm.bos_id is not None else list(lm.prefix_ids(context))
+    out = []
+    for b in plan(lm, data, ids, spans, TokenTree()):
+        tail = data[ends[b.r]: b.end].decode()
+        cut = len(data[ends[b.r]: b.cut].decode())
+        regions = [0, cut, len(tail)] if cut else [0, len(tail)]
+        goes_on = b.unit < len(spans) - 1
+        last = ("boundary" if data[b.end:].decode()[:1] in rules.boundary_chars else "none") if goes_on else final
+        rows = surprisals(lm, tail, units=regions, context=prefix + list(ids[:b.r]), config=config, rules=rules,
+                          final=last)
+        out.append(rows[-1].surprisal)
+    return out
+
+
+@pytest.mark.slow
+def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2):
+    from ppl_tok.datasets import BUNDLED_DATA, data_file, load_questions
+
+    texts = [q.context for q in load_questions(data_file("openbookqa", "test", BUNDLED_DATA))[:1]]
+    texts.append("The old man the boats, don't they?")
+    config = StringSearchConfig()
+    rules = WordRules()
+    got = surprisal_batch(smollm2, texts, config=config, search="tree")
+    for text, rows in zip(texts, got):
+        assert [r.surprisal for r in rows] == pytest.approx(_reference(smollm2, text, "", config, rules), abs=2e-4)
+        assert all(r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 for r in rows)
