@@ -21,7 +21,7 @@ LAYERS = [
     ["infer"],
     ["strings", "plots"],
     ["scorings"],
-    ["perplexity", "qa"],
+    ["perplexity", "qa", "reading"],
     ["integrations", "bench"],
     ["cli"],
 ]
