@@ -138,8 +138,7 @@ def analyse(out: Path, focal: pd.DataFrame, aligned: pd.DataFrame, corrections: 
                            for m in measures], ignore_index=True)
     all_folds.to_csv(out / "folds.csv", index=False)
     summary = summarise(all_folds)
-    summary["family"] = [next(f for f in FAMILIES if column(f, c, a) == p)
-                         for p in summary.predictor for c, a in [_split(p)]]
+    summary["family"] = [family_of(p) for p in summary.predictor]
     summary.to_csv(out / "summary.csv", index=False)
     findings = findings_of(all_folds, summary, measures)
     pub = None if published is None else pd.read_csv(published)
@@ -160,6 +159,12 @@ def _split(name: str) -> tuple[str, str]:
         if body.startswith(conv):
             return conv, body[len(conv):]
     raise ValueError(f"not a predictor's name: {name!r}")
+
+
+def family_of(name: str) -> str:
+    """The family of a predictor's column (:data:`FAMILIES`)."""
+    conv, area = _split(name)
+    return next(f for f in FAMILIES if column(f, conv, area) == name)
 
 
 def findings_of(folds: pd.DataFrame, summary: pd.DataFrame, measures: Sequence[str]) -> dict[str, Any]:
@@ -236,6 +241,7 @@ def plot_gains(summary: pd.DataFrame, measures: Sequence[str], path: Path) -> No
     plt = pyplot()
     fig, axes = plt.subplots(len(measures), 1, figsize=(14, 3.2 * len(measures)), squeeze=False)
     names = [f"{c}{a}" for c in CONVENTIONS for a in AREAS]
+    summary = summary.assign(family=[family_of(p) for p in summary.predictor])
     for ax, m in zip(axes[:, 0], measures):
         s = summary[summary.measure == m]
         for k, (family, colour) in enumerate(zip(FAMILIES, ("tab:blue", "tab:green", "tab:orange"))):
