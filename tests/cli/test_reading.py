@@ -38,6 +38,7 @@ def test_focal_prints_every_predictor(toy, capsys, tmp_path):
     assert len(rows) == 5 and rows[0]["word"] == "ab"
 
 
+@pytest.mark.slow
 def test_run_writes_the_study_and_says_where(toy, capsys, tmp_path):
     stimuli, measurements = corpus(tmp_path)
     out = tmp_path / "run"

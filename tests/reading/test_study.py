@@ -29,6 +29,7 @@ def corpus(tmp_path, seed=0):
     return tmp_path / "stimuli.txt", tmp_path / "m.csv"
 
 
+@pytest.mark.slow
 def test_the_study_writes_its_report_and_resumes_without_the_lm(tmp_path, monkeypatch):
     stimuli, measurements = corpus(tmp_path)
     lm = history_lm(3, VOCAB)
