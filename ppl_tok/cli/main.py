@@ -38,7 +38,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from ppl_tok.cli import adversarial, bench, models, perplexity, qa, strings, surprisal, tokenization
+from ppl_tok.cli import adversarial, bench, models, perplexity, qa, reading, strings, surprisal, tokenization
 from ppl_tok.cli.common import STDIN, Parser, _check_utf8, _resolve_text, set_threads
 from ppl_tok.common.jsonout import unlimited_int_digits
 from ppl_tok.limits import limits
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                     epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tokenization, adversarial, bench, qa, perplexity, strings, surprisal, models):
+    for module in (tokenization, adversarial, bench, qa, perplexity, strings, surprisal, models, reading):
         module.register(sub)
     first, rest = parser.epilog.split("\n\n", 1)  # the paragraph that names the commands, filled again
     first = " ".join(first.split()).replace("{lm_commands}", ", ".join(lm_commands(sub)))

@@ -21,7 +21,7 @@ LAYERS = [
     ["infer"],
     ["plots"],
     ["scorings"],
-    ["perplexity", "qa"],
+    ["perplexity", "qa", "reading"],
     ["integrations", "bench"],
     ["cli"],
 ]
