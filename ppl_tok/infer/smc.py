@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ppl_tok.limits import check_texts
+from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.infer import diagnostics
 from ppl_tok.infer.importance import MarginalResult, _result
@@ -129,7 +129,7 @@ def smc_marginals(texts: Sequence[str], lm: LanguageModel, num_particles: int = 
     texts = check_texts("texts", texts)
     proposal = _step_proposal(guide)
     texts = list(texts)
-    contexts = [""] * len(texts) if contexts is None else list(contexts)
+    contexts = [""] * len(texts) if contexts is None else check_contexts("contexts", contexts)
     seeds = list(range(len(texts))) if seeds is None else [int(s) for s in seeds]
     if not len(contexts) == len(seeds) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")

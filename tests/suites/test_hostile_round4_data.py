@@ -56,6 +56,7 @@ def test_a_misbehaving_backend_is_a_model_argument_error_in_lm_eval(monkeypatch,
 # ------------------------------------------------------------ contexts="xy": a str where a list of contexts goes
 def _api_calls():
     from ppl_tok.infer.search import marginal_bounds_many
+    from ppl_tok.infer.smc import smc_marginals
     from ppl_tok.strings.entropy import next_token_entropies
     from ppl_tok.strings.events import string_events
     from ppl_tok.strings.marginal import string_marginals
@@ -72,6 +73,7 @@ def _api_calls():
         "string_marginals": lambda lm: string_marginals(lm, ["ab", "ba"], contexts="ab"),
         "string_events": lambda lm: string_events(lm, ["ab", "ba"], contexts="ab"),
         "initial_many": lambda lm: initial_many(lm, ["ab", "ba"], contexts="ab"),
+        "smc_marginals": lambda lm: smc_marginals(["ab", "ba"], lm, 4, contexts="ab"),
     }
 
 
