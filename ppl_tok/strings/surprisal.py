@@ -1,10 +1,8 @@
 """Surprisal per unit (word, character, byte or region) over strings, with the word-end correction.
 
-Let the text ``x`` be tiled by units ``u_1 .. u_n`` (each a non-empty run of
-bytes, in order, no gap, no overlap), ``x_{<=k} = u_1 .. u_k`` and ``P`` the
-prefix probability of :mod:`ppl_tok.strings.state` (summed over every token
-sequence, after BOS and the context). After each unit ``k`` the walk scores an
-event ``E_k``:
+Let the text ``x`` be tiled by units ``u_1 .. u_n`` (each a non-empty run of bytes, in order, no gap, no
+overlap), ``x_{<=k} = u_1 .. u_k`` and ``P`` the prefix probability of :mod:`ppl_tok.strings.state` (summed
+over every token sequence, after BOS and the context). After each unit ``k`` the walk scores an event ``E_k``:
 
 * ``E_0``: nothing read, ``P(E_0) = 1``;
 * ``E_n``, as ``final`` says: ``"end"``, the output is exactly ``x`` (``x`` then the end of the
@@ -23,18 +21,16 @@ The surprisal of unit ``k`` in bits is
 
     s(u_k) = -log2 [ P(E_k) / P(E_{k-1}) ] = -log2 P(E_k | E_{k-1}),
 
-a conditional probability because the events nest (``E_k`` implies ``E_{k-1}``:
-a corrected cut is one where the text itself goes on with a character of ``B``).
-With a leading-space tokenizer a word's end is in the next token (" old" then
-" man"); the correction conditions on it, so " old" no longer counts " older"
-(Pimentel & Meister 2024; Oh & Schuler 2024). The sum telescopes:
+a conditional probability because the events nest (``E_k`` implies ``E_{k-1}``: a corrected cut is one where
+the text itself goes on with a character of ``B``). With a leading-space tokenizer a word's end is in the next
+token (" old" then " man"); the correction conditions on it, so " old" no longer counts " older" (Pimentel &
+Meister 2024; Oh & Schuler 2024). The sum telescopes:
 
     sum over k of s(u_k) = -log2 P(E_n)      (the chain rule, exactly; -log2 P(x, end) under "end").
 
-Words (:func:`~ppl_tok.strings.units.word_spans`) put a unit's leading whitespace in the unit that
-follows, as leading-space tokenizers do; character and byte units are
-uncorrected by default (every cut then scores ``P(x_{<=k})``: the chain rule of
-:func:`~ppl_tok.strings.chars.next_char_log_probs`).
+Words (:func:`~ppl_tok.strings.units.word_spans`) put a unit's leading whitespace in the unit that follows, as
+leading-space tokenizers do; character and byte units are uncorrected by default (every cut then scores
+``P(x_{<=k})``: the chain rule of :func:`~ppl_tok.strings.chars.next_char_log_probs`).
 
 **Certified brackets.** Each ``P(E_k)`` has a bracket ``[L_k, U_k]`` from the beam
 (the mass found, plus the pruned mass ``Pi``: ``sum over c in B of P(x c) <=
@@ -49,25 +45,20 @@ tolerance; they telescope to ``-log2 P^(x, end)``, the estimate of the text's ev
 3, the shared rule :func:`~ppl_tok.strings.certified.uninformative_hint`) is flagged
 uninformative, with what would tighten it (a wider beam, a larger ``prune``).
 
-**Canonical surprisal** (what minicons and the ``surprisal`` package report):
-the canonical tokens ``v*`` of ``x`` (after the same context) are assigned to
-the unit holding their first byte; a unit's canonical surprisal is
-``-log2`` of the product of ``p(v*_j | v*_{<j})`` over its tokens (0 when no
-token starts in it). The end of the string is not scored (minicons does not).
+**Canonical surprisal** (what minicons and the ``surprisal`` package report): the canonical tokens ``v*`` of
+``x`` (after the same context) are assigned to the unit holding their first byte; a unit's canonical surprisal
+is ``-log2`` of the product of ``p(v*_j | v*_{<j})`` over its tokens (0 when no token starts in it). The end of
+the string is not scored (minicons does not).
 
-**Cost.** One :class:`StringState` walks each text once; a corrected cut reads
-one next-byte distribution (all ASCII boundary bytes and the end at once); a
-non-ASCII boundary character costs a copy of the state extended by it. Many
-texts (:func:`surprisals_many`) are walked together, sharing LM calls
+**Cost.** One :class:`StringState` walks each text once; a corrected cut reads one next-byte distribution (all
+ASCII boundary bytes and the end at once); a non-ASCII boundary character costs a copy of the state extended by
+it. Many texts (:func:`surprisals_many`) are walked together, sharing LM calls
 (:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first, every text's canonical tokens in
-one forward per batch, which leaves each canonical prefix's row in the LM's
-prefix cache; the walk keeps the canonical path (``keep``), so those prefixes
-cost no forward again, and every event's mass found is at least the canonical
-tokens'. With lazy extension (``config.extend_threshold = s > 0``) a
-non-canonical prefix is run only if it holds a share ``s`` of the text's mass at
-its offset (its mass otherwise goes to the bracket's upper side): the walk then
-makes an LM call only where such a prefix ends (docs/benchmarks.md gives the
-cost and the figures' change).
+one forward per batch, which leaves each canonical prefix's row in the LM's prefix cache; the walk keeps the
+canonical path (``keep``), so those prefixes cost no forward again, and every event's mass found is at least the
+canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical prefix is run only
+if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's upper side).
+``search="tree"`` gives each unit its own branch off the canonical cache instead (:mod:`ppl_tok.strings.tree`).
 """
 
 from __future__ import annotations
@@ -84,7 +75,7 @@ from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.events import end_bracket
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState, extend_many
-from ppl_tok.strings.tree import Branch, TokenTree, plan, walk_branches
+from ppl_tok.strings.tree import TokenTree, search_tree, walk_units
 from ppl_tok.strings.units import (PUNCTUATION, UNIT_KINDS, WordRules, char_at, region_spans,  # noqa: F401 - re-exported
                                    unit_byte_spans, word_spans)
 
@@ -175,19 +166,6 @@ def _end_event(state: StringState) -> tuple[float, float, float]:
     return p.lower, p.found, p.upper
 
 
-#: how the events are found: the byte-synchronous walk, or the token tree (:mod:`ppl_tok.strings.tree`)
-SEARCHES = ("walk", "tree")
-
-
-def search_tree(search: str | TokenTree) -> TokenTree | None:
-    """The :class:`TokenTree` that ``search`` names (``None``: the walk)."""
-    if isinstance(search, TokenTree):
-        return search
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {', '.join(SEARCHES)} or a TokenTree, got {search!r}")
-    return TokenTree() if search == "tree" else None
-
-
 #: what the last unit of an item is conditioned on (module docstring, ``E_n``)
 FINALS = ("end", "boundary", "none")
 
@@ -238,29 +216,6 @@ def _walk(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, bound
         job.state = None  # its LM states may go
 
 
-def _walk_tree(lm: LanguageModel, jobs: list[_Job], config: StringSearchConfig, boundary: str,
-               tree: TokenTree) -> None:
-    """Fill ``job.pairs`` from one branch per unit off the canonical cache (:mod:`ppl_tok.strings.tree`)."""
-    ascii_bytes = sorted({ord(c) for c in boundary if ord(c) < 128})
-    wide_chars = [c for c in boundary if ord(c) >= 128]
-    lm.states(sorted({j.prefix for j in jobs}))
-    branches = [b for i, job in enumerate(jobs) for b in plan(lm, job.data, job.canonical_ids(), job.spans, tree, i)]
-
-    def read(b: Branch, at_end: bool, state: StringState) -> tuple[float, float, float]:
-        job = jobs[b.item]
-        k = b.unit if at_end else b.unit - 1
-        last = job.final if k == len(job.spans) - 1 else None
-        return _event(state, k, last, job.corrected[k], ascii_bytes, wide_chars)
-
-    errors = walk_branches(lm, [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs],
-                           branches, config, read)
-    for i, (k, err) in errors.items():
-        jobs[i].fail(k, err)
-    for i, job in enumerate(jobs):
-        if job.error is None:
-            job.pairs = [(b.before, b.after) for b in branches if b.item == i]  # type: ignore[misc]
-
-
 class _Job:
     """One text of a walk: its bytes, units, which cuts are corrected, and what the walk found."""
 
@@ -287,8 +242,7 @@ class _Job:
             self._unit[a:b] = [k] * (b - a)
         self.state: StringState | None = None
         self.events: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)]
-        #: under the token tree, each unit's (E_{k-1}, E_k) as its own branch read them (else from ``events``)
-        self.pairs: list[tuple[tuple[float, float, float], tuple[float, float, float]]] | None = None
+        self.pairs: list[Any] | None = None  # the token tree's (E_{k-1}, E_k) per unit (tree.walk_units)
         self.error: Exception | None = None
 
     def canonical_ids(self) -> list[int] | None:
@@ -304,10 +258,6 @@ class _Job:
         """The walk stopped in unit ``k``: keep the error, named by the unit, and let the state go."""
         self.error = type(err)(f"unit {k} ({self.texts[k]!r}, bytes {self.spans[k][0]}..{self.spans[k][1]}): {err}")
         self.state = None
-
-    def pair(self, k: int) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-        """``(E_{k-1}, E_k)`` of unit ``k``: consecutive events of the walk, or the unit's branch's."""
-        return self.pairs[k] if self.pairs is not None else (self.events[k], self.events[k + 1])
 
     def unit_at(self, j: int) -> int:
         """The unit holding byte ``j``."""
@@ -353,7 +303,7 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
           wide: float) -> list[UnitSurprisal]:
     rows = []
     for k, ((a, b), (ca, cb)) in enumerate(zip(job.spans, job.chars)):
-        (lo0, found0, up0), (lo1, found1, up1) = job.pair(k)
+        (lo0, found0, up0), (lo1, found1, up1) = job.pairs[k] if job.pairs else job.events[k: k + 2]
         if lo0 == -math.inf:
             raise DeadEndError(f"unit {k} ({job.texts[k]!r}): the beam found no mass for the text before it")
         lower = max(0.0, -min(0.0, up1 - lo0) / LN2)
@@ -407,7 +357,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
         if tree is None:
             _walk(lm, jobs, config, rules.boundary_chars)
         else:
-            _walk_tree(lm, jobs, config, rules.boundary_chars, tree)
+            walk_units(lm, jobs, config, tree, rules.boundary_chars, _event)
     out: list[list[UnitSurprisal] | Exception] = []
     for job, column in zip(jobs, canon):
         if job.error is not None:
@@ -472,9 +422,8 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     :param final: the last unit's event, :data:`FINALS`: ``"boundary"`` (a boundary character or the end
         follows, the default where ``word_end`` is on), ``"end"`` (the string ends: the default for
         characters and bytes) or ``"none"``.
-    :param search: ``"walk"`` (the byte-synchronous walk: the exhaustive reference) or ``"tree"`` / a
-        :class:`~ppl_tok.strings.tree.TokenTree` (one branch per unit off the canonical cache: LM calls bounded
-        by the tail, the estimand conditioned on the unit's canonical head, :mod:`ppl_tok.strings.tree`).
+    :param search: ``"walk"`` (the byte-synchronous walk, the reference) or ``"tree"`` / a ``TokenTree``: one
+        branch per unit off the canonical cache, conditioned on its canonical head (:mod:`ppl_tok.strings.tree`).
     :raises ValueError: empty text, regions that do not tile it; :class:`DeadEndError` (a
         ``ValueError``) when no token covers a byte, naming the unit.
     """

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
@@ -174,4 +175,45 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
     return errors
 
 
-__all__ = ["Branch", "TokenTree", "canonical_ends", "plan", "walk_branches"]
+#: how surprisal's events are found: the byte-synchronous walk, or the token tree
+SEARCHES = ("walk", "tree")
+
+
+def search_tree(search: str | TokenTree) -> TokenTree | None:
+    """The :class:`TokenTree` that ``search`` names (``None``: the walk)."""
+    if isinstance(search, TokenTree):
+        return search
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)} or a TokenTree, got {search!r}")
+    return TokenTree() if search == "tree" else None
+
+
+def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfig, tree: TokenTree, boundary: str,
+               event: Callable[..., Event]) -> None:
+    """Surprisal's events through the tree: fill each job's ``pairs`` (``(E_{k-1}, E_k)`` per unit), or ``fail``.
+
+    ``jobs`` are :mod:`ppl_tok.strings.surprisal`'s (their bytes, units, canonical tokens, context, which cuts are
+    corrected, the last unit's event); ``event(state, k, last, corrected, ascii_bytes, wide_chars)`` reads the event
+    after unit ``k`` from a state, as the walk does.
+    """
+    ascii_bytes = sorted({ord(c) for c in boundary if ord(c) < 128})
+    wide_chars = [c for c in boundary if ord(c) >= 128]
+    lm.states(sorted({j.prefix for j in jobs}))  # the contexts in one batched prefill (or the cache)
+    branches = [b for i, job in enumerate(jobs) for b in plan(lm, job.data, job.canonical_ids(), job.spans, tree, i)]
+
+    def read(b: Branch, at_end: bool, state: StringState) -> Event:
+        job = jobs[b.item]
+        k = b.unit if at_end else b.unit - 1
+        last = job.final if k == len(job.spans) - 1 else None
+        return event(state, k, last, job.corrected[k], ascii_bytes, wide_chars)
+
+    errors = walk_branches(lm, [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs],
+                           branches, config, read)
+    for i, (k, err) in errors.items():
+        jobs[i].fail(k, err)
+    for i, job in enumerate(jobs):
+        if job.error is None:
+            job.pairs = [(b.before, b.after) for b in branches if b.item == i]
+
+
+__all__ = ["SEARCHES", "Branch", "TokenTree", "canonical_ends", "plan", "search_tree", "walk_branches", "walk_units"]

@@ -244,3 +244,20 @@ def test_exhaustive_is_one_flag_and_refused_beside_a_lazy_share(toy, capsys, tmp
     assert exhaustive == zero and exhaustive != lazy
     code, _, err = run(capsys, "surprisal", str(path), "--exhaustive", "--extend-threshold", "0.1")
     assert code == 2 and "--exhaustive extends every kept prefix: drop --extend-threshold" in err
+
+
+def test_search_tree_rows_equal_the_api_and_the_run_records_it(toy, capsys, tmp_path):
+    from ppl_tok.strings.tree import TokenTree
+
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    code, out, err = run(capsys, "surprisal", str(path), *WIDE_ARGS, "--search", "tree", "--tree-back-off", "1",
+                         "--format", "jsonl", "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    want = [r.surprisal for t in ("ab ba.", "b ab a") for r in surprisals(toy, t, config=WIDE, search=TokenTree(1))]
+    assert [r["surprisal"] for r in rows] == pytest.approx(want, abs=1e-9)
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert settings["search"] == "tree" and settings["tree_back_off"] == 1
+    code, out, err = run(capsys, "surprisal", str(path), "--tree-back-off", "-1")
+    assert code == 2 and "--tree-back-off: expected an integer >= 0" in err and len(err.strip().splitlines()) == 1

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings import StringSearchConfig
-from ppl_tok.strings.surprisal import (FINALS, WordRules, canonical_surprisals, search_tree, surprisal_batch,
+from ppl_tok.strings.surprisal import (FINALS, WordRules, canonical_surprisals, surprisal_batch,
                                       surprisals, word_spans)
-from ppl_tok.strings.tree import TokenTree
+from ppl_tok.strings.tree import TokenTree, search_tree
 from tests.strings.test_state import WIDE, brute_prefix, history_lm, tokenizations
 from tests.strings.test_surprisal import VOCAB, byte_spans
 
