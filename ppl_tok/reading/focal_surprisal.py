@@ -5,8 +5,8 @@ One byte-synchronous walk (:class:`~ppl_tok.strings.state.StringState`, texts wa
 
 * the prefix event ``log P(x_{<o})`` (the output starts with the first ``o`` characters; summed over every token
   sequence), as a bracket ``[L_o, U_o]`` and the mass found;
-* where ``o > 0`` and the text goes on with a boundary character (``x_o`` in ``B``, :class:`~ppl_tok.strings.units.WordRules`)
-  or ends: the word-end event of :mod:`ppl_tok.strings.surprisal`,
+* where ``o > 0`` and the text goes on with a boundary character (``x_o`` in ``B``,
+  :class:`~ppl_tok.strings.units.WordRules`) or ends: the word-end event of :mod:`ppl_tok.strings.surprisal`,
   ``log (sum over c in B of P(x_{<o} c) + P(x_{<o}, end))``.
 
 Every focal area ``F = [s, e)`` (:mod:`ppl_tok.reading.focal`) then has, without another LM call,
@@ -182,8 +182,8 @@ def focal_table(events: Sequence[TextEvents], text_ids: Sequence[Any] | None = N
 def focal_surprisals(lm: LanguageModel, texts: Sequence[str], *, text_ids: Sequence[Any] | None = None,
                      config: StringSearchConfig | None = None, rules: WordRules | None = None,
                      conventions: Sequence[str] = CONVENTIONS, areas: Sequence[str] = AREAS) -> pd.DataFrame:
-    """Every focal-area predictor of every region of ``texts`` (each normalised, :func:`~ppl_tok.reading.focal.normalise`)
-    in one call: one walk per text, then :func:`focal_table`.
+    """Every focal-area predictor of every region of ``texts`` (each normalised,
+    :func:`~ppl_tok.reading.focal.normalise`) in one call: one walk per text, then :func:`focal_table`.
 
     :raises ValueError: a text the walk cannot finish, named by its index.
     """

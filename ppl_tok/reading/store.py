@@ -67,7 +67,9 @@ def compute_events(lm: LanguageModel, texts: Sequence[str], text_ids: Sequence[A
         for k, ev in zip(part, events):
             if isinstance(ev, Exception):
                 raise ValueError(f"text {text_ids[k]}: {ev}")
-        store.append([{"text_id": text_ids[k], **ev.to_record()} for k, ev in zip(part, events)],  # type: ignore[union-attr]
+        records = [{"text_id": text_ids[k], **ev.to_record()}  # type: ignore[union-attr]
+                   for k, ev in zip(part, events)]
+        store.append(records,
                      timing={"texts": [text_ids[k] for k in part], "wall_s": time.perf_counter() - t0,
                              "cpu_s": time.process_time() - c0})
         if progress is not None:

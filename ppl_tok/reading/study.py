@@ -214,7 +214,8 @@ def _ci(d: dict[str, Any]) -> str:
 
 def format_report(report: dict[str, Any]) -> list[str]:
     """The report's lines (markdown)."""
-    lines = [f"{report['texts']} of {report['of_texts']} texts, {report['rows']} rows ({report['dropped_rows']} dropped for a missing value); "
+    lines = [f"{report['texts']} of {report['of_texts']} texts, {report['rows']} rows ({report['dropped_rows']} "
+             "dropped for a missing value); "
              f"{report['corrections']} alignment corrections ({report['index_corrections']} of an index); "
              f"{report['repeats']}x{report['folds']}-fold cross-validation; gains in nats per item, 95% corrected "
              "intervals over folds", "",
@@ -227,7 +228,8 @@ def format_report(report: dict[str, Any]) -> list[str]:
                                       "best_corrected_minus_best_string")]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if report.get("published"):
-        lines += ["", "| measure | paper's best (GPT-2) | its gain | Spearman with our string gains |", "|---|---|---|---|"]
+        lines += ["", "| measure | paper's best (GPT-2) | its gain | Spearman with our string gains |",
+                  "|---|---|---|---|"]
         for m, p in report["published"].items():
             rho = "n/a" if p["spearman"] is None else f"{p['spearman']:+.2f}"
             lines.append(f"| {m} | {p['paper_best']} | {p['paper_best_gain']:.4f} | {rho} |")
