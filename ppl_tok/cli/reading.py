@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``reading`` (with ``focal`` and ``run``) to the ``ppl-tok`` subcommands."""
-    from ppl_tok.reading.study import PROVO_MEASURES
+    from ppl_tok.reading import PROVO_MEASURES  # light: --help imports no LM, pandas or torch
 
     reading = sub.add_parser("reading", help="the reading-time study: focal-area surprisal, regressions",
                              description=__doc__.split("\n\n")[1])

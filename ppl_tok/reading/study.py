@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from ppl_tok.lm.base import LanguageModel
+from ppl_tok.reading import PROVO_MEASURES
 from ppl_tok.reading.corpus import Correction, align, corrections_frame, read_measurements, read_stimuli
 from ppl_tok.reading.focal import AREAS, CONVENTIONS
 from ppl_tok.reading.focal_surprisal import focal_table
@@ -36,8 +37,6 @@ from ppl_tok.strings.units import WordRules
 
 #: family -> (column prefix, column suffix)
 FAMILIES = {"string": ("Surprisal", ""), "corrected": ("Surprisal", "Corrected"), "canonical": ("Canonical", "")}
-#: Provo's eye-tracking measures (the paper's)
-PROVO_MEASURES = ("FirstFixationDuration", "DwellTime", "SkipRate")
 #: the baseline's columns of the word (their spill-over is added): length and frequency, Provo's names
 LENGTH, FREQUENCY = "RegionLength", "WordFreqZipf"
 
