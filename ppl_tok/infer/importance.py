@@ -74,7 +74,10 @@ class MarginalResult:
     error bar). ``certified_lower`` is a lower bound on ``log p(x | c)`` that holds
     whatever the samples: the log of the summed probabilities of every distinct
     tokenization whose probability the run knows exactly (the canonical one, every
-    tokenization drawn, the enumerated ones), free to compute.
+    tokenization drawn, the enumerated ones), free to compute. ``support`` is the
+    number of tokenizations the proposal can draw (the MDD's path count; ``None``:
+    not known), and :attr:`distinct` the number it drew: all ``N`` draws one
+    tokenization of several is a warning (``"one-tokenization"``), whatever the ESS.
     """
 
     text: str
@@ -101,6 +104,12 @@ class MarginalResult:
     statement: str = diagnostics.UNCALIBRATED
     certified_lower: float = -math.inf
     bracket: tuple[float, float] | None = None
+    support: int | None = None
+
+    @property
+    def distinct(self) -> int:
+        """How many distinct tokenizations the draws with non-zero weight hold (1 with ``support > 1``: collapsed)."""
+        return len({v for v, w in zip(self.samples, self.log_weights.tolist()) if w > -math.inf})
 
     def __repr__(self) -> str:
         khat = "n/a" if self.khat is None else f"{self.khat:.2f}"
@@ -120,6 +129,7 @@ class MarginalResult:
             "acceptance_rate": self.acceptance_rate, "forwards": self.forwards, "seconds": self.seconds,
             "statement": self.statement, "certified_lower": self.certified_lower,
             "bracket": None if self.bracket is None else list(self.bracket),
+            "distinct_tokenizations": self.distinct, "support": self.support,
         }
 
     def checked_against(self, lower: float, upper: float) -> MarginalResult:
@@ -133,7 +143,8 @@ class MarginalResult:
         warnings = diagnostics.estimate_warnings(
             self.log_marginal, statement=self.statement, ess=self.ess, log_se=self.log_se,
             num_nonzero=nonzero if self.statement == diagnostics.UNCALIBRATED else None, num_samples=self.num_samples,
-            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc")
+            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc",
+            distinct=self.distinct if self.statement == diagnostics.UNCALIBRATED else None, support=self.support)
         return replace(self, warnings=tuple(warnings), certified_lower=lower_bound, bracket=(lower, upper))
 
     @property
@@ -242,7 +253,7 @@ def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
     canonical = tuple(lm.canonical(text))
     name = getattr(imp.guide, "__name__", type(imp.guide).__name__)
     return _result(text, name, log_p, log_p - log_w, samples, canonical, lm.log_prob(canonical, context), None,
-                   forwards=0, seconds=0.0)
+                   forwards=0, seconds=0.0, support=compile_mdd(text, lm.vocab).count())
 
 
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
@@ -258,10 +269,11 @@ def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
 
 def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samples: list, canonical: tuple,
             canonical_lp: float, exact: Bounds | None, forwards: int, seconds: float,
-            log_se: float | None = None) -> MarginalResult:
+            log_se: float | None = None, support: int | None = None) -> MarginalResult:
     """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly.
 
-    ``log_se`` overrides the importance-sampling standard error (a sampler whose
+    ``support``: the number of tokenizations the proposal can draw (the MDD's path count), for the
+    ``"one-tokenization"`` check. ``log_se`` overrides the importance-sampling standard error (a sampler whose
     weights are not independent, e.g. SMC with resampling, gives its own)."""
     log_w = log_p - log_q
     n = len(samples)
@@ -297,17 +309,18 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
         statement = diagnostics.CERTIFIED if exact.closed or sampled == -math.inf else diagnostics.PARTLY_SAMPLED
     nonzero = int(torch.isfinite(log_w).sum())
     ess = diagnostics.ess(log_w)
+    distinct = len({v for v, w in zip(samples, log_w.tolist()) if w > -math.inf})
     warnings = diagnostics.estimate_warnings(
         log_marginal, statement=statement, ess=ess, log_se=log_se,
         num_nonzero=nonzero if exact is None else None, num_samples=n, certified_lower=certified_lower,
-        bracket=bracket, resampled=name == "smc")
+        bracket=bracket, resampled=name == "smc", distinct=distinct if exact is None else None, support=support)
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon,
         ess=ess, canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
         exact_log_mass=exact_mass, num_samples=n, forwards=forwards, seconds=seconds, log_se=log_se, khat=khat,
         warnings=tuple(warnings), exact_tokenizations=dict(exact.tokenizations) if exact is not None else {},
-        statement=statement, certified_lower=certified_lower, bracket=bracket,
+        statement=statement, certified_lower=certified_lower, bracket=bracket, support=support,
     )
 
 
@@ -407,7 +420,8 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
         log_p = torch.cat([p for p, _, _ in parts[g]])
         log_q = torch.cat([q for _, q, _ in parts[g]])
         samples = [v for _, _, vs in parts[g] for v in vs]
-        out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds))
+        out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds,
+                           support=mdds[g].count()))
     return out
 
 
