@@ -69,7 +69,8 @@ def _record(result, method: str, seed: int, context: str, truth: float) -> dict[
             "statement": result.statement, "log_se": result.log_se, "ess": result.ess, "khat": result.khat,
             "certified_lower": result.certified_lower, "bracket": result.bracket,
             "num_nonzero": int(sum(1 for w in result.log_weights.tolist() if w > -math.inf)),
-            "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds}
+            "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds,
+            "distinct": result.distinct, "support": result.support}
 
 
 class RunRecords(JsonlStore):
@@ -160,7 +161,9 @@ def checks_of(r: dict[str, Any]) -> list[str]:
         r["log_marginal"], statement=r["statement"], ess=r["ess"], log_se=r["log_se"],
         num_nonzero=r["num_nonzero"] if r["statement"] == diagnostics.UNCALIBRATED else None,
         num_samples=r["num_samples"], certified_lower=r["certified_lower"],
-        bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc")]
+        bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc",
+        distinct=r.get("distinct") if r["statement"] == diagnostics.UNCALIBRATED else None,
+        support=r.get("support"))]
 
 
 #: signals reported beside the warnings (not all of them warn): name -> (run -> flagged)
