@@ -121,7 +121,7 @@ def bench_defensive(model: str = "smollm2-135m", *, train: int = 60, steps: int 
     context, 24 to ``max_paths`` tokenizations, none a training string). On the tuning split each
     ``a`` in ``grid`` runs at the largest ``N`` (seed ``seed``); the chosen ``a`` is the one with the
     smallest 90th-percentile error (then median; then the smaller ``a``). On the held-out split the
-    look-ahead, ``a = 0`` and the chosen ``a`` run at every ``N`` in ``sizes``. Every run is one line
+    chosen ``a`` runs at every ``N`` in ``sizes``, the look-ahead and ``a = 0`` at the largest. Every run is one line
     of ``records`` (the fields of ``python -m benchmarks diagnostics``' runs, plus ``split``, ``a``,
     ``distinct`` and ``support``), appended as it finishes; a rerun resumes.
     """
@@ -168,11 +168,12 @@ def bench_defensive(model: str = "smollm2-135m", *, train: int = 60, steps: int 
             for a in grid:
                 run("tune", text, f"learned a={a:g}", a, big)
         chosen = choose_defensive([r for r in store.records if r.get("split") == "tune"], grid, big)
-        for text in splits["heldout"]:
-            for n in sizes:
-                run("heldout", text, "lookahead", None, n)
-                for a in sorted({0.0, chosen}):
-                    run("heldout", text, f"learned a={a:g}", a, n)
+        for text in splits["heldout"]:  # the chosen a at every N first; the look-ahead and a = 0 at the largest
+            for n in sorted(sizes, reverse=True):
+                run("heldout", text, f"learned a={chosen:g}", chosen, n)
+            run("heldout", text, "lookahead", None, big)
+            if chosen != 0.0:
+                run("heldout", text, "learned a=0", 0.0, big)
         rows = list(store.records)
     return {"model": model, "train_texts": train_texts, "weights": weights, "steps": trained.step,
             "train_seconds": train_seconds, "tune_texts": splits["tune"], "heldout_texts": splits["heldout"],
