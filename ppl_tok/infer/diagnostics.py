@@ -173,9 +173,11 @@ def estimate_checks(log_marginal: float, *, statement: str = UNCALIBRATED, ess: 
         lowers["certified lower bound"] = certified_lower
     for name, value in lowers.items():
         if log_marginal < value - BELOW_NATS - TOLERANCE:
-            out.append(("below-lower", f"the estimate {log_marginal:.4f} is {value - log_marginal:.2f} nats below "
-                                       f"the {name} ({value:.4f}), which the marginal can never be: it is off by "
-                                       "at least that much (the proposal missed most of the mass)"))
+            gap = value - log_marginal
+            out.append(("below-lower", f"the estimate {log_marginal:.4f} is {gap:.2g} nats below the {name} "
+                                       f"({value:.4f}), which the marginal can never be: it is off by at least that "
+                                       "much, and by how much more no sample says"
+                                       + (" (the proposal missed most of the mass)" if gap > math.log(2) else "")))
     if bracket is not None:
         lower, upper = bracket
         outside = not lower - TOLERANCE <= log_marginal <= upper + TOLERANCE
