@@ -46,6 +46,7 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, lookahead_guide, uniform_guide
+from ppl_tok.infer.groups import Group, chunk_seed, particle_groups  # noqa: F401 (their home until issue 56)
 from ppl_tok.infer.search import Bounds, marginal_bounds
 
 PROPOSALS = ("lookahead", "uniform", "prior", "stratified")
@@ -74,10 +75,8 @@ class MarginalResult:
     error bar). ``certified_lower`` is a lower bound on ``log p(x | c)`` that holds
     whatever the samples: the log of the summed probabilities of every distinct
     tokenization whose probability the run knows exactly (the canonical one, every
-    tokenization drawn, the enumerated ones), free to compute. ``support`` is the
-    number of tokenizations the proposal can draw (the MDD's path count; ``None``:
-    not known), and :attr:`distinct` the number it drew: all ``N`` draws one
-    tokenization of several is a warning (``"one-tokenization"``), whatever the ESS.
+    tokenization drawn, the enumerated ones), free to compute. ``distinct`` of the ``support`` tokenizations
+    (MDD paths; ``None``: unknown) were drawn with non-zero weight: one of several warns, whatever the ESS.
     """
 
     text: str
@@ -105,11 +104,7 @@ class MarginalResult:
     certified_lower: float = -math.inf
     bracket: tuple[float, float] | None = None
     support: int | None = None
-
-    @property
-    def distinct(self) -> int:
-        """How many distinct tokenizations the draws with non-zero weight hold (1 with ``support > 1``: collapsed)."""
-        return len({v for v, w in zip(self.samples, self.log_weights.tolist()) if w > -math.inf})
+    distinct: int = 0
 
     def __repr__(self) -> str:
         khat = "n/a" if self.khat is None else f"{self.khat:.2f}"
@@ -272,8 +267,7 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
             log_se: float | None = None, support: int | None = None) -> MarginalResult:
     """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly.
 
-    ``support``: the number of tokenizations the proposal can draw (the MDD's path count), for the
-    ``"one-tokenization"`` check. ``log_se`` overrides the importance-sampling standard error (a sampler whose
+    ``support``: the MDD's path count (``"one-tokenization"``). ``log_se`` overrides the importance-sampling standard error (a sampler whose
     weights are not independent, e.g. SMC with resampling, gives its own)."""
     log_w = log_p - log_q
     n = len(samples)
@@ -320,8 +314,7 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
         ess=ess, canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
         exact_log_mass=exact_mass, num_samples=n, forwards=forwards, seconds=seconds, log_se=log_se, khat=khat,
         warnings=tuple(warnings), exact_tokenizations=dict(exact.tokenizations) if exact is not None else {},
-        statement=statement, certified_lower=certified_lower, bracket=bracket, support=support,
-    )
+        statement=statement, certified_lower=certified_lower, bracket=bracket, support=support, distinct=distinct)
 
 
 def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str | Callable | None = "lookahead",
@@ -423,52 +416,3 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
         out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds,
                            support=mdds[g].count()))
     return out
-
-
-#: One run of the engine: ``(pairs, particles per pair, their seeds)``.
-Group = tuple[list[int], int, list[int] | None]
-
-
-def particle_groups(texts: Sequence[str], num_samples: int, position_bytes: int,
-                    budget: int, seeds: Sequence[int] | None = None) -> list[Group]:
-    """Split a workload into runs whose particles' KV memory fits ``budget`` bytes.
-
-    A particle of text ``x`` holds at most ``len(x)`` token positions (one per
-    byte) beyond its context, ``position_bytes`` each. Whole pairs are packed
-    into runs in order; a pair whose ``num_samples`` particles alone exceed the
-    budget runs by itself in chunks of equal size (as few as fit), chunk ``c``
-    drawing with seed :func:`chunk_seed` ``(seed, c)``; a pair that fits keeps
-    its own seed, so grouping never changes its samples.
-    """
-    seeds = list(seeds) if seeds is not None else None
-    cost = [num_samples * (len(t.encode("utf-8")) + 1) * position_bytes for t in texts]
-    groups: list[Group] = []
-    pending: list[int] = []
-    used = 0
-
-    def flush() -> None:
-        nonlocal pending, used
-        if pending:
-            groups.append((pending, num_samples, None if seeds is None else [seeds[g] for g in pending]))
-        pending, used = [], 0
-
-    for g, c in enumerate(cost):
-        if c > budget:
-            flush()
-            chunks = min(num_samples, math.ceil(c / budget))
-            size = math.ceil(num_samples / chunks)
-            sizes = [size] * (num_samples // size) + ([num_samples % size] if num_samples % size else [])
-            for k, n in enumerate(sizes):
-                groups.append(([g], n, None if seeds is None else [chunk_seed(seeds[g], k)]))
-            continue
-        if pending and used + c > budget:
-            flush()
-        pending.append(g)
-        used += c
-    flush()
-    return groups
-
-
-def chunk_seed(seed: int, chunk: int) -> int:
-    """The seed of chunk ``chunk`` of a pair with seed ``seed`` that runs in chunks (31 bits)."""
-    return (seed * 1_000_003 + 7_919 * (chunk + 1)) % (1 << 31)
