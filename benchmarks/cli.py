@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.cli_learned import register_learned
+from benchmarks.cli_learned import register_defensive, register_learned
 from benchmarks.cli_lm_eval import add_lm_eval
 from ppl_tok.common.arguments import POSITIVE, integer, output_file, positive
 from benchmarks import cli_flags, cli_perplexity, cli_strings
@@ -57,7 +57,8 @@ def cmd_diagnostics(args: argparse.Namespace) -> None:
 
     spec = lm_spec(args)
     sizes = diag.QUICK if args.quick else {"strings": args.strings, "seeds": args.seeds, "num_samples": args.samples}
-    result = diag.run(spec.model, data=_openbookqa_dev(args.data), records=args.records, **sizes, **spec.options())
+    result = diag.run(spec.model, data=_openbookqa_dev(args.data), records=args.records, **sizes, **spec.options(),
+                      proposal_file=args.proposal_file)
     _emit(args, result, diag.format_report(result))
 
 
@@ -115,6 +116,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     cli_perplexity.register(bench_sub)
     add_lm_eval(bench_sub, add_benchmark)
     register_learned(bench_sub)
+    register_defensive(bench_sub)
     p = add_benchmark(bench_sub, "surprisal", "word surprisal over strings against canonical-token surprisal of the "
                       "same words: words per second, the ratio, forwards per word", cmd_surprisal,
                       check=cli_flags.surprisal)
@@ -144,6 +146,8 @@ def _add_diagnostics(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=POSITIVE, default=5, help="seeds per string and method (default 5)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles (default 64)")
     p.add_argument("--records", default="diagnostics-runs.jsonl", help=records.format("appended and resumed"))
+    p.add_argument("--proposal-file", metavar="FILE",
+                   help="also run this learned proposal (ppl-tok learn-proposal --out; trained on other strings)")
     p.add_argument("--quick", action="store_true", help="one small run (a smoke test)")
     p = add_benchmark(parts, "rescore", "score the stored --records with the current warning rule, without the LM",
                       cmd_rescore, lm=False)

@@ -36,6 +36,8 @@ from ppl_tok.infer import diagnostics
 from ppl_tok.mdd import compile_mdd
 
 METHODS = ("lookahead", "uniform", "smc", "stratified")
+#: the learned proposal (``proposal_file``): run beside :data:`METHODS` when a file is given
+LEARNED = "learned"
 #: (context, text) pairs always added: the strings of issue 27 and of the tests, where the canonical
 #: tokenization holds less of the mass (a certified lower bound from it is weaker)
 HARD_STRINGS = (("", " unbelievable"), ("", " Hypnopaturist"), ("The sun is responsible for", " plants sprouting"),
@@ -69,7 +71,8 @@ def _record(result, method: str, seed: int, context: str, truth: float) -> dict[
             "statement": result.statement, "log_se": result.log_se, "ess": result.ess, "khat": result.khat,
             "certified_lower": result.certified_lower, "bracket": result.bracket,
             "num_nonzero": int(sum(1 for w in result.log_weights.tolist() if w > -math.inf)),
-            "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds}
+            "log_weights": result.log_weights.tolist(), "forwards": result.forwards, "seconds": result.seconds,
+            "distinct": result.distinct, "support": result.support}
 
 
 class RunRecords(JsonlStore):
@@ -92,11 +95,14 @@ def run(model: str = "smollm2-135m", data: str | Path | None = None, strings: in
         seeds: int = 5, num_samples: int = 64, records: str | Path = "diagnostics-runs.jsonl",
         search_budget: int = 16, methods: Sequence[str] = METHODS,
         hard: Sequence[tuple[str, str]] = HARD_STRINGS, device: str | None = None,
-        dtype: str | None = None, bos_id: int | None = None) -> dict[str, Any]:
+        dtype: str | None = None, bos_id: int | None = None,
+        proposal_file: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume) the benchmark, appending one JSON line per run to ``records``; return :func:`analyze`.
 
     ``data``: a multiple-choice data file (default: OpenBookQA's dev split under
-    :data:`ppl_tok.datasets.DATA_ROOT`).
+    :data:`ppl_tok.datasets.DATA_ROOT`). ``proposal_file``: a learned proposal
+    (:class:`~ppl_tok.proposals.LearnedProposal`, its default defensive share), run as the method
+    ``"learned"`` beside ``methods`` (train it on strings that are not these: held-out words).
     """
     from tqdm import tqdm
 
@@ -105,9 +111,17 @@ def run(model: str = "smollm2-135m", data: str | Path | None = None, strings: in
     from ppl_tok.infer.search import marginal_bounds
     from ppl_tok.infer.smc import smc_marginals
 
-    unknown = set(methods) - set(METHODS)
+    unknown = set(methods) - set(METHODS) - {LEARNED}
     if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}: expected some of {METHODS}")
+        raise ValueError(f"unknown methods {sorted(unknown)}: expected some of {METHODS + (LEARNED,)}")
+    learned = None
+    if proposal_file is not None:
+        from ppl_tok.proposals import LearnedProposal
+
+        learned = LearnedProposal.load(proposal_file)  # a bad file: its one-line error before the LM loads
+        methods = tuple(methods) + ((LEARNED,) if LEARNED not in methods else ())
+    elif LEARNED in methods:
+        raise ValueError("the method learned needs its proposal file (proposal_file=, --proposal-file F)")
     lm = load_lm(model, device=device, dtype=dtype, bos_id=bos_id)
     data = data_file("openbookqa", "dev") if data is None else data
     pairs = pick_strings(data, lm.vocab, strings) + [tuple(p) for p in hard]
@@ -131,7 +145,8 @@ def run(model: str = "smollm2-135m", data: str | Path | None = None, strings: in
                     results = [marginal(text, lm, num_samples, guide="stratified", context=context, seed=s,
                                         search_budget=search_budget) for s in seed_list]
                 else:
-                    results = marginals([text] * seeds, lm, num_samples, contexts=[context] * seeds, guide=method,
+                    guide = learned.guide if method == LEARNED else method
+                    results = marginals([text] * seeds, lm, num_samples, contexts=[context] * seeds, guide=guide,
                                         seeds=seed_list)
                 store.append([_record(result, method, seed, context, truth)
                               for seed, result in zip(seed_list, results)])
@@ -160,7 +175,9 @@ def checks_of(r: dict[str, Any]) -> list[str]:
         r["log_marginal"], statement=r["statement"], ess=r["ess"], log_se=r["log_se"],
         num_nonzero=r["num_nonzero"] if r["statement"] == diagnostics.UNCALIBRATED else None,
         num_samples=r["num_samples"], certified_lower=r["certified_lower"],
-        bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc")]
+        bracket=None if r["bracket"] is None else tuple(r["bracket"]), resampled=r["method"] == "smc",
+        distinct=r.get("distinct") if r["statement"] == diagnostics.UNCALIBRATED else None,
+        support=r.get("support"))]
 
 
 #: signals reported beside the warnings (not all of them warn): name -> (run -> flagged)

@@ -97,6 +97,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         "canonical_estimate": result.canonical_estimate, "noncanonical_estimate": result.noncanonical_estimate,
         "acceptance_rate": result.acceptance_rate, "forwards": result.forwards, "seconds": result.seconds,
         "warnings": list(result.warnings), "statement": result.statement, "certified_lower": result.certified_lower,
+        "distinct_tokenizations": result.distinct,
     }
     khat = "n/a" if result.khat is None else f"{result.khat:.2f}"
     lines = [
@@ -108,6 +109,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         f"   (ESS {result.ess:.1f}, k-hat {khat}, {result.forwards} LM forwards, {result.seconds:.1f} s)",
         f"  canonical part:          {result.canonical_estimate:.4f}",
         f"  non-canonical part:      {result.noncanonical_estimate:.4f}",
+        f"  distinct tokenizations:  {result.distinct} of the {mdd.count()} drawn",
         f"statement:                 {result.statement}" + STATEMENT_NOTES.get(result.statement, ""),
         f"certified lower bound:     {result.certified_lower:.4f}   (every tokenization this run knows exactly)"
         + (f"; the estimate is {result.certified_lower - result.log_marginal:.4f} below it"

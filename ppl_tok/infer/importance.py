@@ -46,6 +46,7 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
 from ppl_tok.proposals import StratifiedGuide, named_guide
+from ppl_tok.infer.groups import Group, chunk_seed, particle_groups  # noqa: F401 (re-exported: their home before)
 from ppl_tok.infer.search import Bounds, marginal_bounds
 
 
@@ -73,7 +74,8 @@ class MarginalResult:
     error bar). ``certified_lower`` is a lower bound on ``log p(x | c)`` that holds
     whatever the samples: the log of the summed probabilities of every distinct
     tokenization whose probability the run knows exactly (the canonical one, every
-    tokenization drawn, the enumerated ones), free to compute.
+    tokenization drawn, the enumerated ones), free to compute. ``distinct`` of the ``support`` tokenizations
+    (MDD paths; ``None``: unknown) were drawn with non-zero weight: one of several warns, whatever the ESS.
     """
 
     text: str
@@ -100,6 +102,8 @@ class MarginalResult:
     statement: str = diagnostics.UNCALIBRATED
     certified_lower: float = -math.inf
     bracket: tuple[float, float] | None = None
+    support: int | None = None
+    distinct: int = 0
 
     def __repr__(self) -> str:
         khat = "n/a" if self.khat is None else f"{self.khat:.2f}"
@@ -119,6 +123,7 @@ class MarginalResult:
             "acceptance_rate": self.acceptance_rate, "forwards": self.forwards, "seconds": self.seconds,
             "statement": self.statement, "certified_lower": self.certified_lower,
             "bracket": None if self.bracket is None else list(self.bracket),
+            "distinct_tokenizations": self.distinct, "support": self.support,
         }
 
     def checked_against(self, lower: float, upper: float) -> MarginalResult:
@@ -132,7 +137,8 @@ class MarginalResult:
         warnings = diagnostics.estimate_warnings(
             self.log_marginal, statement=self.statement, ess=self.ess, log_se=self.log_se,
             num_nonzero=nonzero if self.statement == diagnostics.UNCALIBRATED else None, num_samples=self.num_samples,
-            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc")
+            certified_lower=lower_bound, bracket=(lower, upper), resampled=self.proposal == "smc",
+            distinct=self.distinct if self.statement == diagnostics.UNCALIBRATED else None, support=self.support)
         return replace(self, warnings=tuple(warnings), certified_lower=lower_bound, bracket=(lower, upper))
 
     @property
@@ -241,7 +247,7 @@ def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
     canonical = tuple(lm.canonical(text))
     name = getattr(imp.guide, "__name__", type(imp.guide).__name__)
     return _result(text, name, log_p, log_p - log_w, samples, canonical, lm.log_prob(canonical, context), None,
-                   forwards=0, seconds=0.0)
+                   forwards=0, seconds=0.0, support=compile_mdd(text, lm.vocab).count())
 
 
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
@@ -254,10 +260,10 @@ def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
 
 def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samples: list, canonical: tuple,
             canonical_lp: float, exact: Bounds | None, forwards: int, seconds: float,
-            log_se: float | None = None) -> MarginalResult:
+            log_se: float | None = None, support: int | None = None) -> MarginalResult:
     """Assemble one string's estimate; with ``exact`` (stratified), its enumerated mass is added exactly.
 
-    ``log_se`` overrides the importance-sampling standard error (a sampler whose
+    ``support``: the MDD's path count (``"one-tokenization"``). ``log_se`` overrides the importance-sampling standard error (a sampler whose
     weights are not independent, e.g. SMC with resampling, gives its own)."""
     log_w = log_p - log_q
     n = len(samples)
@@ -293,18 +299,18 @@ def _result(text: str, name: str, log_p: torch.Tensor, log_q: torch.Tensor, samp
         statement = diagnostics.CERTIFIED if exact.closed or sampled == -math.inf else diagnostics.PARTLY_SAMPLED
     nonzero = int(torch.isfinite(log_w).sum())
     ess = diagnostics.ess(log_w)
+    distinct = len({v for v, w in zip(samples, log_w.tolist()) if w > -math.inf})
     warnings = diagnostics.estimate_warnings(
         log_marginal, statement=statement, ess=ess, log_se=log_se,
         num_nonzero=nonzero if exact is None else None, num_samples=n, certified_lower=certified_lower,
-        bracket=bracket, resampled=name == "smc")
+        bracket=bracket, resampled=name == "smc", distinct=distinct if exact is None else None, support=support)
     return MarginalResult(
         text=text, proposal=name, log_marginal=log_marginal, canonical=canonical, canonical_log_prob=canonical_lp,
         log_weights=log_w, samples=samples, log_p=log_p, log_q=log_q, is_canonical=is_canon,
         ess=ess, canonical_estimate=canon_part, noncanonical_estimate=noncanon_part,
         exact_log_mass=exact_mass, num_samples=n, forwards=forwards, seconds=seconds, log_se=log_se, khat=khat,
         warnings=tuple(warnings), exact_tokenizations=dict(exact.tokenizations) if exact is not None else {},
-        statement=statement, certified_lower=certified_lower, bracket=bracket,
-    )
+        statement=statement, certified_lower=certified_lower, bracket=bracket, support=support, distinct=distinct)
 
 
 def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str | Callable | None = "lookahead",
@@ -403,54 +409,6 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
         log_p = torch.cat([p for p, _, _ in parts[g]])
         log_q = torch.cat([q for _, q, _ in parts[g]])
         samples = [v for _, _, vs in parts[g] for v in vs]
-        out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds))
+        out.append(_result(text, name, log_p, log_q, samples, canonicals[g], canonical_lps[g], None, forwards, seconds,
+                           support=mdds[g].count()))
     return out
-
-
-#: One run of the engine: ``(pairs, particles per pair, their seeds)``.
-Group = tuple[list[int], int, list[int] | None]
-
-
-def particle_groups(texts: Sequence[str], num_samples: int, position_bytes: int,
-                    budget: int, seeds: Sequence[int] | None = None) -> list[Group]:
-    """Split a workload into runs whose particles' KV memory fits ``budget`` bytes.
-
-    A particle of text ``x`` holds at most ``len(x)`` token positions (one per
-    byte) beyond its context, ``position_bytes`` each. Whole pairs are packed
-    into runs in order; a pair whose ``num_samples`` particles alone exceed the
-    budget runs by itself in chunks of equal size (as few as fit), chunk ``c``
-    drawing with seed :func:`chunk_seed` ``(seed, c)``; a pair that fits keeps
-    its own seed, so grouping never changes its samples.
-    """
-    seeds = list(seeds) if seeds is not None else None
-    cost = [num_samples * (len(t.encode("utf-8")) + 1) * position_bytes for t in texts]
-    groups: list[Group] = []
-    pending: list[int] = []
-    used = 0
-
-    def flush() -> None:
-        nonlocal pending, used
-        if pending:
-            groups.append((pending, num_samples, None if seeds is None else [seeds[g] for g in pending]))
-        pending, used = [], 0
-
-    for g, c in enumerate(cost):
-        if c > budget:
-            flush()
-            chunks = min(num_samples, math.ceil(c / budget))
-            size = math.ceil(num_samples / chunks)
-            sizes = [size] * (num_samples // size) + ([num_samples % size] if num_samples % size else [])
-            for k, n in enumerate(sizes):
-                groups.append(([g], n, None if seeds is None else [chunk_seed(seeds[g], k)]))
-            continue
-        if pending and used + c > budget:
-            flush()
-        pending.append(g)
-        used += c
-    flush()
-    return groups
-
-
-def chunk_seed(seed: int, chunk: int) -> int:
-    """The seed of chunk ``chunk`` of a pair with seed ``seed`` that runs in chunks (31 bits)."""
-    return (seed * 1_000_003 + 7_919 * (chunk + 1)) % (1 << 31)

@@ -15,6 +15,15 @@ what an importance proposal needs (the ELBO's ``KL(q || p)`` may instead
 settle on the canonical tokenization alone). Sleep-phi (``insomnia < 1``) would
 draw from the LM prior, whose draws almost never spell ``x``.
 
+Training fits the learned step ``q_w`` alone (the floored log-linear step of
+:class:`~ppl_tok.proposals.LearnedProposal`, its defensive share ``a`` set to 0
+while :attr:`~ppl_tok.proposals.LearnedProposal.training`); the look-ahead is mixed
+in only when the proposal samples. Any weights it writes are a proposal that
+stays positive in float64 (each step at least ``eps / K``) and, mixed, never more
+than ``1 / a`` times worse in its weights than the look-ahead: a large learning rate
+(``lr=20``: weights near +-77 on the toy LM) gives a poor ``q_w``, never a
+collapsed estimator.
+
 Training is resumable: after every ``save_every`` steps the weights, the step
 and Adam's state go to the file; a call with a file that exists continues from
 its step, and step ``s`` draws with seed ``(seed, s)``, so an interrupted run

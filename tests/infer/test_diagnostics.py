@@ -52,3 +52,29 @@ def test_certified_error():
     assert certified_error(-5.0, (-5.5, -4.0)) == pytest.approx(1.0)
     assert certified_error(-5.0, (-5.0, -5.0)) == 0.0
     assert certified_error(-3.0, (-5.5, -4.0)) == math.inf  # outside the bracket
+
+
+def test_one_tokenization_of_several_is_flagged_whatever_the_ess():
+    """Issue 56: all N draws one tokenization (ESS N, k-hat -inf, standard error 0) of a larger support warns."""
+    from ppl_tok.infer.diagnostics import estimate_checks
+
+    collapsed = dict(ess=64.0, log_se=0.0, num_nonzero=64, num_samples=64, certified_lower=-24.05)
+    codes = [c for c, _ in estimate_checks(-24.0456, distinct=1, support=2, **collapsed)]
+    assert codes == ["one-tokenization"]
+    sentence = dict(estimate_checks(-24.0456, distinct=1, support=9, **collapsed))["one-tokenization"]
+    assert "all 64 draws are one tokenization of the 9" in sentence
+    assert estimate_checks(-24.0456, distinct=1, support=1, **collapsed) == []  # the only tokenization: exact
+    assert estimate_checks(-24.0456, distinct=2, support=9, **collapsed) == []  # equal weights, distinct draws
+    assert estimate_checks(-24.0456, distinct=1, support=None, **collapsed) == []  # support unknown: no claim
+    # a certified bracket that bounds the error by a nat already says how far off it can be
+    assert estimate_checks(-24.0456, distinct=1, support=9, bracket=(-24.3, -23.8), **collapsed) == []
+
+
+def test_an_estimate_below_a_certified_lower_bound_warns_at_any_gap():
+    """Issue 56: " deflated" was 2.33 nats low at a gap under 0.9 below its own certified lower bound, silent."""
+    from ppl_tok.infer.diagnostics import TOLERANCE, estimate_checks
+
+    base = dict(ess=30.0, log_se=0.1, num_nonzero=64, num_samples=64)
+    assert [c for c, _ in estimate_checks(-10.2, certified_lower=-10.0, **base)] == ["below-lower"]
+    assert estimate_checks(-10.0 - TOLERANCE / 2, certified_lower=-10.0, **base) == []  # rounding: silent
+    assert estimate_checks(-9.9, certified_lower=-10.0, **base) == []

@@ -16,7 +16,10 @@ def test_posteriors_carry_diagnostics_and_the_certified_mass_they_cover():
     exact = tokenization_posterior(TEXT, LM, "exact")
     assert exact.statement == CERTIFIED and exact.covered_log_mass == pytest.approx(EXACT.log_marginal)
     good = tokenization_posterior(TEXT, LM, "lookahead", 2000, seed=0)
-    assert good.statement == UNCALIBRATED and good.ess > 100 and good.khat is not None and not good.warnings
+    assert good.statement == UNCALIBRATED and good.ess > 100 and good.khat is not None
+    # 2000 draws list every tokenization, so the certified lower bound is the exact marginal and an estimate a hair
+    # below it is certainly (slightly) low: since issue 56 that is said at any gap, and it is the only warning here
+    assert all("below the certified lower bound" in w for w in good.warnings)
     listed = sum(math.exp(float(lp)) for v, lp in zip(EXACT.tokenizations, EXACT.log_probs) if v in good.tokenizations)
     assert good.covered_log_mass == pytest.approx(math.log(listed), abs=1e-5)  # the listed ones' exact mass
     assert good.covered_log_mass <= EXACT.log_marginal + 1e-6
