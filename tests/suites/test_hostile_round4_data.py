@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ppl_tok.cli.main import main
-from ppl_tok.lm import backends
+from tests.lm.test_backends import isolate
 from tests.suites.test_hostile_strings import BATCH_FILES, refused, world  # noqa: F401 - the shared fixture
 
 
@@ -36,7 +36,7 @@ LOADERS = ["returns_str", "returns_none", "raises", "no_config"]
 def test_a_misbehaving_backend_is_one_line_naming_it_on_the_command_line(capsys, monkeypatch, function):
     """The audit: "internal error ... please report it" for a loader returning a str or None, raising, or
     taking no ``config``."""
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)  # a --backend module:function registers itself: not left behind
     name = f"tests.lm.test_backends:{function}"
     one_line(capsys, ["score", "ab", "--model", "x", "--backend", name], [f"LM backend {name!r}"])
 
@@ -47,7 +47,7 @@ def test_a_misbehaving_backend_is_a_model_argument_error_in_lm_eval(monkeypatch,
     pytest.importorskip("lm_eval")
     from ppl_tok.integrations.lm_eval import ModelArgumentError, PPLTokLM
 
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)  # a --backend module:function registers itself: not left behind
     name = f"tests.lm.test_backends:{function}"
     with pytest.raises(ModelArgumentError, match=f"model='x': LM backend {name!r}"):
         PPLTokLM(model="x", backend=name)
@@ -152,7 +152,7 @@ def test_a_scoring_short_of_documents_is_refused_by_perplexity(capsys, tmp_path,
     from qa_toy import toy_lm
 
     (tmp_path / "docs.txt").write_text("ab ba\n\nb a ab\n", encoding="utf-8")
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)  # a --backend module:function registers itself: not left behind
     register_backend("toy-short", lambda spec, **options: toy_lm())
     try:
         one_line(capsys, ["perplexity", str(tmp_path / "docs.txt"), "--split", "paragraphs", "--backend", "toy-short",
