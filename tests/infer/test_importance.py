@@ -157,3 +157,14 @@ def test_marginals_on_done_reports_each_pair_once_as_it_finishes_and_changes_not
     assert [i for i, _ in calls] == finishing  # in the order the pairs finish
     if len(groups) > 1:  # the progress moves while the runs go on, not all at the end
         assert calls[0][1] < calls[-1][1]
+
+
+def test_marginals_on_done_under_the_stratified_proposal():
+    """The stratified proposal runs pair by pair: ``on_done`` follows them in order and changes no figure."""
+    from ppl_tok.infer.importance import marginals
+
+    texts, calls = ["ab", "ababba", "bab"], []
+    watched = marginals(texts, LM, 8, guide="stratified", seeds=[2, 7, 1], on_done=calls.append)
+    plain = marginals(texts, LM, 8, guide="stratified", seeds=[2, 7, 1])
+    assert calls == [0, 1, 2]
+    assert [(w.log_marginal, w.samples) for w in watched] == [(p.log_marginal, p.samples) for p in plain]
