@@ -351,7 +351,8 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
 
 def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
               contexts: Sequence[str | Sequence[int]] | None = None, guide: str | Callable | None = "lookahead",
-              seeds: Sequence[int] | None = None, mdds: Sequence[MDD] | None = None) -> list[MarginalResult]:
+              seeds: Sequence[int] | None = None, mdds: Sequence[MDD] | None = None,
+              on_done: Callable[[int], None] | None = None) -> list[MarginalResult]:
     """:func:`marginal` for many ``(context, text)`` pairs in one batched run of the engine.
 
     ``results[i]`` estimates ``log p(texts[i] | contexts[i])`` with ``num_samples``
@@ -363,6 +364,9 @@ def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
     worst-case KV memory exceeds ``lm.config.particle_bytes`` run in several such
     runs (:func:`particle_groups`; a text too long for its N particles at once,
     in seeded chunks). A pair's samples do not depend on the other pairs in the call.
+
+    ``on_done(i)``: called once per pair, as pair ``i``'s last run of particles ends, in the order the pairs
+    finish (progress). It observes only: the runs, their seeds and every figure are those of a call without it.
     """
     texts = limits.check_texts("texts", texts)
     contexts = [""] * len(texts) if contexts is None else limits.check_contexts("contexts", contexts)
@@ -372,13 +376,19 @@ def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")
     limits.check_workload(texts, contexts, num_samples)
     if guide == "stratified":
-        return [marginal(t, lm, num_samples, guide=guide, context=c, seed=s) for t, c, s in zip(texts, contexts, seeds)]
-    return _marginals(texts, lm, num_samples, contexts, guide, seeds, None if mdds is None else list(mdds))
+        out = []
+        for i, (t, c, s) in enumerate(zip(texts, contexts, seeds)):
+            out.append(marginal(t, lm, num_samples, guide=guide, context=c, seed=s))
+            if on_done is not None:
+                on_done(i)
+        return out
+    return _marginals(texts, lm, num_samples, contexts, guide, seeds, None if mdds is None else list(mdds), on_done)
 
 
 def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: list, guide: str | Callable | None,
-               seeds: list[int] | None, mdds: list[MDD] | None) -> list[MarginalResult]:
-    """The batched run (``seeds=None``: Pyro's global RNG)."""
+               seeds: list[int] | None, mdds: list[MDD] | None,
+               on_done: Callable[[int], None] | None = None) -> list[MarginalResult]:
+    """The batched run (``seeds=None``: Pyro's global RNG; ``on_done``: as in :func:`marginals`)."""
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     if not texts:
@@ -390,6 +400,7 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
     canonical_lps = lm.log_probs_many(canonicals, contexts)
     parts: list[list[tuple[torch.Tensor, torch.Tensor, list]]] = [[] for _ in texts]
     groups = particle_groups(texts, num_samples, lm.position_bytes(), lm.config.particle_bytes, seeds)
+    last = {g: n for n, (members, _, _) in enumerate(groups) for g in members}  # the run that completes pair g
     for n, (members, count, group_seeds) in enumerate(groups):
         if n and (count < num_samples or groups[n - 1][1] < num_samples):
             lm.clear_cache()  # around the chunks of a long text: the last run's states only take memory
@@ -403,6 +414,9 @@ def _marginals(texts: list[str], lm: LanguageModel, num_samples: int, contexts: 
         for k, g in enumerate(members):
             part = slice(k * count, (k + 1) * count)
             parts[g].append((log_p[part], log_q[part], samples[part]))
+        for g in members if on_done is not None else ():
+            if last[g] == n:
+                on_done(g)
     forwards, seconds = lm.stats.forwards - forwards0, time.perf_counter() - start
     out = []
     for g, text in enumerate(texts):

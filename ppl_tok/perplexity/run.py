@@ -8,8 +8,8 @@ positions, not sums; the marginal scorings run one document at a time), so a
 resumed run stores what an uninterrupted one does. The progress bar counts
 bytes (bytes/s), inside a document too where the scoring reports them (``beam``,
 ``prefix``, ``with-end`` as their sweeps go; ``canonical``, ``canonical-local`` and
-``canonical-global`` as each forward's tokens are scored; ``canonical+rest`` only per document,
-its particles drawn for a whole document's windows in one batched run). Those three also save the state of a document in
+``canonical-global`` as each forward's tokens are scored; ``canonical+rest`` as each window's
+particles finish). ``beam``, ``prefix`` and ``with-end`` also save the state of a document in
 progress every ``checkpoint_every`` seconds (``partial.jsonl``,
 :mod:`ppl_tok.perplexity.partial`), and a resumed run goes on from there.
 """

@@ -42,7 +42,7 @@ class CanonicalPlusRest(Scoring):
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
-        return [canonical_plus_rest_score(lm, d, config) for d in docs]
+        return [canonical_plus_rest_score(lm, d, config, on_bytes) for d in docs]
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         return [PairScore(float(canonical_plus_rest(r.canonical_log_prob, r.noncanonical_estimate)),

@@ -252,7 +252,8 @@ def _marginal_record(lm: LanguageModel, doc: ScoredText, toks: Sequence[int], pi
                                               "single_span": single}})
 
 
-def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: ScoringConfig) -> DocumentScore:
+def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: ScoringConfig,
+                              on_bytes: Callable[[int], None] | None = None) -> DocumentScore:
     """``log(p(v*) + m)`` per window (``m``: importance estimate of the non-canonical mass), summed.
 
     The record's ``is_estimate`` is the plain importance estimate of the same
@@ -261,6 +262,9 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     sampling alone reports, the canonical term included in the sample average;
     ``is_certified_lower`` the sum over windows of what those particles certify
     (the distinct tokenizations they drew, and the canonical one).
+
+    ``on_bytes``: progress inside the document, each window's new bytes once its particles are done (the
+    windows' runs of :func:`~ppl_tok.infer.importance.marginals`, unchanged; they sum to the document's bytes).
     """
     from ppl_tok.infer.importance import canonical_plus_rest, marginals
     from ppl_tok.common.seeds import pair_seed
@@ -272,8 +276,12 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
     lm.clear_cache()  # the particles' forwards, counted from an empty cache, do not depend on earlier documents
     before = lm.stats.forwards
     seeds = [pair_seed(config.seed, "perplexity", str(doc.index), k) for k in range(len(pieces))]
+    def done(k: int) -> None:
+        on_bytes(count_bytes(pieces[k].text))
+
     results = marginals([p.text for p in pieces], lm, config.num_samples, contexts=[p.context for p in pieces],
-                        seeds=seeds, guide=settings_guide(config.proposal or {}))
+                        seeds=seeds, guide=settings_guide(config.proposal or {}),
+                        on_done=None if on_bytes is None else done)
     total, floor = 0.0, 0.0
     plain = math.fsum(r.log_marginal for r in results)  # the standard importance estimate, as the paper reports it
     certified = math.fsum(r.certified_lower for r in results)
@@ -353,7 +361,8 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
     canonical+rest runs one at a time).
 
     ``on_bytes``: progress inside the documents where a scoring reports it (``beam``, ``prefix``, ``with-end``:
-    the bytes their sweeps and walks go past); the caller counts the rest when the batch is done. ``partial``:
+    the bytes their sweeps and walks go past; the canonical scorings: each forward's tokens; ``canonical+rest``:
+    each window's bytes as its particles finish); the caller counts the rest when the batch is done. ``partial``:
     the checkpoints of those three (:class:`ppl_tok.perplexity.partial.Partial`).
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).

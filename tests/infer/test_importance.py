@@ -120,3 +120,51 @@ def test_smollm2_stratified_on_hypnopaturist(smollm2):
     lookahead = _errors(smollm2, " Hypnopaturist", "lookahead", range(3))
     print("Hypnopaturist, N=64: stratified errors", better, "look-ahead errors", lookahead)
     assert better[1] < 0.1 and lookahead[1] > 1.0
+
+
+@pytest.mark.parametrize("budget", [None, 64 * 4 * 7 * 2, 64 * 4 * 3])
+def test_marginals_on_done_reports_each_pair_once_as_it_finishes_and_changes_nothing(budget):
+    """Issue 56 (progress inside a document): ``on_done(i)`` is called once per pair, right after the run that
+    completes it (several runs under a small ``particle_bytes``; a pair too big alone, after its last chunk), and
+    the estimates are bit-identical to a call without it. Budgets: one run; pairs packed in several runs; every
+    pair in chunks."""
+    from dataclasses import replace as with_field
+
+    from ppl_tok.infer.groups import particle_groups
+    from ppl_tok.infer.importance import marginals
+
+    texts = ["ab", "ababba", "bab", "abba", "b"]
+    contexts = ["", "a", "ba", "", "ab"]
+
+    def run(on_done=None):
+        lm = BigramLM.random(VOCAB, seed=5, bos_id=0)
+        if budget is not None:
+            lm.config = with_field(lm.config, particle_bytes=budget)
+        watch = None if on_done is None else (lambda i: on_done(i, lm.stats.forwards))
+        return lm, marginals(texts, lm, 4, contexts=contexts, seeds=[3, 1, 4, 1, 5], on_done=watch)
+
+    calls: list[tuple[int, int]] = []  # (pair, the LM's forwards so far)
+    lm, watched = run(lambda i, forwards: calls.append((i, forwards)))
+    _, plain = run()
+    assert sorted(i for i, _ in calls) == list(range(len(texts)))
+    for w, p in zip(watched, plain):
+        assert torch.equal(w.log_weights, p.log_weights) and w.samples == p.samples
+        assert (w.log_marginal, w.noncanonical_estimate, w.forwards) == (p.log_marginal, p.noncanonical_estimate,
+                                                                          p.forwards)
+    groups = particle_groups(texts, 4, lm.position_bytes(), lm.config.particle_bytes, [3, 1, 4, 1, 5])
+    order = [g for members, _, _ in groups for g in members]
+    finishing = [g for k, g in enumerate(order) if g not in order[k + 1:]]
+    assert [i for i, _ in calls] == finishing  # in the order the pairs finish
+    if len(groups) > 1:  # the progress moves while the runs go on, not all at the end
+        assert calls[0][1] < calls[-1][1]
+
+
+def test_marginals_on_done_under_the_stratified_proposal():
+    """The stratified proposal runs pair by pair: ``on_done`` follows them in order and changes no figure."""
+    from ppl_tok.infer.importance import marginals
+
+    texts, calls = ["ab", "ababba", "bab"], []
+    watched = marginals(texts, LM, 8, guide="stratified", seeds=[2, 7, 1], on_done=calls.append)
+    plain = marginals(texts, LM, 8, guide="stratified", seeds=[2, 7, 1])
+    assert calls == [0, 1, 2]
+    assert [(w.log_marginal, w.samples) for w in watched] == [(p.log_marginal, p.samples) for p in plain]
