@@ -83,4 +83,4 @@ def test_every_public_module_is_in_the_api_reference():
     missing = sorted(public - documented)
     assert not missing, f"add a ::: block to the page of its concept in docs/api/: {missing}"
     assert {"ppl_tok.strings.tasks", "ppl_tok.strings.batch", "ppl_tok.perplexity.run", "ppl_tok.integrations.lm_eval",
-            "ppl_tok.qa.run", "ppl_tok.common.registry", "ppl_tok.proposals"} <= documented
+            "ppl_tok.qa.run", "ppl_tok.common.registry", "ppl_tok.proposals.registry"} <= documented

@@ -208,7 +208,10 @@ def test_zero_probability_edges_give_weight_zero(proposal):
 
 def test_every_result_carries_se_ess_khat_and_a_short_repr():
     r = marginal(TEXT, LM, 256, seed=0)
-    assert 0 < r.log_se < 0.2 and 1 < r.ess <= 256 and r.khat is not None and r.khat < 0.7 and not r.warnings
+    assert 0 < r.log_se < 0.2 and 1 < r.ess <= 256 and r.khat is not None and r.khat < 0.7
+    # this draw lands 0.072 nats below the mass of the tokenizations it saw (a certified lower bound): since issue 56
+    # any such gap past rounding is said (it is off by at least that much); nothing else warns
+    assert r.log_marginal < r.certified_lower and [w for w in r.warnings if "certified lower bound" not in w] == []
     assert abs(r.log_marginal - EXACT.log_marginal) < 4 * r.log_se
     assert "±" in repr(r) and len(repr(r)) < 200
     d = r.to_dict()
