@@ -73,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     reading = sub.add_parser("reading", help="the reading-time study: focal-area surprisal, regressions",
                              description=__doc__.split("\n\n")[1])
-    rsub = reading.add_subparsers(dest="reading_command", required=True)
+    rsub = reading.add_subparsers(dest="reading_command", required=True, metavar="PART",
+                                  help="focal (the predictors of a text file) or run (the study)")
     p = rsub.add_parser("focal", help="every focal-area predictor of each word of each text (one per line)",
                         description="One row per word (its text's normalised words), one column per predictor: "
                                     "Surprisal{C}{A}, ...Corrected, ...Lower, ...Upper and Canonical{C}{A} "

@@ -31,7 +31,7 @@ def test_each_benchmark_shows_only_its_own_flags():
     research = _subcommands(build_parser())
     assert set(checks) == {"engine", "memory", "gpu-check"}
     assert set(research) == {"mdd", "marginal", "most-likely", "estimators", "diagnostics", "learned", "strings",
-                             "perplexity", "surprisal", "lm-eval", "startup"}
+                             "perplexity", "surprisal", "lm-eval", "startup", "learned-defensive"}
     leaves = {**checks, **research}
     for name in ("perplexity", "strings", "diagnostics"):  # a benchmark with parts: one subcommand per part
         leaves.update({f"{name} {part}": p for part, p in _subcommands(leaves.pop(name)).items()})
@@ -40,7 +40,9 @@ def test_each_benchmark_shows_only_its_own_flags():
     assert {n for n in leaves if n.startswith("strings ")} == {f"strings {p}" for p in (
         "all", "prompts", "generation", "prefill", "genlm")}
     flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in leaves.items()}
-    assert "--heldout" in flags["learned"] and not any("--heldout" in f for n, f in flags.items() if n != "learned")
+    held = {"learned", "learned-defensive"}  # the two that split words into tuning and held-out
+    assert all("--heldout" in flags[n] for n in held) and not any("--heldout" in f for n, f in flags.items()
+                                                                    if n not in held)
     assert "--genlm-keep" in flags["strings genlm"] and not any("--genlm-keep" in f for n, f in flags.items()
                                                                 if n != "strings genlm")
     assert "--costs" in flags["perplexity splits"] and not any("--costs" in f for n, f in flags.items()

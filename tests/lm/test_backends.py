@@ -135,7 +135,7 @@ MISBEHAVING = [("returns_str", "returned str 'an LM'", "not a LanguageModel"),
 def test_a_misbehaving_loader_is_one_error_naming_the_backend(monkeypatch, function, needle, hint):
     from ppl_tok.lm.backends import BackendError
 
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    isolate(monkeypatch)  # a module:function backend registers itself: not left behind
     name = f"tests.lm.test_backends:{function}"
     with pytest.raises(BackendError) as err:
         load_lm(LMSpec(model="x", backend=name))

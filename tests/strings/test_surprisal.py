@@ -254,9 +254,9 @@ def test_smollm2_garden_path(smollm2):
 def test_the_estimates_sum_to_the_estimate_of_the_text_without_the_rounding_tolerance(monkeypatch, units):
     """Issue 50: each estimate carried the rounding tolerance (4e-4 nats per sentence on SmolLM2), so the units
     summed to -log2 of the floor, not of the estimate P^(text, end); the brackets still carry it."""
-    import ppl_tok.strings.beam
+    import ppl_tok.strings.certified
 
-    monkeypatch.setattr(ppl_tok.strings.beam, "tolerance", lambda *a: 1e-3)
+    monkeypatch.setattr(ppl_tok.strings.certified, "tolerance", lambda *a: 1e-3)  # what the beam's brackets read
     lm = history_lm(4, VOCAB)
     text = "ab é.a b"
     rows = surprisals(lm, text, units=units, config=WIDE, final="end")  # the sum is P(text, end)
