@@ -12,20 +12,7 @@ import pytest
 
 from ppl_tok.cli.main import main
 from tests.lm.test_backends import isolate
-from tests.suites.test_hostile_strings import BATCH_FILES, refused, world  # noqa: F401 - the shared fixture
-
-
-def one_line(capsys, argv, needles):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    assert code == 2, (argv, code, out[:300], err)
-    assert out == "", out[:300]
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err and "internal error" not in err, err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
+from tests.suites.test_hostile_strings import BATCH_FILES, one_line, refused, world  # noqa: F401 - the shared fixture
 
 
 # ------------------------------------------------------------ a misbehaving --backend module:function

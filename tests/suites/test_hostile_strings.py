@@ -85,9 +85,9 @@ def world(tmp_path, monkeypatch, capsys):
     return tmp_path, loads
 
 
-def refused(capsys, world, argv, needles, before_load=True):
-    tmp, loads = world
-    argv = [a.format(tmp=tmp) for a in argv]
+def one_line(capsys, argv, needles):
+    """``ppl-tok ARGV`` exits 2 with nothing on standard output and one line on standard error that holds every
+    needle (no traceback, no "internal error"); that line."""
     code = main(argv)
     out, err = capsys.readouterr()
     assert code == 2, (argv, code, out[:300], err)
@@ -96,7 +96,13 @@ def refused(capsys, world, argv, needles, before_load=True):
     assert len(lines) == 1, err
     assert "Traceback" not in err and "internal error" not in err, err
     for needle in needles:
-        assert needle.format(tmp=tmp) in err, (needle, err)
+        assert needle in err, (needle, err)
+    return err
+
+
+def refused(capsys, world, argv, needles, before_load=True):
+    tmp, loads = world
+    err = one_line(capsys, [a.format(tmp=tmp) for a in argv], [n.format(tmp=tmp) for n in needles])
     if before_load:
         assert not loads, f"the model loaded before the refusal: {err}"
 
