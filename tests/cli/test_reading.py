@@ -2,27 +2,15 @@
 before the LM loads."""
 
 import io
-import json
 
 import pandas as pd
 import pytest
 
-import ppl_tok.cli.common
 from ppl_tok.reading.focal_surprisal import focal_surprisals
 from ppl_tok.strings import StringSearchConfig
 from tests.cli_run import run, strict_json
 from tests.reading.test_study import corpus
-from tests.strings.test_state import history_lm
-from tests.strings.test_surprisal import VOCAB
-
-
-@pytest.fixture
-def toy(monkeypatch):
-    lm = history_lm(3, VOCAB)
-    loads = []
-    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda *a, **k: loads.append(a) or lm)
-    lm.loads = loads
-    return lm
+from tests.cli.test_surprisal import toy  # noqa: F401 - the shared fixture (a toy LM in place of the load)
 
 
 def test_focal_prints_every_predictor(toy, capsys, tmp_path):
