@@ -71,3 +71,35 @@ def test_targets_and_spillover():
     assert spill.SurprisalLeadingWholePrev.tolist() == [0.0, focal.SurprisalLeadingWhole[0],
                                                         focal.SurprisalLeadingWhole[1], 0.0]
     assert spill.CanonicalNoWhitespaceWholePrevPrev.tolist() == [0, 0, focal.CanonicalNoWhitespaceWhole[0], 0]
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_walk_resumes_to_the_uninterrupted_result(tmp_path):
+    """Killed after its first batch of texts (a torn partial line appended, as a kill mid-write leaves), the run
+    resumes: it walks only the texts not stored, and every file of its report equals an uninterrupted run's."""
+    stimuli, measurements = corpus(tmp_path)
+    lm, config = history_lm(3, VOCAB), StringSearchConfig(beam=4)
+    kw = dict(measures=["rt"], config=config, folds=2, repeats=1, batch=2)
+    whole = run_study(lm, stimuli, measurements, tmp_path / "whole", **kw)
+
+    def kill(done, total):
+        raise Killed
+
+    out = tmp_path / "killed"
+    with pytest.raises(Killed):
+        run_study(history_lm(3, VOCAB), stimuli, measurements, out, progress=kill, **kw)
+    stored = (out / "events.jsonl").read_text().splitlines()
+    assert len(stored) == 2 and not (out / "report.json").exists()
+    with open(out / "events.jsonl", "a") as f:
+        f.write('{"text_id": 3, "text": "a b')  # a write torn by the kill
+    walked = []
+    resumed = run_study(history_lm(3, VOCAB), stimuli, measurements, out,
+                        progress=lambda done, total: walked.append((done, total)), **kw)
+    assert walked == [(2, 2)]  # the two texts not stored, in one batch
+    assert json.dumps(resumed) == json.dumps(whole)
+    for name in ("predictors.csv", "summary.csv", "folds.csv", "corrections.csv"):
+        assert (out / name).read_text() == (tmp_path / "whole" / name).read_text(), name
