@@ -26,7 +26,7 @@ characters: the peer's beam costs seconds per character on 2 CPU cores.
 
 Usage (from the checkout's root, ppl-tok's venv; the peer's venv and checkout as below):
     python -m benchmarks.reading_peer --peer-python /work/peer-venvs/psychotoke/bin/python \\
-        --peer-code /work/peers/psycho-toke --texts 1,2,3 --chars 30 --out results/reading/peer-smollm2
+        --peer-code /work/peers/psycho-toke --texts 1,2,3 --chars 50 --out results/reading/peer-smollm2
 Writes OUT.json (summary, per-text times, per-character figures) and OUT.md. Not resumable (minutes per text).
 """
 
