@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> None:
     peer_beam_cpu = sum(r["peer_cpu_s"] for r in per_text)
     chars = sum(r["chars"] for r in per_text)
     summary = {
-        "texts": ids, "chars_cut": args.chars, "model": args.model, "peer_k": args.k, "chars": chars, "words": sum(len(t.split()) for t in texts),
+        "texts": ids, "chars_cut": args.chars, "model": args.model, "peer_k": args.k, "chars": chars,
+        "words": sum(len(t.split()) for t in texts),
         "peer_beam_cpu_s": peer_beam_cpu, "peer_process_cpu_s": peer_cpu, "peer_process_wall_s": peer_wall,
         "peer_load_cpu_s": peer["load_cpu_s"], "ours_walk_cpu_s": ours_cpu, "canonical_cpu_s": canon_cpu,
         "peer_over_ours_cpu": peer_beam_cpu / ours_cpu,
@@ -215,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "per_text": per_text}, indent=1) + "\n")
     md = [f"# psycho-toke's character beam (K={args.k}) vs ppl-tok's walk, {args.model}, Provo texts {args.texts}",
-          "", f"`python -m benchmarks.reading_peer --texts {args.texts} --chars {args.chars} --out {args.out}` (one thread each; "
+          "", f"`python -m benchmarks.reading_peer --texts {args.texts} --chars {args.chars} --out {args.out}` "
+          "(one thread each; "
           f"load average {summary['load_avg_at_end']:.1f} on 2 cores: CPU seconds are the figure)", "",
           "| text | chars | peer CPU s | ppl-tok CPU s | mean abs diff (bits/char) | max | peer in char bracket "
           "| peer prefix in bracket | total peer / ppl-tok (bits) |", "|---|---|---|---|---|---|---|---|---|"]
