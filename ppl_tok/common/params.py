@@ -102,11 +102,17 @@ def specs(cls: type) -> tuple[Spec, ...]:
                     tuple(meta.get("aliases", ())), meta.get("metavar"))
         if spec.flag is not None and not spec.flag.startswith("--"):
             raise TypeError(f"{cls.__qualname__}.{f.name}: flag {spec.flag!r} must start with --")
-        if not spec.boolean and spec.type is None and spec.choices is None and not isinstance(spec.default, str):
+        if spec.flag is not None and _opaque(spec):
             raise TypeError(f"{cls.__qualname__}.{f.name}: give the type that parses its text "
                             "(ppl_tok.common.arguments)")
         out.append(spec)
     return tuple(out)
+
+
+def _opaque(spec: Spec) -> bool:
+    """A field with no text form (no type, no choices, not a switch or a string): a Python value (a record, a
+    config object), given in Python only and stored as it is."""
+    return not spec.boolean and spec.type is None and spec.choices is None and not isinstance(spec.default, str)
 
 
 def _spec(cls: type, name: str) -> Spec:
@@ -143,6 +149,10 @@ def value_of(spec: Spec, value: Any, text: bool = True) -> Any:
     :raises ValueError: one line naming the field (and its flag), what it expects and the value.
     """
     try:
+        if _opaque(spec):
+            if isinstance(value, str):
+                raise ValueError(f"a Python value, not text ({value!r}): give it in Python")
+            return value
         if isinstance(value, str):
             if not text and not _textual(spec):
                 raise ValueError(f"expected {getattr(spec.type, '__name__', 'a value')}, got {value!r}")

@@ -101,6 +101,14 @@ def test_a_declaration_without_a_default_or_help_or_type_is_refused():
     class NoType:
         x: int = param(1, "x", flag="--x")
 
+    @dataclass(frozen=True)
+    class Opaque(Params):  # no flag, no type: a Python value, taken as it is, never from text
+        record: dict | None = param(None, "a record")
+
+    assert Opaque({"a": [1]}).record == {"a": [1]} and P.settings(Opaque({"a": (1,)})) == {"record": {"a": [1]}}
+    with pytest.raises(ValueError, match=r"^record: a Python value, not text \('x'\): give it in Python$"):
+        P.from_values(Opaque, {"record": "x"})
+
     with pytest.raises(TypeError, match=r"NoHelp\.x: a parameter needs one line of help"):
         P.specs(NoHelp)
     with pytest.raises(TypeError, match=r"NoDefault\.x: a parameter needs a default"):
