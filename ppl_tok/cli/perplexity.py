@@ -57,9 +57,12 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
     """The flags that ``--scoring`` would ignore, refused (one line naming the flag, the scoring and the flags it
     takes) before anything is read: another scoring's parameters, ``--proposal`` where the scoring draws no
     particles, ``--checkpoint-every`` without ``--out``."""
-    from ppl_tok.common.params import refuse_foreign, specs
+    from ppl_tok.common.params import given, refuse_foreign, specs
+    from ppl_tok.scorings.registry import check_limits
 
     chosen = find_scoring(args.scoring, DOCUMENT)
+    every = {s.name: s for cls in document_params().values() for s in specs(cls)}
+    check_limits(every.values(), given(args), lambda spec: spec.flag)  # a flag past its limit, whoever reads it
     refuse_foreign(args, {args.scoring: chosen.params}, document_params(), "--scoring")
     if (args.proposal != "lookahead" or args.proposal_file is not None) and "proposal" not in {
             s.name for s in specs(chosen.params)}:
@@ -74,11 +77,10 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
 def scoring_config(args: argparse.Namespace) -> Any:
     """The :class:`~ppl_tok.scorings.ScoringConfig` of the flags: ``--scoring``, ``--window`` and the scoring's
     own parameters given (the others: their defaults), the proposal's record where it takes one."""
-    from ppl_tok.common.params import from_args, given, specs
-    from ppl_tok.scorings.registry import ScoringConfig, check_limits
+    from ppl_tok.common.params import from_args, specs
+    from ppl_tok.scorings.registry import ScoringConfig
 
     chosen = find_scoring(args.scoring, DOCUMENT)
-    check_limits(specs(chosen.params), given(args), lambda spec: spec.flag)
     values = {s.name: getattr(from_args(chosen.params, args), s.name) for s in specs(chosen.params)}
     if "proposal" in values:
         from ppl_tok.proposals import proposal_settings

@@ -412,7 +412,8 @@ def from_args(cls: type, args: argparse.Namespace) -> Any:
 def refuse_foreign(args: argparse.Namespace, chosen: Mapping[str, type], operations: Mapping[str, type],
                    what: str) -> None:
     """A flag of :func:`add_flags` that no ``chosen`` operation declares is refused: ``what`` (``--scoring``) and
-    the chosen names, the flags they take, and the operations the flag is for, in one line.
+    the chosen names, the flags they take, and the operations the flag is for, in one line. A flag given the
+    default of every operation that declares it changes nothing, and passes.
 
     :raises ValueError: the first such flag (by field order of ``operations``).
     """
@@ -423,6 +424,8 @@ def refuse_foreign(args: argparse.Namespace, chosen: Mapping[str, type], operati
             continue
         flag = flags.get(name, name)
         users = [op for op, cls in operations.items() if any(s.name == name for s in specs(cls))]
+        if all(_spec(operations[op], name).default == given(args)[name] for op in users):
+            continue
         takes = sorted({s.flag for cls in chosen.values() for s in specs(cls) if s.flag})
         chosen_text = f"{what} {', '.join(chosen)}"
         raise ValueError(f"{flag} would be ignored: {chosen_text} does not read it "

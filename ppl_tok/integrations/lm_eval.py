@@ -98,10 +98,11 @@ from ppl_tok.common.seeds import pair_seed
 from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, write_tasks  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
-from ppl_tok.limits import MAX_SEED, limits
+from ppl_tok.limits import MAX_SEED
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, PairScore, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.integrations.lm_eval_params import (OLD_NAMES, ModelArgumentError, checked_parameters,  # noqa: F401
+                                                 scoring_parameters)
 from ppl_tok.scorings.conditional import ConditionalParams
-from ppl_tok.scorings.registry import check_limits
 from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
@@ -125,10 +126,6 @@ def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str 
     context, cont = move_trailing_space(context, cont)
     choice = int(request.idx)
     return Pair(context, cont, pair_seed(seed, split, qid, choice), (request.task_name, request.doc_id), choice)
-
-
-class ModelArgumentError(ValueError):
-    """A bad ``--model_args`` value (``ppl-tok-lm-eval`` prints it as one line, exit status 2)."""
 
 
 def _int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -167,58 +164,16 @@ def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iter
         yield run
 
 
-#: Old model-argument names of scoring parameters: ``tolerance`` and ``budget`` are the exact search's.
-OLD_NAMES = {"tolerance": "exact_tolerance", "budget": "exact_budget"}
-#: Model arguments the model reads itself, not a scoring's parameters (``params`` of :class:`PPLTokLM`).
-_SHARED = ("seed", "proposal")
-#: The scoring parameters whose memory limits (``ppl_tok.limits``) ``--model_args`` are checked against, as before
-#: the parameters were the scorings' own (the beam's width and pruning are not: lm-eval runs take wide beams).
-LIMITED = ("num_samples", "exact_budget")
-
-
-def scoring_parameters() -> dict[str, Any]:
-    """Every registered scoring's parameters by field name (the first scoring's field of each name, which checks
-    a value): what ``--model_args`` takes besides the model's own arguments."""
-    from ppl_tok.common.params import specs
-    from ppl_tok.scorings.registry import SCORINGS
-
-    out: dict[str, Any] = {}
-    for s in SCORINGS.values():
-        for spec in specs(s.params):
-            if spec.name not in _SHARED:
-                out.setdefault(spec.name, spec)
-    return out
-
-
-def checked_parameters(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` (model arguments, strings or lm-eval's parsed values) by field name, each checked by its field.
-
-    :raises ModelArgumentError: a name that is no scoring's parameter, or a bad value (``name=value: why``).
-    """
-    from ppl_tok.common.params import ParamValueError, value_of
-
-    known = scoring_parameters()
-    out = {}
-    for given, value in params.items():
-        name = OLD_NAMES.get(given, given)
-        if name not in known:
-            raise ModelArgumentError(f"unknown model argument {given!r}: expected some of "
-                                     f"{', '.join(sorted(model_arguments() - {'lm'}))}")
-        try:
-            out[name] = value_of(known[name], value)
-        except ParamValueError as err:  # the value is in the message already: the type's ", got ..." left out
-            raise ModelArgumentError(f"{given}={value!r}: {err.reason.rsplit(', got ', 1)[0]}") from None
-    check_limits([known[n] for n in LIMITED], out,
-                 lambda spec: {v: k for k, v in OLD_NAMES.items()}.get(spec.name, spec.name))
-    return out
-
-
 def model_arguments() -> set[str]:
     """Every name ``--model_args`` takes: the model's own arguments, the scorings' parameters and their old names."""
+    return model_own_arguments() | set(scoring_parameters()) | set(OLD_NAMES)
+
+
+def model_own_arguments() -> set[str]:
+    """The model's own arguments (:class:`PPLTokLM`'s, beside the scorings' parameters)."""
     import inspect
 
-    own = set(inspect.signature(PPLTokLM.__init__).parameters) - {"self", "params"}
-    return own | set(scoring_parameters()) | set(OLD_NAMES)
+    return set(inspect.signature(PPLTokLM.__init__).parameters) - {"self", "params"}
 
 
 def _own(cls: type, name: str, values: dict[str, Any]) -> Any:
@@ -275,7 +230,7 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        values = checked_parameters(params)
+        values = checked_parameters(params, model_own_arguments())
         values.update(seed=self.seed, proposal=self.proposal)  # shared: the requests' seeds, every proposal
         #: the scorings' configs: of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined)
         self.pair_config = None if pair is None else _config(pair, PAIR, self.max_length, values)

@@ -418,7 +418,8 @@ def check_limits(fields_: Iterable[Spec], values: Mapping[str, Any], named: Call
     """The values given (a command's flags, ``--model_args``, by field name) of the fields that have a memory limit
     (``ppl_tok.limits``), checked against it before any work; ``named(spec)`` says how a value was given.
 
-    :raises ppl_tok.limits.LimitError: a value over its limit (a number of nats: its ceiling).
+    :raises ppl_tok.limits.LimitError: a value over its limit (a real number: its ceiling, named with its unit, the
+        field's metavar: ``--prune (nats)``).
     """
     import math
 
@@ -429,8 +430,9 @@ def check_limits(fields_: Iterable[Spec], values: Mapping[str, Any], named: Call
         value = values.get(spec.name)
         if spec.limit is None or value is None or isinstance(value, bool):
             continue
-        lim.check(spec.limit, math.ceil(value) if isinstance(value, float) and math.isfinite(value) else value,
-                  named(spec))
+        real = isinstance(value, float)
+        lim.check(spec.limit, math.ceil(value) if real and math.isfinite(value) else value,
+                  named(spec) + (f" ({spec.metavar.lower()})" if real and spec.metavar else ""))
 
 
 def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:

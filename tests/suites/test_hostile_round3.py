@@ -305,14 +305,15 @@ def test_the_conditional_headline_says_what_a_head_interval_is_certified_for(cap
 
 # ------------------------------------------------------------ flags a mode would ignore, refused
 IGNORED_FLAGS = [
-    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical runs no beam"),
-    (["perplexity", "x.txt", "--prune", "3"], "--prune", "runs no beam"),
-    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "runs no beam"),
+    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical does not read it"),
+    (["perplexity", "x.txt", "--prune", "3"], "--prune", "--prune is for --scoring beam, prefix, with-end"),
+    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "is for --scoring beam, prefix, with-end"),
     (["perplexity", "x.txt", "--scoring", "canonical+rest", "--extend-threshold", "0.01"], "--extend-threshold",
-     "canonical+rest runs no beam"),
-    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "runs no beam"),
-    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
-    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
+     "--scoring canonical+rest does not read it (it takes --samples, --seed"),
+    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "is for --scoring beam"),
+    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "--samples is for --scoring "
+     "canonical+rest"),
+    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "--seed is for --scoring canonical+rest"),
     (["benchmarks", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
     (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
     (["benchmarks", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),
