@@ -24,11 +24,12 @@ def _fmt(x: float) -> str:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     s = summary
-    label = "canonical+end:" if s["scoring"] == "with-end" else "canonical:  "
+    scoring = find_scoring(s["scoring"], DOCUMENT)
+    label = f"{scoring.canonical_label}:".ljust(12)
     lines = [f"{s['documents']} documents, {s['bytes']} bytes, {s['words']} words, {s['tokens']} canonical tokens",
              f"{label} bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
              f"{_fmt(s['canonical']['byte_perplexity'])}   word perplexity {_fmt(s['canonical']['word_perplexity'])}"]
-    if s["scoring"] != "canonical":
+    if not scoring.baseline:
         lines.append(f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
                      f"{_fmt(s['byte_perplexity'])}   word perplexity {_fmt(s['word_perplexity'])}")
         cert = s.get("certified")

@@ -56,7 +56,7 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
                            "forwards_per_byte": sum(s.forwards for s in scores) / sum(nb),
                            "canonical_forwards_per_byte": sum(s.canonical_forwards for s in scores) / sum(nb)}
     out.update(figures([s.log_likelihood for s in scores], nb, nw))
-    if entry.name == "canonical":
+    if entry.baseline:  # its figure is the canonical one: no gain
         return out
     lowers = [s.lower for s in scores]
     certified = entry.floor and all(lo is not None for lo in lowers)
@@ -232,7 +232,7 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
     settings, scores = read_scores(folder)
     out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
     out["settings"] = settings
-    if settings["scoring"] == "canonical":
+    if find_scoring(settings["scoring"], DOCUMENT).baseline:
         return out
     gains = np.array([(s.log_likelihood - s.canonical) / (LN2 * s.n_bytes) for s in scores])
     nats = np.array([s.log_likelihood - s.canonical for s in scores])

@@ -56,6 +56,7 @@ class WithEnd(_Event):
 
     name = "with-end"
     with_end = True
+    canonical_label = "canonical+end"
     estimator = ("the LM over strings' probability of the whole output by the byte-synchronous beam "
                  "(ppl_tok.strings.events.string_events, StringSearchConfig)")
     doc = ("log P(the output is exactly x | c): every tokenization v of x times p(end | c, v), the end being EOS "

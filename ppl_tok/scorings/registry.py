@@ -87,6 +87,9 @@ class Scoring:
         document-level scoring itself (``None``: itself, or nothing).
     :cvar record_kind: the QA study's stored record its classifiers are computed from (``None``: the figures
         of :meth:`score_pairs`, stored under its name).
+    :cvar baseline: whether its figure is the canonical figure itself (a report then shows no gain over it).
+    :cvar canonical_label: what the canonical figure beside its own is called in a report (``with-end``'s
+        includes the end: ``canonical+end``).
     :cvar checkpoints: whether :meth:`score_documents` takes ``partial=``, the checkpoints of a long walk that a
         stopped run resumes from (:class:`ppl_tok.perplexity.partial.Partial`).
     """
@@ -104,6 +107,8 @@ class Scoring:
     rolling: ClassVar[str | None] = None
     record_kind: ClassVar[str | None] = None
     checkpoints: ClassVar[bool] = False
+    baseline: ClassVar[bool] = False
+    canonical_label: ClassVar[str] = "canonical"
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
