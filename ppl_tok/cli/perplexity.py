@@ -84,9 +84,9 @@ def scoring_config(args: argparse.Namespace) -> Any:
     chosen = find_scoring(args.scoring, DOCUMENT)
     values = {s.name: getattr(from_args(chosen.params, args), s.name) for s in specs(chosen.params)}
     if "proposal" in values:
-        from ppl_tok.proposals import proposal_settings
+        from ppl_tok.scorings.registry import proposal_value
 
-        values["proposal"] = proposal_settings(args.proposal, args.proposal_file)
+        values["proposal"] = proposal_value(args.proposal, args.proposal_file)
     return ScoringConfig(chosen.name, window=args.window, **values)
 
 

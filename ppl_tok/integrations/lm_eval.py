@@ -60,6 +60,8 @@ Model arguments (``--model_args key=value,...``):
   same pair, so both give the same per-request numbers (the tasks written by
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
+* ``threads``: torch's CPU threads (default: ``$OMP_NUM_THREADS`` if set, else 1: :mod:`ppl_tok.lm.threads`, the
+  same default as ``ppl-tok --threads`` and :func:`ppl_tok.lm.cards.load_lm`).
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
   scorings ``canonical``, ``beam``, ``prefix``, ``with-end``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
   ``marginal`` means ``beam`` there): the window in positions (default: the model's context
@@ -103,6 +105,7 @@ from ppl_tok.scorings import DOCUMENT, PAIR, Pair, PairScore, ScoringConfig, acc
 from ppl_tok.integrations.lm_eval_params import (OLD_NAMES, ModelArgumentError, checked_parameters,  # noqa: F401
                                                  scoring_parameters)
 from ppl_tok.scorings.conditional import ConditionalParams
+from ppl_tok.scorings.registry import proposal_value
 from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
@@ -200,7 +203,7 @@ class PPLTokLM(LM):
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
                  max_length: int | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
                  gen_bytes_per_token: int = BYTES_PER_TOKEN, proposal: str = "lookahead",
-                 proposal_file: str | None = None, **params: Any) -> None:
+                 proposal_file: str | None = None, threads: int | None = None, **params: Any) -> None:
         """``params``: the scorings' own parameters (:func:`scoring_parameters`), by field name or old name
         (:data:`OLD_NAMES`); each is checked by its field and given to the chosen scorings that declare it."""
         super().__init__()
@@ -218,11 +221,17 @@ class PPLTokLM(LM):
         self.pair_scoring = None if pair is None else pair.name
         self.document_scoring = None if document is None else document.name
         self.seed = _int_arg("seed", seed, 0, MAX_SEED)
-        try:  #: the importance proposal's record (ppl_tok.proposals.proposal_settings)
-            self.proposal = proposal_settings(str(proposal), None if proposal_file is None else str(proposal_file))
+        try:  # the proposal field's value: None for the plain look-ahead (the field's default)
+            own_proposal = proposal_value(str(proposal), None if proposal_file is None else str(proposal_file))
         except ValueError as err:
             raise ModelArgumentError(str(err)) from err
+        #: the importance proposal's record (ppl_tok.proposals.proposal_settings)
+        self.proposal = own_proposal or proposal_settings()
         self.split, self.id_field = str(split), str(id_field)
+        from ppl_tok.lm.threads import default_cpu_threads, set_cpu_threads
+
+        #: torch's CPU threads (``threads``, else the one default of :mod:`ppl_tok.lm.threads`, as ``ppl-tok``'s)
+        self.threads = default_cpu_threads() if threads is None else set_cpu_threads(_int_arg("threads", threads, 1))
         self.batch = _as_batch(batch_size)
         if max_batch_size is not None:
             self.batch = min(self.batch, _int_arg("max_batch_size", max_batch_size, 1))
@@ -231,7 +240,7 @@ class PPLTokLM(LM):
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
         values = checked_parameters(params, model_own_arguments())
-        values.update(seed=self.seed, proposal=self.proposal)  # shared: the requests' seeds, every proposal
+        values.update(seed=self.seed, proposal=own_proposal)  # shared: the requests' seeds, the proposal
         #: the scorings' configs: of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined)
         self.pair_config = None if pair is None else _config(pair, PAIR, self.max_length, values)
         self.document_config = None if document is None else _config(document, DOCUMENT, self.max_length, values)

@@ -270,6 +270,19 @@ def proposal_param() -> Any:
     return param(None, "the importance proposal's record (ppl_tok.proposals.proposal_settings; None: the look-ahead)")
 
 
+def proposal_value(name: str = "lookahead", file: str | None = None) -> dict[str, Any] | None:
+    """The ``proposal`` field's value of a consumer's ``--proposal NAME [--proposal-file FILE]`` (``proposal=``):
+    the record of :func:`ppl_tok.proposals.proposal_settings`, or ``None`` (the field's default) for the plain
+    look-ahead, so that every consumer's default is the field's.
+
+    :raises ValueError: an unknown proposal, a file it cannot take (:func:`~ppl_tok.proposals.proposal_settings`).
+    """
+    from ppl_tok.proposals import proposal_settings
+
+    record = proposal_settings(name, file)
+    return None if record == proposal_settings() else record
+
+
 @dataclass(frozen=True)
 class SearchParams(Params):
     """The byte-synchronous beam's parameters, of a scoring that runs it (``beam``, ``prefix``, ``with-end``,
@@ -459,5 +472,5 @@ def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
 
 __all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
            "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
-           "check_limits", "classifiers", "is_defined", "names", "own_params", "proposal_param", "register", "samples_param",
+           "check_limits", "classifiers", "is_defined", "names", "own_params", "proposal_param", "proposal_value", "register", "samples_param",
            "scoring", "seed_param", "unregister"]
