@@ -314,7 +314,7 @@ class PPLTokLM(LM):
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
         documents); ``prefix`` and ``with-end``: the probability that the output starts with the
-        document, or is exactly it (the end in the last window; :func:`ppl_tok.scorings.documents.event_scores`);
+        document, or is exactly it (the end in the last window; :func:`ppl_tok.scorings.events.event_scores`);
         ``canonical+rest``: the canonical term plus the importance estimate of the rest. An empty document
         scores 0, as with ``hf``.
         """

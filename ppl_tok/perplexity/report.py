@@ -29,7 +29,7 @@ from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
 from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
-from ppl_tok.scorings.documents import SPAN_GAIN_VERSION
+from ppl_tok.scorings.beam import SPAN_GAIN_VERSION
 from ppl_tok.scorings.results import DocumentScore
 
 
@@ -167,7 +167,7 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
     Each document's gain (nats) is split over the byte spans where its found
     tokenizations depart from the canonical one, in proportion to the
-    off-canonical mass on each span (:func:`ppl_tok.scorings.documents.marginal_scores`);
+    off-canonical mass on each span (:func:`ppl_tok.scorings.beam.marginal_scores`);
     the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
     the model's vocabulary, whose canonical tokenization says which words are one
     token) and summed over documents.
