@@ -141,7 +141,9 @@ def score_documents(lm: LanguageModel, docs: Sequence[ScoredText], config: Scori
 
     :raises ValueError: ``config.scoring`` is not a document-level scoring (:mod:`ppl_tok.scorings`).
     """
-    implementation = find_scoring(config.scoring, DOCUMENT)
+    implementation = config.implementation
+    if DOCUMENT not in implementation.levels:
+        find_scoring(config.scoring, DOCUMENT)  # the error naming the document-level scorings
     extra = {"partial": partial} if implementation.checkpoints else {}
     scores = implementation.score_documents(lm, docs, config, on_bytes=on_bytes, **extra)
     return checked_scores(implementation.name, scores, len(docs), DocumentScore, "documents")

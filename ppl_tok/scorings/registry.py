@@ -275,7 +275,8 @@ class ScoringConfig:
             raise TypeError(f"give params or its fields ({', '.join(values)}), not both")
         elif not isinstance(params, cls):
             raise TypeError(f"scoring {found.name!r} takes params of {cls.__qualname__}, got {params!r}")
-        for name, value in (("scoring", found.name), ("window", window), ("level", level), ("params", params)):
+        for name, value in (("scoring", found.name), ("window", window), ("level", level), ("params", params),
+                            ("_implementation", found)):  # resolved once, here: the object is passed down
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -290,8 +291,8 @@ class ScoringConfig:
 
     @property
     def implementation(self) -> Scoring:
-        """The registered scoring this config names (:func:`ppl_tok.scorings.scoring`)."""
-        return scoring(self.scoring, self.level)
+        """The registered scoring this config names, as it was resolved when the config was made."""
+        return self._implementation
 
     def settings(self) -> dict[str, Any]:
         """What the stored figures depend on (the store's settings; :meth:`ppl_tok.scorings.Scoring.settings`)."""
