@@ -65,8 +65,11 @@ Model arguments (``--model_args key=value,...``):
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
   scorings ``canonical``, ``beam``, ``prefix``, ``with-end``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
   ``marginal`` means ``beam`` there): the window in positions (default: the model's context
-  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default:
-  :class:`~ppl_tok.strings.StringSearchConfig`'s).
+  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default: the ``beam`` scoring's own,
+  :class:`~ppl_tok.scorings.beam.BeamParams`, lazy extension as ``ppl-tok perplexity``).
+* every registered scoring's own parameters by field name (:attr:`ppl_tok.scorings.Scoring.params`;
+  :mod:`ppl_tok.integrations.lm_eval_params`), with their Python and command-line defaults: a scoring of your own
+  takes ``scoring=mine,its_param=V``.
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
