@@ -218,13 +218,14 @@ def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_on
     passed 12 GB at 0%): now at most CALL_ROW_BYTES of rows a call, the target cut into pieces (the chain rule)."""
     import ppl_tok.scorings.documents as score
     from ppl_tok.perplexity import corpus_from_texts
+    from ppl_tok.scorings.canonical import canonical_scores
     from qa_toy import toy_lm
 
     lm = toy_lm()
     docs = corpus_from_texts(["ab ba b a ab ba ab b", "b a ab"]).documents
-    whole = score.canonical_scores(lm, docs, 5)
+    whole = canonical_scores(lm, docs, 5)
     monkeypatch.setattr(score, "CALL_ROW_BYTES", 4 * len(lm.vocab) * 2)  # two tokens a call
-    pieces = score.canonical_scores(lm, docs, 5)
+    pieces = canonical_scores(lm, docs, 5)
     assert whole[0].windows > 1
     for a, b in zip(whole, pieces):
         assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9) and b.windows == a.windows
