@@ -33,9 +33,10 @@ def _require_sklearn():
     try:
         from sklearn.linear_model import LinearRegression
         from sklearn.model_selection import KFold
+        from threadpoolctl import threadpool_limits  # scikit-learn's own dependency
     except ImportError:  # pragma: no cover - the optional extra
         raise ImportError("the reading study's regressions need scikit-learn: pip install 'ppl-tok[reading]'") from None
-    return LinearRegression, KFold
+    return LinearRegression, KFold, threadpool_limits
 
 
 def minmax(data: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -58,7 +59,12 @@ def cross_validate(data: pd.DataFrame, measure: str, baseline: Sequence[str], ta
     """One row per (target, repeat, fold): the test log-likelihood gain ``delta_loglik`` (nats per item) of the
     baseline plus the target's columns over the baseline alone (module docstring). ``data`` must hold no NaN in
     the columns used (the caller drops and reports such rows)."""
-    LinearRegression, KFold = _require_sklearn()
+    LinearRegression, KFold, threadpool_limits = _require_sklearn()
+    with threadpool_limits(limits=1):  # each fit is rows x a dozen columns: BLAS threads only add synchronisation
+        return _cross_validate(data, measure, baseline, targets, folds, repeats, seed, LinearRegression, KFold)
+
+
+def _cross_validate(data, measure, baseline, targets, folds, repeats, seed, LinearRegression, KFold) -> pd.DataFrame:
     used = list(dict.fromkeys([*baseline, *(c for cols in targets.values() for c in cols)]))
     missing = [c for c in [measure, *used] if c not in data.columns]
     if missing:
