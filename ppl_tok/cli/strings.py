@@ -3,51 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive, top_mass
-from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
-                                add_text_arguments, lm_specs, refuse_ignored, search_config)
-from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
+from ppl_tok.cli.common import (_check_utf8, _emit, _load_lm, add_command, add_search_arguments, add_text_arguments,
+                                lm_specs, refuse_ignored, search_config)
+from ppl_tok.cli.strings_batch import add_batch_arguments, run_task
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Item, Members, Options, answer
-    from ppl_tok.strings.certified import head_caveat
-
-    if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
-        return
-    _check_utf8("--prompt", args.prompt)
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm,
-                   walk="the prompt and the text")
-    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # byte by byte
-        # one prompt is a batch of one item of the one runner's task (ppl_tok.strings.tasks)
-        r = answer("conditional", Members((lm,)), Item(0, args.prompt, args.text, "--prompt"),
-                   Options(args.context, config), on_bytes=bar.update)
-    payload = {"model": lm.name, "context": args.context, **r, "beam": args.beam, "prune": args.prune}
-    pp, jp = r["prompt_prefix"], r["joint_prefix"]
-    lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
-             f"log p(text | prompt), over strings: {r['estimate']:.4f}   {'certified ' * r['certified']}in "
-             f"[{r['lower']:.4f}, {r['upper']:.4f}] (rounding tolerance {r['tolerance_nats']:.1e} nats included)",
-             f"  log P(prompt is a prefix):        [{pp['lower']:.4f}, {pp['upper']:.4f}]",
-             f"  log P(prompt+text is a prefix):   [{jp['lower']:.4f}, {jp['upper']:.4f}]",
-             f"log p(canonical tokens of text | canonical tokens of prompt): {r['canonical_tokens']:.4f}",
-             f"{r['forwards']} LM forwards, {r['seconds']:.1f} s (beam {args.beam}, prefill {r['prefill']}"
-             + (f": a canonical head of {r['head_bytes']} bytes, the conditional given it)" if r['head_bytes'] else ")")]
-    caveat = head_caveat(r["head_bytes"])
-    if caveat:
-        lines.insert(2, "  " + caveat)
-    if r["hint"]:
-        lines.append(r["hint"])
-    _emit(args, payload, lines)
+    run_task(args, "conditional")  # one prompt or --input FILE, one LM or an ensemble (cli.strings_batch)
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
-
     if args.greedy and (args.temperature is not None or args.top_p is not None):
         raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
                          "(drop them, or drop --greedy to sample)")
@@ -55,31 +22,7 @@ def cmd_generate(args: argparse.Namespace) -> None:
         return _generate_canonical(args)
     args.temperature = 1.0 if args.temperature is None else args.temperature
     args.top_p = 1.0 if args.top_p is None else args.top_p
-    if dispatch(args, "generate"):
-        return
-    _check_utf8("--prompt", args.prompt)
-    for s in args.stop:
-        _check_utf8("--stop", s)
-    check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
-    sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
-                   walk="the prompt")
-    result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
-                      greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
-                      progress=None if not args.json else False, mode=args.mode)
-    payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
-               "top_p": args.top_p, "seed": args.seed, **result.to_dict()}
-    rate = len(result.data) / result.seconds if result.seconds > 0 else float("nan")
-    if result.mode == "bytes":
-        log_p = f"log p = {result.log_prob:.4f}, "
-    else:
-        log_p = f"log p >= {result.log_prob_lower:.4f} (certified, from the tokens drawn), "
-    lines = [args.prompt + result.text,
-             f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
-             f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
-    _emit(args, payload, lines)
+    run_task(args, "generate")
 
 
 #: ``generate``'s flags that ``--canonical`` has no use for: the beam over strings, the batch and the ensemble's
@@ -116,70 +59,11 @@ def _generate_canonical(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
-def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
-               ) -> tuple[list[tuple[str, str, float, float, float]], dict[str, Any], list[str], float]:
-    """``next``'s rows ``(JSON key, shown name, log p, lower, upper)``, its payload, extra lines and tolerance."""
-    from ppl_tok.strings.chars import next_char_log_probs, visible, visible_byte
-    from ppl_tok.strings.state import END_OF_STRING
-
-    if args.chars:
-        dist = next_char_log_probs(state, min_log_prob)
-        rows = [(c, visible(c), *e) for c, e in dist.chars.items()]
-        if dist.end is not None:
-            rows.append(("end", "<end>", *dist.end))
-        extra = [f"not a character or below {min_log_prob:g} nats: log p = {dist.other:.4f}"]
-        if dist.partial:
-            extra.insert(0, f"the prompt ends inside a character (bytes {dist.partial.hex(' ')}): the rows complete it")
-        return rows, {"unit": "char", **dist.to_dict()}, extra, dist.tolerance
-    nb = state.next_byte_log_probs()
-    rows = []
-    for i in range(END_OF_STRING + 1):
-        if nb.log_probs[i] > -math.inf:
-            key, name = ("end", "<end>") if i == END_OF_STRING else (str(i), visible_byte(i))
-            rows.append((key, name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
-    return rows, {"unit": "byte", **nb.to_dict()}, [], nb.tolerance
-
-
 def cmd_next(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Options, walk
-    from ppl_tok.strings.certified import head_caveat, uninformative_hint
-    from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
-
-    if dispatch(args, "next"):
-        return
-    _check_utf8("--prompt", args.prompt)
     if args.min_log_prob is not None and not args.chars:
         raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
                          "add --chars or drop --min-log-prob")
-    min_log_prob = DEFAULT_MIN_LOG_PROB if args.min_log_prob is None else args.min_log_prob
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
-                   walk="the prompt")
-    with byte_bar(args, len(args.prompt.encode("utf-8")), "next") as bar:  # the prompt, byte by byte
-        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)
-    prefix = state.prefix_log_prob()
-    rows, payload, extra, tol = _next_rows(args, state, min_log_prob)
-    shown = sorted(rows, key=lambda r: -r[2])[:args.top]
-    wide = [key for key, _, _, lo, hi in shown if uninformative_hint(hi - lo, config) is not None]
-    hint = (uninformative_hint(max(hi - lo for *_, lo, hi in shown), config, prefill=state.prefill,
-                               prompt_bytes=len(state.data) - state.base) if wide else None)
-    payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
-                   prefix=prefix.to_dict(), prefill=state.prefill, head_bytes=state.base, informative=not wide,
-                   uninformative_rows=wide, hint=hint)
-    unit = "character" if args.chars else "byte"
-    lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
-             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]; intervals include a rounding tolerance of {tol:.1e} nats",
-             f"{unit:>9} {'p':>8} {'log p':>9}   {'certified ' if not state.base else ''}log p"]
-    caveat = head_caveat(state.base, f"the next {unit}'s log p")
-    if caveat:
-        lines.insert(1, caveat)
-    payload["certified"] = caveat is None
-    for key, name, lp, lo, hi in shown:
-        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
-                     + ("   uninformative" if key in wide else ""))
-    lines += extra + ([hint] if hint else [])
-    _emit(args, payload, lines)
+    run_task(args, "next")
 
 
 def cmd_boundary(args: argparse.Namespace) -> None:

@@ -74,6 +74,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
     from ppl_tok.infer.exact import exact_marginal
     from ppl_tok.infer.importance import marginal
     from ppl_tok.infer.search import marginal_bounds
+    from ppl_tok.proposals import proposal
 
     guide = _guide(args)
     lm = _load_lm(args)
@@ -115,7 +116,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         + (f"; the estimate is {result.certified_lower - result.log_marginal:.4f} below it"
            if result.log_marginal < result.certified_lower else ""),
     ]
-    if result.proposal == "prior":
+    if proposal(args.proposal).rejects:
         lines.append(f"  acceptance rate:         {result.acceptance_rate:.3f}")
     if args.exact:
         exact = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)

@@ -25,6 +25,8 @@ class Proposal:
     :param read_file: a proposal whose parameters are read from a file: the settings record's fields of that file
         (its checksum and weights, so that a resume under another file is refused); ``None``: it takes no file.
     :param doc: one line: what it draws.
+    :param rejects: its draws may leave the MDD and are then rejected (the prior): its acceptance rate is a
+        diagnostic a command shows.
     """
 
     name: str
@@ -32,6 +34,7 @@ class Proposal:
     from_record: Callable[[dict[str, Any]], Callable[..., Any]] | None = None
     read_file: Callable[[Path], dict[str, Any]] | None = None
     doc: str = ""
+    rejects: bool = False
 
     def guide_of(self, record: dict[str, Any]) -> str | Callable[..., Any] | None:
         """The guide of a settings record of :func:`proposal_settings` naming this proposal."""
@@ -81,7 +84,7 @@ def _learned_guide(record: dict[str, Any]) -> Callable[..., Any]:
 for _builtin in (
         Proposal("lookahead", "lookahead", doc="the LM's next-token distribution masked to the MDD (the default)"),
         Proposal("uniform", "uniform", doc="uniform over the MDD's paths"),
-        Proposal("prior", None, doc="the LM prior, every draw that leaves the MDD rejected"),
+        Proposal("prior", None, doc="the LM prior, every draw that leaves the MDD rejected", rejects=True),
         Proposal("stratified", "stratified", doc="the look-ahead over what a certified search has not enumerated"),
         Proposal("learned", from_record=_learned_guide, read_file=_learned_file,
                  doc="log-linear over edge features, weights from `ppl-tok learn-proposal` (a proposal file)")):

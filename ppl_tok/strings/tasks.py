@@ -42,6 +42,19 @@ class Item:
     #: surprisal: the item's regions, ``(start, end)`` character spans that tile the prompt (``None``: the units
     #: of :attr:`Options.units`)
     regions: tuple[tuple[int, int], ...] | None = None
+    #: generate: the item's own seed (the one ``--prompt``'s: the run's seed itself); ``None``: :func:`item_seed`
+    #: of the run's seed and the item's index
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Who answered one prompt, for a task's printer (:meth:`StringTask.shown`): ``head`` names the LM (or the
+    ensemble: ``"mixture of a + b"``), ``ensemble`` says which, ``top`` is how many rows a table prints."""
+
+    head: str
+    ensemble: bool = False
+    top: int = 10
 
 
 @dataclass
@@ -51,7 +64,7 @@ class Options:
     context: str = ""
     config: StringSearchConfig = field(default_factory=StringSearchConfig)
     chars: bool = False
-    min_log_prob: float = -12.0
+    min_log_prob: float | None = -12.0
     max_bytes: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -113,6 +126,17 @@ class StringTask:
         """The bytes the task walks after the prompt (its progress)."""
         return 0
 
+    def check(self, options: Options, ensemble: bool) -> None:
+        """Refuse, before any LM loads, settings the task cannot answer under (``ensemble``: several LMs): a
+        ``ValueError`` naming the fix. The default refuses nothing."""
+
+    def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
+        """One prompt's record as a command prints it: the fields ``--json`` adds to the record, and the text
+        lines. The default: nothing added, the record as one JSON line."""
+        from ppl_tok.common.jsonout import to_json
+
+        return {}, [to_json(record)]
+
     def __repr__(self) -> str:
         return f"<string task {self.name!r}>"
 
@@ -152,9 +176,21 @@ def string_task(name: str) -> StringTask:
     return TASKS.lookup(name)
 
 
-def task_settings(name: str, options: Options) -> dict[str, Any]:
-    """Every setting of task ``name`` that changes its numbers: :meth:`Options.settings` and the task's own."""
-    return {**options.settings(), **string_task(name).settings(options)}
+def task_settings(task: str | StringTask, options: Options) -> dict[str, Any]:
+    """Every setting of ``task`` (or the task of that name) that changes its numbers: :meth:`Options.settings` and
+    the task's own."""
+    task = task if isinstance(task, StringTask) else string_task(task)
+    return {**options.settings(), **task.settings(options)}
+
+
+def _num(x: float | str | None) -> str:
+    """A log-probability as a table prints it (a record's ``"-Infinity"`` as ``-inf``)."""
+    import math
+
+    from ppl_tok.common.records import decode_log
+
+    x = decode_log(x)
+    return "-inf" if x == -math.inf else f"{x:.4f}"
 
 
 def item_seed(seed: int, index: int) -> int:
@@ -186,6 +222,35 @@ class Conditional(StringTask):
     def bytes_after(self, item: Item, options: Options) -> int:
         return len((item.text or "").encode("utf-8"))
 
+    def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
+        from ppl_tok.strings.certified import head_caveat
+
+        r = record
+        if shown.ensemble:
+            lines = [f"prompt: {r['prompt']!r}   text: {r['text']!r}   {shown.head}",
+                     f"log p(text | prompt), over strings: {_num(r['estimate'])}   "
+                     f"{'' if r.get('head_bytes') else 'certified '}in [{_num(r['lower'])}, {_num(r['upper'])}]",
+                     f"{r['forwards']} LM forwards"]
+            if r.get("head_bytes"):
+                lines.insert(2, head_caveat(r["head_bytes"]))
+            return {}, lines
+        pp, jp = r["prompt_prefix"], r["joint_prefix"]
+        lines = [f"prompt: {r['prompt']!r}   text: {r['text']!r}   context: {options.context!r}   model: {shown.head}",
+                 f"log p(text | prompt), over strings: {r['estimate']:.4f}   {'certified ' * r['certified']}in "
+                 f"[{r['lower']:.4f}, {r['upper']:.4f}] (rounding tolerance {r['tolerance_nats']:.1e} nats included)",
+                 f"  log P(prompt is a prefix):        [{pp['lower']:.4f}, {pp['upper']:.4f}]",
+                 f"  log P(prompt+text is a prefix):   [{jp['lower']:.4f}, {jp['upper']:.4f}]",
+                 f"log p(canonical tokens of text | canonical tokens of prompt): {r['canonical_tokens']:.4f}",
+                 f"{r['forwards']} LM forwards, {r['seconds']:.1f} s (beam {options.config.beam}, prefill {r['prefill']}"
+                 + (f": a canonical head of {r['head_bytes']} bytes, the conditional given it)" if r['head_bytes']
+                    else ")")]
+        caveat = head_caveat(r["head_bytes"])
+        if caveat:
+            lines.insert(2, "  " + caveat)
+        if r["hint"]:
+            lines.append(r["hint"])
+        return {}, lines
+
 
 @register_task
 class Next(StringTask):
@@ -202,14 +267,74 @@ class Next(StringTask):
             return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
         prefix = target.prefix_log_prob()
         if options.chars:
-            body = {"unit": "char", **next_char_log_probs(target, options.min_log_prob).to_dict()}
+            body = {"unit": "char", **next_char_log_probs(target, self.floor(options)).to_dict()}
         else:
             body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
-        return {"prompt": item.prompt, **body, "prefix": {"lower": prefix.lower, "upper": prefix.upper},
+        return {"prompt": item.prompt, **body, "prefix": prefix.to_dict(),
                 "prefill": target.prefill, "head_bytes": target.base}
 
     def settings(self, options: Options) -> dict[str, Any]:
         return {"chars": options.chars, "min_log_prob": options.min_log_prob}
+
+    @staticmethod
+    def floor(options: Options) -> float:
+        """``chars``: the log-probability below which a partial character is left unexplored (``None``: the
+        default of :func:`~ppl_tok.strings.chars.next_char_log_probs`)."""
+        from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
+
+        return DEFAULT_MIN_LOG_PROB if options.min_log_prob is None else options.min_log_prob
+
+    def check(self, options: Options, ensemble: bool) -> None:
+        if ensemble and options.chars:
+            raise ValueError("--chars reads one LM's next characters: give one --model, or drop --chars")
+
+    def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
+        """The rows, most probable first (``shown.top`` of them; ``--json`` has them all); one LM's table flags
+        each uninformative row and says what would narrow it (:func:`~ppl_tok.strings.certified.uninformative_hint`)."""
+        import math
+
+        from ppl_tok.common.records import decode_log
+        from ppl_tok.strings.certified import head_caveat, uninformative_hint
+        from ppl_tok.strings.chars import visible, visible_byte
+
+        r = record
+        unit = "character" if r["unit"] == "char" else "byte"
+        rows: list[tuple[str, str, float, float, float]] = []  # (JSON key, shown name, log p, lower, upper)
+        extra: list[str] = []
+        if r["unit"] == "char":
+            rows = [(c, visible(c), *map(decode_log, e)) for c, e in r["chars"].items()]
+            if r["end"] is not None:
+                rows.append(("end", "<end>", *map(decode_log, r["end"])))
+            extra = [f"not a character or below {self.floor(options):g} nats: log p = {decode_log(r['other']):.4f}"]
+            if r["partial"]:
+                extra.insert(0, f"the prompt ends inside a character (bytes {bytes.fromhex(r['partial']).hex(' ')}): "
+                                "the rows complete it")
+        else:
+            rows = [(k, "<end>" if k == "end" else visible_byte(int(k)), decode_log(v), decode_log(r["lower"][k]),
+                     decode_log(r["upper"][k])) for k, v in r["log_probs"].items()]
+        rows = sorted(rows, key=lambda row: -row[2])[:shown.top]
+        if shown.ensemble:
+            lines = [f"next {unit} after {r['prompt']!r} ({shown.head})",
+                     f"{unit:>9} {'p':>8} {'log p':>9}   certified log p"]
+            lines += [f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{_num(lo)}, {_num(hi)}]"
+                      for _, name, lp, lo, hi in rows]
+            return {}, lines + extra
+        config, prefix = options.config, r["prefix"]
+        wide = [key for key, _, _, lo, hi in rows if uninformative_hint(hi - lo, config) is not None]
+        hint = (uninformative_hint(max(hi - lo for *_, lo, hi in rows), config, prefill=r["prefill"],
+                                   prompt_bytes=len(r["prompt"].encode("utf-8")) - r["head_bytes"]) if wide else None)
+        lines = [f"next {unit} after {r['prompt']!r} ({shown.head}); log P(prompt is a prefix) in "
+                 f"[{prefix['lower']:.4f}, {prefix['upper']:.4f}]; intervals include a rounding tolerance of "
+                 f"{r['tolerance_nats']:.1e} nats",
+                 f"{unit:>9} {'p':>8} {'log p':>9}   {'certified ' if not r['head_bytes'] else ''}log p"]
+        caveat = head_caveat(r["head_bytes"], f"the next {unit}'s log p")
+        if caveat:
+            lines.insert(1, caveat)
+        for key, name, lp, lo, hi in rows:
+            lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
+                         + ("   uninformative" if key in wide else ""))
+        lines += extra + ([hint] if hint else [])
+        return {"informative": not wide, "uninformative_rows": wide, "hint": hint, "certified": caveat is None}, lines
 
 
 @register_task
@@ -223,7 +348,7 @@ class Generate(StringTask):
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
         from ppl_tok.strings.generate import generate
 
-        seed = item_seed(options.seed, item.index)
+        seed = item_seed(options.seed, item.index) if item.seed is None else item.seed
         g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
                      greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
         if on_bytes is not None:
@@ -236,6 +361,27 @@ class Generate(StringTask):
 
     def bytes_after(self, item: Item, options: Options) -> int:
         return options.max_bytes
+
+    def check(self, options: Options, ensemble: bool) -> None:
+        from ppl_tok.strings.generate import check_sampling, sampling_mode
+
+        check_sampling(options.max_bytes, options.temperature, options.top_p, options.stop)
+        sampling_mode(options.mode, options.temperature, options.top_p, options.greedy, ensemble)
+
+    def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
+        r = record
+        if shown.ensemble:
+            log_p = f"log p = {_num(r['log_prob'])}, " if r["mode"] == "bytes" else ""
+            return {}, [r["prompt"] + r["text"], f"-- {r['bytes']} bytes ({r['stopped']}, {r['mode']} mode, "
+                        f"{shown.head}), {log_p}{r['forwards']} LM forwards"]
+        if r["mode"] == "bytes":
+            log_p = f"log p = {r['log_prob']:.4f}, "
+        else:
+            log_p = f"log p >= {r['log_prob_lower']:.4f} (certified, from the tokens drawn), "
+        rate = r["bytes"] / r["seconds"] if r["seconds"] > 0 else float("nan")
+        return ({"greedy": options.greedy, "temperature": options.temperature, "top_p": options.top_p},
+                [r["prompt"] + r["text"], f"-- {r['bytes']} bytes ({r['stopped']}, {r['mode']} mode), {log_p}"
+                 f"{r['forwards']} LM forwards, {r['seconds']:.1f} s ({rate:.1f} bytes/s)"])
 
 
 @register_task
@@ -284,5 +430,5 @@ class Surprisal(StringTask):
                 "final": options.final, "entropy": options.entropy, **tree}  # (a walk's settings as before the tree)
 
 
-__all__ = ["TASKS", "Item", "Options", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
+__all__ = ["TASKS", "Item", "Options", "Shown", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
            "unregister_task"]
