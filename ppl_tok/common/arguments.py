@@ -44,6 +44,17 @@ def positive(text: str) -> float:
 positive.__name__ = "number"
 
 
+def positive_or_inf(text: str) -> float:
+    """An argparse type: a number ``> 0``, ``inf`` included (a threshold that can be off: the beam's ``prune``)."""
+    value = _float(text)
+    if not value > 0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a number > 0 (inf: none), got {text!r}")
+    return value
+
+
+positive_or_inf.__name__ = "number"
+
+
 def top_mass(text: str) -> float:
     """An argparse type: a share of probability mass in ``(0, 1]`` (top-p)."""
     value = positive(text)

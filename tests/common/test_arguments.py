@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, output_folder, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, integer, output_file, output_folder, positive, positive_or_inf
 
 
 def test_integer_ranges():
@@ -56,3 +56,10 @@ def test_output_folder(tmp_path):
         output_folder(str(tmp_path / "f"))
     with pytest.raises(argparse.ArgumentTypeError, match=f"cannot create {tmp_path / 'f' / 'x'}: {tmp_path / 'f'} is a file"):
         output_folder(str(tmp_path / "f" / "x"))
+
+
+def test_positive_or_inf_takes_inf_but_not_zero_or_nan():
+    assert positive_or_inf("inf") == math.inf and positive_or_inf("12") == 12.0
+    for bad in ("0", "-1", "nan", "-inf"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^expected a number > 0 \\(inf: none\\), got '{bad}'$"):
+            positive_or_inf(bad)
