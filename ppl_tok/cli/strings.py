@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive, top_mass
+from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive
+from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_check_utf8, _emit, _load_lm, add_command, add_search_arguments, add_text_arguments,
                                 lm_specs, refuse_ignored, search_config)
 from ppl_tok.cli.strings_batch import add_batch_arguments, run_task
@@ -15,14 +16,31 @@ def cmd_conditional(args: argparse.Namespace) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    if args.greedy and (args.temperature is not None or args.top_p is not None):
-        raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
-                         "(drop them, or drop --greedy to sample)")
     if args.canonical:
         return _generate_canonical(args)
-    args.temperature = 1.0 if args.temperature is None else args.temperature
-    args.top_p = 1.0 if args.top_p is None else args.top_p
-    run_task(args, "generate")
+    run_task(args, "generate", stop=tuple(args.stop))  # --stop, repeatable, is the task's stop
+
+
+def cmd_task(args: argparse.Namespace) -> None:
+    """``ppl-tok task NAME``: any registered string task, its own flags (and no other task's) read."""
+    from ppl_tok.common.params import refuse_foreign
+    from ppl_tok.strings.tasks import string_task
+
+    refuse_foreign(args, {args.task: string_task(args.task).params}, _task_params(), "TASK")
+    run_task(args, args.task)
+
+
+def _task_names() -> tuple[str, ...]:
+    from ppl_tok.strings.tasks import TASKS
+
+    return tuple(TASKS.names())
+
+
+def _task_params() -> dict[str, type]:
+    """Every registered task's parameters by its name (read when a command parses, not for ``--help``)."""
+    from ppl_tok.strings.tasks import TASKS
+
+    return {name: task.params for name, task in TASKS.items()}
 
 
 #: ``generate``'s flags that ``--canonical`` has no use for: the beam over strings, the batch and the ensemble's
@@ -36,22 +54,27 @@ def _generate_canonical(args: argparse.Namespace) -> None:
     (:func:`~ppl_tok.infer.canonical_lm.canonical_generate`)."""
     from ppl_tok.infer.canonical_lm import canonical_generate
 
+    from ppl_tok.common.params import from_args, given, specs
+    from ppl_tok.strings.tasks import GenerateParams
+
     refuse_ignored(args, CANONICAL_IGNORES, "--canonical samples tokens from the canonical LM of one prompt with one "
                    "LM (no beam over strings, no batch, no ensemble)", "drop FLAG, or drop --canonical")
     if len(lm_specs(args)) > 1:
         raise ValueError("--canonical samples from one LM: give one --model (an ensemble has no canonical LM here), "
                          "or drop --canonical")
-    for flag, value in (("--temperature", args.temperature), ("--top-p", args.top_p), ("--greedy", args.greedy or None),
-                        ("--stop", args.stop or None), ("--context", args.context or None),
-                        ("--input", args.input), ("--mode", None if args.mode == "auto" else args.mode)):
+    own = from_args(GenerateParams, args)  # its checks (--greedy with --temperature) as without --canonical
+    flags = {s.name: s.flag for s in specs(GenerateParams)}
+    sampling = [flags[name] for name in given(args) if name not in ("max_bytes", "seed")]
+    for flag, value in ((sampling[0] if sampling else "", sampling or None), ("--stop", args.stop or None),
+                        ("--context", args.context or None), ("--input", args.input)):
         if value is not None:
             raise ValueError(f"--canonical samples tokens from the canonical LM of one prompt: {flag} does not apply "
                              f"(drop {flag}, or drop --canonical)")
     prompt = args.prompt or ""
     _check_utf8("--prompt", prompt)
     lm = _load_lm(args)
-    g = canonical_generate(lm, prompt, args.max_bytes, seed=args.seed)
-    payload = {"model": lm.name, "canonical": True, "seed": args.seed, "prompt": prompt, "text": g.text,
+    g = canonical_generate(lm, prompt, own.max_bytes, seed=own.seed)
+    payload = {"model": lm.name, "canonical": True, "seed": own.seed, "prompt": prompt, "text": g.text,
                "tokens": g.tokens, "log_prob_local": g.log_prob, "log_prob": g.plain, "stopped": g.stopped,
                "forwards": g.forwards}
     lines = [prompt + g.text, f"-- {len(g.text.encode())} bytes in {len(g.tokens)} canonical tokens ({g.stopped}), "
@@ -60,9 +83,6 @@ def _generate_canonical(args: argparse.Namespace) -> None:
 
 
 def cmd_next(args: argparse.Namespace) -> None:
-    if args.min_log_prob is not None and not args.chars:
-        raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
-                         "add --chars or drop --min-log-prob")
     run_task(args, "next")
 
 
@@ -108,8 +128,16 @@ def cmd_boundary(args: argparse.Namespace) -> None:
     _emit(args, {"model": args.model, "source": source, **s, "rows": report.rows}, lines)
 
 
+def add_task_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """The flags of task ``name``'s own parameters (:attr:`~ppl_tok.strings.tasks.StringTask.params`), added when the
+    command first parses or shows its help."""
+    from ppl_tok.common.params import add_flags_later
+
+    add_flags_later(p, lambda: {name: _task_params()[name]}, "")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``conditional``, ``generate``, ``next`` and ``boundary`` to the ``ppl-tok`` subcommands."""
+    """Add ``conditional``, ``generate``, ``next``, ``task`` and ``boundary`` to the ``ppl-tok`` subcommands."""
     p = add_command(sub, "boundary", "the boundary report of (context, continuation) requests: which have a canonical "
                     "token spanning the join, and how far canonical scoring and the conditional over strings differ "
                     "(docs/lm-eval.md)", "lm")
@@ -135,25 +163,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", help="the prompt string, cut anywhere (\"\": unconditional); required without --input")
     add_search_arguments(p)
     add_batch_arguments(p, text=True)
+    add_task_flags(p, "conditional")
     p.set_defaults(func=cmd_conditional)
     p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings",
                     "lms")
     p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
-    p.add_argument("--max-bytes", type=POSITIVE, default=64,
-                   help="bytes to generate at most (default 64; at most the generated_bytes limit, docs/limits.md)")
-    p.add_argument("--temperature", type=positive, help="divide the next-byte log-probs by this (default 1)")
-    p.add_argument("--top-p", type=top_mass, help="sample from the smallest set holding this mass (default 1)")
-    p.add_argument("--greedy", action="store_true",
-                   help="take the most probable byte each time (not with --temperature or --top-p)")
-    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    add_task_flags(p, "generate")
     p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
     p.add_argument("--canonical", action="store_true",
                    help="sample tokens from the LM conditioned on canonicality (each step renormalised over the "
                         "tokens that keep prompt and continuation the tokenizer's own encoding; docs/canonical_lm.md)")
-    p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
-                   help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
-                        "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     add_search_arguments(p)
     add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_generate)
@@ -161,13 +181,22 @@ def register(sub: argparse._SubParsersAction) -> None:
             "intervals", "lms")
     p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
-    p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
-    p.add_argument("--min-log-prob", type=log_prob_floor, metavar="NATS",
-                   help="with --chars: leave partial characters below this unexplored (default -12; -inf: none)")
+    add_task_flags(p, "next")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
     add_search_arguments(p)
     add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_next)
+    p = add_command(sub, "task", "any registered string task (ppl_tok.strings.tasks.TASKS: a user's own too) on a "
+                    "prompt or on --input's items, with that task's own flags", "lms")
+    p.add_argument("task", metavar="TASK", choices=LaterChoices(_task_names), help="the task: %(choices)s")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
+    p.add_argument("--text", help="the text after the prompt, for a task that reads one (conditional)")
+    p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
+    p.add_argument("--top", type=POSITIVE, default=10, help="rows a table prints (default 10; --json has them all)")
+    add_search_arguments(p)
+    add_batch_arguments(p, text=True)
+    add_flags_later(p, _task_params, "TASK")
+    p.set_defaults(func=cmd_task)
 
 
 __all__ = ["register"]

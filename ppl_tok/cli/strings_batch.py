@@ -67,9 +67,10 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
                    help="one per --model, in order: the mixture's prior or the product's exponent (default 1/K)")
 
 
-def run_task(args: argparse.Namespace, name: str) -> None:
+def run_task(args: argparse.Namespace, name: str, **fixed: Any) -> None:
     """The command of string task ``name`` (resolved here, once): one ``--prompt`` or ``--input FILE``'s items, under
-    one ``--model`` or an ensemble, through the one runner, printed (module docstring)."""
+    one ``--model`` or an ensemble, through the one runner, printed (module docstring). ``fixed``: parameters of
+    the task that the command reads from flags of its own (``generate``'s repeated ``--stop``)."""
     from ppl_tok.strings.tasks import string_task
 
     task = string_task(name)
@@ -84,7 +85,7 @@ def run_task(args: argparse.Namespace, name: str) -> None:
             if task.needs_text:
                 raise ValueError("give --prompt (or --input FILE of prompt and text pairs)")
             args.prompt = ""
-    run_command(args, task, several)
+    run_command(args, task, several, fixed)
 
 
 def _check_flags(args: argparse.Namespace, task: StringTask, options: Options, several: bool) -> None:
@@ -153,25 +154,22 @@ def read_items(path: str, prompt_field: str, text_field: str | None, context: st
     return items, source, sha256
 
 
-def _options(args: argparse.Namespace, task: StringTask) -> Options:
-    """The task's :class:`~ppl_tok.strings.tasks.Options`: the context and beam, and the fields of the task's own
-    settings that the command has as flags (:meth:`~ppl_tok.strings.tasks.StringTask.settings` names them)."""
-    from dataclasses import fields
-
+def _options(args: argparse.Namespace, task: StringTask, fixed: dict[str, Any] | None = None) -> Options:
+    """The task's :class:`~ppl_tok.strings.tasks.Options`: the context and beam, and the task's own parameters from
+    its flags (:mod:`ppl_tok.common.params`; a flag not given keeps the parameter's default) and ``fixed``."""
+    from ppl_tok.common.params import given, split_values
     from ppl_tok.strings.batch import Options
 
-    own = {f.name: getattr(args, f.name) for f in fields(Options)
-           if f.name not in ("context", "config") and hasattr(args, f.name)}
-    if isinstance(own.get("stop"), list):
-        own["stop"] = tuple(own["stop"])
-    return Options(context=args.context, config=search_config(args), **own)
+    own, _ = split_values(task.params, {**given(args), **(fixed or {})})
+    return Options(context=args.context, config=search_config(args), params=task.params(**own))
 
 
-def run_command(args: argparse.Namespace, task: StringTask, several: bool) -> None:
+def run_command(args: argparse.Namespace, task: StringTask, several: bool, fixed: dict[str, Any] | None = None
+                ) -> None:
     """``task`` on ``--input``'s items or on the one ``--prompt``, printed (module docstring)."""
     from ppl_tok.strings.batch import Item, Members, answer, batch_settings, item_bytes, run_items
 
-    options = _options(args, task)
+    options = _options(args, task, fixed)
     _check_flags(args, task, options, several)
     if args.input is not None:
         items, source, sha256 = read_items(args.input, args.prompt_field,
@@ -179,8 +177,8 @@ def run_command(args: argparse.Namespace, task: StringTask, several: bool) -> No
     else:
         _check_utf8("--prompt", args.prompt)
         # one prompt is a batch of one item; a draw of it is seeded with --seed itself
-        items, source, sha256 = [Item(0, args.prompt, getattr(args, "text", None), "--prompt",
-                                      seed=getattr(args, "seed", None))], None, None
+        seed = getattr(options.params, "seed", None)  # a task that draws: the one prompt draws with --seed itself
+        items, source, sha256 = [Item(0, args.prompt, getattr(args, "text", None), "--prompt", seed=seed)], None, None
     fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if task.needs_text else None}
     settings_args = {"input_sha256": sha256, "fields": fields,
                      "extra": {"input": source, "items": len(items), "lm": [s.to_dict() for s in lm_specs(args)]}}

@@ -186,11 +186,12 @@ def surprisal_items(items: list[str], regions: list[Any] | None, source: str) ->
 
 def surprisal_options(args: argparse.Namespace) -> Any:
     """The task's :class:`~ppl_tok.strings.tasks.Options` from the flags."""
-    from ppl_tok.strings.tasks import Options
+    from ppl_tok.strings.tasks import Options, SurprisalParams
 
-    return Options(context=args.context, config=search_config(args), units=args.units,
-                   keep_punctuation=args.keep_punctuation, wide=args.wide, final=args.final, entropy=args.entropy,
-                   search=args.search, tree_back_off=args.tree_back_off)
+    own = SurprisalParams(units=args.units, keep_punctuation=args.keep_punctuation, wide=args.wide,
+                          final=args.final or "auto", entropy=args.entropy, search=args.search,
+                          tree_back_off=args.tree_back_off)
+    return Options(context=args.context, config=search_config(args), params=own)
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:

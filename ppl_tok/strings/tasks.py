@@ -23,10 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ppl_tok.common.arguments import POSITIVE, SEED, integer, log_prob_floor, positive, top_mass
+from ppl_tok.common.params import Params, param
+from ppl_tok.common.params import settings as settings_of
 from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import WIDE_BITS
+from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
 from ppl_tok.strings.state import StringState
 
@@ -57,30 +61,22 @@ class Shown:
     top: int = 10
 
 
+@dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of a task that has none of its own."""
+
+
 @dataclass
 class Options:
-    """A task's settings: the context and beam (all tasks), ``chars``/``min_log_prob`` (next), and generation's."""
+    """What every task's answer depends on: the context and the beam over strings, and the task's own parameters.
+
+    :param params: an instance of the task's :attr:`StringTask.params` (``None``: its defaults); the runner checks
+        that it is the task's own (:meth:`StringTask.own`).
+    """
 
     context: str = ""
     config: StringSearchConfig = field(default_factory=StringSearchConfig)
-    chars: bool = False
-    min_log_prob: float | None = -12.0
-    max_bytes: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    greedy: bool = False
-    seed: int = 0
-    stop: tuple[str, ...] = ()
-    mode: str = "auto"
-    units: str = "word"
-    keep_punctuation: bool = False
-    wide: float = WIDE_BITS
-    final: str | None = None
-    entropy: bool = False
-    #: surprisal's search: ``"walk"`` (the byte-synchronous walk) or ``"tree"`` (:mod:`ppl_tok.strings.tree`, its
-    #: back-off ``tree_back_off`` bytes)
-    search: str = "walk"
-    tree_back_off: int = 0
+    params: Params | None = None
 
     def settings(self) -> dict[str, Any]:
         """The settings every task's numbers depend on: the context and the beam's (what a store compares)."""
@@ -103,6 +99,9 @@ class StringTask:
 
     name: ClassVar[str]
     doc: ClassVar[str] = ""
+    #: the task's own parameters (:mod:`ppl_tok.common.params`): its flags, its ``--model_args``, its stored
+    #: settings and their resume check derive from this one declaration
+    params: ClassVar[type[Params]] = NoParams
     needs_text: ClassVar[bool] = False
     walks_items: ClassVar[bool] = False
     ensembles: ClassVar[bool] = True
@@ -118,9 +117,22 @@ class StringTask:
         is that item's own error), walked together under ``lms`` (one LM unless :attr:`ensembles`)."""
         raise NotImplementedError
 
+    def own(self, options: Options) -> Params:
+        """The task's parameters in ``options`` (its defaults where ``options.params`` is ``None``).
+
+        :raises ValueError: ``options.params`` is another task's.
+        """
+        if options.params is None:
+            return self.params()
+        if not isinstance(options.params, self.params):
+            raise ValueError(f"the {self.name} task takes {self.params.__qualname__}, got "
+                             f"{type(options.params).__qualname__}: give the task's own parameters")
+        return options.params
+
     def settings(self, options: Options) -> dict[str, Any]:
-        """The settings of this task beyond :meth:`Options.settings` that change its numbers."""
-        return {}
+        """The settings of this task beyond :meth:`Options.settings` that change its numbers: its parameters
+        (:func:`ppl_tok.common.params.settings`)."""
+        return settings_of(self.own(options))
 
     def bytes_after(self, item: Item, options: Options) -> int:
         """The bytes the task walks after the prompt (its progress)."""
@@ -252,12 +264,28 @@ class Conditional(StringTask):
         return {}, lines
 
 
+@dataclass(frozen=True)
+class NextParams(Params):
+    """``next``'s parameters."""
+
+    chars: bool = param(False, "UTF-8 characters instead of bytes", flag="--chars")
+    min_log_prob: float = param(DEFAULT_MIN_LOG_PROB, "with --chars: leave partial characters below this unexplored "
+                                "(-inf: none)", flag="--min-log-prob", type=log_prob_floor, metavar="NATS")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_log_prob != DEFAULT_MIN_LOG_PROB and not self.chars:
+            raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
+                             "add --chars or drop --min-log-prob")
+
+
 @register_task
 class Next(StringTask):
     """The next byte's (or character's) distribution after the prompt, each entry a certified interval."""
 
     name = "next"
     doc = "the next-byte (or next-character) distribution after the prompt"
+    params = NextParams
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
@@ -265,27 +293,17 @@ class Next(StringTask):
 
         if isinstance(target, Ensemble):
             return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
+        own = self.own(options)
         prefix = target.prefix_log_prob()
-        if options.chars:
-            body = {"unit": "char", **next_char_log_probs(target, self.floor(options)).to_dict()}
+        if own.chars:
+            body = {"unit": "char", **next_char_log_probs(target, own.min_log_prob).to_dict()}
         else:
             body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
         return {"prompt": item.prompt, **body, "prefix": prefix.to_dict(),
                 "prefill": target.prefill, "head_bytes": target.base}
 
-    def settings(self, options: Options) -> dict[str, Any]:
-        return {"chars": options.chars, "min_log_prob": options.min_log_prob}
-
-    @staticmethod
-    def floor(options: Options) -> float:
-        """``chars``: the log-probability below which a partial character is left unexplored (``None``: the
-        default of :func:`~ppl_tok.strings.chars.next_char_log_probs`)."""
-        from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
-
-        return DEFAULT_MIN_LOG_PROB if options.min_log_prob is None else options.min_log_prob
-
     def check(self, options: Options, ensemble: bool) -> None:
-        if ensemble and options.chars:
+        if ensemble and self.own(options).chars:
             raise ValueError("--chars reads one LM's next characters: give one --model, or drop --chars")
 
     def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
@@ -305,7 +323,7 @@ class Next(StringTask):
             rows = [(c, visible(c), *map(decode_log, e)) for c, e in r["chars"].items()]
             if r["end"] is not None:
                 rows.append(("end", "<end>", *map(decode_log, r["end"])))
-            extra = [f"not a character or below {self.floor(options):g} nats: log p = {decode_log(r['other']):.4f}"]
+            extra = [f"not a character or below {self.own(options).min_log_prob:g} nats: log p = {decode_log(r['other']):.4f}"]
             if r["partial"]:
                 extra.insert(0, f"the prompt ends inside a character (bytes {bytes.fromhex(r['partial']).hex(' ')}): "
                                 "the rows complete it")
@@ -337,36 +355,61 @@ class Next(StringTask):
         return {"informative": not wide, "uninformative_rows": wide, "hint": hint, "certified": caveat is None}, lines
 
 
+@dataclass(frozen=True)
+class GenerateParams(Params):
+    """``generate``'s parameters (:func:`~ppl_tok.strings.generate.generate`'s)."""
+
+    max_bytes: int = param(64, "bytes to generate at most (at most the generated_bytes limit, docs/limits.md)",
+                           flag="--max-bytes", type=POSITIVE)
+    temperature: float = param(1.0, "divide the next-byte log-probs by this", flag="--temperature", type=positive)
+    top_p: float = param(1.0, "sample from the smallest set holding this mass", flag="--top-p", type=top_mass)
+    greedy: bool = param(False, "take the most probable byte each time (not with --temperature or --top-p)",
+                         flag="--greedy")
+    seed: int = param(0, "random seed (each item of a file draws with its own, from this one and its index)",
+                      flag="--seed", type=SEED)
+    stop: tuple[str, ...] = param((), "end at any of these strings (the command line: --stop, repeatable)")
+    mode: str = param("auto", "tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by "
+                      "byte (needed by --temperature, --top-p, --greedy); auto: tokens where it applies",
+                      flag="--mode", choices=("auto", "bytes", "tokens"))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.stop, (str, list)):
+            object.__setattr__(self, "stop", (self.stop,) if isinstance(self.stop, str) else tuple(self.stop))
+        if self.greedy and (self.temperature != 1.0 or self.top_p != 1.0):
+            raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
+                             "(drop them, or drop --greedy to sample)")
+
+
 @register_task
 class Generate(StringTask):
     """A continuation of the prompt, drawn byte by byte or token by token (:func:`item_seed` per item)."""
 
     name = "generate"
     doc = "a continuation of the prompt, with its log-probability"
+    params = GenerateParams
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
         from ppl_tok.strings.generate import generate
 
-        seed = item_seed(options.seed, item.index) if item.seed is None else item.seed
-        g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
-                     greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
+        own = self.own(options)
+        seed = item_seed(own.seed, item.index) if item.seed is None else item.seed
+        g = generate(target, "", own.max_bytes, temperature=own.temperature, top_p=own.top_p,
+                     greedy=own.greedy, seed=seed, stop=own.stop, progress=False, mode=own.mode)
         if on_bytes is not None:
-            on_bytes(options.max_bytes)
+            on_bytes(own.max_bytes)
         return {**g.to_dict(), "prompt": item.prompt, "seed": seed}
 
-    def settings(self, options: Options) -> dict[str, Any]:
-        return {"max_bytes": options.max_bytes, "temperature": options.temperature, "top_p": options.top_p,
-                "greedy": options.greedy, "seed": options.seed, "stop": list(options.stop), "mode": options.mode}
-
     def bytes_after(self, item: Item, options: Options) -> int:
-        return options.max_bytes
+        return self.own(options).max_bytes
 
     def check(self, options: Options, ensemble: bool) -> None:
         from ppl_tok.strings.generate import check_sampling, sampling_mode
 
-        check_sampling(options.max_bytes, options.temperature, options.top_p, options.stop)
-        sampling_mode(options.mode, options.temperature, options.top_p, options.greedy, ensemble)
+        own = self.own(options)
+        check_sampling(own.max_bytes, own.temperature, own.top_p, own.stop)
+        sampling_mode(own.mode, own.temperature, own.top_p, own.greedy, ensemble)
 
     def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
         r = record
@@ -379,9 +422,35 @@ class Generate(StringTask):
         else:
             log_p = f"log p >= {r['log_prob_lower']:.4f} (certified, from the tokens drawn), "
         rate = r["bytes"] / r["seconds"] if r["seconds"] > 0 else float("nan")
-        return ({"greedy": options.greedy, "temperature": options.temperature, "top_p": options.top_p},
+        own = self.own(options)
+        return ({"greedy": own.greedy, "temperature": own.temperature, "top_p": own.top_p},
                 [r["prompt"] + r["text"], f"-- {r['bytes']} bytes ({r['stopped']}, {r['mode']} mode), {log_p}"
                  f"{r['forwards']} LM forwards, {r['seconds']:.1f} s ({rate:.1f} bytes/s)"])
+
+
+@dataclass(frozen=True)
+class SurprisalParams(Params):
+    """``surprisal``'s parameters (``ppl-tok surprisal``'s flags of the same names)."""
+
+    units: str = param("word", "the units: word (the whitespace and punctuation rules of docs/strings.md), char "
+                       "(UTF-8) or byte; an item's regions override it", flag="--units", choices=("word", "char", "byte"))
+    keep_punctuation: bool = param(False, "words keep their punctuation instead of punctuation runs being units",
+                                   flag="--keep-punctuation")
+    wide: float = param(WIDE_BITS, "flag a certified bracket wider than this many bits as uninformative",
+                        flag="--wide", type=positive, metavar="BITS")
+    final: str = param("auto", "what the last unit is conditioned on: boundary (a boundary character or the end "
+                       "follows), end (the string ends), none (nothing), or auto: boundary for words and regions, end "
+                       "for char and byte", flag="--final", choices=("auto", "boundary", "end", "none"))
+    entropy: bool = param(False, "add the next token's entropy after each unit", flag="--entropy")
+    search: str = param("walk", "walk (the byte-synchronous walk) or tree (one branch per unit off the canonical "
+                        "cache)", flag="--search", choices=("walk", "tree"))
+    tree_back_off: int = param(0, "with --search tree: the branch's head ends at least this many bytes before the "
+                               "unit", flag="--tree-back-off", type=integer(0), metavar="BYTES")
+
+
+def _final(own: SurprisalParams) -> str | None:
+    """``final`` as :func:`~ppl_tok.strings.surprisal.surprisal_batch` takes it (``"auto"``: ``None``)."""
+    return None if own.final == "auto" else own.final
 
 
 @register_task
@@ -392,6 +461,7 @@ class Surprisal(StringTask):
 
     name = "surprisal"
     doc = "the surprisal of each unit of the prompt over strings, beside its canonical figure"
+    params = SurprisalParams
     walks_items = True
     ensembles = False
 
@@ -399,14 +469,15 @@ class Surprisal(StringTask):
         from ppl_tok.strings.surprisal import WordRules, surprisal_batch
 
         (lm,) = lms
-        rules = WordRules(split_punctuation=not options.keep_punctuation)
-        units = [options.units if it.regions is None else [tuple(r) for r in it.regions] for it in items]
+        own = self.own(options)
+        rules = WordRules(split_punctuation=not own.keep_punctuation)
+        units = [own.units if it.regions is None else [tuple(r) for r in it.regions] for it in items]
         texts = [it.prompt for it in items]
         from ppl_tok.strings.tree import TokenTree
 
-        search = TokenTree(options.tree_back_off) if options.search == "tree" else options.search
+        search = TokenTree(own.tree_back_off) if own.search == "tree" else own.search
         found = surprisal_batch(lm, texts, units=units, contexts=[options.context] * len(items),
-                                config=options.config, rules=rules, wide=options.wide, final=options.final,
+                                config=options.config, rules=rules, wide=own.wide, final=_final(own),
                                 search=search)
         out: list[dict[str, Any] | ValueError] = []
         for it, u, rows in zip(items, units, found):
@@ -416,7 +487,7 @@ class Surprisal(StringTask):
             dicts = [r.to_dict() for r in rows]
             for d in dicts:  # no upper bound: "Infinity", as --json writes it
                 d["upper"] = "Infinity" if d["upper"] == float("inf") else d["upper"]
-            if options.entropy:
+            if own.entropy:
                 from ppl_tok.strings.entropy import next_token_entropies
 
                 (ents,) = next_token_entropies(lm, [it.prompt], units=[u], contexts=[options.context], rules=rules)
@@ -425,10 +496,14 @@ class Surprisal(StringTask):
         return out
 
     def settings(self, options: Options) -> dict[str, Any]:
-        tree = {"search": "tree", "tree_back_off": options.tree_back_off} if options.search == "tree" else {}
-        return {"units": options.units, "keep_punctuation": options.keep_punctuation, "wide_bits": options.wide,
-                "final": options.final, "entropy": options.entropy, **tree}  # (a walk's settings as before the tree)
+        """Its parameters as folders written before they were a dataclass store them (``wide`` as ``wide_bits``; a
+        walk's without ``search`` and ``tree_back_off``), so that those folders resume."""
+        own = self.own(options)
+        tree = {"search": "tree", "tree_back_off": own.tree_back_off} if own.search == "tree" else {}
+        return {"units": own.units, "keep_punctuation": own.keep_punctuation, "wide_bits": own.wide,
+                "final": _final(own), "entropy": own.entropy, **tree}
 
 
-__all__ = ["TASKS", "Item", "Options", "Shown", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
+__all__ = ["TASKS", "GenerateParams", "Item", "NextParams", "NoParams", "Options", "Shown", "StringTask",
+           "SurprisalParams", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
            "unregister_task"]
