@@ -302,6 +302,12 @@ class Next(StringTask):
         return {"prompt": item.prompt, **body, "prefix": prefix.to_dict(),
                 "prefill": target.prefill, "head_bytes": target.base}
 
+    def settings(self, options: Options) -> dict[str, Any]:
+        """``chars`` and ``min_log_prob``; without ``chars`` the floor changes no number and is stored as ``None``
+        (as folders of the command line before it was a parameter hold it, so that they resume)."""
+        own = self.own(options)
+        return {"chars": own.chars, "min_log_prob": own.min_log_prob if own.chars else None}
+
     def check(self, options: Options, ensemble: bool) -> None:
         if ensemble and self.own(options).chars:
             raise ValueError("--chars reads one LM's next characters: give one --model, or drop --chars")
