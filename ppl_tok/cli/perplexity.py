@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import (POSITIVE, SEED, DeprecatedAlias, LaterChoices, integer, output_file, positive,
-                                      run_folder)
-from ppl_tok.cli.common import (_emit, _vocab, add_command, add_extend_argument, add_json_argument, add_lm_arguments,
-                                add_proposal_arguments, add_ray_arguments, given, lm_spec, ray_address, refuse_ignored)
+from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, integer, output_file, positive, run_folder
+from ppl_tok.common.params import add_flags_later
+from ppl_tok.cli.common import (_emit, _vocab, add_command, add_json_argument, add_lm_arguments,
+                                add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring
-from ppl_tok.strings.beam import StringSearchConfig
 
 #: documents listed one per line in the text output (the JSON output lists all)
 SHOWN = 20
@@ -46,44 +45,46 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-#: the flags of the byte-synchronous beam: read by --scoring beam, prefix and with-end only
-BEAM_FLAGS = ("--beam", "--prune", "--search-budget", "--extend-threshold", "--boundary-threshold",
-              "--rejoin-threshold", "--exhaustive")
-#: the beam's lazy-extension flags (their default for --scoring beam: BEAM_LAZY_DEFAULT; --exhaustive: none)
-LAZY_FLAGS = ("--extend-threshold", "--boundary-threshold", "--rejoin-threshold")
+def document_params() -> dict[str, type]:
+    """Each document-level scoring's own parameters (:attr:`ppl_tok.scorings.Scoring.params`), by name: the flags
+    ``ppl-tok perplexity`` takes beside the shared ones (:func:`ppl_tok.common.params.add_flags`)."""
+    from ppl_tok.scorings.registry import SCORINGS
 
-
-def perplexity_search(args: argparse.Namespace) -> StringSearchConfig:
-    """The beam's search of the flags: the lazy shares given; else, with ``--exhaustive``, every kept prefix run;
-    else the scoring's default (:func:`ppl_tok.scorings.registry.default_search`: lazy for ``--scoring beam``).
-
-    :raises ValueError: ``--exhaustive`` with a lazy-extension flag.
-    """
-    from ppl_tok.scorings.registry import default_search
-
-    lazy = [flag for flag in LAZY_FLAGS if given(args, flag)]
-    if args.exhaustive and lazy:
-        raise ValueError(f"--exhaustive runs every kept prefix but {lazy[0]} sets lazy extension: give one or "
-                         "the other")
-    beam = {"beam": args.beam, "prune": args.prune, "budget": args.search_budget}
-    if lazy:
-        return StringSearchConfig(**beam, extend_threshold=args.extend_threshold or 0.0,
-                                  boundary_threshold=args.boundary_threshold, rejoin_threshold=args.rejoin_threshold)
-    return default_search(find_scoring(args.scoring, DOCUMENT).name, DOCUMENT, args.exhaustive, **beam)
+    return {s.name: s.params for s in SCORINGS.values() if DOCUMENT in s.levels}
 
 
 def refuse_ignored_flags(args: argparse.Namespace) -> None:
-    """The flags that ``--scoring`` would ignore, refused (one line naming the flag) before anything is read."""
-    name = find_scoring(args.scoring, DOCUMENT).name
-    if name not in ("beam", "prefix", "with-end"):
-        refuse_ignored(args, BEAM_FLAGS, f"--scoring {args.scoring} runs no beam over strings (the beam's flags "
-                       "apply to --scoring beam, prefix and with-end)", "leave FLAG out or give one of those")
-    if name != "canonical+rest":
-        refuse_ignored(args, ("--samples", "--seed"), f"--scoring {args.scoring} draws no importance samples "
-                       "(FLAG applies to --scoring canonical+rest)", "leave FLAG out or give that scoring")
+    """The flags that ``--scoring`` would ignore, refused (one line naming the flag, the scoring and the flags it
+    takes) before anything is read: another scoring's parameters, ``--proposal`` where the scoring draws no
+    particles, ``--checkpoint-every`` without ``--out``."""
+    from ppl_tok.common.params import refuse_foreign, specs
+
+    chosen = find_scoring(args.scoring, DOCUMENT)
+    refuse_foreign(args, {args.scoring: chosen.params}, document_params(), "--scoring")
+    if (args.proposal != "lookahead" or args.proposal_file is not None) and "proposal" not in {
+            s.name for s in specs(chosen.params)}:
+        takers = [name for name, cls in document_params().items() if "proposal" in {s.name for s in specs(cls)}]
+        raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring {', '.join(takers)}, "
+                         f"not of {args.scoring}: drop it, or score {'that' if len(takers) == 1 else 'one of those'}")
     if args.out is None:
         refuse_ignored(args, ("--checkpoint-every",), "it saves the documents in progress into the run folder of "
                        "--out, and there is none", "give --out DIR, or leave FLAG out")
+
+
+def scoring_config(args: argparse.Namespace) -> Any:
+    """The :class:`~ppl_tok.scorings.ScoringConfig` of the flags: ``--scoring``, ``--window`` and the scoring's
+    own parameters given (the others: their defaults), the proposal's record where it takes one."""
+    from ppl_tok.common.params import from_args, given, specs
+    from ppl_tok.scorings.registry import ScoringConfig, check_limits
+
+    chosen = find_scoring(args.scoring, DOCUMENT)
+    check_limits(specs(chosen.params), given(args), lambda spec: spec.flag)
+    values = {s.name: getattr(from_args(chosen.params, args), s.name) for s in specs(chosen.params)}
+    if "proposal" in values:
+        from ppl_tok.proposals import proposal_settings
+
+        values["proposal"] = proposal_settings(args.proposal, args.proposal_file)
+    return ScoringConfig(chosen.name, window=args.window, **values)
 
 
 def cmd_perplexity(args: argparse.Namespace) -> None:
@@ -92,7 +93,6 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
     from ppl_tok.perplexity.report import corpus_summary, document_row
     from ppl_tok.perplexity.run import run_perplexity
     from ppl_tok.scorings.documents import cap_prefix_cache
-    from ppl_tok.scorings.registry import ScoringConfig
 
     refuse_ignored_flags(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
@@ -107,15 +107,7 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.corpus import Corpus
 
         corpus = Corpus(corpus.source, corpus.documents[: args.limit], corpus.sha256)
-    search, spec = perplexity_search(args), lm_spec(args)  # the spec's model: the card's name, however spelled
-    from ppl_tok.proposals import proposal_settings
-
-    if args.proposal != "lookahead" and args.scoring != "canonical+rest":
-        raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring canonical+rest, not of "
-                         f"{args.scoring}: drop it, or score canonical+rest")
-    config = ScoringConfig(scoring=args.scoring, window=args.window, search=search, num_samples=args.samples,
-                           seed=args.seed, proposal=proposal_settings(args.proposal, args.proposal_file),
-                           exhaustive=args.exhaustive)
+    config, spec = scoring_config(args), lm_spec(args)  # the spec's model: the card's name, however spelled
     progress = not args.json and sys.stderr.isatty() or args.progress
     if address is not None:
         from ppl_tok.lm.loader import LMLoader
@@ -292,27 +284,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "canonical+rest: canonical plus an importance estimate of the rest (the registered ones: %(choices)s)")
     add_lm_arguments(p)
     p.add_argument("--window", type=integer(3), help="positions per forward (default: the model's context length)")
-    p.add_argument("--beam", type=POSITIVE, default=StringSearchConfig.beam,
-                   help=f"beam, prefix, with-end: hypotheses kept per byte offset (default {StringSearchConfig.beam})")
-    p.add_argument("--prune", type=positive, default=StringSearchConfig.prune,
-                   help="beam, prefix, with-end: drop hypotheses this many nats below the "
-                   f"best at their offset (default {StringSearchConfig.prune:g})")
-    p.add_argument("--search-budget", "--budget", dest="search_budget", type=POSITIVE, metavar="FORWARDS",
-                   action=DeprecatedAlias, old=("--budget",),
-                   help="beam, prefix, with-end: token forwards per window, past which the beam narrows to one prefix "
-                        "(default: none; --budget, its old name, is deprecated: elsewhere --budget is a certified "
-                        "bracket's forwards)")
-    from ppl_tok.scorings.registry import BEAM_LAZY_DEFAULT
-
-    lazy_default = ", ".join(f"{k} {v:g}" for k, v in BEAM_LAZY_DEFAULT.items() if v is not None)
-    add_extend_argument(p, default_help=f"for --scoring beam the measured setting ({lazy_default}; "
-                                        "docs/perplexity.md), else 0")
-    p.add_argument("--exhaustive", action="store_true",
-                   help="beam, prefix, with-end: run every kept prefix through the LM (no lazy extension): the "
-                        "reference the beam's default is measured against (docs/perplexity.md: its cost and error)")
-    p.add_argument("--samples", type=POSITIVE, default=64, help="canonical+rest: importance samples (default 64)")
     add_proposal_arguments(p)
-    p.add_argument("--seed", type=SEED, default=0, help="canonical+rest: seed (default 0)")
+    add_flags_later(p, document_params, "--scoring")
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
     p.add_argument("--out", type=run_folder,
                    help="a run folder: records stored as they are computed; resumes a killed run")

@@ -35,22 +35,24 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 #: The metadata keys of a field (:func:`param`).
-KEYS = ("help", "flag", "type", "choices", "aliases", "metavar")
+KEYS = ("help", "flag", "type", "choices", "aliases", "metavar", "limit")
 #: A parsed flag's attribute on the namespace: ``PREFIX + field`` (apart from every other flag's dest).
 PREFIX = "param:"
 _TRUE, _FALSE, _NONE = ("true", "yes", "1", "on"), ("false", "no", "0", "off"), ("none", "null")
 
 
 def param(default: Any, help: str, *, flag: str | None = None, type: Callable[[str], Any] | None = None,
-          choices: Iterable[Any] | None = None, aliases: Iterable[str] = (), metavar: str | None = None) -> Any:
+          choices: Iterable[Any] | None = None, aliases: Iterable[str] = (), metavar: str | None = None,
+          limit: str | None = None) -> Any:
     """A field of a :class:`Params` dataclass: its ``default``, one line of ``help``, its command-line ``flag`` (and
     old names, ``aliases``, each a deprecation warning when used), the ``type`` that parses its text (an argparse
-    type: ``ppl_tok.common.arguments.integer(1)``, ``positive``...) and its ``choices``.
+    type: ``ppl_tok.common.arguments.integer(1)``, ``positive``...) and its ``choices``. ``limit``: the name of the
+    memory limit (``ppl_tok.limits``) a value given at the command line or in ``--model_args`` is checked against.
 
     A ``bool`` field needs no type (its flag takes no value and sets the other value); a field whose default is
     ``None`` also takes ``None`` (``"none"`` as text)."""
     meta = {"help": help, "flag": flag, "type": type, "choices": tuple(choices) if choices is not None else None,
-            "aliases": tuple(aliases), "metavar": metavar}
+            "aliases": tuple(aliases), "metavar": metavar, "limit": limit}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -65,6 +67,7 @@ class Spec(NamedTuple):
     choices: tuple[Any, ...] | None
     aliases: tuple[str, ...]
     metavar: str | None
+    limit: str | None = None
 
     @property
     def boolean(self) -> bool:
@@ -99,7 +102,7 @@ def specs(cls: type) -> tuple[Spec, ...]:
             raise TypeError(f"{cls.__qualname__}.{f.name}: a parameter needs one line of help "
                             "(ppl_tok.common.params.param)")
         spec = Spec(f.name, f.default, meta["help"], meta.get("flag"), meta.get("type"), meta.get("choices"),
-                    tuple(meta.get("aliases", ())), meta.get("metavar"))
+                    tuple(meta.get("aliases", ())), meta.get("metavar"), meta.get("limit"))
         if spec.flag is not None and not spec.flag.startswith("--"):
             raise TypeError(f"{cls.__qualname__}.{f.name}: flag {spec.flag!r} must start with --")
         if spec.flag is not None and _opaque(spec):
@@ -113,6 +116,15 @@ def _opaque(spec: Spec) -> bool:
     """A field with no text form (no type, no choices, not a switch or a string): a Python value (a record, a
     config object), given in Python only and stored as it is."""
     return not spec.boolean and spec.type is None and spec.choices is None and not isinstance(spec.default, str)
+
+
+def default_of(cls: type, name: str) -> Any:
+    """The default of the field ``name`` of ``cls`` (what a consumer that sets its own flag reads, so that the
+    default lives in one place).
+
+    :raises KeyError: ``cls`` has no such field.
+    """
+    return _spec(cls, name).default
 
 
 def _spec(cls: type, name: str) -> Spec:
@@ -141,12 +153,22 @@ def _parse(spec: Spec, text: str) -> Any:
     return value
 
 
+class ParamValueError(ValueError):
+    """A bad value for one field: the message names the field (and its flag); :attr:`spec`, :attr:`value` and
+    :attr:`reason` (what the field expects, without the name) let a consumer name it its own way
+    (lm-eval's ``num_samples=0: expected an integer >= 1, got 0``)."""
+
+    def __init__(self, spec: Spec, value: Any, reason: str) -> None:
+        super().__init__(f"{spec.label}: {reason}")
+        self.spec, self.value, self.reason = spec, value, reason
+
+
 def value_of(spec: Spec, value: Any, text: bool = True) -> Any:
     """``value`` checked for ``spec``: a string is parsed by the field's type (with ``text=False``, only a field of
     strings takes one); any other value must be what its own text parses to (an ``int`` field refuses ``1.5`` and
     ``True``, a ``float`` field takes ``1`` as ``1.0``).
 
-    :raises ValueError: one line naming the field (and its flag), what it expects and the value.
+    :raises ParamValueError: one line naming the field (and its flag), what it expects and the value.
     """
     try:
         if _opaque(spec):
@@ -155,7 +177,8 @@ def value_of(spec: Spec, value: Any, text: bool = True) -> Any:
             return value
         if isinstance(value, str):
             if not text and not _textual(spec):
-                raise ValueError(f"expected {getattr(spec.type, '__name__', 'a value')}, got {value!r}")
+                expected = "True or False" if spec.boolean else getattr(spec.type, "__name__", "a value")
+                raise ValueError(f"expected {expected}, got {value!r}")
             return _parse(spec, value)
         if value is None:
             if spec.default is None:
@@ -172,7 +195,7 @@ def value_of(spec: Spec, value: Any, text: bool = True) -> Any:
             raise ValueError(f"expected {getattr(spec.type, '__name__', 'a value')}, got {value!r}")
         return parsed
     except ValueError as err:
-        raise ValueError(f"{spec.label}: {err}") from None
+        raise ParamValueError(spec, value, str(err)) from None
 
 
 def _textual(spec: Spec) -> bool:
@@ -292,18 +315,20 @@ def _flag_help(owners: list[tuple[str, Spec]], what: str) -> str:
     return f"{spec.help} ({where}{shown})".replace("%", "%%")
 
 
-def add_flags(container: Any, operations: Mapping[str, type], what: str = "") -> None:
+def add_flags(container: Any, operations: Mapping[str, type], what: str = "", shared: Iterable[str] = ()) -> None:
     """The flags of every operation's parameters added to ``container`` (a parser or an argument group): one flag per
     field, shared by the operations that declare a field of the same name and flag; its help names them and their
     defaults. Flags default to absent: a field not given keeps its operation's own default (:func:`from_args`).
-    ``what`` names the choosing flag in the help (``--scoring``).
+    ``what`` names the choosing flag in the help (``--scoring``); ``shared``: fields the command takes with flags
+    of its own (for every operation), left out here.
 
     :raises ValueError: two operations give one flag to different fields, or a flag is the parser's already.
     """
     by_flag: dict[str, list[tuple[str, Spec]]] = {}
+    shared = set(shared)
     for name, cls in operations.items():
         for spec in specs(cls):
-            if spec.flag is None:
+            if spec.flag is None or spec.name in shared:
                 continue
             owners = by_flag.setdefault(spec.flag, [])
             if owners and (owners[0][1].name != spec.name or owners[0][1].boolean != spec.boolean):
@@ -345,7 +370,7 @@ def _argparse_type(spec: Spec) -> Callable[[str], Any]:
 
 
 def add_flags_later(parser: argparse.ArgumentParser, operations: Callable[[], Mapping[str, type]],
-                    what: str = "") -> None:
+                    what: str = "", shared: Iterable[str] = ()) -> None:
     """:func:`add_flags` when ``parser`` first parses or shows its help, not now: reading the operations may
     import their modules (torch), which ``ppl-tok --help`` must not."""
     done = []
@@ -355,7 +380,7 @@ def add_flags_later(parser: argparse.ArgumentParser, operations: Callable[[], Ma
         if not done:
             done.append(True)
             group = parser.add_argument_group(f"parameters of each {what.lstrip('-') or 'operation'}")
-            add_flags(group, operations(), what)
+            add_flags(group, operations(), what, shared)
 
     def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
         add()
@@ -417,6 +442,7 @@ def markdown_table(cls: type) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["KEYS", "PREFIX", "Params", "Spec", "add_flags", "add_flags_later", "check", "check_resume",
+__all__ = ["KEYS", "PREFIX", "ParamValueError", "Params", "Spec", "add_flags", "add_flags_later", "check", "check_resume",
+           "default_of",
            "differences", "from_args", "from_settings", "from_values", "given", "markdown_table", "param",
            "refuse_foreign", "settings", "specs", "split_values", "value_of"]

@@ -81,10 +81,8 @@ BOS first (``hf`` with ``prefix_token_id`` = the card's BOS).
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 try:
@@ -102,13 +100,13 @@ from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
 from ppl_tok.limits import MAX_SEED, limits
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, PairScore, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
-from ppl_tok.scorings.registry import default_search
+from ppl_tok.scorings.conditional import ConditionalParams
+from ppl_tok.scorings.registry import check_limits
 from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
-from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN, EXTEND_THRESHOLD
-from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
-from ppl_tok.strings.conditional import EVENTS
+from ppl_tok.integrations.lm_eval_strings import BYTES_PER_TOKEN
+from ppl_tok.strings.beam import StringSearchConfig
 
 MODEL_NAME = "ppl-tok"
 DEFAULT_BATCH = 32
@@ -145,18 +143,6 @@ def _int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
-def _float_arg(name: str, value: Any, low: float, high: float, open_low: bool = False) -> float:
-    """A model argument that must be a finite number in ``[low, high]`` (``(low, high]`` if ``open_low``)."""
-    try:
-        x = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        x = math.nan
-    if not (math.isfinite(x) and (x > low if open_low else x >= low) and x <= high):
-        interval = f"{'(' if open_low else '['}{low:g}, {high:g}]"
-        raise ModelArgumentError(f"{name}={value!r}: expected a finite number in {interval}")
-    return x
-
-
 def _as_batch(batch_size: Any) -> int:
     auto = batch_size in (None, "auto") or str(batch_size).startswith("auto")
     return DEFAULT_BATCH if auto else _int_arg("batch_size", batch_size, 1)
@@ -181,19 +167,83 @@ def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iter
         yield run
 
 
+#: Old model-argument names of scoring parameters: ``tolerance`` and ``budget`` are the exact search's.
+OLD_NAMES = {"tolerance": "exact_tolerance", "budget": "exact_budget"}
+#: Model arguments the model reads itself, not a scoring's parameters (``params`` of :class:`PPLTokLM`).
+_SHARED = ("seed", "proposal")
+
+
+def scoring_parameters() -> dict[str, Any]:
+    """Every registered scoring's parameters by field name (the first scoring's field of each name, which checks
+    a value): what ``--model_args`` takes besides the model's own arguments."""
+    from ppl_tok.common.params import specs
+    from ppl_tok.scorings.registry import SCORINGS
+
+    out: dict[str, Any] = {}
+    for s in SCORINGS.values():
+        for spec in specs(s.params):
+            if spec.name not in _SHARED:
+                out.setdefault(spec.name, spec)
+    return out
+
+
+def checked_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` (model arguments, strings or lm-eval's parsed values) by field name, each checked by its field.
+
+    :raises ModelArgumentError: a name that is no scoring's parameter, or a bad value (``name=value: why``).
+    """
+    from ppl_tok.common.params import ParamValueError, value_of
+
+    known = scoring_parameters()
+    out = {}
+    for given, value in params.items():
+        name = OLD_NAMES.get(given, given)
+        if name not in known:
+            raise ModelArgumentError(f"unknown model argument {given!r}: expected some of "
+                                     f"{', '.join(sorted(model_arguments() - {'lm'}))}")
+        try:
+            out[name] = value_of(known[name], value)
+        except ParamValueError as err:
+            raise ModelArgumentError(f"{given}={value!r}: {err.reason}") from None
+    check_limits(known.values(), out, lambda spec: {v: k for k, v in OLD_NAMES.items()}.get(spec.name, spec.name))
+    return out
+
+
+def model_arguments() -> set[str]:
+    """Every name ``--model_args`` takes: the model's own arguments, the scorings' parameters and their old names."""
+    import inspect
+
+    own = set(inspect.signature(PPLTokLM.__init__).parameters) - {"self", "params"}
+    return own | set(scoring_parameters()) | set(OLD_NAMES)
+
+
+def _own(cls: type, name: str, values: dict[str, Any]) -> Any:
+    """The parameters of ``cls`` from those of ``values`` it declares (a cross-field error as one line)."""
+    from ppl_tok.common.params import split_values
+
+    try:
+        return cls(**split_values(cls, values)[0])
+    except ValueError as err:
+        raise ModelArgumentError(f"scoring={name}: {err}") from None
+
+
+def _config(found: Any, level: str, window: int | None, values: dict[str, Any]) -> ScoringConfig:
+    """The :class:`ScoringConfig` of the scoring ``found`` at ``level``: its own parameters from ``values``."""
+    return ScoringConfig(found.name, window=window, level=level, params=_own(found.params, found.name, values))
+
+
 @register_model(MODEL_NAME)
 class PPLTokLM(LM):
     """lm-eval model scoring ``loglikelihood`` requests with ppl-tok (see the module docstring)."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, scoring: str = "canonical", num_samples: int = 64,
-                 alpha: float = 0.5, seed: int = 0, split: str = "test", id_field: str = "id",
-                 device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
+    def __init__(self, model: str = DEFAULT_MODEL, scoring: str = "canonical", seed: int = 0, split: str = "test",
+                 id_field: str = "id", device: str | None = None, dtype: str | None = None, bos_id: int | None = None,
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
-                 tolerance: float = 1e-3, budget: int = 2000, max_length: int | None = None, beam: int | None = None,
-                 prune: float | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
-                 prefill: str = "canonical-head", gen_bytes_per_token: int = BYTES_PER_TOKEN,
-                 proposal: str = "lookahead", proposal_file: str | None = None,
-                 extend_threshold: float | None = None, event: str = "boundary") -> None:
+                 max_length: int | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
+                 gen_bytes_per_token: int = BYTES_PER_TOKEN, proposal: str = "lookahead",
+                 proposal_file: str | None = None, **params: Any) -> None:
+        """``params``: the scorings' own parameters (:func:`scoring_parameters`), by field name or old name
+        (:data:`OLD_NAMES`); each is checked by its field and given to the chosen scorings that declare it."""
         super().__init__()
         if not (is_defined(scoring, PAIR) or is_defined(scoring, DOCUMENT)):
             known = dict.fromkeys(accepted(PAIR) + accepted(DOCUMENT))
@@ -201,14 +251,13 @@ class PPLTokLM(LM):
                                      f"scoring={'|'.join(known)} (marginal: the old name of importance for "
                                      "loglikelihood and of beam for loglikelihood_rolling)")
         self.scoring = scoring
+        pair = find_scoring(scoring, PAIR) if is_defined(scoring, PAIR) else None
+        document = find_scoring(scoring, DOCUMENT) if is_defined(scoring, DOCUMENT) else None
+        if document is None and pair is not None and pair.rolling is not None:  # e.g. conditional: prefix
+            document = find_scoring(pair.rolling, DOCUMENT)
         #: the scoring of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined there)
-        self.pair_scoring = find_scoring(scoring, PAIR).name if is_defined(scoring, PAIR) else None
-        self.document_scoring = find_scoring(scoring, DOCUMENT).name if is_defined(scoring, DOCUMENT) else None
-        if self.document_scoring is None and self.pair_scoring is not None:  # e.g. conditional: prefix
-            self.document_scoring = find_scoring(self.pair_scoring, PAIR).rolling
-        self.num_samples = _int_arg("num_samples", num_samples, 1)
-        limits().check("samples", self.num_samples, "num_samples")
-        self.alpha = _float_arg("alpha", alpha, 0.0, 1.0)
+        self.pair_scoring = None if pair is None else pair.name
+        self.document_scoring = None if document is None else document.name
         self.seed = _int_arg("seed", seed, 0, MAX_SEED)
         try:  #: the importance proposal's record (ppl_tok.proposals.proposal_settings)
             self.proposal = proposal_settings(str(proposal), None if proposal_file is None else str(proposal_file))
@@ -218,33 +267,24 @@ class PPLTokLM(LM):
         self.batch = _as_batch(batch_size)
         if max_batch_size is not None:
             self.batch = min(self.batch, _int_arg("max_batch_size", max_batch_size, 1))
-        self.tolerance = _float_arg("tolerance", tolerance, 0.0, math.inf, open_low=True)
-        self.budget = _int_arg("budget", budget, 1)
-        limits().check("search_forwards", self.budget, "budget")
         if dtype is not None and dtype not in DTYPES:
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        knobs = {} if beam is None else {"beam": _int_arg("beam", beam, 1)}
-        if prune is not None:
-            knobs["prune"] = _float_arg("prune", prune, 0.0, math.inf, open_low=True)
-        #: the byte-synchronous beam of ``beam`` (perplexity tasks): ``ppl-tok perplexity``'s measured default
-        #: (:func:`~ppl_tok.scorings.registry.default_search`: lazy extension for ``beam``), ``beam``/``prune`` given
-        self.search = default_search(self.document_scoring or "", DOCUMENT, **knobs)
-        if prefill not in PREFILL_MODES:
-            raise ModelArgumentError(f"prefill={prefill!r}: expected one of {', '.join(PREFILL_MODES)}")
-        #: the LM over strings of ``conditional`` and ``generate_until`` (the context under ``prefill``)
-        self.strings = StringSearchConfig(**knobs, prefill=prefill)
-        #: ``conditional``'s: :attr:`strings` with lazy extension (``extend_threshold``)
-        if extend_threshold is None:  # lazy by default, exhaustive under prefill=exact
-            extend_threshold = 0.0 if prefill == "exact" else EXTEND_THRESHOLD
-        share = _float_arg("extend_threshold", extend_threshold, 0.0, 1.0 - 1e-12)
-        self.conditional = replace(self.strings, extend_threshold=share)
-        if event not in EVENTS:
-            raise ModelArgumentError(f"event={event!r}: expected one of {', '.join(EVENTS)} (conditional: the "
-                                     "continuation then a boundary character or the end, or its prefix probability)")
+        values = checked_parameters(params)
+        values.update(seed=self.seed, proposal=self.proposal)  # shared: the requests' seeds, every proposal
+        #: the scorings' configs: of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined)
+        self.pair_config = None if pair is None else _config(pair, PAIR, self.max_length, values)
+        self.document_config = None if document is None else _config(document, DOCUMENT, self.max_length, values)
+        #: the byte-synchronous beam of the document scoring (``beam``, ``prefix``, ``with-end``; else ``None``)
+        self.search = getattr(self.document_config, "search", None) if self.document_config else None
+        #: the LM over strings of ``conditional`` (its parameters' defaults: ``ConditionalParams``, the same in
+        #: Python) and, without lazy extension, of ``generate_until`` (the context under ``prefill``)
+        conditional = _own(ConditionalParams, "conditional", values)
+        self.conditional = conditional.search
+        self.strings = StringSearchConfig(beam=conditional.beam, prune=conditional.prune, prefill=conditional.prefill)
         #: ``conditional``'s event (:data:`~ppl_tok.strings.conditional.EVENTS`)
-        self.event = str(event)
+        self.event = conditional.event
         self.gen_bytes_per_token = _int_arg("gen_bytes_per_token", gen_bytes_per_token, 1)
         #: the certified interval of every request scored where the scoring gives one (``conditional``, ``exact``), in order
         self.intervals: list[tuple[float, float]] = []
@@ -277,9 +317,7 @@ class PPLTokLM(LM):
         lm-eval's CLI passes ``device="cuda:0"`` when ``--device`` is not given;
         on a machine without CUDA that default is dropped (the model stays on the CPU).
         """
-        import inspect
-
-        known = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        known = model_arguments()
         unknown = sorted(set(arg_dict) - known)
         if unknown:
             raise ModelArgumentError(f"unknown model argument {unknown[0]!r}: expected some of "
@@ -321,8 +359,7 @@ class PPLTokLM(LM):
                 f"loglikelihood_rolling (perplexity tasks) is defined for scoring={'|'.join(names(DOCUMENT))}, "
                 f"not {self.scoring!r}")
         texts = [str(r.args[0]) for r in requests]
-        config = ScoringConfig(scoring=self.document_scoring, window=self.max_length, search=self.search,
-                               num_samples=self.num_samples, seed=self.seed, proposal=self.proposal)
+        config = self.document_config
         out = [0.0] * len(texts)
         todo = [i for i, t in enumerate(texts) if t]
         with tqdm(total=len(todo), desc=f"ppl-tok rolling {self.document_scoring}", unit="doc",
@@ -344,8 +381,12 @@ class PPLTokLM(LM):
 
     def get_model_info(self) -> dict[str, Any]:
         """Recorded in lm-eval's results ``config``."""
-        return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring,
-                "ppl_tok_num_samples": self.num_samples, "ppl_tok_seed": self.seed,
+        from ppl_tok.common.params import settings
+
+        own = {c.scoring: settings(c.params) for c in (self.pair_config, self.document_config) if c is not None}
+        return {"ppl_tok_model": self.model_name, "ppl_tok_scoring": self.scoring, "ppl_tok_params": own,
+                "ppl_tok_num_samples": next((p["num_samples"] for p in own.values() if "num_samples" in p), None),
+                "ppl_tok_seed": self.seed,
                 "ppl_tok_prefill": self.strings.prefill, "ppl_tok_proposal": self.proposal,
                 "ppl_tok_extend_threshold": self.conditional.extend_threshold, "ppl_tok_event": self.event,
                 "ppl_tok_lm": None if self.spec is None else self.spec.to_dict()}
@@ -363,10 +404,8 @@ class PPLTokLM(LM):
         if self.pair_scoring is None:
             raise NotImplementedError(f"loglikelihood is defined for scoring={'|'.join(names(PAIR))}, not "
                                       f"{self.scoring!r} (a scoring of perplexity tasks only)")
-        implementation = find_scoring(self.pair_scoring, PAIR)
-        config = ScoringConfig(scoring=self.pair_scoring, level=PAIR, window=self.max_length, search=self.conditional,
-                               num_samples=self.num_samples, seed=self.seed, exact_tolerance=self.tolerance,
-                               exact_budget=self.budget, alpha=self.alpha, proposal=self.proposal, event=self.event)
+        config = self.pair_config
+        implementation = config.implementation
         out: list[PairScore] = [PairScore(0.0)] * len(pairs)
         with tqdm(total=len(pairs), desc=f"ppl-tok {self.pair_scoring}", unit="req", disable=not progress) as bar:
             for idx in chunks(pairs, self.batch, whole_groups=True):

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.params import default_of
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.common.version import __version__
 from ppl_tok.datasets import Question, continuation
@@ -46,6 +47,8 @@ from ppl_tok.lm.spec import LMSpec
 from ppl_tok.infer.search import marginal_bounds_many, most_likely
 from ppl_tok.proposals import settings_guide
 from ppl_tok.qa.data import Study
+from ppl_tok.scorings.exact import ExactParams
+from ppl_tok.scorings.registry import DEFAULT_SAMPLES
 from ppl_tok.qa.store import (
     FIRST_SCORES_VERSION,
     LOCK_FILE,
@@ -92,11 +95,18 @@ def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tup
     return ids
 
 
-def study_settings(study: Study, *, model: str | None = None, samples: int, seed: int, scores: Sequence[str] = (),
-                   limit: int | None = None, shuffle_seed: int | None = None, dtype: str | None = None,
-                   device: str | None = None, exact_tolerance: float = 1e-3, exact_budget: int = 2000,
+#: The study's own settings that a scoring's parameter of the same name takes (:func:`study_values`).
+STUDY_PARAMS = ("num_samples", "seed", "proposal", "exact_tolerance", "exact_budget")
+
+
+def study_settings(study: Study, *, model: str | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                   scores: Sequence[str] = (), limit: int | None = None, shuffle_seed: int | None = None,
+                   dtype: str | None = None, device: str | None = None,
+                   exact_tolerance: float = default_of(ExactParams, "exact_tolerance"),
+                   exact_budget: int = default_of(ExactParams, "exact_budget"),
                    most_likely_time: float = 10.0, lm: LMSpec | None = None,
-                   proposal: dict[str, Any] | None = None) -> dict[str, Any]:
+                   proposal: dict[str, Any] | None = None,
+                   params: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``run.json`` of a study: everything the stored scores depend on.
 
     The LM is ``lm`` (an :class:`~ppl_tok.lm.spec.LMSpec`, recorded under ``"lm"``) or, without
@@ -108,7 +118,10 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
     so a folder is resumed only on the kind and dtype it was started with. ``samples`` is N
     (recorded as ``num_samples``). ``proposal``: the importance proposal's record
     (:func:`ppl_tok.proposals.proposal_settings`; default the look-ahead), a learned one with its file's
-    checksum and weights, so that a resume with another proposal file is refused."""
+    checksum and weights, so that a resume with another proposal file is refused. ``params``: the own parameters
+    of scorings of ``scores`` stored as their figures (:func:`~ppl_tok.qa.store.pair_scored_kinds`), by scoring
+    (``{name: {field: value}}``; the study's own settings, :data:`STUDY_PARAMS`, are set above): each such scoring's
+    parameters are recorded under ``"params"`` (where it has any beyond the study's), compared on resume."""
     if lm is None:
         if model is None:
             raise TypeError("study_settings needs the LM: model=... or lm=LMSpec(...)")
@@ -122,6 +135,7 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
         raise ValueError(f"unknown scores {sorted(unknown)}: expected some of {optional_scores()}")
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    own = scoring_params(scores, params or {})
     return {
         "dataset": study.dataset, "splits": study.sizes(), "limit": limit, "shuffle_seed": shuffle_seed,
         "data_files": {Path(p).name: sha for p, sha in study.files.items()},
@@ -133,7 +147,44 @@ def study_settings(study: Study, *, model: str | None = None, samples: int, seed
         # half-precision models score with an fp32 LM head (load_lm): not comparable with folders from before it
         **({"lm_head": "float32"} if lm.dtype in ("bfloat16", "float16") else {}),
         "lm": lm.to_dict(),
+        **({"params": own} if own else {}),
     }
+
+
+def scoring_params(scores: Sequence[str], params: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The recorded parameters of the pair-scored scorings of ``scores`` (:func:`study_settings`): each one's
+    fields beyond :data:`STUDY_PARAMS`, ``params``' values or their defaults, checked by the fields.
+
+    :raises ValueError: parameters of a scoring that ``scores`` does not name, or a bad value (naming the field).
+    """
+    from ppl_tok.common.params import settings as own_settings
+    from ppl_tok.scorings import PAIR, scoring
+
+    kinds = [k for k in scores if k in pair_scored_kinds()]
+    stray = sorted(set(params) - set(kinds))
+    if stray:
+        raise ValueError(f"parameters of {', '.join(stray)}, which the run does not score: add it to --scores "
+                         f"(the scores whose parameters are recorded: {', '.join(kinds) or 'none'})")
+    out = {}
+    for kind in sorted(kinds):
+        found = scoring(kind, PAIR)
+        values = {k: v for k, v in own_settings(found.params(**params.get(kind, {}))).items() if k not in STUDY_PARAMS}
+        if values:
+            out[kind] = values
+    return out
+
+
+def study_values(kind: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters the scoring ``kind`` runs with in a study of ``settings``: the study's own settings it
+    declares (:data:`STUDY_PARAMS`) and its recorded ones (:func:`scoring_params`)."""
+    from ppl_tok.common.params import specs
+    from ppl_tok.scorings import PAIR, scoring
+
+    study = {"num_samples": run_num_samples(settings), "seed": settings["seed"],
+             "proposal": {k: v for k, v in settings.items() if k.startswith("proposal")},
+             "exact_tolerance": settings["exact_tolerance"], "exact_budget": settings["exact_budget"]}
+    own = {s.name for s in specs(scoring(kind, PAIR).params)}
+    return {**{k: v for k, v in study.items() if k in own}, **settings.get("params", {}).get(kind, {})}
 
 
 def run_lm_spec(settings: Mapping[str, Any], device: str | None) -> LMSpec:
@@ -278,9 +329,7 @@ def _pair_records(kind: str, lm: LanguageModel, items: Sequence[tuple[str, int, 
 
     pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
              for split, index, q in items for j, c in enumerate(q.choices)]
-    config = ScoringConfig(kind, level=PAIR, num_samples=run_num_samples(settings), seed=settings["seed"],
-                           exact_tolerance=settings["exact_tolerance"], exact_budget=settings["exact_budget"],
-                           proposal={k: v for k, v in settings.items() if k.startswith("proposal")})
+    config = ScoringConfig(kind, level=PAIR, **study_values(kind, settings))
     scores = iter(checked_scores(kind, scoring(kind, PAIR).score_pairs(lm, pairs, config), len(pairs), PairScore,
                                  "pairs"))
     return [{"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.canonical_step import START, steps_for
@@ -20,7 +21,9 @@ from ppl_tok.infer.canonical_lm import global_log_normaliser, local_scores
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.documents import _require_bos, window_length
 from ppl_tok.scorings.pairs import Pair, PairScore, canonical_tokens
-from ppl_tok.scorings.registry import DOCUMENT, PAIR, Scoring, ScoringConfig, register
+from ppl_tok.common.params import Params
+from ppl_tok.scorings.registry import (DOCUMENT, PAIR, Scoring, ScoringConfig, register, samples_param,
+                                       seed_param)
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.windows import rolling_windows
 
@@ -31,9 +34,10 @@ HORIZON = 16
 
 def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config: Any, window: int | None,
                                  record: Callable[..., Any] = DocumentScore,
-                                 on_bytes: Callable[[int], None] | None = None) -> list[Any]:
-    """``canonical-local`` / ``canonical-global`` scores of ``docs`` (``config``: the run's
-    :class:`~ppl_tok.scorings.documents.ScoringConfig`; ``window``: its positions per forward; ``record``:
+                                 on_bytes: Callable[[int], None] | None = None, mode: str = "local") -> list[Any]:
+    """``canonical-local`` / ``canonical-global`` (``mode``) scores of ``docs`` (``config``: the run's
+    :class:`~ppl_tok.scorings.documents.ScoringConfig`, whose params hold ``num_samples`` and ``seed`` under
+    ``mode="global"``; ``window``: its positions per forward; ``record``:
     :class:`~ppl_tok.scorings.documents.DocumentScore`, passed in by the dispatcher that owns it; ``on_bytes``:
     progress inside the documents, each window's bytes as it is scored)."""
     steps = steps_for(lm.vocab)
@@ -61,7 +65,7 @@ def canonical_lm_document_scores(lm: LanguageModel, docs: Sequence[Any], config:
     spent = lm.stats.forwards - forwards
     total_tokens = max(1, sum(len(t) for t in tokens))
     figures = local
-    if config.scoring == "canonical-global":
+    if mode == "global":
         z0 = global_log_normaliser(lm, (lm.bos_id,), START, steps, config.num_samples, HORIZON, config.seed)
         figures = [plain[i] + global_log_normaliser(lm, last[i], steps.key(tokens[i]), steps, config.num_samples,
                                                     HORIZON, config.seed + 1 + docs[i].index) - z0
@@ -83,14 +87,16 @@ class _CanonicalLM(Scoring):
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:
         _require_bos(lm)
-        return canonical_lm_document_scores(lm, docs, config, window_length(lm, config), on_bytes=on_bytes)
+        return canonical_lm_document_scores(lm, docs, config, window_length(lm, config), on_bytes=on_bytes,
+                                            mode=self.mode)
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         """The continuation a canonical segment of its own (lm-eval tokenizes it apart from the context)."""
         from ppl_tok.infer.canonical_lm import canonical_lm_scores
 
+        sampling = {"num_samples": config.params.num_samples, "seed": config.params.seed} if self.mode == "global" else {}
         scores = canonical_lm_scores(lm, [p.context for p in pairs], [canonical_tokens(lm, p) for p in pairs],
-                                     mode=self.mode, num_samples=config.num_samples, seed=config.seed, budget=0)
+                                     mode=self.mode, budget=0, **sampling)
         return [PairScore(float(r.estimate)) for r in scores]
 
 
@@ -105,6 +111,14 @@ class CanonicalLocal(_CanonicalLM):
            "prefix canonical (exact; never below canonical)")
 
 
+@dataclass(frozen=True)
+class CanonicalGlobalParams(Params):
+    """The walks that estimate ``canonical-global``'s normalisers."""
+
+    num_samples: int = samples_param("importance walks per normaliser")
+    seed: int = seed_param("the seed of the normalisers' walks")
+
+
 @register
 class CanonicalGlobal(_CanonicalLM):
     """The LM over canonical tokenizations, normalised over canonical strings (its normalisers sampled)."""
@@ -114,6 +128,7 @@ class CanonicalGlobal(_CanonicalLM):
                  "(ppl_tok.infer.canonical_lm.canonical_lm_scores, mode 'global')")
     doc = ("log p(v* | c) + log Z(c v*) - log Z(c): P(the output starts with v* | the output canonical), the "
            "normalisers Z estimated by importance sampling with the local model as the proposal")
+    params = CanonicalGlobalParams
     settings_fields = ("num_samples", "seed")
     mode = "global"
 

@@ -8,6 +8,7 @@ One formula (:func:`ppl_tok.infer.importance.canonical_plus_rest`) for documents
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.infer.importance import canonical_plus_rest
@@ -17,7 +18,18 @@ from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
 from ppl_tok.scorings.pairs import Pair, PairScore
-from ppl_tok.scorings.registry import DOCUMENT, PAIR, QUESTION, Scoring, register
+from ppl_tok.common.params import Params
+from ppl_tok.scorings.registry import (DOCUMENT, PAIR, QUESTION, Scoring, proposal_param, register, samples_param,
+                                       seed_param)
+
+
+@dataclass(frozen=True)
+class CanonicalPlusRestParams(Params):
+    """The particles of ``canonical+rest``: how many, their seed and their proposal."""
+
+    num_samples: int = samples_param()
+    seed: int = seed_param()
+    proposal: dict[str, Any] | None = proposal_param()
 
 
 @register
@@ -31,7 +43,8 @@ class CanonicalPlusRest(Scoring):
     doc = ("log(p(v* | c) + m), m the unbiased importance estimate of the non-canonical mass; the canonical term "
            "is its certified floor")
     classifiers = ("canonical+rest",)
-    settings_fields = ("num_samples", "seed")
+    params = CanonicalPlusRestParams
+    settings_fields = ("num_samples", "seed")  # the proposal: where it is not the look-ahead (settings)
     record_kind = "is"
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.pairs import Pair, PairScore
-from ppl_tok.scorings.registry import PAIR, Scoring, register
+from ppl_tok.common.params import param
+from ppl_tok.scorings.registry import PAIR, Scoring, SearchParams, register
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.conditional import StringConditional, conditionals_many
+from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD, EVENTS, StringConditional, conditionals_many
 
 LOG = logging.getLogger(__name__)
 
@@ -52,6 +54,29 @@ def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations
     return results
 
 
+@dataclass(frozen=True)
+class ConditionalParams(SearchParams):
+    """``conditional``'s search and event. Its defaults are lm-eval's and Python's alike: the context's canonical
+    head prefilled (``prefill="canonical-head"``) and lazy extension at
+    :data:`~ppl_tok.strings.conditional.CONDITIONAL_EXTEND_THRESHOLD`, none under ``prefill="exact"``."""
+
+    documents = False
+
+    prefill: str = param("canonical-head", "how the context is conditioned on (ppl_tok.strings.prefill)",
+                         flag="--prefill", choices=("canonical-head", "exact", "auto"))
+    event: str = param("boundary", "what a continuation's probability is of: boundary (then a boundary character "
+                       "or the end) or prefix (the output begins with it)", flag="--event", choices=EVENTS)
+
+    @property
+    def lazy(self) -> dict[str, float | None]:
+        """The shares given; else none under ``prefill="exact"`` or ``exhaustive``, else the measured share."""
+        given = super().lazy
+        if given or self.exhaustive or self.prefill == "exact" or any(
+                getattr(self, f) is not None for f in ("extend_threshold", "boundary_threshold", "rejoin_threshold")):
+            return given
+        return {"extend_threshold": CONDITIONAL_EXTEND_THRESHOLD}
+
+
 @register
 class Conditional(Scoring):
     """The LM over strings' conditional of a request."""
@@ -64,6 +89,7 @@ class Conditional(Scoring):
            "(event=prefix: log P(c x) - log P(c)), every tokenization of the context and of context plus "
            "continuation, tokens spanning the join included; a certified interval")
     rolling = "prefix"
+    params = ConditionalParams
     settings_fields = ("event",)
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:

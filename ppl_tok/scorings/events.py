@@ -7,19 +7,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.documents import beam_settings, event_scores
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.registry import ScoringConfig
-from ppl_tok.scorings.registry import DOCUMENT, Scoring, register
+from ppl_tok.scorings.registry import DOCUMENT, Scoring, SearchParams, register
+
+
+@dataclass(frozen=True)
+class EventParams(SearchParams):
+    """The search of ``prefix`` and ``with-end``: every kept prefix run unless lazy shares are given."""
 
 
 class _Event(Scoring):
     levels = (DOCUMENT,)
     floor = ceiling = True
     checkpoints = True
+    params = EventParams
+    settings_fields = ()  # the search is recorded as beam_settings says
     #: the event: the output is exactly the document (the end after it), else it starts with it
     with_end: bool = False
 

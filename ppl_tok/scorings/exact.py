@@ -9,16 +9,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.pairs import Pair, PairScore
+from ppl_tok.common.arguments import POSITIVE, positive
+from ppl_tok.common.params import Params, param
 from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
 
 
 def midpoint(lower: float, upper: float) -> float:
     """A bracket's figure: its midpoint, or ``upper`` where nothing was found (``lower = -inf``)."""
     return upper if lower == -math.inf else (lower + upper) / 2
+
+
+@dataclass(frozen=True)
+class ExactParams(Params):
+    """Where the best-first search stops: a bracket this narrow, or this many forwards."""
+
+    exact_tolerance: float = param(1e-3, "the bracket's width at which the search stops (nats)",
+                                   flag="--exact-tolerance", type=positive, metavar="NATS")
+    exact_budget: int = param(2000, "the search's forwards at most, per answer", flag="--exact-budget",
+                              type=POSITIVE, metavar="FORWARDS", limit="search_forwards")
 
 
 @register
@@ -32,6 +45,7 @@ class Exact(Scoring):
     doc = ("the midpoint of a certified bracket lower <= log p(x | c) <= upper (the upper bound where nothing was "
            "found)")
     classifiers = ("exact",)
+    params = ExactParams
     settings_fields = ("exact_tolerance", "exact_budget")
     record_kind = "exact"
 

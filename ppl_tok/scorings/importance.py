@@ -8,12 +8,14 @@ study's ``marginal`` classifier uses the first ``k`` particles (``k`` tuned), ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.pairs import Pair, PairScore, canonical_tokens
-from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
+from ppl_tok.common.params import Params
+from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, proposal_param, register, samples_param
 
 
 def particles(lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig, guide: Any = None) -> list[Any]:
@@ -33,6 +35,14 @@ def particles(lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig, g
                      guide=guide, seeds=[p.seed for p in pairs])
 
 
+@dataclass(frozen=True)
+class ImportanceParams(Params):
+    """The particles of ``importance``: how many and their proposal (each request carries its seed)."""
+
+    num_samples: int = samples_param()
+    proposal: dict[str, Any] | None = proposal_param()
+
+
 @register
 class Importance(Scoring):
     """Plain importance sampling (the paper's estimator)."""
@@ -43,6 +53,7 @@ class Importance(Scoring):
     doc = ("log mean(p(v_i) / q(v_i)): the importance-sampling estimate of log p(x | c) over N particles "
            "(QA: 'marginal' uses the first k, k tuned; 'marginal-all' all N)")
     classifiers = ("marginal", "marginal-all")
+    params = ImportanceParams
     settings_fields = ("num_samples",)
     record_kind = "is"
 

@@ -9,6 +9,8 @@ estimate of answer ``j``'s non-canonical mass; the score is ``log(alpha P_can(j)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,8 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
 from ppl_tok.scorings.pairs import Pair, PairScore, groups
-from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
+from ppl_tok.common.params import Params, param
+from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, proposal_param, register, samples_param
 
 
 def normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -38,6 +41,33 @@ def mixture(canonical: np.ndarray, noncanonical: np.ndarray, valid: np.ndarray,
     return a * p_can[..., None] + (1 - a) * p_non[..., None]
 
 
+def weight(text: str) -> float:
+    """An argparse type: a weight in ``[0, 1]``."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise argparse.ArgumentTypeError(f"expected a finite number in [0, 1], got {text!r}")
+    return value
+
+
+weight.__name__ = "weight"
+
+
+@dataclass(frozen=True)
+class MixtureParams(Params):
+    """The particles of ``mixture`` and the canonical distribution's weight."""
+
+    num_samples: int = samples_param()
+    alpha: float = param(0.5, "the canonical distribution's weight in [0, 1] (the QA study tunes it)", flag="--alpha",
+                         type=weight)
+    proposal: dict[str, Any] | None = proposal_param()
+
+
 @register
 class Mixture(Scoring):
     """An answer's probability among its question's answers, not ``log p(x | c)``."""
@@ -49,6 +79,7 @@ class Mixture(Scoring):
     unit = "nats: log-probability of the answer among the question's answers"
     doc = "log(alpha P_can + (1 - alpha) P_non), the paper's mixture (alpha: QA tuned, lm-eval 'alpha')"
     classifiers = ("mixture",)
+    params = MixtureParams
     settings_fields = ("num_samples", "alpha")
     record_kind = "is"
 

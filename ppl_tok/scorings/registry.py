@@ -24,12 +24,14 @@ level (documented ``--model_args``); they now mean ``beam`` and ``importance``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ppl_tok.common.arguments import POSITIVE, SEED, positive_or_inf, share
+from ppl_tok.common.params import Params, Spec, param, settings as param_settings, specs, split_values
 from ppl_tok.common.registry import Registry, class_registrar
-from ppl_tok.strings.beam import StringSearchConfig
+from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
 
 if TYPE_CHECKING:  # the registry and its names are read without torch (ppl-tok --help); a scoring runs with it
     from ppl_tok.lm.base import LanguageModel
@@ -46,6 +48,11 @@ LEVEL_NAMES = {DOCUMENT: "documents (perplexity, lm-eval loglikelihood_rolling)"
                QUESTION: "multiple-choice questions (the QA study's classifiers)"}
 
 NATS = "nats: log p(x | c)"
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of a scoring that has none of its own."""
 
 
 class Scoring:
@@ -70,8 +77,12 @@ class Scoring:
     :cvar unit: what its figure is.
     :cvar doc: one line: what it computes.
     :cvar classifiers: the QA report's names of the classifiers built on it (``question`` level).
-    :cvar settings_fields: the :class:`ScoringConfig` fields its figures depend on
-        beyond ``scoring`` and ``window`` (a run's stored settings: a resume under others is refused).
+    :cvar params: its own parameters, a frozen :class:`~ppl_tok.common.params.Params` dataclass (each field's
+        default, help, flag and check; :class:`NoParams` by default): ``--scoring NAME`` takes their flags,
+        lm-eval's ``scoring=NAME`` their ``--model_args``, ``ScoringConfig(NAME, field=...)`` their values, and
+        :meth:`settings` records them (:mod:`ppl_tok.common.params`).
+    :cvar settings_fields: the fields of :attr:`params` its figures depend on, beyond ``scoring`` and ``window``
+        (a run's stored settings: a resume under others is refused); ``None`` (the default): every field.
     :cvar rolling: what lm-eval's ``loglikelihood_rolling`` computes under this scoring where it is no
         document-level scoring itself (``None``: itself, or nothing).
     :cvar record_kind: the QA study's stored record its classifiers are computed from (``None``: the figures
@@ -88,7 +99,8 @@ class Scoring:
     unit: ClassVar[str] = NATS
     doc: ClassVar[str] = ""
     classifiers: ClassVar[tuple[str, ...]] = ()
-    settings_fields: ClassVar[tuple[str, ...]] = ()
+    params: ClassVar[type[Params]] = NoParams
+    settings_fields: ClassVar[tuple[str, ...] | None] = None
     rolling: ClassVar[str | None] = None
     record_kind: ClassVar[str | None] = None
     checkpoints: ClassVar[bool] = False
@@ -107,9 +119,11 @@ class Scoring:
         fix); by default nothing."""
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
-        """What a run's stored figures depend on: the name, the window and :attr:`settings_fields`."""
-        return {"scoring": self.name, "window": config.window,
-                **{f: getattr(config, f) for f in self.settings_fields}}
+        """What a run's stored figures depend on: the name, the window and :attr:`settings_fields` of its
+        :attr:`params` (all of them where that is ``None``)."""
+        own = param_settings(config.params)
+        fields_ = own if self.settings_fields is None else self.settings_fields
+        return {"scoring": self.name, "window": config.window, **{f: own[f] for f in fields_}}
 
     def __repr__(self) -> str:
         return f"<scoring {self.name!r} ({', '.join(self.levels)})>"
@@ -143,6 +157,14 @@ def _checked(scoring_class: type[Scoring]) -> Scoring:
     for level, method in ((DOCUMENT, "score_documents"), (PAIR, "score_pairs")):
         if level in levels and getattr(scoring_class, method) is getattr(Scoring, method):
             raise ValueError(f"scoring {name!r} names the {level} level but does not implement {method}")
+    if not (isinstance(obj.params, type) and issubclass(obj.params, Params)):
+        raise ValueError(f"scoring {name!r}: params must be a frozen Params dataclass (ppl_tok.common.params), "
+                         f"got {obj.params!r}")
+    specs(obj.params)  # every field with a default and help (a TypeError naming the field)
+    own = {s.name for s in specs(obj.params)}
+    if obj.settings_fields is not None and not set(obj.settings_fields) <= own:
+        raise ValueError(f"scoring {name!r}: settings_fields {sorted(set(obj.settings_fields) - own)} are no fields "
+                         f"of its params ({', '.join(sorted(own)) or 'none'})")
     if QUESTION in levels and not obj.classifiers:
         raise ValueError(f"scoring {name!r} names the {QUESTION} level but no classifiers")
     if QUESTION in levels and obj.record_kind is None and PAIR not in levels:
@@ -195,6 +217,9 @@ def scoring(name: str, level: str) -> Scoring:
     return SCORINGS[resolved]
 
 
+_find = scoring  # ScoringConfig's argument ``scoring`` hides the function
+
+
 def classifiers() -> tuple[str, ...]:
     """The QA report's classifier names, in report order."""
     return tuple(c for s in SCORINGS.values() if QUESTION in s.levels for c in s.classifiers)
@@ -211,92 +236,173 @@ def classifier_scoring(classifier: str) -> Scoring:
     raise ValueError(f"unknown QA classifier {classifier!r}: expected one of {', '.join(classifiers())}")
 
 
-#: The lazy-extension shares of the ``beam`` scoring of documents by default (:class:`ScoringConfig`; the
-#: ``extend_threshold``, ``boundary_threshold`` and ``rejoin_threshold`` of
-#: :class:`~ppl_tok.strings.StringSearchConfig`): the cheapest setting that kept at least 90% of the exhaustive
-#: beam's gain over canonical on held-out text (``benchmarks/perplexity_defaults.py``, docs/perplexity.md).
+#: The lazy-extension shares of the ``beam`` scoring of documents by default (its params,
+#: :class:`ppl_tok.scorings.beam.BeamParams`; the ``extend_threshold``, ``boundary_threshold`` and
+#: ``rejoin_threshold`` of :class:`~ppl_tok.strings.StringSearchConfig`): the cheapest setting that kept at least
+#: 90% of the exhaustive beam's gain over canonical on held-out text (``benchmarks/perplexity_defaults.py``,
+#: docs/perplexity.md).
 BEAM_LAZY_DEFAULT: dict[str, float | None] = {"extend_threshold": 0.2, "boundary_threshold": 1e-4,
                                               "rejoin_threshold": 1e-6}
+#: The lazy-extension shares, in :class:`~ppl_tok.strings.StringSearchConfig`'s order.
+LAZY_FIELDS = ("extend_threshold", "boundary_threshold", "rejoin_threshold")
+#: Importance particles by default, wherever a scoring draws them (perplexity, lm-eval, Python).
+DEFAULT_SAMPLES = 64
 
 
-def default_search(scoring_name: str, level: str = DOCUMENT, exhaustive: bool = False,
-                   **beam: Any) -> StringSearchConfig:
-    """The beam's search when none is given: :data:`BEAM_LAZY_DEFAULT`'s lazy extension for the ``beam`` scoring of
-    documents, every kept prefix run otherwise (``exhaustive``, the other scorings, and requests). ``beam``: the
-    other :class:`~ppl_tok.strings.StringSearchConfig` fields (``beam``, ``prune``, ``budget``)."""
-    lazy = level == DOCUMENT and scoring_name == "beam" and not exhaustive
-    return StringSearchConfig(**beam, **(BEAM_LAZY_DEFAULT if lazy else {}))
+def samples_param(help: str = "importance particles per window or request") -> Any:
+    """The ``num_samples`` field of a scoring that draws particles (``--samples``, ``num_samples=``)."""
+    return param(DEFAULT_SAMPLES, help, flag="--samples", type=POSITIVE, metavar="N", limit="samples")
+
+
+def seed_param(help: str = "the seed each document's and window's particles derive from") -> Any:
+    """The ``seed`` field of a scoring whose particles it seeds (``--seed``, ``seed=``)."""
+    return param(0, help, flag="--seed", type=SEED)
+
+
+def proposal_param() -> Any:
+    """The ``proposal`` field: the importance proposal's record (:func:`ppl_tok.proposals.proposal_settings`;
+    ``None``: the look-ahead), given as ``--proposal``/``--proposal-file`` and lm-eval's ``proposal=``."""
+    return param(None, "the importance proposal's record (ppl_tok.proposals.proposal_settings; None: the look-ahead)")
 
 
 @dataclass(frozen=True)
+class SearchParams(Params):
+    """The byte-synchronous beam's parameters, of a scoring that runs it (``beam``, ``prefix``, ``with-end``,
+    ``conditional``): its :attr:`search` is built from them.
+
+    The three lazy-extension shares go together: none given, the search takes :attr:`lazy_default` (the scoring's
+    measured default; ``None``: every kept prefix run), or none with ``exhaustive``; any given, the others take
+    :class:`~ppl_tok.strings.StringSearchConfig`'s (``extend_threshold`` 0, the others ``None``). In Python the
+    whole search may be given instead (``ScoringConfig("beam", search=StringSearchConfig(...))``, :meth:`expand`).
+    """
+
+    #: the lazy shares when none is given and not ``exhaustive`` (``None``: no lazy extension)
+    lazy_default: ClassVar[Mapping[str, float | None] | None] = None
+    #: a scoring of documents: prunes against the offset only
+    documents: ClassVar[bool] = True
+
+    beam: int = param(StringSearchConfig.beam, "hypotheses kept per byte offset", flag="--beam", type=POSITIVE,
+                      limit="beam")
+    prune: float = param(StringSearchConfig.prune, "drop hypotheses this many nats below the best at their offset "
+                         "(inf: rank only)", flag="--prune", type=positive_or_inf, metavar="NATS", limit="prune_nats")
+    budget: int | None = param(None, "token forwards per window, past which the beam narrows to one prefix (None: no "
+                               "limit)", flag="--search-budget", type=POSITIVE, aliases=("--budget",),
+                               metavar="FORWARDS", limit="search_forwards")
+    extend_threshold: float | None = param(
+        None, "lazy extension: run a prefix only if it holds at least this share of the text's mass at its offset "
+        "(none of the three shares given: the scoring's default)", flag="--extend-threshold", type=share,
+        metavar="SHARE")
+    boundary_threshold: float | None = param(
+        None, "lazy extension's share at the canonical tokenization's token boundaries", flag="--boundary-threshold",
+        type=share, metavar="SHARE")
+    rejoin_threshold: float | None = param(
+        None, "lazy extension's share for a split path's first prefix back on the canonical boundaries",
+        flag="--rejoin-threshold", type=share, metavar="SHARE")
+    exhaustive: bool = param(False, "run every kept prefix through the LM (no lazy extension)", flag="--exhaustive")
+    prune_against: str = param("offset", "what prune is measured from (StringSearchConfig)", choices=("offset", "text"))
+    prefill: str = param(StringSearchConfig.prefill, "how a prompt is conditioned on (ppl_tok.strings.prefill)",
+                         choices=PREFILL_MODES)
+    prefill_tail: int | None = param(None, "the fewest bytes the prefill's tail holds (None: no minimum)",
+                                     type=POSITIVE)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        given = [f for f in LAZY_FIELDS if getattr(self, f) is not None]
+        if self.exhaustive and given:
+            flag = next(s.flag for s in specs(self) if s.name == given[0])
+            raise ValueError(f"--exhaustive runs every kept prefix but {flag} sets lazy extension: give one or "
+                             f"the other (exhaustive=True, {given[0]}=...)")
+        if self.documents and self.prune_against != "offset":
+            raise ValueError(f"the beam scoring prunes against the offset only, got "
+                             f"prune_against={self.prune_against!r}")
+        self.search  # noqa: B018 - the search's own checks
+
+    @property
+    def lazy(self) -> dict[str, float | None]:
+        """The lazy-extension shares the search runs with (``{}``: none)."""
+        if any(getattr(self, f) is not None for f in LAZY_FIELDS):
+            return {"extend_threshold": self.extend_threshold or 0.0, "boundary_threshold": self.boundary_threshold,
+                    "rejoin_threshold": self.rejoin_threshold}
+        return {} if self.exhaustive or self.lazy_default is None else dict(self.lazy_default)
+
+    @property
+    def search(self) -> StringSearchConfig:
+        """The byte-synchronous beam's search these parameters give."""
+        return StringSearchConfig(beam=self.beam, prune=self.prune, budget=self.budget,
+                                  prune_against=self.prune_against, prefill=self.prefill,
+                                  prefill_tail=self.prefill_tail, **self.lazy)
+
+    @classmethod
+    def expand(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with a whole ``search`` (a :class:`~ppl_tok.strings.StringSearchConfig`, Python) turned into
+        the fields: its lazy shares where it has lazy extension, else ``exhaustive``.
+
+        :raises ValueError: ``search`` with one of the fields it sets, or with ``exhaustive`` and lazy extension.
+        """
+        out = dict(values)
+        search = out.pop("search", None)
+        if search is None:
+            return out
+        if not isinstance(search, StringSearchConfig):
+            raise TypeError(f"search must be a StringSearchConfig, got {search!r}")
+        exhaustive = out.pop("exhaustive", False)
+        if exhaustive and search.lazy:
+            raise ValueError(f"exhaustive=True runs every kept prefix, but search has lazy extension "
+                             f"({search.lazy_settings()}): give one or the other")
+        own = {f.name: getattr(search, f.name) for f in fields(search) if f.name not in LAZY_FIELDS}
+        own.update({f: getattr(search, f) for f in LAZY_FIELDS} if search.lazy else {"exhaustive": True})
+        both = sorted(set(own) & set(out))
+        if both:
+            raise ValueError(f"give search or {', '.join(both)}, not both (search sets them)")
+        return {**out, **own}
+
+
+@dataclass(frozen=True, init=False)
 class ScoringConfig:
-    """What a scoring computes, at one level (validated); each scoring reads the fields it needs.
+    """What a scoring computes, at one level: what every scoring shares, and the scoring's own parameters.
 
     :param scoring: a scoring's name at ``level`` (:mod:`ppl_tok.scorings`; old names resolved: ``marginal`` is
         ``beam`` for documents and ``importance`` for requests).
     :param window: positions per forward (``None``: the model's context length; no limit for toy LMs).
-    :param search: the byte-synchronous beam of ``beam``, ``prefix``, ``with-end`` and ``conditional`` (its
-        ``beam``, ``prune``, ``budget`` and lazy-extension shares). ``None`` (the default): :func:`default_search`,
-        for the ``beam`` scoring of documents the lazy extension of :data:`BEAM_LAZY_DEFAULT` (within 90% of the
-        exhaustive beam's gain at a fraction of its forwards, docs/perplexity.md), else
-        :class:`~ppl_tok.strings.StringSearchConfig`'s defaults (every kept prefix run).
-    :param exhaustive: run every kept prefix (lazy extension off: the search of ``search=None`` is
-        :class:`~ppl_tok.strings.StringSearchConfig`'s defaults); a ``search`` with lazy extension is then an error.
-    :param num_samples: importance particles (``canonical+rest``, ``importance``, ``stratified``, ``mixture``).
-    :param seed: the seed the particles of (document, window) derive from (requests carry their own).
-    :param exact_tolerance: ``exact``: the bracket's width at which the search stops (nats).
-    :param exact_budget: ``exact``: the search's forwards at most.
-    :param alpha: ``mixture``: the canonical distribution's weight.
-    :param proposal: the importance proposal of ``canonical+rest``, ``importance`` and ``mixture``, a record of
-        :func:`ppl_tok.proposals.proposal_settings` (``None``: the look-ahead); a learned one is stored in a run's
-        settings with its file's checksum and weights.
     :param level: :data:`~ppl_tok.scorings.DOCUMENT` (perplexity, ``loglikelihood_rolling``) or
         :data:`~ppl_tok.scorings.PAIR` (``loglikelihood``).
-    :param event: ``conditional``: what a continuation's probability is of, ``"boundary"`` (the continuation
-        then a boundary character or the end) or ``"prefix"`` (the output begins with it);
-        :data:`ppl_tok.strings.conditional.EVENTS`.
+    :param params: the scoring's own parameters, an instance of its :attr:`Scoring.params`; or, instead,
+        ``**values``: their fields by name (``ScoringConfig("canonical+rest", num_samples=8)``; the beam's scorings
+        also take a whole ``search=StringSearchConfig(...)``), each checked by its field, a name that is none of
+        the scoring's refused naming the ones it takes. Read them as ``config.params.NAME`` (or ``config.NAME``).
     """
 
-    scoring: str = "canonical"
-    window: int | None = None
-    search: StringSearchConfig | None = None
-    num_samples: int = 64
-    seed: int = 0
-    exact_tolerance: float = 1e-3
-    exact_budget: int = 2000
-    alpha: float = 0.5
-    proposal: dict[str, Any] | None = None
-    level: str = DOCUMENT
-    exhaustive: bool = False
-    event: str = "boundary"
+    scoring: str
+    window: int | None
+    level: str
+    params: Params
 
-    def __post_init__(self) -> None:
-        from ppl_tok.strings.conditional import EVENTS
+    def __init__(self, scoring: str = "canonical", window: int | None = None, *, level: str = DOCUMENT,
+                 params: Params | None = None, **values: Any) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r}: expected one of {', '.join(LEVELS)}")
+        found = _find(scoring, level)  # old names resolved
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 3):
+            raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {window!r}")
+        cls = found.params
+        if params is None:
+            params = own_params(found, values)
+        elif values:
+            raise TypeError(f"give params or its fields ({', '.join(values)}), not both")
+        elif not isinstance(params, cls):
+            raise TypeError(f"scoring {found.name!r} takes params of {cls.__qualname__}, got {params!r}")
+        for name, value in (("scoring", found.name), ("window", window), ("level", level), ("params", params)):
+            object.__setattr__(self, name, value)
 
-        if self.event not in EVENTS:
-            raise ValueError(f"event must be one of {', '.join(EVENTS)}, got {self.event!r}")
-        object.__setattr__(self, "scoring", scoring(self.scoring, self.level).name)  # old names resolved
-        if not isinstance(self.exhaustive, bool):
-            raise TypeError(f"exhaustive must be True or False, got {self.exhaustive!r}")
-        if self.search is None:
-            object.__setattr__(self, "search", default_search(self.scoring, self.level, self.exhaustive))
-        if self.window is not None and (not isinstance(self.window, int) or self.window < 3):
-            raise ValueError(f"window must be at least 3 positions (BOS, context, text), got {self.window!r}")
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer, got {self.num_samples!r}")
-        if not isinstance(self.search, StringSearchConfig):
-            raise TypeError(f"search must be a StringSearchConfig, got {self.search!r}")
-        if self.exhaustive and self.search.lazy:
-            raise ValueError(f"exhaustive=True runs every kept prefix, but search has lazy extension "
-                             f"({self.search.lazy_settings()}): give one or the other")
-        if self.level == DOCUMENT and self.search.prune_against != "offset":
-            raise ValueError(f"the beam scoring prunes against the offset only, got "
-                             f"prune_against={self.search.prune_against!r}")
-        if not (self.exact_tolerance > 0 and isinstance(self.exact_budget, int) and self.exact_budget >= 1):
-            raise ValueError(f"exact_tolerance must be > 0 and exact_budget a positive integer, got "
-                             f"{self.exact_tolerance!r}, {self.exact_budget!r}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {self.alpha!r}")
+    def __getattr__(self, name: str) -> Any:
+        """A parameter of the scoring (``config.num_samples`` is ``config.params.num_samples``)."""
+        if name.startswith("_") or name == "params":
+            raise AttributeError(name)
+        try:
+            return getattr(self.params, name)
+        except AttributeError:
+            raise AttributeError(f"scoring {self.scoring!r} has no parameter {name!r} (its parameters: "
+                                 f"{', '.join(s.name for s in specs(self.params)) or 'none'})") from None
 
     @property
     def implementation(self) -> Scoring:
@@ -308,6 +414,43 @@ class ScoringConfig:
         return self.implementation.settings(self)
 
 
-__all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DOCUMENT", "LEVELS", "PAIR", "QUESTION", "SCORINGS", "Scoring",
-           "ScoringConfig", "accepted", "classifier_scoring", "classifiers", "default_search", "is_defined", "names",
-           "register", "scoring", "unregister"]
+def check_limits(fields_: Iterable[Spec], values: Mapping[str, Any], named: Callable[[Spec], str]) -> None:
+    """The values given (a command's flags, ``--model_args``, by field name) of the fields that have a memory limit
+    (``ppl_tok.limits``), checked against it before any work; ``named(spec)`` says how a value was given.
+
+    :raises ppl_tok.limits.LimitError: a value over its limit (a number of nats: its ceiling).
+    """
+    import math
+
+    from ppl_tok.limits import limits
+
+    lim = limits()
+    for spec in fields_:
+        value = values.get(spec.name)
+        if spec.limit is None or value is None or isinstance(value, bool):
+            continue
+        lim.check(spec.limit, math.ceil(value) if isinstance(value, float) and math.isfinite(value) else value,
+                  named(spec))
+
+
+def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
+    """The parameters of the scoring ``found`` from ``values``, its fields by name (Python values, each checked by
+    its field; :func:`ppl_tok.common.params.from_values` parses text).
+
+    :raises ValueError: a name that is none of its fields (naming the scoring and the ones it takes), a bad value.
+    """
+    cls = found.params
+    expand = getattr(cls, "expand", None)
+    values = expand(values) if expand is not None else dict(values)
+    mine, rest = split_values(cls, values)
+    if rest:
+        known = ", ".join(s.name for s in specs(cls)) or "none"
+        raise ValueError(f"scoring {found.name!r} takes no parameter {', '.join(sorted(rest))} (its parameters: "
+                         f"{known})")
+    return cls(**mine)
+
+
+__all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
+           "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
+           "check_limits", "classifiers", "is_defined", "names", "own_params", "proposal_param", "register", "samples_param",
+           "scoring", "seed_param", "unregister"]

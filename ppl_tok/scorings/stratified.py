@@ -6,12 +6,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
 from ppl_tok.scorings.pairs import Pair, PairScore
-from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register
+from ppl_tok.common.params import Params
+from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, register, samples_param
+
+
+@dataclass(frozen=True)
+class StratifiedParams(Params):
+    """The particles of ``stratified`` (each request carries its seed; the proposal is the stratified guide)."""
+
+    num_samples: int = samples_param()
 
 
 @register
@@ -23,6 +32,7 @@ class Stratified(Scoring):
     levels = (PAIR, QUESTION)
     doc = "the stratified estimate of log p(x | c): the enumerated part exact, the rest sampled"
     classifiers = ("stratified",)
+    params = StratifiedParams
     settings_fields = ("num_samples",)
     record_kind = "stratified"
 

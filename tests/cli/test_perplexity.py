@@ -258,4 +258,6 @@ def test_the_beam_default_is_the_measured_lazy_setting_and_exhaustive_is_one_fla
     assert "--exhaustive runs every kept prefix but --extend-threshold sets lazy extension" in err
     assert len(err.strip().splitlines()) == 1
     assert main(["perplexity", str(path), "--exhaustive"]) == 2
-    assert "--exhaustive would be ignored: --scoring canonical runs no beam" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--exhaustive would be ignored: --scoring canonical does not read it (it takes no flags of its own; " \
+           "--exhaustive is for --scoring beam, prefix, with-end)" in err

@@ -15,7 +15,7 @@ from ppl_tok.common.params import Params, param
 
 @dataclass(frozen=True)
 class Beamish(Params):
-    beam: int = param(8, "hypotheses kept per offset", flag="--beam", type=integer(1))
+    beam: int = param(8, "hypotheses kept per offset", flag="--beam", type=integer(1), limit="beam")
     prune: float = param(1e-6, "drop below this share of the best", flag="--prune", type=positive)
     exhaustive: bool = param(False, "run every kept prefix", flag="--exhaustive")
     budget: int | None = param(None, "forwards at most", flag="--search-budget", type=integer(1),
@@ -57,6 +57,7 @@ def test_defaults_and_the_specs_read_off_the_fields():
     s = P.specs(Beamish)
     assert [x.name for x in s] == ["beam", "prune", "exhaustive", "budget"]
     assert s[0].flag == "--beam" and s[0].help == "hypotheses kept per offset" and s[3].aliases == ("--budget",)
+    assert s[0].limit == "beam" and s[1].limit is None
     assert P.specs(b) == s
 
 
@@ -68,6 +69,7 @@ def test_defaults_and_the_specs_read_off_the_fields():
     ({"prune": float("nan")}, r"^prune \(--prune\): expected a finite number > 0, got 'nan'$"),
     ({"prune": -1.0}, r"^prune \(--prune\): expected a finite number > 0, got '-1\.0'$"),
     ({"exhaustive": 1}, r"^exhaustive \(--exhaustive\): expected True or False, got 1$"),
+    ({"exhaustive": "yes"}, r"^exhaustive \(--exhaustive\): expected True or False, got 'yes'$"),
     ({"budget": 0}, r"^budget \(--search-budget\): expected an integer >= 1, got 0$"),
 ])
 def test_a_bad_python_value_is_one_line_naming_the_field(kwargs, message):
@@ -214,8 +216,9 @@ def test_model_args_strings_parse_into_the_fields():
     with pytest.raises(ValueError, match=r"^scoring rest takes no parameter beam \(its parameters: num_samples, seed, "
                                          r"mode, hidden\)$"):
         P.from_values(Sampled, {"beam": "3"}, "scoring rest")
-    with pytest.raises(ValueError, match=r"^num_samples \(--samples\): expected an integer >= 1, got 0$"):
+    with pytest.raises(P.ParamValueError, match=r"^num_samples \(--samples\): expected an integer >= 1, got 0$") as e:
         P.from_values(Sampled, {"num_samples": "0"})
+    assert (e.value.spec.name, e.value.value, e.value.reason) == ("num_samples", "0", "expected an integer >= 1, got 0")
     with pytest.raises(ValueError, match=r"^exhaustive \(--exhaustive\): expected true or false, got 'maybe'$"):
         P.from_values(Beamish, {"exhaustive": "maybe"})
 

@@ -10,38 +10,48 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
 
+from ppl_tok.common.arguments import positive
 from ppl_tok.common.counts import count_bytes, count_words
+from ppl_tok.common.params import Params, param
 from ppl_tok.scorings import (DOCUMENT, PAIR, QUESTION, DocumentScore, Pair, PairScore, Scoring, ScoringConfig,
                               names, register, scoring, unregister)
 from qa_toy import toy_lm
 
-LOG256 = math.log(256)
+LOG2 = math.log(2)
+
+
+@dataclass(frozen=True)
+class UniformBytesParams(Params):
+    """The toy's own parameter: what a byte costs."""
+
+    bits: float = param(8.0, "bits per byte", flag="--toy-bits", type=positive)
 
 
 class UniformBytes(Scoring):
-    """Every byte 1/256, whatever the LM: ``log p(x | c) = -|x| log 256`` (figures a test can know)."""
+    """Every byte costs ``bits`` bits, whatever the LM: ``log p(x | c) = -|x| bits log 2`` (figures a test can know)."""
 
     name = "toy-uniform-bytes"
-    estimator = "a test's toy: every byte 1/256 (tests/scorings/test_adding_a_scoring.py)"
+    estimator = "a test's toy: every byte 2^-bits (tests/scorings/test_adding_a_scoring.py)"
     levels = (DOCUMENT, PAIR, QUESTION)
-    doc = "-|x| log 256"
+    doc = "-|x| bits log 2"
     classifiers = ("toy-uniform-bytes",)
-    settings_fields = ("seed",)
+    params = UniformBytesParams
 
     def score_documents(self, lm, docs, config, *, on_bytes: Callable[[int], None] | None = None
                         ) -> list[DocumentScore]:
         out = []
         for d in docs:
-            ll = -count_bytes(d.text) * LOG256
+            ll = -count_bytes(d.text) * config.params.bits * LOG2
             out.append(DocumentScore(d.index, count_bytes(d.text), count_words(d.text), len(lm.canonical(d.text)), 1,
                                      log_likelihood=ll, canonical=lm.canonical_log_prob(d.text), lower=ll, upper=ll))
         return out
 
     def score_pairs(self, lm, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
-        return [PairScore(-count_bytes(p.continuation) * LOG256) for p in pairs]
+        return [PairScore(-count_bytes(p.continuation) * config.params.bits * LOG2) for p in pairs]
 
 
 @pytest.fixture
@@ -66,45 +76,68 @@ def test_perplexity_runs_it_into_a_folder_and_resumes(toy_scoring, tmp_path):
 
     lm = toy_lm()
     corpus = corpus_from_texts(["ab ba", "a b"])
-    config = ScoringConfig(UniformBytes.name, seed=3)
+    config = ScoringConfig(UniformBytes.name, bits=4.0)
     scores = run_perplexity(lm, corpus, config, out=tmp_path / "run", progress=False)
-    assert [s.log_likelihood for s in scores] == [-5 * LOG256, -3 * LOG256]
+    assert [s.log_likelihood for s in scores] == [-5 * 4 * LOG2, -3 * 4 * LOG2]
     stored = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert stored["scoring"] == UniformBytes.name and stored["seed"] == 3  # its own settings, recorded
+    assert stored["scoring"] == UniformBytes.name and stored["bits"] == 4.0  # its own parameter, recorded
     again = run_perplexity(lm, corpus, config, out=tmp_path / "run", progress=False)
     assert [s.to_record() for s in again] == [s.to_record() for s in scores]
-    with pytest.raises(ValueError, match="seed"):  # another setting of the toy: refused on resume
-        run_perplexity(lm, corpus, ScoringConfig(UniformBytes.name, seed=4), out=tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match="bits: folder has 4.0, this run has 8.0"):  # refused on resume
+        run_perplexity(lm, corpus, ScoringConfig(UniformBytes.name), out=tmp_path / "run", progress=False)
+    with pytest.raises(ValueError, match=r"scoring 'toy-uniform-bytes' takes no parameter num_samples \(its "
+                                         r"parameters: bits\)"):
+        ScoringConfig(UniformBytes.name, num_samples=8)
+    with pytest.raises(ValueError, match=r"^bits \(--toy-bits\): expected a finite number > 0, got '0\.0'$"):
+        ScoringConfig(UniformBytes.name, bits=0.0)
 
 
-def test_the_command_line_offers_it(toy_scoring, tmp_path, capsys):
+def _perplexity(doc, *flags):
     from ppl_tok.cli.main import main
     from ppl_tok.lm.backends import register_backend, unregister_backend
 
-    doc = tmp_path / "d.txt"
-    doc.write_text("ab ba", encoding="utf-8")
     register_backend("toy-scoring-test", lambda spec, **options: toy_lm())
     try:
-        code = main(["perplexity", str(doc), "--backend", "toy-scoring-test", "--model", "x", "--scoring",
-                     UniformBytes.name, "--json"])
+        return main(["perplexity", str(doc), "--backend", "toy-scoring-test", "--model", "x", "--scoring",
+                     UniformBytes.name, "--json", *flags])
     finally:
         unregister_backend("toy-scoring-test")
-    assert code in (0, None)
-    out = json.loads(capsys.readouterr().out)
-    assert out["bits_per_byte"] == pytest.approx(8.0)
+
+
+def test_the_command_line_offers_it_with_its_flag_and_resumes_its_folder(toy_scoring, tmp_path, capsys):
+    doc = tmp_path / "d.txt"
+    doc.write_text("ab ba", encoding="utf-8")
+    assert _perplexity(doc) in (0, None)
+    assert json.loads(capsys.readouterr().out)["bits_per_byte"] == pytest.approx(8.0)
+    assert _perplexity(doc, "--toy-bits", "3", "--out", str(tmp_path / "run")) in (0, None)
+    assert json.loads(capsys.readouterr().out)["bits_per_byte"] == pytest.approx(3.0)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["bits"] == 3.0
+    assert _perplexity(doc, "--toy-bits", "3", "--out", str(tmp_path / "run")) in (0, None)  # resumed
+    assert json.loads(capsys.readouterr().out)["bits_per_byte"] == pytest.approx(3.0)
+    assert _perplexity(doc, "--toy-bits", "5", "--out", str(tmp_path / "run")) == 2
+    assert "bits: folder has 3.0, this run has 5.0" in capsys.readouterr().err
+    assert _perplexity(doc, "--samples", "8") == 2  # another scoring's flag: one line naming what the toy takes
+    err = capsys.readouterr().err
+    assert "--samples would be ignored: --scoring toy-uniform-bytes does not read it (it takes --toy-bits" in err
+    assert len(err.strip().splitlines()) == 1
+    assert _perplexity(doc, "--toy-bits", "0") == 2
+    assert "argument --toy-bits: expected a finite number > 0, got '0'" in capsys.readouterr().err
 
 
 def test_lm_eval_scores_requests_and_documents_with_it(toy_scoring):
     pytest.importorskip("lm_eval")
-    from ppl_tok.integrations.lm_eval import PPLTokLM
+    from ppl_tok.integrations.lm_eval import ModelArgumentError, PPLTokLM
 
-    model = PPLTokLM(lm=toy_lm(), scoring=UniformBytes.name)
-    assert model.score_pairs([Pair("ab", " ab"), Pair("ab", " b", choice=1)]) == [-3 * LOG256, -2 * LOG256]
+    model = PPLTokLM.create_from_arg_obj({"lm": toy_lm(), "scoring": UniformBytes.name, "bits": "2"})
+    assert model.score_pairs([Pair("ab", " ab"), Pair("ab", " b", choice=1)]) == [-3 * 2 * LOG2, -2 * 2 * LOG2]
 
     class Request:
         args = ("ab ba",)
 
-    assert model.loglikelihood_rolling([Request()], disable_tqdm=True) == [-5 * LOG256]
+    assert model.loglikelihood_rolling([Request()], disable_tqdm=True) == [-5 * 2 * LOG2]
+    assert PPLTokLM(lm=toy_lm(), scoring=UniformBytes.name).score_pairs([Pair("ab", " b")]) == [-2 * 8 * LOG2]
+    with pytest.raises(ModelArgumentError, match=r"^bits='-1': expected a finite number > 0, got '-1'$"):
+        PPLTokLM.create_from_arg_obj({"lm": toy_lm(), "scoring": UniformBytes.name, "bits": "-1"})
 
 
 def test_the_qa_study_stores_and_classifies_with_it(toy_scoring, tmp_path):
@@ -117,7 +150,8 @@ def test_the_qa_study_stores_and_classifies_with_it(toy_scoring, tmp_path):
     test = write_questions(tmp_path / "test.jsonl", 6, seed=1)
     tune = write_questions(tmp_path / "tune.jsonl", 3, seed=2)
     study = load_study(str(test), tune=tune)
-    settings = study_settings(study, model="toy", samples=4, seed=0, scores=[UniformBytes.name])
+    settings = study_settings(study, model="toy", samples=4, seed=0, scores=[UniformBytes.name],
+                              params={UniformBytes.name: {"bits": 2.0}})
     store = run_study(study, toy_lm(), tmp_path / "run", settings, batch_questions=2, progress=False)
     mine = [r for r in store.records if r["kind"] == UniformBytes.name]
     assert len(mine) == 9  # every question of both splits, beside the "is" records

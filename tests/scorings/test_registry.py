@@ -58,13 +58,15 @@ def test_the_beam_of_documents_defaults_to_the_measured_lazy_setting_and_exhaust
     full = ScoringConfig("beam", exhaustive=True)
     assert full.search == StringSearchConfig() and full.settings()["exhaustive"] is True
     assert "extend_threshold" not in full.settings()
-    # only the beam of documents was measured: the events, other scorings and requests keep every prefix
-    for config in (ScoringConfig("prefix"), ScoringConfig("with-end"), ScoringConfig("canonical"),
-                   ScoringConfig("importance", level=PAIR)):
+    # only the beam of documents was measured: the events keep every prefix; scorings without a beam have no search
+    for config in (ScoringConfig("prefix"), ScoringConfig("with-end")):
         assert config.search == StringSearchConfig()
+    for config in (ScoringConfig("canonical"), ScoringConfig("importance", level=PAIR)):
+        with pytest.raises(AttributeError, match=f"scoring '{config.scoring}' has no parameter 'search'"):
+            config.search  # noqa: B018
     given = StringSearchConfig(beam=3)  # a search given is the search run
     assert ScoringConfig("beam", search=given).search == given
     with pytest.raises(ValueError, match="exhaustive=True runs every kept prefix, but search has lazy extension"):
         ScoringConfig("beam", search=StringSearchConfig(extend_threshold=0.01), exhaustive=True)
-    with pytest.raises(TypeError, match="exhaustive must be True or False"):
+    with pytest.raises(ValueError, match=r"exhaustive \(--exhaustive\): expected True or False, got 'yes'"):
         ScoringConfig("beam", exhaustive="yes")
