@@ -10,7 +10,8 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, integer, output_file, positive, run_folder
 from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_json_argument, add_lm_arguments,
-                                add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored)
+                                add_proposal_arguments, add_ray_arguments, lm_spec, proposal_record, ray_address,
+                                refuse_ignored)
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring
 
@@ -61,7 +62,8 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
 
     chosen = find_scoring(args.scoring, DOCUMENT)
     refuse_foreign(args, {args.scoring: chosen.params}, document_params(), "--scoring")
-    if (args.proposal != "lookahead" or args.proposal_file is not None) and "proposal" not in {
+    if (args.proposal is not None or args.proposal_file is not None
+            or args.proposal_param) and "proposal" not in {
             s.name for s in specs(chosen.params)}:
         takers = [name for name, cls in document_params().items() if "proposal" in {s.name for s in specs(cls)}]
         raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring {', '.join(takers)}, "
@@ -81,9 +83,7 @@ def scoring_config(args: argparse.Namespace) -> Any:
     check_limits(specs(chosen.params), given(args), lambda spec: spec.flag)
     values = {s.name: getattr(from_args(chosen.params, args), s.name) for s in specs(chosen.params)}
     if "proposal" in values:
-        from ppl_tok.proposals import proposal_settings
-
-        values["proposal"] = proposal_settings(args.proposal, args.proposal_file)
+        values["proposal"] = proposal_record(args)
     return ScoringConfig(chosen.name, window=args.window, **values)
 
 
