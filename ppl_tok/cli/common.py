@@ -191,9 +191,10 @@ def _check_bos_id(model: str, bos_id: int | None) -> None:
                              "below that, or drop --bos-id for the card's (else the tokenizer's) BOS")
 
 
-def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) -> None:
+def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True, extend: float | None = None) -> None:
     """The byte-synchronous beam's flags, defaults from :class:`~ppl_tok.strings.beam.StringSearchConfig`:
-    ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
+    ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` (``extend``: the command's own default,
+    said in its help) and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
     from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
     from ppl_tok.strings.beam import AUTO_HEAD_TOKENS
 
@@ -204,7 +205,7 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                    help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
     g.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
                    help="token forwards, past which the beam narrows to one prefix (default: none)")
-    add_extend_argument(g)
+    add_extend_argument(g, default=extend)
     if prefill:
         g.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
                        help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
@@ -215,14 +216,19 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                             f"{StringSearchConfig.prefill})")
 
 
-def add_extend_argument(p: argparse.ArgumentParser | Any, default_help: str | None = None) -> None:
+def add_extend_argument(p: argparse.ArgumentParser | Any, default_help: str | None = None,
+                        default: float | None = None) -> None:
     """``--extend-threshold``: :class:`~ppl_tok.strings.beam.StringSearchConfig`'s ``extend_threshold`` (lazy extension).
 
     ``default_help``: the command's own default, said in the help (``--extend-threshold`` then defaults to ``None``:
-    not given, which the command resolves); else :class:`~ppl_tok.strings.beam.StringSearchConfig`'s."""
+    not given, which the command resolves); ``default``: the command's own default value (said in the help); else
+    :class:`~ppl_tok.strings.beam.StringSearchConfig`'s."""
     from ppl_tok.strings.beam import StringSearchConfig
 
-    default = StringSearchConfig.extend_threshold if default_help is None else None
+    if default is not None:
+        default_help = format(default, "g")
+    else:
+        default = StringSearchConfig.extend_threshold if default_help is None else None
     p.add_argument("--extend-threshold", type=share, default=default, metavar="SHARE",
                    help="lazy extension: run a prefix through the LM only if it holds at least this share of the "
                         "text's mass at its offset, else prune it (0: every kept prefix; e.g. 0.001; default "
