@@ -44,6 +44,8 @@ class Proposal:
         ``proposal_NAME=VALUE`` in lm-eval's ``--model_args``, stored in a run's settings (``proposal_params``) and
         compared on resume (:func:`proposal_settings`).
     :param from_params: a proposal with parameters: its guide from them (``None``: :attr:`guide`).
+    :param enumerates: the importance sampler enumerates what a certified search finds and samples the rest with
+        this guide (``stratified``; :func:`ppl_tok.infer.importance.marginal` runs it text by text).
     """
 
     name: str
@@ -54,6 +56,7 @@ class Proposal:
     rejects: bool = False
     params: type[Params] = NoParams
     from_params: Callable[[Any], Callable[..., Any]] | None = None
+    enumerates: bool = False
 
     def __post_init__(self) -> None:
         if self.from_record is not None and self.from_params is not None:
@@ -125,7 +128,8 @@ for _builtin in (
         Proposal("lookahead", "lookahead", doc="the LM's next-token distribution masked to the MDD (the default)"),
         Proposal("uniform", "uniform", doc="uniform over the MDD's paths"),
         Proposal("prior", None, doc="the LM prior, every draw that leaves the MDD rejected", rejects=True),
-        Proposal("stratified", "stratified", doc="the look-ahead over what a certified search has not enumerated"),
+        Proposal("stratified", "stratified", doc="the look-ahead over what a certified search has not enumerated",
+                 enumerates=True),
         Proposal("learned", from_record=_learned_guide, read_file=_learned_file,
                  doc="log-linear over edge features, weights from `ppl-tok learn-proposal` (a proposal file)")):
     PROPOSALS.register(_builtin.name, _builtin)
