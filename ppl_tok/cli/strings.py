@@ -133,7 +133,7 @@ def add_task_flags(p: argparse.ArgumentParser, name: str) -> None:
     command first parses or shows its help."""
     from ppl_tok.common.params import add_flags_later
 
-    add_flags_later(p, lambda: {name: _task_params()[name]}, "")
+    add_flags_later(p, lambda: {name: _task_params()[name]}, "task")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
