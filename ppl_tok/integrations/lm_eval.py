@@ -172,6 +172,9 @@ def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iter
 OLD_NAMES = {"tolerance": "exact_tolerance", "budget": "exact_budget"}
 #: Model arguments the model reads itself, not a scoring's parameters (``params`` of :class:`PPLTokLM`).
 _SHARED = ("seed", "proposal")
+#: The scoring parameters whose memory limits (``ppl_tok.limits``) ``--model_args`` are checked against, as before
+#: the parameters were the scorings' own (the beam's width and pruning are not: lm-eval runs take wide beams).
+LIMITED = ("num_samples", "exact_budget")
 
 
 def scoring_parameters() -> dict[str, Any]:
@@ -204,9 +207,10 @@ def checked_parameters(params: dict[str, Any]) -> dict[str, Any]:
                                      f"{', '.join(sorted(model_arguments() - {'lm'}))}")
         try:
             out[name] = value_of(known[name], value)
-        except ParamValueError as err:
-            raise ModelArgumentError(f"{given}={value!r}: {err.reason}") from None
-    check_limits(known.values(), out, lambda spec: {v: k for k, v in OLD_NAMES.items()}.get(spec.name, spec.name))
+        except ParamValueError as err:  # the value is in the message already: the type's ", got ..." left out
+            raise ModelArgumentError(f"{given}={value!r}: {err.reason.rsplit(', got ', 1)[0]}") from None
+    check_limits([known[n] for n in LIMITED], out,
+                 lambda spec: {v: k for k, v in OLD_NAMES.items()}.get(spec.name, spec.name))
     return out
 
 

@@ -165,8 +165,12 @@ def test_scoring_names_are_those_of_the_one_table():
         PPLTokLM.create_from_arg_string("scoring=nonsense", {})
     from ppl_tok.strings import StringSearchConfig
 
-    assert PPLTokLM(lm=toy_lm()).search == StringSearchConfig()  # the beam's defaults: StringSearchConfig's
-    assert PPLTokLM(lm=toy_lm(), beam="3", prune=2).search == StringSearchConfig(beam=3, prune=2.0)
+    from ppl_tok.scorings.beam import BeamParams
+
+    assert PPLTokLM(lm=toy_lm()).search is None  # canonical runs no beam
+    assert PPLTokLM(lm=toy_lm(), scoring="beam").search == BeamParams().search  # the beam scoring's own defaults
+    assert PPLTokLM(lm=toy_lm(), scoring="beam", beam="3", prune=2).search == BeamParams(beam=3, prune=2.0).search
+    assert PPLTokLM(lm=toy_lm(), scoring="with-end", beam="3").search == StringSearchConfig(beam=3)
 
 
 def test_trailing_space_and_batches():
@@ -216,8 +220,10 @@ TOY_PAGES = [" ab cd ef gh", "abc de fgh ab cd ba", " a b c abc de", "hgfe dcba 
 
 def test_rolling_scorings_through_simple_evaluate(tmp_path):
     """Perplexity tasks run for canonical, beam and canonical+rest; the figures are lm-eval's aggregates."""
+    from ppl_tok.common.params import split_values
     from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
     from ppl_tok.perplexity.metrics import figures
+    from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 
     folder = _rolling_task(tmp_path, TOY_PAGES)
     docs = corpus_from_texts(TOY_PAGES).documents
@@ -225,8 +231,8 @@ def test_rolling_scorings_through_simple_evaluate(tmp_path):
         res = _evaluate(["wiki_local"], folder, MODEL_NAME, {"lm": toy_lm(), "scoring": scoring, "max_length": 4,
                                                              "num_samples": 8})
         got = _per_document(res, "wiki_local")
-        want = [s.log_likelihood for s in score_documents(toy_lm(), docs, ScoringConfig(scoring, window=4,
-                                                                                        num_samples=8))]
+        own = split_values(find_scoring(scoring, DOCUMENT).params, {"num_samples": 8})[0]  # where it draws particles
+        want = [s.log_likelihood for s in score_documents(toy_lm(), docs, ScoringConfig(scoring, window=4, **own))]
         assert got == pytest.approx(want, abs=1e-9), scoring
         f = figures(got, [len(p.encode()) for p in TOY_PAGES], [len(re.split(r"\s+", p)) for p in TOY_PAGES])
         r = res["results"]["wiki_local"]

@@ -32,7 +32,10 @@ def _run(path, out, scoring, seed, *, limit=None, window=None, field="text"):
     corpus = read_corpus(path, field=field)
     if limit is not None:
         corpus = Corpus(corpus.source, corpus.documents[:limit], corpus.sha256)
-    return run_perplexity(toy_lm(seed), corpus, ScoringConfig(scoring, window=window, search=SEARCH), out=out,
+    from ppl_tok.scorings.registry import DOCUMENT, SearchParams, scoring as find_scoring
+
+    beam = {"search": SEARCH} if issubclass(find_scoring(scoring, DOCUMENT).params, SearchParams) else {}
+    return run_perplexity(toy_lm(seed), corpus, ScoringConfig(scoring, window=window, **beam), out=out,
                           model=f"toy-{seed}", field=field, progress=False)
 
 

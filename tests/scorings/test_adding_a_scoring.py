@@ -136,7 +136,7 @@ def test_lm_eval_scores_requests_and_documents_with_it(toy_scoring):
 
     assert model.loglikelihood_rolling([Request()], disable_tqdm=True) == [-5 * 2 * LOG2]
     assert PPLTokLM(lm=toy_lm(), scoring=UniformBytes.name).score_pairs([Pair("ab", " b")]) == [-2 * 8 * LOG2]
-    with pytest.raises(ModelArgumentError, match=r"^bits='-1': expected a finite number > 0, got '-1'$"):
+    with pytest.raises(ModelArgumentError, match=r"^bits='-1': expected a finite number > 0$"):
         PPLTokLM.create_from_arg_obj({"lm": toy_lm(), "scoring": UniformBytes.name, "bits": "-1"})
 
 

@@ -272,7 +272,7 @@ lm_eval_mod = pytest.importorskip("lm_eval", reason="needs the lm-eval extra")
     ("num_samples=abc", "num_samples='abc': expected an integer"),
     ("alpha=2", "alpha=2: expected a finite number in [0, 1]"),
     ("batch_size=0", "batch_size=0"),
-    ("tolerance=-1", "expected a finite number in (0, inf]"),
+    ("tolerance=-1", "tolerance=-1: expected a finite number > 0"),
     ("dtype=int8", "dtype='int8'"),
     ("scoring=greedy", "scoring='greedy'"),
     ("colour=red", "unknown model argument 'colour'"),
