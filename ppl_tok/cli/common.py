@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, LaterChoices, integer, positive, share
+from ppl_tok.cli.proposals import add_proposal_arguments, proposal_names, proposal_record  # noqa: F401 (their home before)
+from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.cards import load_lm, load_vocabulary
@@ -266,45 +267,6 @@ def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
     g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
-
-
-def proposal_names(with_file: bool = True) -> tuple[str, ...]:
-    """The registered proposals' names (read when ``--proposal`` is parsed; ``with_file``: those that read a
-    proposal file too)."""
-    from ppl_tok.proposals import PROPOSALS
-
-    return tuple(n for n, p in PROPOSALS.items() if with_file or p.read_file is None)
-
-
-def add_proposal_arguments(p: argparse.ArgumentParser) -> None:
-    """``--proposal NAME`` (any registered proposal, :data:`ppl_tok.proposals.PROPOSALS`) and ``--proposal-file``
-    (:func:`ppl_tok.proposals.proposal_settings`)."""
-    p.add_argument("--proposal", choices=LaterChoices(proposal_names), metavar="PROPOSAL",
-                   help="the importance proposal, one of the registered ones (%(choices)s): the look-ahead "
-                        "(default), or a learned one with --proposal-file")
-    p.add_argument("--proposal-file", metavar="FILE",
-                   help="the learned proposal (ppl-tok learn-proposal --out); its checksum is stored with the run")
-    p.add_argument("--proposal-param", action="append", default=[], metavar="NAME=VALUE",
-                   help="a parameter of --proposal's own (its Params; repeatable; docs/architecture.md, \"A "
-                        "proposal\"): stored with the run, a resume under another value refused")
-
-
-def proposal_record(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings record of ``--proposal``, ``--proposal-file`` and ``--proposal-param``
-    (:func:`ppl_tok.proposals.proposal_settings`): what a run stores and rebuilds the guide from."""
-    from ppl_tok.proposals import DEFAULT_PROPOSAL, proposal_settings
-
-    args.proposal = DEFAULT_PROPOSAL if args.proposal is None else args.proposal  # not given: the default's
-    values: dict[str, str] = {}
-    for given in args.proposal_param:
-        name, eq, value = given.partition("=")
-        if not eq or not name.strip():
-            raise ValueError(f"--proposal-param {given!r}: expected NAME=VALUE (a parameter of --proposal "
-                             f"{args.proposal})")
-        if name.strip() in values:
-            raise ValueError(f"--proposal-param {name.strip()} is given twice: give it once")
-        values[name.strip()] = value
-    return proposal_settings(args.proposal, args.proposal_file, values)
 
 
 def add_ray_arguments(p: argparse.ArgumentParser, unit: str) -> None:

@@ -96,12 +96,10 @@ class ContextLengthError(ValueError):
     """A token prefix of the string is longer than the model's context window."""
 
 
-#: The lazy-extension shares every surprisal over strings defaults to: :func:`ppl_tok.strings.surprisal.surprisals`
-#: (and its batch functions) in Python, ``ppl-tok surprisal`` and ``ppl-tok reading`` (:func:`surprisal_config`).
-#: Issue 45 item 5: the cheapest setting within median 0.01 and p99 0.1 bits per word of the exhaustive one on
-#: held-out words (docs/strings.md, "The default setting"). 1e-5: on 1,000 held-out OpenBookQA words, median 0 and
-#: p99 0.0022 bits from the exhaustive figures at 20.2x canonical's CPU against the exhaustive 35.7x; every share
-#: from 1e-4 up has a p99 floor of 0.39 bits (paths through an earlier word's split, docs/strings.md).
+#: The lazy share every surprisal defaults to (:func:`surprisal_config`: Python's surprisals, ``ppl-tok surprisal``,
+#: ``ppl-tok reading``): the cheapest within median 0.01 and p99 0.1 bits per word of the exhaustive walk on held-out
+#: words (issue 45; 1,000 OpenBookQA words: median 0, p99 0.0022 bits, 20.2x canonical's CPU against 35.7x; from
+#: 1e-4 up a p99 floor of 0.39 bits; docs/strings.md, "The default setting").
 SURPRISAL_LAZY: dict[str, float | None] = {"extend_threshold": 1e-5}
 
 

@@ -58,9 +58,6 @@ one forward per batch, which leaves each canonical prefix's row in the LM's pref
 canonical path (``keep``), so those prefixes cost no forward again, and every event's mass found is at least the
 canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical prefix is run only
 if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's upper side).
-The default beam (no ``config``) is :func:`~ppl_tok.strings.beam.surprisal_config`, the lazy share
-:data:`~ppl_tok.strings.beam.SURPRISAL_LAZY` measured held out, the same as ``ppl-tok surprisal``'s (``config=
-StringSearchConfig()``: the exhaustive walk, every kept prefix extended).
 ``search="tree"`` gives each unit its own branch off the canonical cache instead (:mod:`ppl_tok.strings.tree`).
 """
 
@@ -416,8 +413,7 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     :param units: ``"word"`` (:func:`word_spans` under ``rules``), ``"char"`` (UTF-8 characters),
         ``"byte"``, or regions: ``(start, end)`` character spans or cut offsets that tile the text.
     :param context: a string (canonically tokenized) or token ids after BOS that the text continues.
-    :param config: the beam (default :func:`~ppl_tok.strings.beam.surprisal_config`: beam 8, prune 12 nats,
-        the lazy extension of ``ppl-tok surprisal``, :data:`~ppl_tok.strings.beam.SURPRISAL_LAZY`).
+    :param config: the beam (default :func:`~ppl_tok.strings.beam.surprisal_config`, as ``ppl-tok surprisal``'s).
     :param rules: the word rules and the boundary set ``B`` (:class:`WordRules`).
     :param word_end: whether to apply the word-end correction (default: yes for words and regions,
         no for characters and bytes).
