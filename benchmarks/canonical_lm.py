@@ -68,7 +68,9 @@ def main() -> None:
 
     from ppl_tok.canonical_step import START, steps_for
     from ppl_tok.lm.cards import load_lm
+    from ppl_tok.common.params import split_values
     from ppl_tok.perplexity import ScoringConfig, corpus_from_texts, score_documents
+    from ppl_tok.scorings.registry import DOCUMENT, scoring as find_scoring
 
     lm = load_lm(args.model)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -92,7 +94,8 @@ def main() -> None:
             steps.clear()
             masks_before = steps.mask_seconds
             start, forwards = time.perf_counter(), lm.stats.forwards
-            scores = score_documents(lm, docs, ScoringConfig(scoring=name, num_samples=args.samples))
+            own = split_values(find_scoring(name, DOCUMENT).params, {"num_samples": args.samples})[0]  # if it samples
+            scores = score_documents(lm, docs, ScoringConfig(scoring=name, **own))
             seconds = time.perf_counter() - start
             total = math.fsum(s.log_likelihood for s in scores)
             row = {"bits_per_byte": -total / math.log(2) / n_bytes, "seconds": seconds,

@@ -6,7 +6,7 @@ range) are running text built from the data folder
 with their gold endings, and consecutive OpenBookQA test question stems, joined
 by spaces, alternately. Each document is scored
 
-* canonically (:func:`ppl_tok.scorings.documents.canonical_scores`: its canonical
+* canonically (:func:`ppl_tok.scorings.canonical.canonical_scores`: its canonical
   tokens, one chunked forward), and
 * by the marginal (:func:`ppl_tok.strings.string_marginal`, the byte-synchronous
   beam, ``search``: a :class:`~ppl_tok.strings.StringSearchConfig`),
@@ -217,7 +217,7 @@ def bench_perplexity(model: str, *, data_dir: str | Path = DATA_ROOT, documents:
 def _measure(lm: Any, i: int, text: str, config: StringSearchConfig, paths: bool = False) -> dict[str, Any]:
     """One document's row: canonical scoring and the marginal, each from an empty prefix cache (``paths``: with
     the tokenizations the marginal found)."""
-    from ppl_tok.scorings.documents import canonical_scores
+    from ppl_tok.scorings.canonical import canonical_scores
     from ppl_tok.strings import string_marginal
 
     n = len(text.encode())

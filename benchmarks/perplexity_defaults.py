@@ -174,7 +174,9 @@ def main() -> None:
         import torch
 
         from ppl_tok import load_lm
-        from ppl_tok.scorings.documents import canonical_scores, cap_prefix_cache, marginal_scores
+        from ppl_tok.scorings.beam import marginal_scores
+        from ppl_tok.scorings.canonical import canonical_scores
+        from ppl_tok.scorings.documents import cap_prefix_cache
         from ppl_tok.scorings.registry import ScoringConfig
         from ppl_tok.perplexity.corpus import Document
         from ppl_tok.strings.beam import StringSearchConfig

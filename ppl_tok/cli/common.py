@@ -16,6 +16,7 @@ from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.cards import load_lm, load_vocabulary
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
+from ppl_tok.lm.threads import DEFAULT_THREADS
 from ppl_tok.limits import limits
 
 STDIN = "-"
@@ -89,26 +90,14 @@ def add_lm_arguments(p: argparse.ArgumentParser, several: bool = False) -> None:
                    help=f"CPU threads of torch (default: $OMP_NUM_THREADS if set, else {DEFAULT_THREADS}; docs/lm.md)")
 
 
-#: torch's CPU threads when neither --threads nor OMP_NUM_THREADS says: one. On the bundled LMs the
-#: string-level walks run small forwards, where a second thread buys little on a quiet machine and costs
-#: much on a busy one (README "Threads"; measured with tests of 1 and 2 threads in one process)
-DEFAULT_THREADS = 1
-
-
 def set_threads(args: argparse.Namespace) -> int | None:
     """Set torch's CPU threads for a command that runs an LM (it has ``--threads``): ``--threads``, else
     ``$OMP_NUM_THREADS``, else :data:`DEFAULT_THREADS`. The number set, or ``None`` for a command without an LM."""
     if not hasattr(args, "threads"):
         return None
-    import os
+    from ppl_tok.lm.threads import set_cpu_threads
 
-    import torch
-
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    threads = args.threads or (int(env) if env.isdigit() and int(env) > 0 else DEFAULT_THREADS)
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-    return threads
+    return set_cpu_threads(args.threads)
 
 
 def lm_spec(args: argparse.Namespace) -> LMSpec:

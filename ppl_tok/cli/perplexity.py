@@ -10,8 +10,8 @@ from typing import Any
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, integer, output_file, positive, run_folder
 from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_json_argument, add_lm_arguments,
-                                add_proposal_arguments, add_ray_arguments, lm_spec, proposal_record, ray_address,
-                                refuse_ignored)
+                                add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored)
+from ppl_tok.cli.proposals import proposal_values
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring
 
@@ -25,11 +25,12 @@ def _fmt(x: float) -> str:
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     s = summary
-    label = "canonical+end:" if s["scoring"] == "with-end" else "canonical:  "
+    scoring = find_scoring(s["scoring"], DOCUMENT)
+    label = f"{scoring.canonical_label}:".ljust(12)
     lines = [f"{s['documents']} documents, {s['bytes']} bytes, {s['words']} words, {s['tokens']} canonical tokens",
              f"{label} bits/byte {_fmt(s['canonical']['bits_per_byte'])}   byte perplexity "
              f"{_fmt(s['canonical']['byte_perplexity'])}   word perplexity {_fmt(s['canonical']['word_perplexity'])}"]
-    if s["scoring"] != "canonical":
+    if not scoring.baseline:
         lines.append(f"{s['scoring']}: bits/byte {_fmt(s['bits_per_byte'])}   byte perplexity "
                      f"{_fmt(s['byte_perplexity'])}   word perplexity {_fmt(s['word_perplexity'])}")
         cert = s.get("certified")
@@ -58,9 +59,12 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
     """The flags that ``--scoring`` would ignore, refused (one line naming the flag, the scoring and the flags it
     takes) before anything is read: another scoring's parameters, ``--proposal`` where the scoring draws no
     particles, ``--checkpoint-every`` without ``--out``."""
-    from ppl_tok.common.params import refuse_foreign, specs
+    from ppl_tok.common.params import given, refuse_foreign, specs
+    from ppl_tok.scorings.registry import check_limits
 
     chosen = find_scoring(args.scoring, DOCUMENT)
+    every = {s.name: s for cls in document_params().values() for s in specs(cls)}
+    check_limits(every.values(), given(args), lambda spec: spec.flag)  # a flag past its limit, whoever reads it
     refuse_foreign(args, {args.scoring: chosen.params}, document_params(), "--scoring")
     if (args.proposal is not None or args.proposal_file is not None
             or args.proposal_param) and "proposal" not in {
@@ -76,14 +80,15 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
 def scoring_config(args: argparse.Namespace) -> Any:
     """The :class:`~ppl_tok.scorings.ScoringConfig` of the flags: ``--scoring``, ``--window`` and the scoring's
     own parameters given (the others: their defaults), the proposal's record where it takes one."""
-    from ppl_tok.common.params import from_args, given, specs
-    from ppl_tok.scorings.registry import ScoringConfig, check_limits
+    from ppl_tok.common.params import from_args, specs
+    from ppl_tok.scorings.registry import ScoringConfig
 
     chosen = find_scoring(args.scoring, DOCUMENT)
-    check_limits(specs(chosen.params), given(args), lambda spec: spec.flag)
     values = {s.name: getattr(from_args(chosen.params, args), s.name) for s in specs(chosen.params)}
     if "proposal" in values:
-        values["proposal"] = proposal_record(args)
+        from ppl_tok.scorings.registry import proposal_value
+
+        values["proposal"] = proposal_value(args.proposal, args.proposal_file, proposal_values(args))
     return ScoringConfig(chosen.name, window=args.window, **values)
 
 

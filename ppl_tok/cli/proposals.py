@@ -36,16 +36,21 @@ def proposal_record(args: argparse.Namespace) -> dict[str, Any]:
     from ppl_tok.proposals import DEFAULT_PROPOSAL, proposal_settings
 
     args.proposal = DEFAULT_PROPOSAL if args.proposal is None else args.proposal  # not given: the default's
+    return proposal_settings(args.proposal, args.proposal_file, proposal_values(args))
+
+
+def proposal_values(args: argparse.Namespace) -> dict[str, str]:
+    """``--proposal-param NAME=VALUE`` (repeated) by name, as text (the proposal's fields parse it)."""
     values: dict[str, str] = {}
     for given in args.proposal_param:
         name, eq, value = given.partition("=")
         if not eq or not name.strip():
             raise ValueError(f"--proposal-param {given!r}: expected NAME=VALUE (a parameter of --proposal "
-                             f"{args.proposal})")
+                             f"{args.proposal or 'lookahead'})")
         if name.strip() in values:
             raise ValueError(f"--proposal-param {name.strip()} is given twice: give it once")
         values[name.strip()] = value
-    return proposal_settings(args.proposal, args.proposal_file, values)
+    return values
 
 
-__all__ = ["add_proposal_arguments", "proposal_names", "proposal_record"]
+__all__ = ["add_proposal_arguments", "proposal_names", "proposal_record", "proposal_values"]

@@ -21,6 +21,24 @@ def _optional_scores() -> tuple[str, ...]:
     return optional_scores()
 
 
+def _exact_default(name: str) -> object:
+    """A default of the ``exact`` scoring's parameters (:class:`ppl_tok.scorings.exact.ExactParams`), read when
+    needed (its module imports torch)."""
+    from ppl_tok.common.params import default_of
+    from ppl_tok.scorings.exact import ExactParams
+
+    return default_of(ExactParams, name)
+
+
+def _pair_params() -> dict[str, type]:
+    """The own parameters of the scorings ``--scores`` may add that are stored as their figures
+    (:func:`ppl_tok.qa.store.pair_scored_kinds`): their flags, beside the study's own."""
+    from ppl_tok.qa.store import pair_scored_kinds
+    from ppl_tok.scorings.registry import SCORINGS
+
+    return {k: SCORINGS[k].params for k in pair_scored_kinds()}
+
+
 def _scores(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in _optional_scores()]
@@ -46,11 +64,20 @@ def cmd_run(args: argparse.Namespace) -> None:
     proposal = proposal_record(args)  # a bad pairing, file or parameter: before anything loads
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     spec = lm_spec(args)
+    from ppl_tok.common.params import from_args, given, refuse_foreign, settings as own_settings
+
+    kinds = {k: cls for k, cls in _pair_params().items() if k in args.scores}
+    refuse_foreign(args, kinds, _pair_params(), "--scores")
+    params = {k: {f: v for f, v in own_settings(from_args(cls, args)).items() if f in given(args)}
+              for k, cls in kinds.items()}
     settings = study_settings(study, lm=spec, samples=args.samples, seed=args.seed, scores=args.scores,
                               limit=args.limit, shuffle_seed=args.shuffle_seed,
                               device=args.device or _default_device(args.ray is not None),
-                              exact_tolerance=args.tolerance, exact_budget=args.budget,
-                              most_likely_time=args.time_budget, proposal=proposal)
+                              exact_tolerance=_exact_default("exact_tolerance") if args.tolerance is None
+                              else args.tolerance,
+                              exact_budget=_exact_default("exact_budget") if args.budget is None else args.budget,
+                              most_likely_time=args.time_budget, proposal=proposal,
+                              params={k: v for k, v in params.items() if v})
     check_study(study, settings, args.batch_questions)
     ray_address(args)  # --workers without --ray refused
     with removed_if_nothing_stored(args.out):
@@ -158,7 +185,11 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", type=Path,
                    help=f"folder holding {', '.join(t + '/' for t in TASKS)} (laid out like {DATA_ROOT})")
     add_lm_arguments(p)
-    p.add_argument("--samples", type=POSITIVE, default=64, help="importance samples N per answer (default 64)")
+    from ppl_tok.common.params import add_flags_later
+    from ppl_tok.scorings.registry import DEFAULT_SAMPLES
+
+    p.add_argument("--samples", type=POSITIVE, default=DEFAULT_SAMPLES,
+                   help=f"importance samples N per answer (default {DEFAULT_SAMPLES})")
     p.add_argument("--limit", type=POSITIVE, help="at most this many questions per split")
     add_proposal_arguments(p)
     p.add_argument("--scores", type=_scores, default=[],
@@ -168,11 +199,16 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,
                    help=f"seed of the SocialIQA/HellaSwag tune/test shuffle (default {SHUFFLE_SEED})")
     p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions scored per batch (default 8)")
-    p.add_argument("--tolerance", type=positive, default=1e-3, help="exact: bracket width in nats (default 1e-3)")
-    p.add_argument("--budget", type=POSITIVE, default=2000, help="exact: LM forwards per answer (default 2000)")
+    p.add_argument("--tolerance", type=positive, help=LaterHelp(
+        lambda: f"exact: bracket width in nats (default {_exact_default('exact_tolerance'):g})"))
+    p.add_argument("--budget", type=POSITIVE, help=LaterHelp(
+        lambda: f"exact: LM forwards per answer (default {_exact_default('exact_budget')})"))
     p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
     add_ray_arguments(p, "questions")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
+    from ppl_tok.qa.store import STUDY_PARAMS
+
+    add_flags_later(p, _pair_params, "--scores", shared=STUDY_PARAMS)
     p.set_defaults(func=cmd_run)
 
 

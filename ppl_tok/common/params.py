@@ -13,10 +13,15 @@ Every consumer derives from that one declaration, so each default lives in one p
 * the command line (:func:`add_flags`, :func:`add_flags_later`, :func:`from_args`, :func:`refuse_foreign`): one
   flag per field, shared by the operations that declare the same field; a flag that no chosen operation declares is
   one usage line naming the operation and the flags it takes;
-* values given as strings, as lm-eval's ``--model_args`` gives them (:func:`from_values`, :func:`split_values`);
+* values given as strings, as lm-eval's ``--model_args`` gives them (:func:`from_values`, :func:`split_values`;
+  :class:`ParamValueError` carries the field and the bare reason, for a consumer's own wording);
 * the settings stored in a run folder and their comparison on resume (:func:`settings`, :func:`from_settings`,
   :func:`differences`, :func:`check_resume`);
 * the Markdown table of the API reference (:func:`markdown_table`).
+
+A field may also name its memory limit (``limit=``, a name in ``ppl_tok.limits``, which the consumer checks at its
+edge) and old flag names (``aliases=``, each a deprecation warning); :func:`default_of` reads one default for a
+consumer that keeps a flag of its own (``shared=`` of :func:`add_flags` leaves such fields out).
 
 A value is valid when the field's type, which parses a command-line string, gives the value back from its own
 text: ``type(str(v)) == v``. The same parser checks a flag, a ``--model_args`` string, a stored setting and a
@@ -412,7 +417,8 @@ def from_args(cls: type, args: argparse.Namespace) -> Any:
 def refuse_foreign(args: argparse.Namespace, chosen: Mapping[str, type], operations: Mapping[str, type],
                    what: str) -> None:
     """A flag of :func:`add_flags` that no ``chosen`` operation declares is refused: ``what`` (``--scoring``) and
-    the chosen names, the flags they take, and the operations the flag is for, in one line.
+    the chosen names, the flags they take, and the operations the flag is for, in one line. A flag given the
+    default of every operation that declares it changes nothing, and passes.
 
     :raises ValueError: the first such flag (by field order of ``operations``).
     """
@@ -423,6 +429,8 @@ def refuse_foreign(args: argparse.Namespace, chosen: Mapping[str, type], operati
             continue
         flag = flags.get(name, name)
         users = [op for op, cls in operations.items() if any(s.name == name for s in specs(cls))]
+        if all(_spec(operations[op], name).default == given(args)[name] for op in users):
+            continue
         takes = sorted({s.flag for cls in chosen.values() for s in specs(cls) if s.flag})
         chosen_text = f"{what} {', '.join(chosen)}"
         raise ValueError(f"{flag} would be ignored: {chosen_text} does not read it "

@@ -61,11 +61,16 @@ Model arguments (``--model_args key=value,...``):
   same pair, so both give the same per-request numbers (the tasks written by
   :func:`write_tasks` carry the ids and splits of ``qa run``).
 * ``batch_size``: requests per batched engine run (default 32; ``auto``: 32).
+* ``threads``: torch's CPU threads (default: ``$OMP_NUM_THREADS`` if set, else 1: :mod:`ppl_tok.lm.threads`, the
+  same default as ``ppl-tok --threads`` and :func:`ppl_tok.lm.cards.load_lm`).
 * ``max_length``, ``beam``, ``prune``: perplexity tasks (``loglikelihood_rolling``,
   scorings ``canonical``, ``beam``, ``prefix``, ``with-end``, ``canonical+rest``; :mod:`ppl_tok.perplexity`; the old name
   ``marginal`` means ``beam`` there): the window in positions (default: the model's context
-  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default:
-  :class:`~ppl_tok.strings.StringSearchConfig`'s).
+  length, as ``hf``), and the byte-synchronous beam of ``beam`` (default: the ``beam`` scoring's own,
+  :class:`~ppl_tok.scorings.beam.BeamParams`, lazy extension as ``ppl-tok perplexity``).
+* every registered scoring's own parameters by field name (:attr:`ppl_tok.scorings.Scoring.params`;
+  :mod:`ppl_tok.integrations.lm_eval_params`), with their Python and command-line defaults: a scoring of your own
+  takes ``scoring=mine,its_param=V``.
 
 Conventions, as lm-eval's ``hf`` model: trailing whitespace of the context moves
 to the continuation; an empty context is BOS alone. Unlike ``hf`` (which
@@ -99,10 +104,12 @@ from ppl_tok.common.seeds import pair_seed
 from ppl_tok.integrations.lm_eval_tasks import TASK_PREFIX, write_hf_tokenizer, write_tasks  # noqa: F401 - re-exported
 from ppl_tok.integrations.lm_eval_tasks import _write_tasks_main
 from ppl_tok.lm.spec import DEFAULT_BACKEND, DEFAULT_MODEL, DTYPES, LMSpec
-from ppl_tok.limits import MAX_SEED, limits
+from ppl_tok.limits import MAX_SEED
 from ppl_tok.scorings import DOCUMENT, PAIR, Pair, PairScore, ScoringConfig, accepted, is_defined, names, scoring as find_scoring
+from ppl_tok.integrations.lm_eval_params import (OLD_NAMES, ModelArgumentError, checked_parameters,  # noqa: F401
+                                                 scoring_parameters)
 from ppl_tok.scorings.conditional import ConditionalParams
-from ppl_tok.scorings.registry import check_limits
+from ppl_tok.scorings.registry import proposal_value
 from ppl_tok.scorings.results import checked_scores
 from ppl_tok.proposals import proposal_settings
 from ppl_tok.strings.boundary import move_trailing_space  # noqa: F401 - re-exported
@@ -126,10 +133,6 @@ def request_pair(request: Any, *, seed: int, split: str = "test", id_field: str 
     context, cont = move_trailing_space(context, cont)
     choice = int(request.idx)
     return Pair(context, cont, pair_seed(seed, split, qid, choice), (request.task_name, request.doc_id), choice)
-
-
-class ModelArgumentError(ValueError):
-    """A bad ``--model_args`` value (``ppl-tok-lm-eval`` prints it as one line, exit status 2)."""
 
 
 def _int_arg(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -168,58 +171,16 @@ def chunks(pairs: Sequence[Pair], size: int, whole_groups: bool = False) -> Iter
         yield run
 
 
-#: Old model-argument names of scoring parameters: ``tolerance`` and ``budget`` are the exact search's.
-OLD_NAMES = {"tolerance": "exact_tolerance", "budget": "exact_budget"}
-#: Model arguments the model reads itself, not a scoring's parameters (``params`` of :class:`PPLTokLM`).
-_SHARED = ("seed", "proposal")
-#: The scoring parameters whose memory limits (``ppl_tok.limits``) ``--model_args`` are checked against, as before
-#: the parameters were the scorings' own (the beam's width and pruning are not: lm-eval runs take wide beams).
-LIMITED = ("num_samples", "exact_budget")
-
-
-def scoring_parameters() -> dict[str, Any]:
-    """Every registered scoring's parameters by field name (the first scoring's field of each name, which checks
-    a value): what ``--model_args`` takes besides the model's own arguments."""
-    from ppl_tok.common.params import specs
-    from ppl_tok.scorings.registry import SCORINGS
-
-    out: dict[str, Any] = {}
-    for s in SCORINGS.values():
-        for spec in specs(s.params):
-            if spec.name not in _SHARED:
-                out.setdefault(spec.name, spec)
-    return out
-
-
-def checked_parameters(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` (model arguments, strings or lm-eval's parsed values) by field name, each checked by its field.
-
-    :raises ModelArgumentError: a name that is no scoring's parameter, or a bad value (``name=value: why``).
-    """
-    from ppl_tok.common.params import ParamValueError, value_of
-
-    known = scoring_parameters()
-    out = {}
-    for given, value in params.items():
-        name = OLD_NAMES.get(given, given)
-        if name not in known:
-            raise ModelArgumentError(f"unknown model argument {given!r}: expected some of "
-                                     f"{', '.join(sorted(model_arguments() - {'lm'}))}")
-        try:
-            out[name] = value_of(known[name], value)
-        except ParamValueError as err:  # the value is in the message already: the type's ", got ..." left out
-            raise ModelArgumentError(f"{given}={value!r}: {err.reason.rsplit(', got ', 1)[0]}") from None
-    check_limits([known[n] for n in LIMITED], out,
-                 lambda spec: {v: k for k, v in OLD_NAMES.items()}.get(spec.name, spec.name))
-    return out
-
-
 def model_arguments() -> set[str]:
     """Every name ``--model_args`` takes: the model's own arguments, the scorings' parameters and their old names."""
+    return model_own_arguments() | set(scoring_parameters()) | set(OLD_NAMES)
+
+
+def model_own_arguments() -> set[str]:
+    """The model's own arguments (:class:`PPLTokLM`'s, beside the scorings' parameters)."""
     import inspect
 
-    own = set(inspect.signature(PPLTokLM.__init__).parameters) - {"self", "params"}
-    return own | set(scoring_parameters()) | set(OLD_NAMES)
+    return set(inspect.signature(PPLTokLM.__init__).parameters) - {"self", "params"}
 
 
 def _own(cls: type, name: str, values: dict[str, Any]) -> Any:
@@ -246,7 +207,7 @@ class PPLTokLM(LM):
                  batch_size: int | str | None = DEFAULT_BATCH, max_batch_size: int | None = None,
                  max_length: int | None = None, lm: Any = None, backend: str = DEFAULT_BACKEND,
                  gen_bytes_per_token: int = BYTES_PER_TOKEN, proposal: str = "lookahead",
-                 proposal_file: str | None = None, **params: Any) -> None:
+                 proposal_file: str | None = None, threads: int | None = None, **params: Any) -> None:
         """``params``: the scorings' own parameters (:func:`scoring_parameters`), by field name or old name
         (:data:`OLD_NAMES`); each is checked by its field and given to the chosen scorings that declare it."""
         super().__init__()
@@ -265,11 +226,17 @@ class PPLTokLM(LM):
         self.document_scoring = None if document is None else document.name
         self.seed = _int_arg("seed", seed, 0, MAX_SEED)
         own = {k.removeprefix("proposal_"): params.pop(k) for k in list(params) if k.startswith("proposal_")}
-        try:  #: the importance proposal's record (ppl_tok.proposals.proposal_settings), its own parameters proposal_NAME=
-            self.proposal = proposal_settings(str(proposal), None if proposal_file is None else str(proposal_file), own)
+        try:  # the proposal field's value: None for the plain look-ahead (the field's default); its parameters proposal_NAME=
+            own_proposal = proposal_value(str(proposal), None if proposal_file is None else str(proposal_file), own)
         except ValueError as err:
             raise ModelArgumentError(str(err)) from err
+        #: the importance proposal's record (ppl_tok.proposals.proposal_settings)
+        self.proposal = own_proposal or proposal_settings()
         self.split, self.id_field = str(split), str(id_field)
+        from ppl_tok.lm.threads import default_cpu_threads, set_cpu_threads
+
+        #: torch's CPU threads (``threads``, else the one default of :mod:`ppl_tok.lm.threads`, as ``ppl-tok``'s)
+        self.threads = default_cpu_threads() if threads is None else set_cpu_threads(_int_arg("threads", threads, 1))
         self.batch = _as_batch(batch_size)
         if max_batch_size is not None:
             self.batch = min(self.batch, _int_arg("max_batch_size", max_batch_size, 1))
@@ -277,8 +244,8 @@ class PPLTokLM(LM):
             raise ModelArgumentError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)}")
         bos_id = None if bos_id is None else _int_arg("bos_id", bos_id, 0)
         self.max_length = None if max_length is None else _int_arg("max_length", max_length, 2)
-        values = checked_parameters(params)
-        values.update(seed=self.seed, proposal=self.proposal)  # shared: the requests' seeds, every proposal
+        values = checked_parameters(params, model_own_arguments())
+        values.update(seed=self.seed, proposal=own_proposal)  # shared: the requests' seeds, the proposal
         #: the scorings' configs: of ``loglikelihood`` and of ``loglikelihood_rolling`` (``None``: not defined)
         self.pair_config = None if pair is None else _config(pair, PAIR, self.max_length, values)
         self.document_config = None if document is None else _config(document, DOCUMENT, self.max_length, values)
@@ -352,7 +319,7 @@ class PPLTokLM(LM):
         over tokenizations (a certified floor: :func:`ppl_tok.strings.string_marginal`;
         the importance estimate of ``loglikelihood`` does not scale to whole
         documents); ``prefix`` and ``with-end``: the probability that the output starts with the
-        document, or is exactly it (the end in the last window; :func:`ppl_tok.scorings.documents.event_scores`);
+        document, or is exactly it (the end in the last window; :func:`ppl_tok.scorings.events.event_scores`);
         ``canonical+rest``: the canonical term plus the importance estimate of the rest. An empty document
         scores 0, as with ``hf``.
         """

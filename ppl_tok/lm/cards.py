@@ -438,6 +438,9 @@ def load_lm(name_or_path: str | LMSpec = DEFAULT_MODEL, device: Any = None, dtyp
     else:  # names of torch values (torch.device("cuda", 1) -> "cuda:1", torch.bfloat16 -> "bfloat16")
         spec = LMSpec(str(name_or_path), DEFAULT_BACKEND, device=None if device is None else str(parse_device(device)),
                       dtype=None if dtype is None else dtype_name(dtype), bos_id=bos_id)
+    from ppl_tok.lm.threads import default_cpu_threads
+
+    default_cpu_threads()  # the one default of torch's CPU threads, unless a caller chose them (ppl_tok.lm.threads)
     lm = load_with_backend(spec, config=config, head_fp32=head_fp32)
     if getattr(lm, "spec", None) is None:
         lm.spec = spec

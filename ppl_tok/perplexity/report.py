@@ -29,7 +29,7 @@ from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
 from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
-from ppl_tok.scorings.documents import SPAN_GAIN_VERSION
+from ppl_tok.scorings.beam import SPAN_GAIN_VERSION
 from ppl_tok.scorings.results import DocumentScore
 
 
@@ -56,7 +56,7 @@ def corpus_summary(scores: Sequence[DocumentScore], scoring: str, *, resamples: 
                            "forwards_per_byte": sum(s.forwards for s in scores) / sum(nb),
                            "canonical_forwards_per_byte": sum(s.canonical_forwards for s in scores) / sum(nb)}
     out.update(figures([s.log_likelihood for s in scores], nb, nw))
-    if entry.name == "canonical":
+    if entry.baseline:  # its figure is the canonical one: no gain
         return out
     lowers = [s.lower for s in scores]
     certified = entry.floor and all(lo is not None for lo in lowers)
@@ -167,7 +167,7 @@ def span_gain_shares(scores: Sequence[DocumentScore], texts: dict[int, str], voc
 
     Each document's gain (nats) is split over the byte spans where its found
     tokenizations depart from the canonical one, in proportion to the
-    off-canonical mass on each span (:func:`ppl_tok.scorings.documents.marginal_scores`);
+    off-canonical mass on each span (:func:`ppl_tok.scorings.beam.marginal_scores`);
     the spans are classified by :func:`span_kind` (rare words only with ``vocab``,
     the model's vocabulary, whose canonical tokenization says which words are one
     token) and summed over documents.
@@ -232,7 +232,7 @@ def study_report(folder: str | Path, *, resamples: int = 10_000, seed: int = 0, 
     settings, scores = read_scores(folder)
     out = corpus_summary(scores, settings["scoring"], resamples=resamples, seed=seed)
     out["settings"] = settings
-    if settings["scoring"] == "canonical":
+    if find_scoring(settings["scoring"], DOCUMENT).baseline:
         return out
     gains = np.array([(s.log_likelihood - s.canonical) / (LN2 * s.n_bytes) for s in scores])
     nats = np.array([s.log_likelihood - s.canonical for s in scores])

@@ -56,6 +56,7 @@ from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
     TIMING_FILE,
+    STUDY_PARAMS,
     ScoreStore,
     pair_scored_kinds,
     StoreError,
@@ -93,10 +94,6 @@ def canonical_continuation(lm: LanguageModel, question: Question, j: int) -> tup
         raise QAError(f"question {question.id!r}, answer {j}: canonical tokens decode to "
                       f"{lm.vocab.decode(ids)!r}, not {text!r}")
     return ids
-
-
-#: The study's own settings that a scoring's parameter of the same name takes (:func:`study_values`).
-STUDY_PARAMS = ("num_samples", "seed", "proposal", "exact_tolerance", "exact_budget")
 
 
 def study_settings(study: Study, *, model: str | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,

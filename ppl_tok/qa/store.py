@@ -109,6 +109,11 @@ RECORD_KINDS = tuple(CHOICE_FIELDS)
 PAIR_SCORE_FIELDS: dict[str, Any] = {"estimate": _is_log}
 
 
+#: The study's own settings (``run.json``) that a scoring's parameter of the same name takes
+#: (:func:`ppl_tok.qa.run.study_values`); ``qa run`` has its own flags for them.
+STUDY_PARAMS = ("num_samples", "seed", "proposal", "exact_tolerance", "exact_budget")
+
+
 def pair_scored_kinds() -> tuple[str, ...]:
     """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
     from ppl_tok.scorings import QUESTION, SCORINGS

@@ -32,7 +32,7 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     # a rerun measures nothing: every row comes from the folder
     (tmp_path / "b" / "documents.jsonl").write_text(rows[0] + "\n")  # as if killed after the first document
     calls = []
-    import ppl_tok.scorings.documents as score
+    import ppl_tok.scorings.canonical as score
 
     original = score.canonical_scores
     monkeypatch.setattr(score, "canonical_scores", lambda *a, **k: calls.append(1) or original(*a, **k))

@@ -268,3 +268,17 @@ def test_flags_added_later_to_a_subcommand_parse_through_the_main_parser():
     P.add_flags_later(p, lambda: OPS, "--scoring")
     args = main.parse_args(["score", "--samples", "5"])
     assert args.command == "score" and P.from_args(Sampled, args).num_samples == 5
+
+
+def test_a_foreign_flag_at_its_default_passes_and_shared_fields_are_left_to_the_command():
+    P.refuse_foreign(parser().parse_args(["--beam", "8"]), {"rest": Sampled}, OPS, "--scoring")  # changes nothing
+    with pytest.raises(ValueError, match="--samples would be ignored"):  # 64 is rest's default, not few's (8)
+        P.refuse_foreign(parser().parse_args(["--samples", "64"]), {"beam": Beamish}, OPS, "--scoring")
+    p = argparse.ArgumentParser(prog="t")
+    p.add_argument("--seed", type=int, default=5)  # the command's own flag for a field every operation shares
+    P.add_flags(p, OPS, "--scoring", shared=("seed",))
+    args = p.parse_args(["--seed", "3", "--samples", "2"])
+    assert args.seed == 3 and P.given(args) == {"num_samples": 2}
+    assert P.default_of(Sampled, "num_samples") == 64 and P.default_of(Fewer, "num_samples") == 8
+    with pytest.raises(KeyError):
+        P.default_of(Sampled, "beam")

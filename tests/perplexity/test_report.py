@@ -130,7 +130,7 @@ def test_corpus_summary_reports_no_floor_for_a_scoring_without_one(request):
 
 def test_differing_spans_and_their_kinds():
     from ppl_tok.perplexity.report import span_kind
-    from ppl_tok.scorings.documents import differing_spans
+    from ppl_tok.strings.marginal import differing_spans
 
     lm = toy_lm()
     v = lm.vocab

@@ -161,3 +161,32 @@ def test_the_qa_study_stores_and_classifies_with_it(toy_scoring, tmp_path):
                     for q in questions]
         want = sum(s == q.label for s, q in zip(shortest, questions)) / len(questions)
         assert report["accuracy"][UniformBytes.name][split] == pytest.approx(want)
+    stored = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert stored["params"] == {UniformBytes.name: {"bits": 2.0}}  # its own parameter, recorded
+    assert mine[0]["choices"][0]["estimate"] == pytest.approx(
+        -len(continuation(study.splits[mine[0]["split"]][mine[0]["index"]].choices[0]).encode()) * 2 * LOG2)
+    with pytest.raises(ValueError, match=rf"parameters of {UniformBytes.name}, which the run does not score"):
+        study_settings(study, model="toy", params={UniformBytes.name: {"bits": 2.0}})
+
+
+def test_qa_run_takes_its_flag_and_refuses_a_resume_under_another(toy_scoring, tmp_path, capsys):
+    from ppl_tok.cli.main import main
+    from ppl_tok.lm.backends import register_backend, unregister_backend
+    from qa_toy import write_questions
+
+    test = write_questions(tmp_path / "test.jsonl", 3, seed=1)
+    tune = write_questions(tmp_path / "tune.jsonl", 2, seed=2)
+    base = ["qa", "run", "--dataset", str(test), "--tune", str(tune), "--backend", "toy-qa-scoring", "--model", "x",
+            "--samples", "2", "--scores", UniformBytes.name, "--out", str(tmp_path / "run"), "--json"]
+    register_backend("toy-qa-scoring", lambda spec, **options: toy_lm())
+    try:
+        assert main([*base, "--toy-bits", "3"]) == 0
+        assert json.loads((tmp_path / "run" / "run.json").read_text())["params"] == {UniformBytes.name: {"bits": 3.0}}
+        assert main([*base, "--toy-bits", "3"]) == 0  # resumed
+        capsys.readouterr()
+        assert main([*base, "--toy-bits", "4"]) == 2
+        assert "bits" in capsys.readouterr().err
+        assert main([*base[:12], "--out", str(tmp_path / "other"), "--json", "--toy-bits", "4"]) == 2  # no --scores
+        assert "--toy-bits would be ignored: --scores" in capsys.readouterr().err
+    finally:
+        unregister_backend("toy-qa-scoring")

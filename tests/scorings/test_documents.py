@@ -11,6 +11,7 @@ from ppl_tok.perplexity import (
     score_documents,
 )
 from ppl_tok.perplexity.report import corpus_summary
+from ppl_tok.scorings.registry import PAIR
 from ppl_tok.strings.beam import StringSearchConfig
 from qa_toy import toy_lm
 from tests.perplexity import DOCS
@@ -105,9 +106,8 @@ def test_an_unknown_scoring_is_an_error():
     with pytest.raises(ValueError, match=r"unknown scoring 'nonsense' .*canonical, beam, prefix, with-end, "
                                          r"canonical\+rest"):
         ScoringConfig("nonsense")
-    config = ScoringConfig("canonical")
-    object.__setattr__(config, "scoring", "nonsense")  # past the config's own check
-    with pytest.raises(ValueError, match="unknown scoring 'nonsense'"):
+    config = ScoringConfig("importance", level=PAIR)  # resolved once, at the edge: a scoring of requests
+    with pytest.raises(ValueError, match="unknown scoring 'importance' for documents"):
         score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, config)
     scores = score_documents(toy_lm(), corpus_from_texts(["ab"]).documents, ScoringConfig("canonical"))
     with pytest.raises(ValueError, match="unknown scoring 'importance'"):  # a scoring of requests, not of documents

@@ -70,3 +70,16 @@ def test_the_beam_of_documents_defaults_to_the_measured_lazy_setting_and_exhaust
         ScoringConfig("beam", search=StringSearchConfig(extend_threshold=0.01), exhaustive=True)
     with pytest.raises(ValueError, match=r"exhaustive \(--exhaustive\): expected True or False, got 'yes'"):
         ScoringConfig("beam", exhaustive="yes")
+
+
+def test_the_perplexity_docs_list_each_document_scorings_own_flags():
+    """docs/perplexity.md's tables are ppl_tok.common.params.markdown_table of each scoring's parameters."""
+    from pathlib import Path
+
+    from ppl_tok.common.params import markdown_table, specs
+    from ppl_tok.scorings.registry import SCORINGS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "perplexity.md").read_text(encoding="utf-8")
+    for s in SCORINGS.values():
+        if DOCUMENT in s.levels and specs(s.params):  # prefix's and with-end's table is beam's (its default: a ClassVar)
+            assert markdown_table(s.params) in text, f"docs/perplexity.md lacks the table of {s.name}'s parameters"

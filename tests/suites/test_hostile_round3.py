@@ -218,13 +218,14 @@ def test_a_long_window_scored_a_piece_at_a_time_gives_the_canonical_figure_of_on
     passed 12 GB at 0%): now at most CALL_ROW_BYTES of rows a call, the target cut into pieces (the chain rule)."""
     import ppl_tok.scorings.documents as score
     from ppl_tok.perplexity import corpus_from_texts
+    from ppl_tok.scorings.canonical import canonical_scores
     from qa_toy import toy_lm
 
     lm = toy_lm()
     docs = corpus_from_texts(["ab ba b a ab ba ab b", "b a ab"]).documents
-    whole = score.canonical_scores(lm, docs, 5)
+    whole = canonical_scores(lm, docs, 5)
     monkeypatch.setattr(score, "CALL_ROW_BYTES", 4 * len(lm.vocab) * 2)  # two tokens a call
-    pieces = score.canonical_scores(lm, docs, 5)
+    pieces = canonical_scores(lm, docs, 5)
     assert whole[0].windows > 1
     for a, b in zip(whole, pieces):
         assert b.log_likelihood == pytest.approx(a.log_likelihood, abs=1e-9) and b.windows == a.windows
@@ -305,14 +306,15 @@ def test_the_conditional_headline_says_what_a_head_interval_is_certified_for(cap
 
 # ------------------------------------------------------------ flags a mode would ignore, refused
 IGNORED_FLAGS = [
-    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical runs no beam"),
-    (["perplexity", "x.txt", "--prune", "3"], "--prune", "runs no beam"),
-    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "runs no beam"),
+    (["perplexity", "x.txt", "--beam", "4"], "--beam", "--scoring canonical does not read it"),
+    (["perplexity", "x.txt", "--prune", "3"], "--prune", "--prune is for --scoring beam, prefix, with-end"),
+    (["perplexity", "x.txt", "--search-budget", "100"], "--search-budget", "is for --scoring beam, prefix, with-end"),
     (["perplexity", "x.txt", "--scoring", "canonical+rest", "--extend-threshold", "0.01"], "--extend-threshold",
-     "canonical+rest runs no beam"),
-    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "runs no beam"),
-    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "draws no importance samples"),
-    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "draws no importance samples"),
+     "--scoring canonical+rest does not read it (it takes --samples, --seed"),
+    (["perplexity", "x.txt", "--boundary-threshold", "0.01"], "--boundary-threshold", "is for --scoring beam"),
+    (["perplexity", "x.txt", "--scoring", "beam", "--samples", "8"], "--samples", "--samples is for --scoring "
+     "canonical+rest"),
+    (["perplexity", "x.txt", "--scoring", "with-end", "--seed", "3"], "--seed", "--seed is for --scoring canonical+rest"),
     (["benchmarks", "marginal", "--quick", "--sizes", "4"], "--sizes", "--quick sets its own"),
     (["bench", "memory", "--command", "count hi", "--device", "cpu"], "--device", "put --device inside --command"),
     (["benchmarks", "learned", "--quick", "--steps", "3"], "--steps", "--quick sets its own"),

@@ -1,0 +1,54 @@
+"""One default per parameter (issue 57): every scoring's parameters default alike in Python (``ScoringConfig``),
+on the command line (``ppl-tok perplexity``, ``ppl-tok qa run``) and in lm-eval's model (``--model_args``), since
+each default lives once, in the scoring's own parameters (:mod:`ppl_tok.common.params`)."""
+
+import pytest
+
+from ppl_tok.scorings.registry import DOCUMENT, PAIR, SCORINGS, ScoringConfig
+from qa_toy import toy_lm
+
+
+def _names():
+    return [s.name for s in SCORINGS.values()]
+
+
+@pytest.mark.parametrize("name", _names())
+def test_python_the_command_line_and_lm_eval_agree_on_every_parameter(name, tmp_path):
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.perplexity import scoring_config
+
+    scoring = SCORINGS[name]
+    python = scoring.params()  # the declaration's defaults
+    for level in (DOCUMENT, PAIR):
+        if level in scoring.levels:
+            assert ScoringConfig(name, level=level).params == python, (name, level)
+    if DOCUMENT in scoring.levels:
+        args = build_parser().parse_args(["perplexity", str(tmp_path / "x.txt"), "--scoring", name])
+        assert scoring_config(args).params == python, name
+    if DOCUMENT in scoring.levels or PAIR in scoring.levels:
+        pytest.importorskip("lm_eval")
+        from ppl_tok.integrations.lm_eval import PPLTokLM
+
+        model = PPLTokLM(lm=toy_lm(), scoring=name)
+        configs = [c for c in (model.pair_config, model.document_config) if c is not None and c.scoring == name]
+        assert configs and all(c.params == python for c in configs), name
+
+
+def test_the_qa_study_reads_the_scorings_defaults(tmp_path):
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.common.params import default_of
+    from ppl_tok.qa.run import study_settings
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.scorings.canonical_rest import CanonicalPlusRestParams
+    from ppl_tok.scorings.exact import ExactParams
+    from qa_toy import write_questions
+
+    args = build_parser().parse_args(["qa", "run", "--dataset", "x.jsonl", "--out", str(tmp_path / "r")])
+    assert args.samples == default_of(CanonicalPlusRestParams, "num_samples")
+    assert args.seed == default_of(CanonicalPlusRestParams, "seed")
+    assert (args.tolerance, args.budget) == (None, None)  # read from ExactParams when the run starts
+    study = load_study(str(write_questions(tmp_path / "t.jsonl", 2, seed=1)))
+    settings = study_settings(study, model="toy")
+    assert (settings["num_samples"], settings["seed"], settings["exact_tolerance"], settings["exact_budget"]) == (
+        default_of(CanonicalPlusRestParams, "num_samples"), default_of(CanonicalPlusRestParams, "seed"),
+        default_of(ExactParams, "exact_tolerance"), default_of(ExactParams, "exact_budget"))
