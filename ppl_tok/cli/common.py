@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, LaterChoices, integer, positive, share
+from ppl_tok.cli.proposals import add_proposal_arguments, proposal_names, proposal_record  # noqa: F401 (their home before)
+from ppl_tok.common.arguments import POSITIVE, DeprecatedAlias, integer, positive, share
 from ppl_tok.common.jsonout import to_json
 from ppl_tok.lm.backends import backends, get_backend
 from ppl_tok.lm.cards import load_lm, load_vocabulary
@@ -180,9 +181,10 @@ def _check_bos_id(model: str, bos_id: int | None) -> None:
                              "below that, or drop --bos-id for the card's (else the tokenizer's) BOS")
 
 
-def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) -> None:
+def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True, extend: float | None = None) -> None:
     """The byte-synchronous beam's flags, defaults from :class:`~ppl_tok.strings.beam.StringSearchConfig`:
-    ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
+    ``--beam``, ``--prune``, ``--search-budget``, ``--extend-threshold`` (``extend``: the command's own default,
+    said in its help) and (``prefill``) ``--prefill``; :func:`search_config` reads them."""
     from ppl_tok.strings.beam import PREFILL_MODES, StringSearchConfig
     from ppl_tok.strings.beam import AUTO_HEAD_TOKENS
 
@@ -193,7 +195,7 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                    help=f"drop prefixes this far below the best at their offset (default {StringSearchConfig.prune:g})")
     g.add_argument("--search-budget", type=POSITIVE, metavar="FORWARDS",
                    help="token forwards, past which the beam narrows to one prefix (default: none)")
-    add_extend_argument(g)
+    add_extend_argument(g, default=extend)
     if prefill:
         g.add_argument("--prefill", choices=PREFILL_MODES, default=StringSearchConfig.prefill,
                        help="how the prompt is conditioned on: exact (every covering), canonical-head (the prompt's "
@@ -204,14 +206,19 @@ def add_search_arguments(p: argparse.ArgumentParser, *, prefill: bool = True) ->
                             f"{StringSearchConfig.prefill})")
 
 
-def add_extend_argument(p: argparse.ArgumentParser | Any, default_help: str | None = None) -> None:
+def add_extend_argument(p: argparse.ArgumentParser | Any, default_help: str | None = None,
+                        default: float | None = None) -> None:
     """``--extend-threshold``: :class:`~ppl_tok.strings.beam.StringSearchConfig`'s ``extend_threshold`` (lazy extension).
 
     ``default_help``: the command's own default, said in the help (``--extend-threshold`` then defaults to ``None``:
-    not given, which the command resolves); else :class:`~ppl_tok.strings.beam.StringSearchConfig`'s."""
+    not given, which the command resolves); ``default``: the command's own default value (said in the help); else
+    :class:`~ppl_tok.strings.beam.StringSearchConfig`'s."""
     from ppl_tok.strings.beam import StringSearchConfig
 
-    default = StringSearchConfig.extend_threshold if default_help is None else None
+    if default is not None:
+        default_help = format(default, "g")
+    else:
+        default = StringSearchConfig.extend_threshold if default_help is None else None
     p.add_argument("--extend-threshold", type=share, default=default, metavar="SHARE",
                    help="lazy extension: run a prefix through the LM only if it holds at least this share of the "
                         "text's mass at its offset, else prune it (0: every kept prefix; e.g. 0.001; default "
@@ -249,24 +256,6 @@ def add_vocabulary_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"model card, local folder or hub id (default {DEFAULT_MODEL})")
     g.add_argument("--tokenizer", help="a SentencePiece .model file or tokenizer folder (overrides --model)")
-
-
-def proposal_names(with_file: bool = True) -> tuple[str, ...]:
-    """The registered proposals' names (read when ``--proposal`` is parsed; ``with_file``: those that read a
-    proposal file too)."""
-    from ppl_tok.proposals import PROPOSALS
-
-    return tuple(n for n, p in PROPOSALS.items() if with_file or p.read_file is None)
-
-
-def add_proposal_arguments(p: argparse.ArgumentParser) -> None:
-    """``--proposal NAME`` (any registered proposal, :data:`ppl_tok.proposals.PROPOSALS`) and ``--proposal-file``
-    (:func:`ppl_tok.proposals.proposal_settings`)."""
-    p.add_argument("--proposal", choices=LaterChoices(proposal_names), default="lookahead", metavar="PROPOSAL",
-                   help="the importance proposal, one of the registered ones (%(choices)s): the look-ahead "
-                        "(default), or a learned one with --proposal-file")
-    p.add_argument("--proposal-file", metavar="FILE",
-                   help="the learned proposal (ppl-tok learn-proposal --out); its checksum is stored with the run")
 
 
 def add_ray_arguments(p: argparse.ArgumentParser, unit: str) -> None:

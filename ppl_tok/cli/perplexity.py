@@ -11,6 +11,7 @@ from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, integer, outp
 from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored)
+from ppl_tok.cli.proposals import proposal_values
 from ppl_tok.perplexity.corpus import SPLITS
 from ppl_tok.scorings.registry import DOCUMENT, accepted, scoring as find_scoring
 
@@ -65,7 +66,8 @@ def refuse_ignored_flags(args: argparse.Namespace) -> None:
     every = {s.name: s for cls in document_params().values() for s in specs(cls)}
     check_limits(every.values(), given(args), lambda spec: spec.flag)  # a flag past its limit, whoever reads it
     refuse_foreign(args, {args.scoring: chosen.params}, document_params(), "--scoring")
-    if (args.proposal != "lookahead" or args.proposal_file is not None) and "proposal" not in {
+    if (args.proposal is not None or args.proposal_file is not None
+            or args.proposal_param) and "proposal" not in {
             s.name for s in specs(chosen.params)}:
         takers = [name for name, cls in document_params().items() if "proposal" in {s.name for s in specs(cls)}]
         raise ValueError(f"--proposal {args.proposal} is the importance proposal of --scoring {', '.join(takers)}, "
@@ -86,7 +88,7 @@ def scoring_config(args: argparse.Namespace) -> Any:
     if "proposal" in values:
         from ppl_tok.scorings.registry import proposal_value
 
-        values["proposal"] = proposal_value(args.proposal, args.proposal_file)
+        values["proposal"] = proposal_value(args.proposal, args.proposal_file, proposal_values(args))
     return ScoringConfig(chosen.name, window=args.window, **values)
 
 

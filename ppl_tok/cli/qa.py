@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ppl_tok.cli.common import add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, ray_address
+from ppl_tok.cli.common import (add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, proposal_record,
+                                ray_address)
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterHelp, output_folder, positive
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
@@ -60,9 +61,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ppl_tok.qa.data import load_study
     from ppl_tok.qa.run import check_study, removed_if_nothing_stored, run_study, study_settings
 
-    from ppl_tok.proposals import proposal_settings
-
-    proposal = proposal_settings(args.proposal, args.proposal_file)  # a bad pairing or file: before anything loads
+    proposal = proposal_record(args)  # a bad pairing, file or parameter: before anything loads
     study = load_study(args.dataset, args.data_dir, tune=args.tune, limit=args.limit, seed=args.shuffle_seed)
     spec = lm_spec(args)
     from ppl_tok.common.params import from_args, given, refuse_foreign, settings as own_settings

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ppl_tok.cli.common import (_load_lm, add_json_argument, add_lm_arguments, add_search_arguments, lm_spec,
                                 search_config)
-from ppl_tok.cli.surprisal import DEFAULT_LAZY, read_items
+from ppl_tok.cli.surprisal import read_items
 from ppl_tok.common.arguments import POSITIVE, output_folder
+from ppl_tok.strings.beam import SURPRISAL_LAZY
 
-#: the lazy extension of the study's walk: the surprisal command's measured default
-EXTEND = DEFAULT_LAZY["extend_threshold"]
+#: the lazy extension of the study's walk: every surprisal's measured default
+EXTEND = SURPRISAL_LAZY["extend_threshold"]
 
 
 def _measures(text: str) -> list[str]:
@@ -82,8 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="UTF-8 text, one text per line (- for standard input)")
     p.add_argument("--format", choices=("csv", "tsv", "jsonl"), default="csv", help="output format (default csv)")
     add_lm_arguments(p)
-    add_search_arguments(p, prefill=False)
-    p.set_defaults(func=cmd_focal, extend_threshold=EXTEND)
+    add_search_arguments(p, prefill=False, extend=EXTEND)
+    p.set_defaults(func=cmd_focal)
     p = rsub.add_parser("run", help="the study on a corpus into a run folder (resumable)",
                         description="Walk every stimulus once (resumable), align the measurements' regions (every "
                                     "correction listed in OUT/corrections.csv), fit the regressions and write "
@@ -104,6 +105,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--published", type=Path, help="a published gains CSV (predicted,predictor,delta_loglik_test) "
                                                   "to set beside")
     add_lm_arguments(p)
-    add_search_arguments(p, prefill=False)
+    add_search_arguments(p, prefill=False, extend=EXTEND)
     add_json_argument(p)
-    p.set_defaults(func=cmd_run, extend_threshold=EXTEND)
+    p.set_defaults(func=cmd_run)

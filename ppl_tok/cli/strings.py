@@ -3,83 +3,44 @@
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, log_prob_floor, positive, top_mass
-from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lm, add_command, add_search_arguments,
-                                add_text_arguments, lm_specs, refuse_ignored, search_config)
-from ppl_tok.cli.strings_batch import add_batch_arguments, byte_bar, dispatch
+from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive
+from ppl_tok.common.params import add_flags_later
+from ppl_tok.cli.common import (_check_utf8, _emit, _load_lm, add_command, add_search_arguments, add_text_arguments,
+                                lm_specs, refuse_ignored, search_config)
+from ppl_tok.cli.strings_batch import add_batch_arguments, run_task
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Item, Members, Options, answer
-    from ppl_tok.strings.certified import head_caveat
-
-    if dispatch(args, "conditional"):  # --input FILE, or an ensemble (cli.strings_batch)
-        return
-    _check_utf8("--prompt", args.prompt)
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt + args.text, context=args.context), lm,
-                   walk="the prompt and the text")
-    with byte_bar(args, len((args.prompt + args.text).encode("utf-8")), "conditional") as bar:  # byte by byte
-        # one prompt is a batch of one item of the one runner's task (ppl_tok.strings.tasks)
-        r = answer("conditional", Members((lm,)), Item(0, args.prompt, args.text, "--prompt"),
-                   Options(args.context, config), on_bytes=bar.update)
-    payload = {"model": lm.name, "context": args.context, **r, "beam": args.beam, "prune": args.prune}
-    pp, jp = r["prompt_prefix"], r["joint_prefix"]
-    lines = [f"prompt: {args.prompt!r}   text: {args.text!r}   context: {args.context!r}   model: {lm.name}",
-             f"log p(text | prompt), over strings: {r['estimate']:.4f}   {'certified ' * r['certified']}in "
-             f"[{r['lower']:.4f}, {r['upper']:.4f}] (rounding tolerance {r['tolerance_nats']:.1e} nats included)",
-             f"  log P(prompt is a prefix):        [{pp['lower']:.4f}, {pp['upper']:.4f}]",
-             f"  log P(prompt+text is a prefix):   [{jp['lower']:.4f}, {jp['upper']:.4f}]",
-             f"log p(canonical tokens of text | canonical tokens of prompt): {r['canonical_tokens']:.4f}",
-             f"{r['forwards']} LM forwards, {r['seconds']:.1f} s (beam {args.beam}, prefill {r['prefill']}"
-             + (f": a canonical head of {r['head_bytes']} bytes, the conditional given it)" if r['head_bytes'] else ")")]
-    caveat = head_caveat(r["head_bytes"])
-    if caveat:
-        lines.insert(2, "  " + caveat)
-    if r["hint"]:
-        lines.append(r["hint"])
-    _emit(args, payload, lines)
+    run_task(args, "conditional")  # one prompt or --input FILE, one LM or an ensemble (cli.strings_batch)
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.generate import check_sampling, generate, sampling_mode
-
-    if args.greedy and (args.temperature is not None or args.top_p is not None):
-        raise ValueError("--greedy takes the most probable byte: --temperature and --top-p do not apply "
-                         "(drop them, or drop --greedy to sample)")
     if args.canonical:
         return _generate_canonical(args)
-    args.temperature = 1.0 if args.temperature is None else args.temperature
-    args.top_p = 1.0 if args.top_p is None else args.top_p
-    if dispatch(args, "generate"):
-        return
-    _check_utf8("--prompt", args.prompt)
-    for s in args.stop:
-        _check_utf8("--stop", s)
-    check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
-    sampling_mode(args.mode, args.temperature, args.top_p, args.greedy)
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
-                   walk="the prompt")
-    result = generate(lm, args.prompt, args.max_bytes, temperature=args.temperature, top_p=args.top_p,
-                      greedy=args.greedy, seed=args.seed, stop=args.stop, context=args.context, config=config,
-                      progress=None if not args.json else False, mode=args.mode)
-    payload = {"model": lm.name, "context": args.context, "greedy": args.greedy, "temperature": args.temperature,
-               "top_p": args.top_p, "seed": args.seed, **result.to_dict()}
-    rate = len(result.data) / result.seconds if result.seconds > 0 else float("nan")
-    if result.mode == "bytes":
-        log_p = f"log p = {result.log_prob:.4f}, "
-    else:
-        log_p = f"log p >= {result.log_prob_lower:.4f} (certified, from the tokens drawn), "
-    lines = [args.prompt + result.text,
-             f"-- {len(result.data)} bytes ({result.stopped}, {result.mode} mode), {log_p}"
-             f"{result.forwards} LM forwards, {result.seconds:.1f} s ({rate:.1f} bytes/s)"]
-    _emit(args, payload, lines)
+    run_task(args, "generate", stop=tuple(args.stop))  # --stop, repeatable, is the task's stop
+
+
+def cmd_task(args: argparse.Namespace) -> None:
+    """``ppl-tok task NAME``: any registered string task, its own flags (and no other task's) read."""
+    from ppl_tok.common.params import refuse_foreign
+    from ppl_tok.strings.tasks import string_task
+
+    refuse_foreign(args, {args.task: string_task(args.task).params}, _task_params(), "TASK")
+    run_task(args, args.task)
+
+
+def _task_names() -> tuple[str, ...]:
+    from ppl_tok.strings.tasks import TASKS
+
+    return tuple(TASKS.names())
+
+
+def _task_params() -> dict[str, type]:
+    """Every registered task's parameters by its name (read when a command parses, not for ``--help``)."""
+    from ppl_tok.strings.tasks import TASKS
+
+    return {name: task.params for name, task in TASKS.items()}
 
 
 #: ``generate``'s flags that ``--canonical`` has no use for: the beam over strings, the batch and the ensemble's
@@ -93,22 +54,27 @@ def _generate_canonical(args: argparse.Namespace) -> None:
     (:func:`~ppl_tok.infer.canonical_lm.canonical_generate`)."""
     from ppl_tok.infer.canonical_lm import canonical_generate
 
+    from ppl_tok.common.params import from_args, given, specs
+    from ppl_tok.strings.tasks import GenerateParams
+
     refuse_ignored(args, CANONICAL_IGNORES, "--canonical samples tokens from the canonical LM of one prompt with one "
                    "LM (no beam over strings, no batch, no ensemble)", "drop FLAG, or drop --canonical")
     if len(lm_specs(args)) > 1:
         raise ValueError("--canonical samples from one LM: give one --model (an ensemble has no canonical LM here), "
                          "or drop --canonical")
-    for flag, value in (("--temperature", args.temperature), ("--top-p", args.top_p), ("--greedy", args.greedy or None),
-                        ("--stop", args.stop or None), ("--context", args.context or None),
-                        ("--input", args.input), ("--mode", None if args.mode == "auto" else args.mode)):
+    own = from_args(GenerateParams, args)  # its checks (--greedy with --temperature) as without --canonical
+    flags = {s.name: s.flag for s in specs(GenerateParams)}
+    sampling = [flags[name] for name in given(args) if name not in ("max_bytes", "seed")]
+    for flag, value in ((sampling[0] if sampling else "", sampling or None), ("--stop", args.stop or None),
+                        ("--context", args.context or None), ("--input", args.input)):
         if value is not None:
             raise ValueError(f"--canonical samples tokens from the canonical LM of one prompt: {flag} does not apply "
                              f"(drop {flag}, or drop --canonical)")
     prompt = args.prompt or ""
     _check_utf8("--prompt", prompt)
     lm = _load_lm(args)
-    g = canonical_generate(lm, prompt, args.max_bytes, seed=args.seed)
-    payload = {"model": lm.name, "canonical": True, "seed": args.seed, "prompt": prompt, "text": g.text,
+    g = canonical_generate(lm, prompt, own.max_bytes, seed=own.seed)
+    payload = {"model": lm.name, "canonical": True, "seed": own.seed, "prompt": prompt, "text": g.text,
                "tokens": g.tokens, "log_prob_local": g.log_prob, "log_prob": g.plain, "stopped": g.stopped,
                "forwards": g.forwards}
     lines = [prompt + g.text, f"-- {len(g.text.encode())} bytes in {len(g.tokens)} canonical tokens ({g.stopped}), "
@@ -116,70 +82,8 @@ def _generate_canonical(args: argparse.Namespace) -> None:
     _emit(args, payload, lines)
 
 
-def _next_rows(args: argparse.Namespace, state: Any, min_log_prob: float
-               ) -> tuple[list[tuple[str, str, float, float, float]], dict[str, Any], list[str], float]:
-    """``next``'s rows ``(JSON key, shown name, log p, lower, upper)``, its payload, extra lines and tolerance."""
-    from ppl_tok.strings.chars import next_char_log_probs, visible, visible_byte
-    from ppl_tok.strings.state import END_OF_STRING
-
-    if args.chars:
-        dist = next_char_log_probs(state, min_log_prob)
-        rows = [(c, visible(c), *e) for c, e in dist.chars.items()]
-        if dist.end is not None:
-            rows.append(("end", "<end>", *dist.end))
-        extra = [f"not a character or below {min_log_prob:g} nats: log p = {dist.other:.4f}"]
-        if dist.partial:
-            extra.insert(0, f"the prompt ends inside a character (bytes {dist.partial.hex(' ')}): the rows complete it")
-        return rows, {"unit": "char", **dist.to_dict()}, extra, dist.tolerance
-    nb = state.next_byte_log_probs()
-    rows = []
-    for i in range(END_OF_STRING + 1):
-        if nb.log_probs[i] > -math.inf:
-            key, name = ("end", "<end>") if i == END_OF_STRING else (str(i), visible_byte(i))
-            rows.append((key, name, float(nb.log_probs[i]), float(nb.lower[i]), float(nb.upper[i])))
-    return rows, {"unit": "byte", **nb.to_dict()}, [], nb.tolerance
-
-
 def cmd_next(args: argparse.Namespace) -> None:
-    from ppl_tok.strings.batch import Options, walk
-    from ppl_tok.strings.certified import head_caveat, uninformative_hint
-    from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
-
-    if dispatch(args, "next"):
-        return
-    _check_utf8("--prompt", args.prompt)
-    if args.min_log_prob is not None and not args.chars:
-        raise ValueError("--min-log-prob applies to --chars only (the next-byte table explores nothing): "
-                         "add --chars or drop --min-log-prob")
-    min_log_prob = DEFAULT_MIN_LOG_PROB if args.min_log_prob is None else args.min_log_prob
-    config = search_config(args)
-    lm = _load_lm(args)
-    _check_context(argparse.Namespace(command=args.command, text=args.prompt, context=args.context), lm,
-                   walk="the prompt")
-    with byte_bar(args, len(args.prompt.encode("utf-8")), "next") as bar:  # the prompt, byte by byte
-        state = walk(lm, args.prompt, None, Options(args.context, config), bar.update)
-    prefix = state.prefix_log_prob()
-    rows, payload, extra, tol = _next_rows(args, state, min_log_prob)
-    shown = sorted(rows, key=lambda r: -r[2])[:args.top]
-    wide = [key for key, _, _, lo, hi in shown if uninformative_hint(hi - lo, config) is not None]
-    hint = (uninformative_hint(max(hi - lo for *_, lo, hi in shown), config, prefill=state.prefill,
-                               prompt_bytes=len(state.data) - state.base) if wide else None)
-    payload.update(model=lm.name, prompt=args.prompt, context=args.context, beam=args.beam, prune=args.prune,
-                   prefix=prefix.to_dict(), prefill=state.prefill, head_bytes=state.base, informative=not wide,
-                   uninformative_rows=wide, hint=hint)
-    unit = "character" if args.chars else "byte"
-    lines = [f"next {unit} after {args.prompt!r} ({lm.name}); log P(prompt is a prefix) in "
-             f"[{prefix.lower:.4f}, {prefix.upper:.4f}]; intervals include a rounding tolerance of {tol:.1e} nats",
-             f"{unit:>9} {'p':>8} {'log p':>9}   {'certified ' if not state.base else ''}log p"]
-    caveat = head_caveat(state.base, f"the next {unit}'s log p")
-    if caveat:
-        lines.insert(1, caveat)
-    payload["certified"] = caveat is None
-    for key, name, lp, lo, hi in shown:
-        lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{lo:.4f}, {hi:.4f}]"
-                     + ("   uninformative" if key in wide else ""))
-    lines += extra + ([hint] if hint else [])
-    _emit(args, payload, lines)
+    run_task(args, "next")
 
 
 def cmd_boundary(args: argparse.Namespace) -> None:
@@ -224,8 +128,16 @@ def cmd_boundary(args: argparse.Namespace) -> None:
     _emit(args, {"model": args.model, "source": source, **s, "rows": report.rows}, lines)
 
 
+def add_task_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """The flags of task ``name``'s own parameters (:attr:`~ppl_tok.strings.tasks.StringTask.params`), added when the
+    command first parses or shows its help."""
+    from ppl_tok.common.params import add_flags_later
+
+    add_flags_later(p, lambda: {name: _task_params()[name]}, "task")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``conditional``, ``generate``, ``next`` and ``boundary`` to the ``ppl-tok`` subcommands."""
+    """Add ``conditional``, ``generate``, ``next``, ``task`` and ``boundary`` to the ``ppl-tok`` subcommands."""
     p = add_command(sub, "boundary", "the boundary report of (context, continuation) requests: which have a canonical "
                     "token spanning the join, and how far canonical scoring and the conditional over strings differ "
                     "(docs/lm-eval.md)", "lm")
@@ -251,25 +163,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", help="the prompt string, cut anywhere (\"\": unconditional); required without --input")
     add_search_arguments(p)
     add_batch_arguments(p, text=True)
+    add_task_flags(p, "conditional")
     p.set_defaults(func=cmd_conditional)
     p = add_command(sub, "generate", "sample or greedily decode bytes after a prompt string from the LM over strings",
                     "lms")
     p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
-    p.add_argument("--max-bytes", type=POSITIVE, default=64,
-                   help="bytes to generate at most (default 64; at most the generated_bytes limit, docs/limits.md)")
-    p.add_argument("--temperature", type=positive, help="divide the next-byte log-probs by this (default 1)")
-    p.add_argument("--top-p", type=top_mass, help="sample from the smallest set holding this mass (default 1)")
-    p.add_argument("--greedy", action="store_true",
-                   help="take the most probable byte each time (not with --temperature or --top-p)")
-    p.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    add_task_flags(p, "generate")
     p.add_argument("--stop", action="append", default=[], metavar="STRING", help="end at this string (repeatable)")
     p.add_argument("--canonical", action="store_true",
                    help="sample tokens from the LM conditioned on canonicality (each step renormalised over the "
                         "tokens that keep prompt and continuation the tokenizer's own encoding; docs/canonical_lm.md)")
-    p.add_argument("--mode", choices=["auto", "bytes", "tokens"], default="auto",
-                   help="tokens: a covering of the prompt, then plain token sampling (fast); bytes: byte by byte "
-                        "(needed by --temperature, --top-p, --greedy); auto (default): tokens where it applies")
     add_search_arguments(p)
     add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_generate)
@@ -277,13 +181,22 @@ def register(sub: argparse._SubParsersAction) -> None:
             "intervals", "lms")
     p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
     p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
-    p.add_argument("--chars", action="store_true", help="UTF-8 characters instead of bytes")
-    p.add_argument("--min-log-prob", type=log_prob_floor, metavar="NATS",
-                   help="with --chars: leave partial characters below this unexplored (default -12; -inf: none)")
+    add_task_flags(p, "next")
     p.add_argument("--top", type=POSITIVE, default=10, help="rows printed (default 10; --json has them all)")
     add_search_arguments(p)
     add_batch_arguments(p, text=False)
     p.set_defaults(func=cmd_next)
+    p = add_command(sub, "task", "any registered string task (ppl_tok.strings.tasks.TASKS: a user's own too) on a "
+                    "prompt or on --input's items, with that task's own flags", "lms")
+    p.add_argument("task", metavar="TASK", choices=LaterChoices(_task_names), help="the task: %(choices)s")
+    p.add_argument("--prompt", help="the prompt string, cut anywhere (default: none)")
+    p.add_argument("--text", help="the text after the prompt, for a task that reads one (conditional)")
+    p.add_argument("--context", default="", help="text before the prompt, canonically tokenized (default: none)")
+    p.add_argument("--top", type=POSITIVE, default=10, help="rows a table prints (default 10; --json has them all)")
+    add_search_arguments(p)
+    add_batch_arguments(p, text=True)
+    add_flags_later(p, _task_params, "TASK")
+    p.set_defaults(func=cmd_task)
 
 
 __all__ = ["register"]

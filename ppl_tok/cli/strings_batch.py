@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
                                 search_config)
 from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive, run_folder
-from ppl_tok.common.jsonl_store import decode_log
 from ppl_tok.limits import limits
 
 if TYPE_CHECKING:  # the runner is imported when a command runs, not for --help
-    from ppl_tok.strings.batch import BatchRun, Item, Options
+    from ppl_tok.strings.batch import BatchRun, Item, Members, Options
+    from ppl_tok.strings.tasks import StringTask
 
 
 def _kinds() -> tuple[str, ...]:
@@ -68,47 +67,37 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
                    help="one per --model, in order: the mixture's prior or the product's exponent (default 1/K)")
 
 
-def dispatch(args: argparse.Namespace, task: str) -> bool:
-    """Run ``task`` here when the command has ``--input`` or several ``--model`` (``True``); else check the
-    flags that belong to those and leave the one-prompt, one-LM command to its own code (``False``)."""
+def run_task(args: argparse.Namespace, name: str, **fixed: Any) -> None:
+    """The command of string task ``name`` (resolved here, once): one ``--prompt`` or ``--input FILE``'s items, under
+    one ``--model`` or an ensemble, through the one runner, printed (module docstring). ``fixed``: parameters of
+    the task that the command reads from flags of its own (``generate``'s repeated ``--stop``)."""
     from ppl_tok.strings.tasks import string_task
 
+    task = string_task(name)
     several = len(lm_specs(args)) > 1
-    if args.input is None and not several:
-        for flag, value in (("--kind", args.kind), ("--weight", args.weight)):
-            if value is not None:
-                raise ValueError(f"{flag} combines several LMs: give --model twice or more, or drop {flag}")
+    if args.input is None:
         if args.out is not None:
             raise ValueError("--out stores the records of --input FILE: give --input, or drop --out")
         if args.ray is not None or args.workers is not None:
             raise ValueError(f"{'--ray' if args.ray is not None else '--workers'} runs the batches of --input FILE "
                              "on Ray: give --input and --out, or drop it")
         if args.prompt is None:
-            if string_task(task).needs_text:
+            if task.needs_text:
                 raise ValueError("give --prompt (or --input FILE of prompt and text pairs)")
             args.prompt = ""
-        return False
-    run_command(args, task, several)
-    return True
+    run_command(args, task, several, fixed)
 
 
-def _check_flags(args: argparse.Namespace, task: str, several: bool) -> None:
+def _check_flags(args: argparse.Namespace, task: StringTask, options: Options, several: bool) -> None:
+    for flag, value in (("--kind", args.kind), ("--weight", args.weight)):
+        if value is not None and not several:
+            raise ValueError(f"{flag} combines several LMs: give --model twice or more, or drop {flag}")
     if args.weight is not None and len(args.weight) != len(lm_specs(args)):
         raise ValueError(f"{len(args.weight)} --weight for {len(lm_specs(args))} --model: give one per --model")
-    if not several and (args.kind is not None or args.weight is not None):
-        raise ValueError("--kind and --weight combine several LMs: give --model twice or more")
-    if task == "next" and several and args.chars:
-        raise ValueError("--chars reads one LM's next characters: give one --model, or drop --chars")
-    if task == "generate":
-        from ppl_tok.strings.generate import check_sampling, sampling_mode
-
-        for s in args.stop:
-            _check_utf8("--stop", s)
-        check_sampling(args.max_bytes, args.temperature, args.top_p, args.stop)
-        sampling_mode(args.mode, args.temperature, args.top_p, args.greedy, several)
+    for s in getattr(args, "stop", None) or ():
+        _check_utf8("--stop", s)
+    task.check(options, several)
     if args.input is None:
-        if args.ray is not None or args.workers is not None:
-            raise ValueError("--ray runs the batches of --input FILE: give --input and --out, or drop --ray")
         return
     ray_address(args)  # --ray needs --out; --workers needs --ray
     given = [f for f, v in (("--prompt", args.prompt), ("TEXT", getattr(args, "text", None)),
@@ -165,47 +154,52 @@ def read_items(path: str, prompt_field: str, text_field: str | None, context: st
     return items, source, sha256
 
 
-def _options(args: argparse.Namespace, task: str) -> Options:
+def _options(args: argparse.Namespace, task: StringTask, fixed: dict[str, Any] | None = None) -> Options:
+    """The task's :class:`~ppl_tok.strings.tasks.Options`: the context and beam, and the task's own parameters from
+    its flags (:mod:`ppl_tok.common.params`; a flag not given keeps the parameter's default) and ``fixed``."""
+    from ppl_tok.common.params import given, split_values
     from ppl_tok.strings.batch import Options
 
-    extra: dict[str, Any] = {}
-    if task == "next":
-        extra = {"chars": args.chars, "min_log_prob": args.min_log_prob}
-    elif task == "generate":
-        extra = {"max_bytes": args.max_bytes, "temperature": args.temperature, "top_p": args.top_p,
-                 "greedy": args.greedy, "seed": args.seed, "stop": tuple(args.stop), "mode": args.mode}
-    return Options(context=args.context, config=search_config(args), **extra)
+    own, _ = split_values(task.params, {**given(args), **(fixed or {})})
+    return Options(context=args.context, config=search_config(args), params=task.params(**own))
 
 
-def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
-    """``task`` on ``--input``'s items or on the one ``--prompt`` (an ensemble), printed (module docstring)."""
+def run_command(args: argparse.Namespace, task: StringTask, several: bool, fixed: dict[str, Any] | None = None
+                ) -> None:
+    """``task`` on ``--input``'s items or on the one ``--prompt``, printed (module docstring)."""
     from ppl_tok.strings.batch import Item, Members, answer, batch_settings, item_bytes, run_items
-    from ppl_tok.strings.tasks import string_task
 
-    _check_flags(args, task, several)
-    options = _options(args, task)
+    options = _options(args, task, fixed)
+    _check_flags(args, task, options, several)
     if args.input is not None:
         items, source, sha256 = read_items(args.input, args.prompt_field,
-                                           args.text_field if string_task(task).needs_text else None, args.context)
+                                           args.text_field if task.needs_text else None, args.context)
     else:
-        _check_utf8("--prompt", args.prompt if args.prompt is not None else "")
-        items, source, sha256 = [Item(0, args.prompt or "", getattr(args, "text", None), "--prompt")], None, None
-    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if string_task(task).needs_text else None}
+        _check_utf8("--prompt", args.prompt)
+        # one prompt is a batch of one item; a draw of it is seeded with --seed itself
+        seed = getattr(options.params, "seed", None)  # a task that draws: the one prompt draws with --seed itself
+        items, source, sha256 = [Item(0, args.prompt, getattr(args, "text", None), "--prompt", seed=seed)], None, None
+    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if task.needs_text else None}
     settings_args = {"input_sha256": sha256, "fields": fields,
                      "extra": {"input": source, "items": len(items), "lm": [s.to_dict() for s in lm_specs(args)]}}
     weights = None if args.weight is None else tuple(args.weight)
     if args.ray is not None:
-        _run_on_ray(args, task, items, options, source, settings_args, weights)
+        _run_on_ray(args, task.name, items, options, source, settings_args, weights)
         return
     lms = _load_lms(args)
     for lm in lms:
-        _check_context(argparse.Namespace(command=task, text=None, context=args.context), lm)
+        if args.input is None:  # the prompt (and the text) refused before any work if no covering fits the window
+            text = args.prompt + (getattr(args, "text", None) or "")
+            _check_context(argparse.Namespace(command=args.command, text=text, context=args.context), lm,
+                           walk="the prompt and the text" if task.needs_text else "the prompt")
+        else:
+            _check_context(argparse.Namespace(command=task.name, text=None, context=args.context), lm)
     members = Members(tuple(lms), args.kind or "mixture", weights)
     settings = None
     if args.out is not None:
         settings = batch_settings(task, members, options, batch_size=args.batch_size, **settings_args)
     stream = args.input is not None and args.out is None and not args.json
-    with byte_bar(args, sum(item_bytes(task, it, options, members) for it in items), task) as bar:
+    with byte_bar(args, sum(item_bytes(task, it, options, members) for it in items), task.name) as bar:
         if args.input is None:
             record = answer(task, members, items[0], options, on_bytes=bar.update)
         else:
@@ -213,9 +207,9 @@ def run_command(args: argparse.Namespace, task: str, several: bool) -> None:
                             batch_size=args.batch_size, on_bytes=bar.update,
                             on_records=_print_records if stream else None)
     if args.input is None:
-        _emit_one(args, task, members, record)
+        _emit_one(args, task, members, options, record)
     elif not stream:
-        _emit_summary(args, task, run, source)
+        _emit_summary(args, task.name, run, source)
 
 
 def _run_on_ray(args: argparse.Namespace, task: str, items: list[Item], options: Options, source: str,
@@ -265,38 +259,18 @@ def _emit_summary(args: argparse.Namespace, task: str, run: BatchRun, source: st
     _emit(args, payload, lines)
 
 
-def _emit_one(args: argparse.Namespace, task: str, members: Members, record: dict[str, Any]) -> None:
-    """One prompt under an ensemble: its figures, as text lines or JSON."""
-    names = " + ".join(lm.name for lm in members.lms)
-    head = f"{members.kind} of {names}"
-    payload = {"models": [lm.name for lm in members.lms], "kind": members.kind, "weights": args.weight,
-               "context": args.context, **record}
-    if task == "conditional":
-        lines = [f"prompt: {record['prompt']!r}   text: {record['text']!r}   {head}",
-                 f"log p(text | prompt), over strings: {_num(record['estimate'])}   "
-                 f"{'' if record.get('head_bytes') else 'certified '}in [{_num(record['lower'])}, "
-                 f"{_num(record['upper'])}]", f"{record['forwards']} LM forwards"]
-        if record.get("head_bytes"):
-            from ppl_tok.strings.certified import head_caveat
+def _emit_one(args: argparse.Namespace, task: StringTask, members: Members, options: Options,
+              record: dict[str, Any]) -> None:
+    """One prompt's record, printed by its task (:meth:`~ppl_tok.strings.tasks.StringTask.shown`): text lines, or
+    the record as JSON with who answered it and what the task adds."""
+    from ppl_tok.strings.tasks import Shown
 
-            lines.insert(2, head_caveat(record["head_bytes"]))
-    elif task == "generate":
-        log_p = f"log p = {_num(record['log_prob'])}, " if record["mode"] == "bytes" else ""
-        lines = [record["prompt"] + record["text"], f"-- {record['bytes']} bytes ({record['stopped']}, "
-                 f"{record['mode']} mode, {head}), {log_p}{record['forwards']} LM forwards"]
-    else:
-        lines = [f"next byte after {record['prompt']!r} ({head})", f"{'byte':>9} {'p':>8} {'log p':>9}   certified log p"]
-        rows = sorted(((k, decode_log(v)) for k, v in record["log_probs"].items()), key=lambda kv: -kv[1])[:args.top]
-        for key, lp in rows:
-            name = "<end>" if key == "end" else repr(bytes([int(key)]))[2:-1]
-            lines.append(f"{name:>9} {math.exp(lp):>8.4f} {lp:>9.4f}   [{_num(record['lower'].get(key))}, "
-                         f"{_num(record['upper'].get(key))}]")
-    _emit(args, payload, lines)
+    names = [lm.name for lm in members.lms]
+    head = f"{members.kind} of {' + '.join(names)}" if members.ensemble else names[0]
+    extra, lines = task.shown(record, options, Shown(head, members.ensemble, getattr(args, "top", 10)))
+    who = ({"models": names, "kind": members.kind, "weights": args.weight} if members.ensemble
+           else {"model": names[0]})
+    _emit(args, {**who, "context": args.context, **record, "beam": args.beam, "prune": args.prune, **extra}, lines)
 
 
-def _num(x: float | str | None) -> str:
-    x = decode_log(x)  # a record's -inf ("-Infinity"; null in ppl-tok 0.2's records)
-    return "-inf" if x == -math.inf else f"{x:.4f}"
-
-
-__all__ = ["add_batch_arguments", "byte_bar", "dispatch", "read_items", "run_command"]
+__all__ = ["add_batch_arguments", "byte_bar", "read_items", "run_command", "run_task"]

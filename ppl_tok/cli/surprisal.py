@@ -29,6 +29,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
 from ppl_tok.common.arguments import POSITIVE, integer, positive, run_folder
 from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
+from ppl_tok.strings.beam import SURPRISAL_LAZY
 from ppl_tok.strings.certified import WIDE_BITS
 
 #: the columns of a row, in order
@@ -130,12 +131,9 @@ class _Writer:
         sys.stdout.flush()
 
 
-#: ``ppl-tok surprisal``'s default lazy-extension shares (issue 45 item 5: the cheapest setting within median 0.01 and
-#: p99 0.1 bits per word of the exhaustive one on held-out words; docs/strings.md, "The default setting"); empty:
-#: the default is the exhaustive setting. 1e-5: on 1,000 held-out OpenBookQA words, median 0 and p99 0.0022 bits from
-#: the exhaustive figures at 20.2x canonical's CPU against the exhaustive 35.7x; every share from 1e-4 up has a
-#: p99 floor of 0.39 bits (paths through an earlier word's split, docs/strings.md)
-DEFAULT_LAZY: dict[str, float | None] = {"extend_threshold": 1e-5}
+#: ``ppl-tok surprisal``'s default lazy-extension shares: the one default of every surprisal
+#: (:data:`ppl_tok.strings.beam.SURPRISAL_LAZY`, which the Python functions read too)
+DEFAULT_LAZY = SURPRISAL_LAZY
 #: the exhaustive setting (``--exhaustive``): every prefix the beam keeps is extended
 EXHAUSTIVE = {"extend_threshold": 0.0, "boundary_threshold": None, "rejoin_threshold": None}
 
@@ -186,11 +184,12 @@ def surprisal_items(items: list[str], regions: list[Any] | None, source: str) ->
 
 def surprisal_options(args: argparse.Namespace) -> Any:
     """The task's :class:`~ppl_tok.strings.tasks.Options` from the flags."""
-    from ppl_tok.strings.tasks import Options
+    from ppl_tok.strings.tasks import Options, SurprisalParams
 
-    return Options(context=args.context, config=search_config(args), units=args.units,
-                   keep_punctuation=args.keep_punctuation, wide=args.wide, final=args.final, entropy=args.entropy,
-                   search=args.search, tree_back_off=args.tree_back_off)
+    own = SurprisalParams(units=args.units, keep_punctuation=args.keep_punctuation, wide=args.wide,
+                          final=args.final or "auto", entropy=args.entropy, search=args.search,
+                          tree_back_off=args.tree_back_off)
+    return Options(context=args.context, config=search_config(args), params=own)
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:

@@ -12,7 +12,8 @@ from typing import Any
 
 from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive
 from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _read_text, _tokens, _vocab,
-                                add_command, add_proposal_arguments, add_text_arguments, proposal_names)
+                                add_command, add_proposal_arguments, add_text_arguments, proposal_names,
+                                proposal_record)
 from ppl_tok.common.jsonout import count_fields
 from ppl_tok.limits import limits
 
@@ -74,6 +75,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
     from ppl_tok.infer.exact import exact_marginal
     from ppl_tok.infer.importance import marginal
     from ppl_tok.infer.search import marginal_bounds
+    from ppl_tok.proposals import proposal
 
     guide = _guide(args)
     lm = _load_lm(args)
@@ -115,7 +117,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         + (f"; the estimate is {result.certified_lower - result.log_marginal:.4f} below it"
            if result.log_marginal < result.certified_lower else ""),
     ]
-    if result.proposal == "prior":
+    if proposal(args.proposal).rejects:
         lines.append(f"  acceptance rate:         {result.acceptance_rate:.3f}")
     if args.exact:
         exact = exact_marginal(args.text, lm, context=args.context, max_paths=args.max_paths, mdd=mdd)
@@ -271,12 +273,14 @@ STATEMENT_NOTES = {"uncalibrated": " (the ± is a delta-method standard error, n
 def _guide(args: argparse.Namespace) -> Any:
     """``--proposal`` (and ``--proposal-file``) as a guide: :func:`ppl_tok.proposals.resolve_proposal`, checked
     before the LM loads."""
-    from ppl_tok.proposals import check_file, proposal, resolve_proposal
+    from ppl_tok.proposals import DEFAULT_PROPOSAL, check_file, proposal, settings_guide
 
-    found = proposal(args.proposal)
+    found = proposal(DEFAULT_PROPOSAL if args.proposal is None else args.proposal)
     check_file(found, args.proposal_file, "--proposal {} and --proposal-file F")
-    # by name where the sampler resolves it (the results then carry the name); a file's proposal as its guide
-    return args.proposal if found.from_record is None else resolve_proposal(args.proposal, args.proposal_file)
+    record = proposal_record(args)  # --proposal (its default where not given), its file and its parameters
+    # by name where the sampler resolves it (the results then carry the name); else the guide of its record
+    plain = found.from_record is None and found.from_params is None
+    return args.proposal if plain else settings_guide(record)
 
 
 def read_word_list(path: str) -> list[str]:

@@ -45,7 +45,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.mdd import MDD, compile_mdd
 from ppl_tok.model import as_pairs, particle_seeds, per_particle_weights, tokenization_model, unpad
-from ppl_tok.proposals import StratifiedGuide, named_guide
+from ppl_tok.proposals import StratifiedGuide, named_guide, proposal
 from ppl_tok.infer.groups import Group, chunk_seed, particle_groups  # noqa: F401 (re-exported: their home before)
 from ppl_tok.infer.search import Bounds, marginal_bounds
 
@@ -250,6 +250,12 @@ def checked_importance(imp: pyro.infer.Importance, text: str, lm: LanguageModel,
                    forwards=0, seconds=0.0, support=compile_mdd(text, lm.vocab).count())
 
 
+def _enumerates(guide: str | Callable | None) -> bool:
+    """Whether ``guide`` names a registered proposal that enumerates a certified search's part and samples the rest
+    (:attr:`ppl_tok.proposals.Proposal.enumerates`: ``stratified``), which :func:`marginal` runs text by text."""
+    return isinstance(guide, str) and proposal(guide).enumerates
+
+
 def _proposal(guide: str | Callable | None) -> tuple[Callable | None, str]:
     if isinstance(guide, str):  # a registered proposal's name (ppl_tok.proposals.PROPOSALS)
         return named_guide(guide), guide
@@ -327,7 +333,7 @@ def marginal(text: str, lm: LanguageModel, num_samples: int = 64, *, guide: str 
     num_samples = limits.check_count("num_samples", num_samples)
     seed = None if seed is None else limits.check_seed("seed", seed)
     limits.check_workload([text], [context], num_samples)
-    if guide != "stratified":
+    if not _enumerates(guide):
         return _marginals([text], lm, num_samples, [context], guide, None if seed is None else [seed],
                           None if mdd is None else [mdd])[0]
     start, forwards0 = time.perf_counter(), lm.stats.forwards
@@ -375,7 +381,7 @@ def marginals(texts: Sequence[str], lm: LanguageModel, num_samples: int = 64, *,
     if not len(contexts) == len(seeds) == len(texts):
         raise ValueError(f"{len(texts)} texts, {len(contexts)} contexts and {len(seeds)} seeds: one each")
     limits.check_workload(texts, contexts, num_samples)
-    if guide == "stratified":
+    if _enumerates(guide):
         out = []
         for i, (t, c, s) in enumerate(zip(texts, contexts, seeds)):
             out.append(marginal(t, lm, num_samples, guide=guide, context=c, seed=s))

@@ -52,6 +52,7 @@ Model arguments (``--model_args key=value,...``):
   bytes (default 4 per token; :mod:`ppl_tok.integrations.lm_eval_strings`).
 * ``proposal``, ``proposal_file``: the importance proposal, any registered one (:data:`ppl_tok.proposals.PROPOSALS`:
   ``lookahead``, ``uniform``, ``prior``, ``stratified``, a user's own), or ``learned`` with its ``learn-proposal`` file.
+  A proposal's own parameters (:attr:`ppl_tok.proposals.Proposal.params`) are ``proposal_NAME=VALUE``.
 * ``seed``, ``split``, ``id_field``: the particles of request (document ``d``,
   choice ``j``) use the seed :func:`ppl_tok.common.seeds.pair_seed` ``(seed, split, id, j)``,
   ``id = d[id_field]`` if the document has that field, else lm-eval's ``doc_id``,
@@ -224,8 +225,9 @@ class PPLTokLM(LM):
         self.pair_scoring = None if pair is None else pair.name
         self.document_scoring = None if document is None else document.name
         self.seed = _int_arg("seed", seed, 0, MAX_SEED)
-        try:  # the proposal field's value: None for the plain look-ahead (the field's default)
-            own_proposal = proposal_value(str(proposal), None if proposal_file is None else str(proposal_file))
+        own = {k.removeprefix("proposal_"): params.pop(k) for k in list(params) if k.startswith("proposal_")}
+        try:  # the proposal field's value: None for the plain look-ahead (the field's default); its parameters proposal_NAME=
+            own_proposal = proposal_value(str(proposal), None if proposal_file is None else str(proposal_file), own)
         except ValueError as err:
             raise ModelArgumentError(str(err)) from err
         #: the importance proposal's record (ppl_tok.proposals.proposal_settings)

@@ -59,7 +59,8 @@ GEN_KEYS = ("until", "max_gen_toks", "do_sample", "temperature", "top_p")
 
 
 def generation_settings(gen_kwargs: dict[str, Any], bytes_per_token: int) -> dict[str, Any]:
-    """:func:`~ppl_tok.strings.generate.generate`'s keyword arguments from lm-eval's ``gen_kwargs``.
+    """:func:`~ppl_tok.strings.generate.generate`'s keyword arguments from lm-eval's ``gen_kwargs``: the fields of the
+    generate task's parameters (:class:`~ppl_tok.strings.tasks.GenerateParams`, whose defaults the others keep).
 
     ``until`` (a string or a list; default none), ``max_gen_toks`` (default 256) times
     ``bytes_per_token`` as ``max_bytes``, ``do_sample`` (default false: greedy), ``temperature``
@@ -107,11 +108,16 @@ def generate_until(lm: LanguageModel, requests: Sequence[Any], config: StringSea
 
     from ppl_tok.strings.generate import generate
 
-    settings = [generation_settings(dict(r.args[1]) if len(r.args) > 1 else {}, bytes_per_token) for r in requests]
+    from ppl_tok.strings.tasks import GenerateParams
+
+    # the generate task's own parameters (their checks and defaults; ppl_tok.strings.tasks), one per request
+    settings = [GenerateParams(**generation_settings(dict(r.args[1]) if len(r.args) > 1 else {}, bytes_per_token))
+                for r in requests]
     out = []
-    for r, kw in tqdm(list(zip(requests, settings)), desc="ppl-tok generate_until", unit="req", disable=not progress):
-        g = generate(lm, str(r.args[0]), config=config, seed=pair_seed(seed, "generate", str(r.doc_id), int(r.idx)),
-                     progress=progress, **kw)
+    for r, own in tqdm(list(zip(requests, settings)), desc="ppl-tok generate_until", unit="req", disable=not progress):
+        g = generate(lm, str(r.args[0]), own.max_bytes, temperature=own.temperature, top_p=own.top_p,
+                     greedy=own.greedy, stop=own.stop, mode=own.mode, config=config,
+                     seed=pair_seed(seed, "generate", str(r.doc_id), int(r.idx)), progress=progress)
         LOG.info("request %s: %d bytes generated (%s)", (r.task_name, r.doc_id), len(g.data), g.stopped)
         out.append(complete_characters(g.data))
     return out

@@ -30,10 +30,10 @@ from ppl_tok.proposals.guides import (StepLogits, StratifiedGuide, lookahead, lo
                                       uniform_guide)
 from ppl_tok.proposals.learned import (DEFENSIVE, FEATURES, FLOOR, FORMAT, LOOKAHEAD_WEIGHTS, LearnedProposal,
                                        edge_features, floored_log_softmax)
-from ppl_tok.proposals.registry import (PROPOSALS, Proposal, check_file, named_guide, proposal, proposal_settings,
+from ppl_tok.proposals.registry import (DEFAULT_PROPOSAL, PROPOSALS, NoParams, Proposal, check_file, named_guide, proposal, proposal_settings,
                                         register_proposal, resolve_proposal, settings_guide, unregister_proposal)
 
 __all__ = ["StepLogits", "StratifiedGuide", "lookahead", "lookahead_guide", "mdd_guide", "uniform", "uniform_guide",
            "DEFENSIVE", "FEATURES", "FLOOR", "FORMAT", "LOOKAHEAD_WEIGHTS", "LearnedProposal", "edge_features",
-           "floored_log_softmax", "PROPOSALS", "Proposal", "check_file", "named_guide", "proposal", "proposal_settings",
+           "floored_log_softmax", "DEFAULT_PROPOSAL", "PROPOSALS", "NoParams", "Proposal", "check_file", "named_guide", "proposal", "proposal_settings",
            "register_proposal", "resolve_proposal", "settings_guide", "unregister_proposal"]

@@ -3,14 +3,26 @@ QA study accept, what a run folder stores of one, and how a stored setting becom
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppl_tok.common.params import Params, from_settings, from_values
+from ppl_tok.common.params import settings as settings_of
 from ppl_tok.common.registry import Registry
 from ppl_tok.proposals.guides import lookahead_guide, uniform_guide
 from ppl_tok.proposals.learned import LearnedProposal
+
+#: the proposal of a consumer that names none (``--proposal``'s default, lm-eval's ``proposal=``, a run's settings
+#: that record none)
+DEFAULT_PROPOSAL = "lookahead"
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of a proposal that has none of its own."""
+
 
 @dataclass(frozen=True)
 class Proposal:
@@ -25,6 +37,15 @@ class Proposal:
     :param read_file: a proposal whose parameters are read from a file: the settings record's fields of that file
         (its checksum and weights, so that a resume under another file is refused); ``None``: it takes no file.
     :param doc: one line: what it draws.
+    :param rejects: its draws may leave the MDD and are then rejected (the prior): its acceptance rate is a
+        diagnostic a command shows.
+    :param params: its own parameters, a frozen :class:`~ppl_tok.common.params.Params` dataclass (each field a
+        default, one line of help, a type): given as ``--proposal-param NAME=VALUE`` on the command line, as
+        ``proposal_NAME=VALUE`` in lm-eval's ``--model_args``, stored in a run's settings (``proposal_params``) and
+        compared on resume (:func:`proposal_settings`).
+    :param from_params: a proposal with parameters: its guide from them (``None``: :attr:`guide`).
+    :param enumerates: the importance sampler enumerates what a certified search finds and samples the rest with
+        this guide (``stratified``; :func:`ppl_tok.infer.importance.marginal` runs it text by text).
     """
 
     name: str
@@ -32,9 +53,34 @@ class Proposal:
     from_record: Callable[[dict[str, Any]], Callable[..., Any]] | None = None
     read_file: Callable[[Path], dict[str, Any]] | None = None
     doc: str = ""
+    rejects: bool = False
+    params: type[Params] = NoParams
+    from_params: Callable[[Any], Callable[..., Any]] | None = None
+    enumerates: bool = False
+
+    def __post_init__(self) -> None:
+        if self.from_record is not None and self.from_params is not None:
+            raise ValueError(f"proposal {self.name!r}: give from_record (parameters in a file) or from_params "
+                             "(parameters of its own), not both")
+
+    def own(self, values: Mapping[str, Any] | Params | None = None) -> Params:
+        """Its parameters: ``values`` by field name (strings parsed by each field's type, as lm-eval's
+        ``--model_args`` and ``--proposal-param`` give them; the others checked), or an instance of :attr:`params`.
+
+        :raises ValueError: a name that is no parameter of this proposal, or a bad value (one line naming it).
+        """
+        if isinstance(values, Params):
+            if not isinstance(values, self.params):
+                raise ValueError(f"proposal {self.name!r} takes {self.params.__qualname__}, got "
+                                 f"{type(values).__qualname__}")
+            return values
+        return from_values(self.params, values or {}, f"proposal {self.name!r}")
 
     def guide_of(self, record: dict[str, Any]) -> str | Callable[..., Any] | None:
         """The guide of a settings record of :func:`proposal_settings` naming this proposal."""
+        if self.from_params is not None:
+            return self.from_params(from_settings(self.params, record.get("proposal_params") or {},
+                                                  f"proposal {self.name!r}"))
         return self.guide if self.from_record is None else self.from_record(record)
 
 
@@ -81,8 +127,9 @@ def _learned_guide(record: dict[str, Any]) -> Callable[..., Any]:
 for _builtin in (
         Proposal("lookahead", "lookahead", doc="the LM's next-token distribution masked to the MDD (the default)"),
         Proposal("uniform", "uniform", doc="uniform over the MDD's paths"),
-        Proposal("prior", None, doc="the LM prior, every draw that leaves the MDD rejected"),
-        Proposal("stratified", "stratified", doc="the look-ahead over what a certified search has not enumerated"),
+        Proposal("prior", None, doc="the LM prior, every draw that leaves the MDD rejected", rejects=True),
+        Proposal("stratified", "stratified", doc="the look-ahead over what a certified search has not enumerated",
+                 enumerates=True),
         Proposal("learned", from_record=_learned_guide, read_file=_learned_file,
                  doc="log-linear over edge features, weights from `ppl-tok learn-proposal` (a proposal file)")):
     PROPOSALS.register(_builtin.name, _builtin)
@@ -93,23 +140,29 @@ def named_guide(name: str) -> Callable[..., Any] | None:
     (``None``: the prior). A proposal built from a settings record (``learned``) or run by the sampler itself
     (``stratified``) is an error naming the fix."""
     found, own = proposal(name), {"lookahead": lookahead_guide, "uniform": uniform_guide}
+    if found.from_params is not None:
+        return found.guide_of({})  # its parameters' defaults
     if found.from_record is not None or (isinstance(found.guide, str) and found.guide not in own):
         raise ValueError(f"proposal {name!r} is not a plain guide: pass guide=ppl_tok.proposals.resolve_proposal"
                          f"({name!r}, ...) (its settings' guide), or use marginal()")
     return own.get(found.guide, found.guide) if isinstance(found.guide, str) else found.guide
 
 
-def proposal_settings(name: str = "lookahead", file: str | Path | None = None) -> dict[str, Any]:
+def proposal_settings(name: str | None = DEFAULT_PROPOSAL, file: str | Path | None = None,
+                      params: Mapping[str, Any] | Params | None = None) -> dict[str, Any]:
     """The settings record of a proposal: ``{"proposal": name}``, plus what its file holds (``learned``: the
-    file's SHA-256 and weights).
+    file's SHA-256 and weights) and, for a proposal with parameters of its own, their values
+    (``"proposal_params"``, :meth:`Proposal.own` of ``params``; a proposal without them refuses any).
 
     A run stores it, so that a resume with another proposal file (another checksum) is refused, and
     rebuilds its guide from it (:func:`settings_guide`). A proposal that reads a file needs ``file``; the others
     refuse one (one-line errors naming the fix); an unknown name is an error naming the registered ones.
     """
-    found = proposal(name)
+    found = proposal(DEFAULT_PROPOSAL if name is None else name)
     check_file(found, file, "proposal {} and a proposal file")
-    return {"proposal": name, **({} if file is None else found.read_file(Path(file)))}
+    own = settings_of(found.own(params))
+    return {"proposal": found.name, **({} if file is None else found.read_file(Path(file))),
+            **({"proposal_params": own} if own else {})}
 
 
 def check_file(found: Proposal, file: object, pair: str) -> None:
@@ -124,7 +177,7 @@ def check_file(found: Proposal, file: object, pair: str) -> None:
 
 def settings_guide(record: dict[str, Any]) -> str | Callable[..., Any] | None:
     """The guide of a settings record of :func:`proposal_settings` (``"lookahead"`` where none is recorded)."""
-    name = record.get("proposal", "lookahead")
+    name = record.get("proposal", DEFAULT_PROPOSAL)
     try:
         found = proposal(name)
     except ValueError as err:
@@ -133,8 +186,9 @@ def settings_guide(record: dict[str, Any]) -> str | Callable[..., Any] | None:
     return found.guide_of(record)
 
 
-def resolve_proposal(name: str = "lookahead", file: str | Path | None = None) -> str | Callable[..., Any] | None:
+def resolve_proposal(name: str = DEFAULT_PROPOSAL, file: str | Path | None = None,
+                     params: Mapping[str, Any] | Params | None = None) -> str | Callable[..., Any] | None:
     """The ``guide=`` of :func:`ppl_tok.infer.importance.marginals` for a consumer's proposal setting: the one
     place ``ppl-tok marginal``, QA, perplexity and lm-eval turn ``proposal`` (and its file) into a guide (checked
     as :func:`proposal_settings` checks it)."""
-    return settings_guide(proposal_settings(name, file))
+    return settings_guide(proposal_settings(name, file, params))

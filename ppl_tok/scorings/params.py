@@ -43,7 +43,8 @@ def proposal_param() -> Any:
     return param(None, "the importance proposal's record (ppl_tok.proposals.proposal_settings; None: the look-ahead)")
 
 
-def proposal_value(name: str = "lookahead", file: str | None = None) -> dict[str, Any] | None:
+def proposal_value(name: str | None = "lookahead", file: str | None = None,
+                   params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The ``proposal`` field's value of a consumer's ``--proposal NAME [--proposal-file FILE]`` (``proposal=``):
     the record of :func:`ppl_tok.proposals.proposal_settings`, or ``None`` (the field's default) for the plain
     look-ahead, so that every consumer's default is the field's.
@@ -52,7 +53,7 @@ def proposal_value(name: str = "lookahead", file: str | None = None) -> dict[str
     """
     from ppl_tok.proposals import proposal_settings
 
-    record = proposal_settings(name, file)
+    record = proposal_settings(name, file, params)  # params: the proposal's own (Proposal.params), by field name
     return None if record == proposal_settings() else record
 
 

@@ -34,7 +34,8 @@ from ppl_tok.lm.device import identity_of
 from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.prefill import Head, prefill_heads
 from ppl_tok.strings.state import StringState
-from ppl_tok.strings.tasks import TASKS, Item, Options, item_seed, string_task, task_settings  # noqa: F401 (re-exported)
+from ppl_tok.strings.tasks import (TASKS, Item, Options, StringTask, item_seed, string_task,  # noqa: F401 (re-exported)
+                                   task_settings)
 
 #: the version of what a record holds for given settings; bump it when the stored figures change meaning
 RECORDS_VERSION = 1
@@ -127,7 +128,7 @@ def _unit_columns() -> tuple[str, ...]:
     return tuple(f.name for f in fields(UnitSurprisal))
 
 
-def batch_settings(task: str, members: Members, options: Options, *, input_sha256: str | None = None,
+def batch_settings(task: str | StringTask, members: Members, options: Options, *, input_sha256: str | None = None,
                    fields: dict[str, Any] | None = None, batch_size: int = 8, extra: dict[str, Any] | None = None
                    ) -> dict[str, Any]:
     """The ``run.json`` of a batch run: every setting that can change a record (compared on resume).
@@ -138,7 +139,8 @@ def batch_settings(task: str, members: Members, options: Options, *, input_sha25
     """
     from ppl_tok.common.version import __version__
 
-    return {"task": task, "input_sha256": input_sha256, **(fields or {}), **members.identity(),
+    task = as_task(task)
+    return {"task": task.name, "input_sha256": input_sha256, **(fields or {}), **members.identity(),
             **task_settings(task, options), "batch_size": batch_size, "records_version": RECORDS_VERSION,
             "ppl_tok_version": __version__, **(extra or {})}
 
@@ -179,19 +181,19 @@ def _heads(lm: LanguageModel, prompts: list[bytes], options: Options) -> list[He
         return out
 
 
-def item_bytes(task: str, item: Item, options: Options, members: Members) -> int:
+def item_bytes(task: str | StringTask, item: Item, options: Options, members: Members) -> int:
     """The bytes :func:`run_items` reports for ``item`` (``on_bytes``): its prompt once per member, then what the
     task walks after it (:meth:`~ppl_tok.strings.tasks.StringTask.bytes_after`)."""
-    return len(item.prompt.encode("utf-8")) * len(members.lms) + string_task(task).bytes_after(item, options)
+    return len(item.prompt.encode("utf-8")) * len(members.lms) + as_task(task).bytes_after(item, options)
 
 
-def answer(task: str, members: Members, item: Item, options: Options, heads: Sequence[Head | None] | None = None,
+def answer(task: str | StringTask, members: Members, item: Item, options: Options, heads: Sequence[Head | None] | None = None,
            on_bytes: Callable[[int], None] | None = None) -> dict[str, Any]:
     """One item's record: ``task`` after its prompt under ``members`` (``heads``: its prompt's, one per LM).
 
     Errors of the item (a ``ValueError``: a dead end, a prompt of probability zero) propagate.
     """
-    implementation = string_task(task)
+    implementation = task = as_task(task)
     check_members(task, members)
     if implementation.walks_items:
         (found,) = implementation.answer_items(members.lms, [item], options)
@@ -218,7 +220,7 @@ def storable(value: Any) -> Any:
     return value
 
 
-def _record(task: str, members: Members, item: Item, options: Options, heads: list[Head | ValueError],
+def _record(task: StringTask, members: Members, item: Item, options: Options, heads: list[Head | ValueError],
             on_bytes: Callable[[int], None] | None) -> tuple[dict[str, Any], float]:
     """``(record, seconds)`` of one item; an item's own error is its record."""
     start = time.perf_counter()
@@ -249,13 +251,13 @@ def pending_batches(items: Sequence[Item], done: set[int], batch_size: int
     return out
 
 
-def answer_batch(task: str, members: Members, chunk: Sequence[Item], todo: Sequence[Item], options: Options,
+def answer_batch(task: str | StringTask, members: Members, chunk: Sequence[Item], todo: Sequence[Item], options: Options,
                  on_bytes: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """The records of ``todo`` (items of the batch ``chunk``): the whole batch's prompt heads prefilled in one
     call per LM (the same prefill on a resume), then each item answered; an item's own error is its record.
     A task that walks its items itself (:attr:`~ppl_tok.strings.tasks.StringTask.walks_items`) is given ``todo``
     at once."""
-    implementation = string_task(task)
+    implementation = task = as_task(task)
     if implementation.walks_items:
         return _own_walk(task, members, todo, options, on_bytes)
     prompts = [it.prompt.encode("utf-8") for it in chunk]
@@ -277,12 +279,12 @@ def answer_batch(task: str, members: Members, chunk: Sequence[Item], todo: Seque
     return new
 
 
-def _own_walk(task: str, members: Members, todo: Sequence[Item], options: Options,
+def _own_walk(task: StringTask, members: Members, todo: Sequence[Item], options: Options,
               on_bytes: Callable[[int], None] | None) -> list[dict[str, Any]]:
     """:func:`answer_batch` for a task that walks a batch's items together: one record per item, as
     :func:`_record` writes it (an item's own error is its record)."""
     check_members(task, members)
-    found = string_task(task).answer_items(members.lms, list(todo), options)
+    found = task.answer_items(members.lms, list(todo), options)
     new = []
     for it, body in zip(todo, found, strict=True):
         if isinstance(body, ValueError):
@@ -294,10 +296,17 @@ def _own_walk(task: str, members: Members, todo: Sequence[Item], options: Option
     return new
 
 
-def check_members(task: str, members: Members) -> None:
+def as_task(task: str | StringTask) -> StringTask:
+    """The task object: a name is resolved here (:func:`~ppl_tok.strings.tasks.string_task`; an unknown one is an
+    error naming the registered ones), once at the runner's edge, and the object passed down."""
+    return task if isinstance(task, StringTask) else string_task(task)
+
+
+def check_members(task: str | StringTask, members: Members) -> None:
     """A task that does not answer under an ensemble (surprisal) refuses several LMs."""
-    if members.ensemble and not string_task(task).ensembles:
-        raise ValueError(f"the {task} task walks one LM: give one model (an ensemble of {len(members.lms)} was given)")
+    task = as_task(task)
+    if members.ensemble and not task.ensembles:
+        raise ValueError(f"the {task.name} task walks one LM: give one model (an ensemble of {len(members.lms)} was given)")
 
 
 @dataclass
@@ -328,7 +337,7 @@ def check_batch_size(batch_size: Any) -> None:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def run_items(task: str, members: Members, items: Sequence[Item], options: Options, *,
+def run_items(task: str | StringTask, members: Members, items: Sequence[Item], options: Options, *,
               out: str | Path | None = None, settings: dict[str, Any] | None = None, batch_size: int = 8,
               on_bytes: Callable[[int], None] | None = None,
               on_records: Callable[[list[dict[str, Any]]], None] | None = None) -> BatchRun:
@@ -339,7 +348,7 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
     :param on_bytes: called with the bytes walked (progress; stored items count at once).
     :param on_records: called with each batch's new records, in index order, as they are computed.
     """
-    string_task(task)  # an unknown task: its error before anything runs
+    task = as_task(task)  # an unknown task: its error before anything runs
     check_members(task, members)
     check_batch_size(batch_size)
     start = time.perf_counter()
@@ -368,5 +377,5 @@ def run_items(task: str, members: Members, items: Sequence[Item], options: Optio
 
 
 __all__ = ["BatchRun", "Item", "Members", "Options", "RECORDS_VERSION", "StringsStore", "TASKS", "answer",
-           "answer_batch", "batch_settings", "check_batch_size", "check_members", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
+           "answer_batch", "as_task", "batch_settings", "check_batch_size", "check_members", "item_bytes", "item_seed", "pending_batches", "run_items", "storable",
            "walk"]

@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ppl_tok.common.lazy import lazy_names
+from ppl_tok.common.params import Params
+from ppl_tok.common.params import settings as settings_of
 from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.certified import WIDE_BITS
-from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
+from ppl_tok.strings.ensemble import Ensemble
 from ppl_tok.strings.state import StringState
 
 
@@ -42,32 +44,37 @@ class Item:
     #: surprisal: the item's regions, ``(start, end)`` character spans that tile the prompt (``None``: the units
     #: of :attr:`Options.units`)
     regions: tuple[tuple[int, int], ...] | None = None
+    #: generate: the item's own seed (the one ``--prompt``'s: the run's seed itself); ``None``: :func:`item_seed`
+    #: of the run's seed and the item's index
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Who answered one prompt, for a task's printer (:meth:`StringTask.shown`): ``head`` names the LM (or the
+    ensemble: ``"mixture of a + b"``), ``ensemble`` says which, ``top`` is how many rows a table prints."""
+
+    head: str
+    ensemble: bool = False
+    top: int = 10
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of a task that has none of its own."""
 
 
 @dataclass
 class Options:
-    """A task's settings: the context and beam (all tasks), ``chars``/``min_log_prob`` (next), and generation's."""
+    """What every task's answer depends on: the context and the beam over strings, and the task's own parameters.
+
+    :param params: an instance of the task's :attr:`StringTask.params` (``None``: its defaults); the runner checks
+        that it is the task's own (:meth:`StringTask.own`).
+    """
 
     context: str = ""
     config: StringSearchConfig = field(default_factory=StringSearchConfig)
-    chars: bool = False
-    min_log_prob: float = -12.0
-    max_bytes: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    greedy: bool = False
-    seed: int = 0
-    stop: tuple[str, ...] = ()
-    mode: str = "auto"
-    units: str = "word"
-    keep_punctuation: bool = False
-    wide: float = WIDE_BITS
-    final: str | None = None
-    entropy: bool = False
-    #: surprisal's search: ``"walk"`` (the byte-synchronous walk) or ``"tree"`` (:mod:`ppl_tok.strings.tree`, its
-    #: back-off ``tree_back_off`` bytes)
-    search: str = "walk"
-    tree_back_off: int = 0
+    params: Params | None = None
 
     def settings(self) -> dict[str, Any]:
         """The settings every task's numbers depend on: the context and the beam's (what a store compares)."""
@@ -90,6 +97,9 @@ class StringTask:
 
     name: ClassVar[str]
     doc: ClassVar[str] = ""
+    #: the task's own parameters (:mod:`ppl_tok.common.params`): its flags, its ``--model_args``, its stored
+    #: settings and their resume check derive from this one declaration
+    params: ClassVar[type[Params]] = NoParams
     needs_text: ClassVar[bool] = False
     walks_items: ClassVar[bool] = False
     ensembles: ClassVar[bool] = True
@@ -105,20 +115,44 @@ class StringTask:
         is that item's own error), walked together under ``lms`` (one LM unless :attr:`ensembles`)."""
         raise NotImplementedError
 
+    def own(self, options: Options) -> Params:
+        """The task's parameters in ``options`` (its defaults where ``options.params`` is ``None``).
+
+        :raises ValueError: ``options.params`` is another task's.
+        """
+        if options.params is None:
+            return self.params()
+        if not isinstance(options.params, self.params):
+            raise ValueError(f"the {self.name} task takes {self.params.__qualname__}, got "
+                             f"{type(options.params).__qualname__}: give the task's own parameters")
+        return options.params
+
     def settings(self, options: Options) -> dict[str, Any]:
-        """The settings of this task beyond :meth:`Options.settings` that change its numbers."""
-        return {}
+        """The settings of this task beyond :meth:`Options.settings` that change its numbers: its parameters
+        (:func:`ppl_tok.common.params.settings`)."""
+        return settings_of(self.own(options))
 
     def bytes_after(self, item: Item, options: Options) -> int:
         """The bytes the task walks after the prompt (its progress)."""
         return 0
+
+    def check(self, options: Options, ensemble: bool) -> None:
+        """Refuse, before any LM loads, settings the task cannot answer under (``ensemble``: several LMs): a
+        ``ValueError`` naming the fix. The default refuses nothing."""
+
+    def shown(self, record: dict[str, Any], options: Options, shown: Shown) -> tuple[dict[str, Any], list[str]]:
+        """One prompt's record as a command prints it: the fields ``--json`` adds to the record, and the text
+        lines. The default: nothing added, the record as one JSON line."""
+        from ppl_tok.common.jsonout import to_json
+
+        return {}, [to_json(record)]
 
     def __repr__(self) -> str:
         return f"<string task {self.name!r}>"
 
 
 #: Every string task by name, in registration order.
-TASKS: Registry[StringTask] = Registry("task")
+TASKS: Registry[StringTask] = Registry("task", builtins=("ppl_tok.strings.builtin_tasks",))
 
 
 def _checked(task_class: type[StringTask]) -> StringTask:
@@ -152,9 +186,11 @@ def string_task(name: str) -> StringTask:
     return TASKS.lookup(name)
 
 
-def task_settings(name: str, options: Options) -> dict[str, Any]:
-    """Every setting of task ``name`` that changes its numbers: :meth:`Options.settings` and the task's own."""
-    return {**options.settings(), **string_task(name).settings(options)}
+def task_settings(task: str | StringTask, options: Options) -> dict[str, Any]:
+    """Every setting of ``task`` (or the task of that name) that changes its numbers: :meth:`Options.settings` and
+    the task's own."""
+    task = task if isinstance(task, StringTask) else string_task(task)
+    return {**options.settings(), **task.settings(options)}
 
 
 def item_seed(seed: int, index: int) -> int:
@@ -162,127 +198,12 @@ def item_seed(seed: int, index: int) -> int:
     return pair_seed(seed, "generate", str(index), 0)
 
 
-@register_task
-class Conditional(StringTask):
-    """``log p(text | prompt, context)`` over strings, a certified interval, beside the canonical tokens' figure."""
-
-    name = "conditional"
-    doc = "log p(text | prompt) over strings with its certified interval"
-    needs_text = True
-
-    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
-               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-        text = item.text or ""
-        if isinstance(target, Ensemble):
-            return ensemble_conditional(target, text, on_bytes).to_dict()
-        from ppl_tok.strings.conditional import conditional_of
-
-        result = conditional_of(target, text, on_bytes)
-        context = options.context + item.prompt
-        lm = target.lm
-        canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
-        return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
-
-    def bytes_after(self, item: Item, options: Options) -> int:
-        return len((item.text or "").encode("utf-8"))
+#: the built-in tasks and their parameters (:mod:`ppl_tok.strings.builtin_tasks`), named here on first use
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(
+    ("Conditional", "Generate", "GenerateParams", "Next", "NextParams", "Surprisal", "SurprisalParams"),
+    "ppl_tok.strings.builtin_tasks"))
 
 
-@register_task
-class Next(StringTask):
-    """The next byte's (or character's) distribution after the prompt, each entry a certified interval."""
-
-    name = "next"
-    doc = "the next-byte (or next-character) distribution after the prompt"
-
-    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
-               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-        from ppl_tok.strings.chars import next_char_log_probs
-
-        if isinstance(target, Ensemble):
-            return {"prompt": item.prompt, "unit": "byte", **target.next_bytes().to_dict(), "forwards": target.forwards}
-        prefix = target.prefix_log_prob()
-        if options.chars:
-            body = {"unit": "char", **next_char_log_probs(target, options.min_log_prob).to_dict()}
-        else:
-            body = {"unit": "byte", **target.next_byte_log_probs().to_dict(), "forwards": target.forwards}
-        return {"prompt": item.prompt, **body, "prefix": {"lower": prefix.lower, "upper": prefix.upper},
-                "prefill": target.prefill, "head_bytes": target.base}
-
-    def settings(self, options: Options) -> dict[str, Any]:
-        return {"chars": options.chars, "min_log_prob": options.min_log_prob}
-
-
-@register_task
-class Generate(StringTask):
-    """A continuation of the prompt, drawn byte by byte or token by token (:func:`item_seed` per item)."""
-
-    name = "generate"
-    doc = "a continuation of the prompt, with its log-probability"
-
-    def answer(self, target: StringState | Ensemble, item: Item, options: Options,
-               on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
-        from ppl_tok.strings.generate import generate
-
-        seed = item_seed(options.seed, item.index)
-        g = generate(target, "", options.max_bytes, temperature=options.temperature, top_p=options.top_p,
-                     greedy=options.greedy, seed=seed, stop=options.stop, progress=False, mode=options.mode)
-        if on_bytes is not None:
-            on_bytes(options.max_bytes)
-        return {**g.to_dict(), "prompt": item.prompt, "seed": seed}
-
-    def settings(self, options: Options) -> dict[str, Any]:
-        return {"max_bytes": options.max_bytes, "temperature": options.temperature, "top_p": options.top_p,
-                "greedy": options.greedy, "seed": options.seed, "stop": list(options.stop), "mode": options.mode}
-
-    def bytes_after(self, item: Item, options: Options) -> int:
-        return options.max_bytes
-
-
-@register_task
-class Surprisal(StringTask):
-    """Each unit's surprisal over strings (word-end corrected), its bracket and canonical figure; the item's
-    units as :attr:`Options.units` (or its :attr:`Item.regions`) say, the last one followed as
-    :attr:`Options.final` says; with :attr:`Options.entropy`, the next token's entropy after each unit."""
-
-    name = "surprisal"
-    doc = "the surprisal of each unit of the prompt over strings, beside its canonical figure"
-    walks_items = True
-    ensembles = False
-
-    def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
-        from ppl_tok.strings.surprisal import WordRules, surprisal_batch
-
-        (lm,) = lms
-        rules = WordRules(split_punctuation=not options.keep_punctuation)
-        units = [options.units if it.regions is None else [tuple(r) for r in it.regions] for it in items]
-        texts = [it.prompt for it in items]
-        from ppl_tok.strings.tree import TokenTree
-
-        search = TokenTree(options.tree_back_off) if options.search == "tree" else options.search
-        found = surprisal_batch(lm, texts, units=units, contexts=[options.context] * len(items),
-                                config=options.config, rules=rules, wide=options.wide, final=options.final,
-                                search=search)
-        out: list[dict[str, Any] | ValueError] = []
-        for it, u, rows in zip(items, units, found):
-            if isinstance(rows, Exception):
-                out.append(rows if isinstance(rows, ValueError) else ValueError(f"{type(rows).__name__}: {rows}"))
-                continue
-            dicts = [r.to_dict() for r in rows]
-            for d in dicts:  # no upper bound: "Infinity", as --json writes it
-                d["upper"] = "Infinity" if d["upper"] == float("inf") else d["upper"]
-            if options.entropy:
-                from ppl_tok.strings.entropy import next_token_entropies
-
-                (ents,) = next_token_entropies(lm, [it.prompt], units=[u], contexts=[options.context], rules=rules)
-                dicts = [{**d, "next_token_entropy": h} for d, h in zip(dicts, ents)]
-            out.append({"prompt": it.prompt, "units": dicts})
-        return out
-
-    def settings(self, options: Options) -> dict[str, Any]:
-        tree = {"search": "tree", "tree_back_off": options.tree_back_off} if options.search == "tree" else {}
-        return {"units": options.units, "keep_punctuation": options.keep_punctuation, "wide_bits": options.wide,
-                "final": options.final, "entropy": options.entropy, **tree}  # (a walk's settings as before the tree)
-
-
-__all__ = ["TASKS", "Item", "Options", "StringTask", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
+__all__ = ["TASKS", "GenerateParams", "Item", "NextParams", "NoParams", "Options", "Shown", "StringTask",
+           "SurprisalParams", "Surprisal", "item_seed", "register_task", "string_task", "task_settings",
            "unregister_task"]

@@ -179,3 +179,18 @@ def test_a_smollm2_batch_equals_the_one_prompt_command(loaded, tmp_path, capsys)
         one = json.loads(out)
         assert code == 0 and r["estimate"] == pytest.approx(one["estimate"], abs=1e-4)
         assert r["canonical_tokens"] == pytest.approx(one["canonical_tokens"], abs=1e-4)
+
+
+def test_next_chars_of_a_file_takes_the_default_floor(toy, tmp_path, capsys):
+    """``next --input FILE --chars`` without ``--min-log-prob``: the floor's default (NextParams), as for one prompt
+    (it crashed on a None floor before the task owned its parameters)."""
+    from ppl_tok.strings import initial, next_char_log_probs
+    from ppl_tok.strings.tasks import NextParams
+
+    code, out, err = run(capsys, "next", "--input", pairs_file(tmp_path), "--chars", "--model", "toy-a", *SEARCH,
+                         "--json")
+    assert code == 0, err
+    records = json.loads(out)["records"]
+    for (prompt, _), r in zip(PAIRS, records):
+        want = next_char_log_probs(initial(toy["toy-a"], prompt, config=CONFIG), NextParams().min_log_prob)
+        assert r["unit"] == "char" and r["chars"] == {c: list(e) for c, e in want.chars.items()}

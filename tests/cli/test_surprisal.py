@@ -261,3 +261,39 @@ def test_search_tree_rows_equal_the_api_and_the_run_records_it(toy, capsys, tmp_
     assert settings["search"] == "tree" and settings["tree_back_off"] == 1
     code, out, err = run(capsys, "surprisal", str(path), "--tree-back-off", "-1")
     assert code == 2 and "--tree-back-off: expected an integer >= 0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_one_default_lazy_share_for_the_command_line_and_python(toy, capsys, tmp_path, monkeypatch):
+    """Issue 57 item 5: ``ppl-tok surprisal`` and the Python surprisal functions read one default
+    (:data:`~ppl_tok.strings.beam.SURPRISAL_LAZY`): set it to another share and both follow it."""
+    from ppl_tok.strings.beam import SURPRISAL_LAZY, StringSearchConfig, surprisal_config
+    from ppl_tok.strings.surprisal import surprisals_many
+
+    texts = ("ab ba.", "b ab a")
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCES)
+    monkeypatch.setitem(SURPRISAL_LAZY, "extend_threshold", 0.5)  # a share whose figures differ from exhaustive ones
+    code, out, err = run(capsys, "surprisal", str(path), "--format", "jsonl")
+    assert code == 0, err
+    command = [json.loads(line)["surprisal"] for line in out.splitlines()]
+    python = [r.surprisal for rows in surprisals_many(toy, list(texts)) for r in rows]
+    lazy = [r.surprisal for t in texts for r in surprisals(toy, t, config=StringSearchConfig(extend_threshold=0.5))]
+    exhaustive = [r.surprisal for t in texts for r in surprisals(toy, t, config=StringSearchConfig())]
+    assert surprisal_config() == StringSearchConfig(extend_threshold=0.5)
+    assert command == pytest.approx(python, abs=1e-9) and python == pytest.approx(lazy, abs=1e-9)
+    assert lazy != pytest.approx(exhaustive, abs=1e-6)  # the default is the lazy share, not the exhaustive walk
+
+
+def test_reading_says_and_takes_the_surprisal_default():
+    """``ppl-tok reading``'s --extend-threshold: the default it takes is the one its help says, surprisal's."""
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.strings.beam import SURPRISAL_LAZY
+
+    share = SURPRISAL_LAZY["extend_threshold"]
+    parser = build_parser()
+    for part in (["focal", "t.txt"], ["run", "--stimuli", "s", "--measurements", "m", "--out", "o"]):
+        assert parser.parse_args(["reading", *part]).extend_threshold == share
+    reading = next(a for a in parser._subparsers._group_actions[0].choices["reading"]._actions
+                   if a.dest == "reading_command").choices["focal"]
+    text = " ".join(reading.format_help().split())
+    assert f"default {share:g})" in text and "default 0)" not in text

@@ -11,6 +11,7 @@ from ppl_tok.strings import StringSearchConfig, initial, next_char_log_probs, st
 from ppl_tok.strings.batch import (Item, Members, Options, StringsStore, answer, batch_settings, item_seed, run_items,
                                    storable, walk)
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
+from ppl_tok.strings.tasks import GenerateParams, NextParams
 from ppl_tok.strings.generate import generate
 from tests.strings.test_ensemble import OTHER
 from tests.strings.test_state import WIDE, history_lm
@@ -36,7 +37,7 @@ def test_next_bytes_and_characters_equal_the_state():
     lm = history_lm(2)
     items = [Item(i, p) for i, (p, _) in enumerate(PAIRS)]
     for chars in (False, True):
-        run = run_items("next", Members((lm,)), items, Options(config=NARROW, chars=chars))
+        run = run_items("next", Members((lm,)), items, Options(config=NARROW, params=NextParams(chars=chars)))
         for item, record in zip(items, run.records):
             state = initial(lm, item.prompt, config=NARROW)
             want = next_char_log_probs(state).to_dict() if chars else state.next_byte_log_probs().to_dict()
@@ -48,7 +49,7 @@ def test_generations_draw_from_the_items_own_seed_whatever_the_batch():
     lm = history_lm(3)
     items = [Item(i, p) for i, (p, _) in enumerate(PAIRS)]
     for mode in ("bytes", "tokens"):
-        options = Options(config=WIDE, max_bytes=6, seed=11, mode=mode)
+        options = Options(config=WIDE, params=GenerateParams(max_bytes=6, seed=11, mode=mode))
         one = run_items("generate", Members((lm,)), items, options, batch_size=1).records
         three = run_items("generate", Members((lm,)), items, options, batch_size=3).records
         alone = run_items("generate", Members((lm,)), items[3:4], options).records
@@ -114,7 +115,7 @@ def test_a_folder_with_other_settings_is_refused_naming_the_setting(tmp_path):
     other = history_lm(3, bos_id=None)
     with pytest.raises(SettingsMismatchError, match="models: folder has"):
         run_items("conditional", Members((other,)), ITEMS, Options(config=NARROW), out=tmp_path, batch_size=2)
-    settings = batch_settings("generate", Members((lm, other), "product"), Options(seed=4))
+    settings = batch_settings("generate", Members((lm, other), "product"), Options(params=GenerateParams(seed=4)))
     assert settings["kind"] == "product" and settings["seed"] == 4 and len(settings["models"]) == 2
     assert json.loads(json.dumps(settings)) == settings
 

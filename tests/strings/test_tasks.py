@@ -7,7 +7,7 @@ import pytest
 from ppl_tok.common.jsonl_store import SettingsMismatchError
 from ppl_tok.strings.batch import Item, Members, Options, answer, run_items
 from ppl_tok.strings.surprisal import surprisals
-from ppl_tok.strings.tasks import TASKS, string_task
+from ppl_tok.strings.tasks import TASKS, SurprisalParams, string_task
 from ppl_tok.strings import StringSearchConfig
 from tests.strings.test_state import history_lm
 from tests.strings.test_surprisal import VOCAB
@@ -25,7 +25,7 @@ def test_surprisal_through_the_runner_equals_surprisals_and_its_folder_resumes(t
     toy LM); regions per item; a rerun of the folder computes nothing; other settings are refused."""
     lm = history_lm(3, VOCAB)
     items = [Item(n, t) for n, t in enumerate(TEXTS)] + [Item(4, "ab ba", regions=((0, 3), (3, 5)))]
-    options = Options(config=WIDE, final="end")
+    options = Options(config=WIDE, params=SurprisalParams(final="end"))
     run = run_items("surprisal", Members((lm,)), items, options, out=tmp_path / "run", batch_size=2)
     assert run.computed == 5 and run.errors == 0
     for record, it in zip(run.records, items):
@@ -39,7 +39,7 @@ def test_surprisal_through_the_runner_equals_surprisals_and_its_folder_resumes(t
     stored = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
     assert [r["index"] for r in stored] == [0, 1, 2, 3, 4]
     with pytest.raises(SettingsMismatchError, match="final: folder has 'end', this run has 'boundary'"):
-        run_items("surprisal", Members((lm,)), items, Options(config=WIDE, final="boundary"), out=tmp_path / "run",
+        run_items("surprisal", Members((lm,)), items, Options(config=WIDE, params=SurprisalParams(final="boundary")), out=tmp_path / "run",
                   batch_size=2)
 
 
@@ -58,5 +58,5 @@ def test_one_item_an_error_and_an_ensemble():
 
 def test_entropy_is_a_setting_of_the_record():
     lm = history_lm(3, VOCAB)
-    run = run_items("surprisal", Members((lm,)), [Item(0, "ab ba.")], Options(config=WIDE, entropy=True))
+    run = run_items("surprisal", Members((lm,)), [Item(0, "ab ba.")], Options(config=WIDE, params=SurprisalParams(entropy=True)))
     assert all(u["next_token_entropy"] >= 0 for u in run.records[0]["units"])
