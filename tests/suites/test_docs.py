@@ -1,7 +1,7 @@
 """Tutorials are executed: every ```python block of each docs/tutorials/*.md, in order.
 
-Here, in this process, for ``make test-fast``; when the session also runs them from the installed wheel
-(tests/suites/test_wheel.py, ``make test``), once, there: see :func:`runs_from_the_wheel`."""
+Here, in this process (the quick ones under ``make test-fast``: see :data:`SLOW`); when the session also runs them
+from the installed wheel (tests/suites/test_wheel.py, ``make test``), once, there: see :func:`runs_from_the_wheel`."""
 
 import re
 from pathlib import Path
@@ -32,7 +32,15 @@ def runs_from_the_wheel(session: pytest.Session, path: Path) -> bool:
         and item.callspec.params.get("path") == path for item in session.items)
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+#: the tutorials over 10 CPU-s here (1 thread, a loaded 2-core machine): slow, so that ``make test-fast`` runs the
+#: others and ``make test`` all of them (from the wheel, or here: 01 and 11)
+SLOW = {"01-tokenization-space": 21, "02-marginal-with-pyro": 17, "03-writing-your-own-proposal": 14,
+        "06-the-lm-over-strings": 23, "07-surprisal-over-strings": 12, "09-where-the-danger-is": 19,
+        "11-reading-times": 50}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in TUTORIALS],
+                         ids=[p.stem for p in TUTORIALS])
 def test_tutorial_runs(path, tmp_path, monkeypatch, request):
     code = code_blocks(path)
     assert code.strip(), f"{path.name} has no python blocks"
