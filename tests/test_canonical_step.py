@@ -53,6 +53,7 @@ def _with_byte_pieces(vocab: Vocabulary) -> Vocabulary:
                       vocab.name, vocab.dummy_prefix, vocab.tokenizer_json)
 
 
+@pytest.mark.slow  # every tokenization of STRINGS with byte pieces anywhere: about 33 CPU-s
 def test_llama2_sentencepiece(llama2_vocab):
     assert _check(_with_byte_pieces(llama2_vocab)) > 1000
 
@@ -61,6 +62,7 @@ def test_smollm2_byte_level_bpe(smollm2_vocab):
     assert _check(smollm2_vocab) > 100
 
 
+@pytest.mark.slow  # every tokenization of STRINGS with byte pieces anywhere: about 57 CPU-s
 def test_gemma3_bpe(gemma_vocab):
     assert _check(_with_byte_pieces(gemma_vocab)) > 1000
 
