@@ -71,6 +71,7 @@ def _previous_tokens(vocab: Vocabulary, words: list[str]) -> list[int]:
     return [vocab.encode(w)[0] for w in words]
 
 
+@pytest.mark.slow  # the slow mask's whole rows of 49,152 ids for five keys: about 26 CPU-s
 def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
     """The merge-based mask (ppl_tok.canonical_step.pairs) against the step test of every id, whole rows: a word,
     a lone space (which merges with what follows), a whitespace run (GPT-2's regex splits it), an apostrophe
