@@ -83,6 +83,7 @@ def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
         assert torch.equal(fast.banned(key), slow.banned(key)), key
 
 
+@pytest.mark.slow  # 24,000 step tests on Gemma 3: about 45 CPU-s
 def test_the_fast_mask_equals_the_step_test_on_gemma3(gemma_vocab):
     """Gemma 3 (262,144 ids; a whole slow row costs minutes): the fast mask against the step test on every id it
     bans, and on 3,000 ids drawn at random, after a word, a space, a newline and a letter."""
