@@ -27,7 +27,8 @@ def pytest_collection_finish(session):
     collection would walk again (0.12 s each on a loaded 2-core machine: 80 % of the time of
     ``tests/infer/test_adversarial.py``, which clears a cache 24 times a test). The model lives for the session.
     """
-    if any("smollm2" in getattr(item, "fixturenames", ()) for item in session.items):
+    if not session.config.option.collectonly and any("smollm2" in getattr(item, "fixturenames", ())
+                                                     for item in session.items):
         _session_smollm2()
     gc.collect()
     gc.freeze()
