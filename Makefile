@@ -9,6 +9,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.ppl-tok-installed
 # pytest-xdist workers of `make test` and `make test-fast` (2: CI's cores; WORKERS=auto for one per core, 0 for none).
 # The tests on a local Ray stay on one worker (tests/conftest.py).
+# Every run lists its 30 slowest tests (setup, call and teardown apart), so that each CI log carries the suite's profile.
 WORKERS ?= 2
 XDIST   := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 
@@ -34,11 +35,11 @@ run: $(STAMP)
 
 # All tests, slow ones included (this is what .ci/run runs).
 test: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) -m "slow or not slow"
+	$(PY) -m pytest -q $(XDIST) --durations=30 -m "slow or not slow"
 
 # The fast subset, for development.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) -m "not slow"
+	$(PY) -m pytest -q $(XDIST) --durations=30 -m "not slow"
 
 # On a GPU machine (docs/lm.md "Running on a GPU"): the device-parametrised tests on DEVICE, then the
 # engine, marginal, bracket, QA and memory benchmarks there, in gpu-check/report.md and report.json.

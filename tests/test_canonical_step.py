@@ -53,6 +53,7 @@ def _with_byte_pieces(vocab: Vocabulary) -> Vocabulary:
                       vocab.name, vocab.dummy_prefix, vocab.tokenizer_json)
 
 
+@pytest.mark.slow  # every tokenization of STRINGS with byte pieces anywhere: about 33 CPU-s
 def test_llama2_sentencepiece(llama2_vocab):
     assert _check(_with_byte_pieces(llama2_vocab)) > 1000
 
@@ -61,6 +62,7 @@ def test_smollm2_byte_level_bpe(smollm2_vocab):
     assert _check(smollm2_vocab) > 100
 
 
+@pytest.mark.slow  # every tokenization of STRINGS with byte pieces anywhere: about 57 CPU-s
 def test_gemma3_bpe(gemma_vocab):
     assert _check(_with_byte_pieces(gemma_vocab)) > 1000
 
@@ -69,6 +71,7 @@ def _previous_tokens(vocab: Vocabulary, words: list[str]) -> list[int]:
     return [vocab.encode(w)[0] for w in words]
 
 
+@pytest.mark.slow  # the slow mask's whole rows of 49,152 ids for five keys: about 26 CPU-s
 def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
     """The merge-based mask (ppl_tok.canonical_step.pairs) against the step test of every id, whole rows: a word,
     a lone space (which merges with what follows), a whitespace run (GPT-2's regex splits it), an apostrophe
@@ -80,6 +83,7 @@ def test_the_fast_mask_equals_the_slow_one_on_smollm2(smollm2_vocab):
         assert torch.equal(fast.banned(key), slow.banned(key)), key
 
 
+@pytest.mark.slow  # 24,000 step tests on Gemma 3: about 45 CPU-s
 def test_the_fast_mask_equals_the_step_test_on_gemma3(gemma_vocab):
     """Gemma 3 (262,144 ids; a whole slow row costs minutes): the fast mask against the step test on every id it
     bans, and on 3,000 ids drawn at random, after a word, a space, a newline and a letter."""

@@ -16,6 +16,7 @@ def test_bench_documents_span_the_lengths_asked():
     assert all(300 - 3 <= len(d.encode()) <= 2000 for d in docs)  # a cut inside a character drops its bytes
 
 
+@pytest.mark.slow  # three benchmark runs on SmolLM2: about 20 CPU-s
 def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monkeypatch):
     from conftest import SHARED
     from ppl_tok.common.jsonl_store import SettingsMismatchError

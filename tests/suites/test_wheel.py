@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment, converts a model, runs every tutorial
 
 from conftest import ROOT
-from suites.test_docs import TUTORIALS, code_blocks
+from suites.test_docs import TUTORIALS, code_blocks, figures
 
 #: the installed package, walked by the fresh environment's Python: every module imported, every command's --help
 PROBE = r"""
@@ -170,9 +170,12 @@ WHEEL_TUTORIALS = [p for p in TUTORIALS if p.stem not in NEEDS_DATA]
 def test_every_tutorial_runs_from_the_installed_package_with_no_warning(installed, tmp_path, path):
     """Every tutorial, outside the checkout and without ``../shared``: 01 without the Llama 2 tokenizer (Meta's, not
     shipped), 05 on the OpenBookQA the package ships, the others on the bundled models alone; but those of
-    :data:`NEEDS_DATA`."""
-    done = _run([str(installed["env"] / "bin" / "python"), "-c", code_blocks(path)], cwd=tmp_path, env=_user_env())
+    :data:`NEEDS_DATA`. In a session that selects this test, tests/suites/test_docs.py leaves these runs to it."""
+    code = code_blocks(path)
+    done = _run([str(installed["env"] / "bin" / "python"), "-c", code], cwd=tmp_path, env=_user_env())
     assert done.stdout.strip() and not _not_progress(done.stderr), done.stderr[-2000:]
+    for name in figures(code):
+        assert (tmp_path / name).stat().st_size > 1000, f"{name} was not written"
 
 
 def _make_run_commands() -> list[list[str]]:
