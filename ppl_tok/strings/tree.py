@@ -49,10 +49,14 @@ branches' tails overlap by the back-off, and each branch's beam starts afresh at
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.cover import CoverIndex, cover_index
@@ -65,17 +69,29 @@ Event = tuple[float, float, float]
 
 @dataclass(frozen=True)
 class TokenTree:
-    """The token tree's setting: how far before a unit's start its branch begins.
+    """The token tree's setting: how far before a unit's start its branch begins, and which detours root more.
 
     :param back_off: ``W``, bytes: the branch's head ends at least this far before the unit's start (and
         before the reach, always): the tokenizations that leave the canonical path in those bytes are covered.
+    :param detour_share: ``tau``: a detour (module docstring) that holds at least this share of the canonical
+        path's mass where it rejoins it roots branches of its own (``None``: no detour roots, one level).
+    :param detour_reach: ``D``, bytes: a detour roots the branches of the units whose head ends at most this
+        far after the detour rejoins.
     """
 
     back_off: int = 0
+    detour_share: float | None = None
+    detour_reach: int = 64
 
     def __post_init__(self) -> None:
-        if isinstance(self.back_off, bool) or not isinstance(self.back_off, int) or self.back_off < 0:
-            raise ValueError(f"back_off must be a whole number of bytes >= 0, got {self.back_off!r}")
+        for name in ("back_off", "detour_reach"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number of bytes >= 0, got {value!r}")
+        share = self.detour_share
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0 < share <= 1):
+            raise ValueError(f"detour_share must be a share in (0, 1] (or None: no detour roots), got {share!r}")
 
     def head(self, index: CoverIndex, data: bytes, ends: Sequence[int], cut: int) -> int:
         """``r``: the number of canonical tokens (ending at ``ends``) in the head of the branch whose unit
@@ -93,7 +109,8 @@ class TokenTree:
 @dataclass
 class Branch:
     """One unit's walk: the item and unit, its head (``r`` canonical tokens, ``start`` bytes), the unit's
-    start and end offsets, and the two events it reads (``None`` until read)."""
+    start and end offsets, and the two events it reads (``None`` until read). A detour's branch has the
+    root's tokens ``ids`` (else the canonical head) and its log-probability relative to the canonical head."""
 
     item: int
     unit: int
@@ -103,6 +120,20 @@ class Branch:
     end: int
     before: Event | None = None
     after: Event | None = None
+    ids: tuple[int, ...] | None = None
+    log_weight: float = 0.0
+
+
+@dataclass(frozen=True)
+class Detour:
+    """A non-canonical tokenization ``g`` of ``x[:e_b]`` (``b`` canonical tokens end at ``e_b``) whose last token
+    is not the canonical one at its start: ``log_share = log p(g | c) - log p(v_{<=b} | c)``."""
+
+    item: int
+    b: int
+    end: int
+    ids: tuple[int, ...]
+    log_share: float
 
 
 def canonical_ends(lm: LanguageModel, ids: Sequence[int]) -> list[int]:
@@ -128,25 +159,34 @@ def plan(lm: LanguageModel, data: bytes, ids: Sequence[int] | None, spans: Seque
 
 def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], datas: Sequence[bytes],
                   ids: Sequence[Sequence[int] | None], branches: Sequence[Branch], config: StringSearchConfig,
-                  read: Callable[[Branch, bool, StringState], Event]) -> dict[int, tuple[int, Exception]]:
+                  read: Callable[[Branch, bool, StringState], Event],
+                  detour_share: float | None = None) -> tuple[dict[int, tuple[int, Exception]], list[Detour]]:
     """Walk every branch together, filling ``branch.before`` (``E_{k-1}``) and ``branch.after`` (``E_k``).
 
     ``read(branch, at_end, state)`` reads an event from the branch's state once it has read the bytes up
     to the unit's start (``at_end`` false; never called for the first unit, whose ``E_0`` is certain) or
-    its end. The branch's root is the cached state after ``c v_{<=r}`` (all roots fetched in one batched
-    call); its beam keeps the canonical path. Returns ``{item: (unit, error)}``, the first unit of an item
-    whose branch failed (a dead end, ``read``'s error); the item's other branches still run.
+    its end. The branch's root is the cached state after ``c v_{<=r}`` (or ``c ids``, a detour's; all roots
+    fetched in one batched call); its beam keeps the canonical path. Returns ``{item: (unit, error)}``, the
+    first unit of an item whose branch failed (a dead end, ``read``'s error; the item's other branches still
+    run), and, with ``detour_share``, the detours the canonical-head branches found at the canonical
+    boundaries of their tails holding at least that share of the canonical path's mass there (each once).
     """
-    roots = [tuple(lm.prefix_ids(contexts[b.item])) + tuple((ids[b.item] or ())[:b.r]) for b in branches]
-    lm.states(sorted(set(roots)))  # from the canonical prefill's cache, or one batched call
+    prefixes = [tuple(lm.prefix_ids(c)) for c in contexts]
+    heads = [b.ids if b.ids is not None else tuple((ids[b.item] or ())[:b.r]) for b in branches]
+    lm.states(sorted({prefixes[b.item] + h for b, h in zip(branches, heads)}))  # the cache, or one batched call
     states: list[StringState] = []
     feeds: list[bytes] = []
     errors: dict[int, tuple[int, Exception]] = {}
-    for b in branches:
+    bounds = [{e: j for j, e in enumerate(canonical_ends(lm, canon or ()), 1)} for canon in ids]
+    detours: dict[tuple[int, tuple[int, ...]], Detour] = {}
+    floor = math.log(detour_share) if detour_share else math.inf
+    for b, head_ids in zip(branches, heads):
         canon = ids[b.item]
-        head = Head(tuple(canon[:b.r]), b.start, 0.0) if b.r else Head()
+        head = Head(head_ids, b.start, b.log_weight) if head_ids else Head()
         state = StringState(lm, contexts[b.item], config, prompt=datas[b.item][:b.start], head=head,
                             keep=canon)
+        if b.ids is not None:  # the root's weight is a sum of LM terms too: count them in the rounding tolerance
+            state.beam.depth = max(state.beam.depth, len(head_ids))
         if b.unit == 0:
             b.before = (0.0, 0.0, 0.0)
         elif b.cut == b.start:
@@ -157,9 +197,24 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
         states.append(state)
         feeds.append(datas[b.item][b.start:b.end])
 
+    def find_detours(b: Branch, state: StringState, at: int) -> None:
+        """The detours among the prefixes the branch ran that end at the canonical boundary ``at``."""
+        covers = state.window.get(at, ())
+        canonical = [c.hyp.log_prob for c in covers if c.hyp.canonical]
+        for c in covers if canonical else ():
+            h = c.hyp
+            share = h.log_prob - canonical[0]
+            start = at - len(lm.vocab[h.token] or b"")
+            if h.canonical or h.state is None or share < floor or state.beam.canonical_at.get(start) == h.token:
+                continue  # canonical, not run, too light, or a detour that rejoined before ``at``
+            g = tuple(h.state.tokens[len(prefixes[b.item]):])
+            detours.setdefault((b.item, g), Detour(b.item, bounds[b.item][at], at, g, share))
+
     def after(k: int, j: int) -> None:
         b, state = branches[k], states[k]
         at = b.start + j + 1
+        if b.ids is None and at in bounds[b.item]:
+            find_detours(b, state, at)
         if at == b.cut:
             b.before = read(b, False, state)
         if at == b.end:
@@ -172,7 +227,52 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
     for k, err in failed.items():
         b = branches[k]
         errors[b.item] = min(errors.get(b.item, (b.unit, err)), (b.unit, err), key=lambda e: e[0])
-    return errors
+    return errors, sorted(detours.values(), key=lambda d: (d.item, d.end, d.ids))
+
+
+def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], ids: Sequence[Sequence[int] | None],
+                    branches: Sequence[Branch], detours: Sequence[Detour], tree: TokenTree) -> list[Branch]:
+    """The second level: for each unit's branch (head ``v_{<=r}``), one branch per detour ``g`` rejoining at
+    ``e_b <= e_r`` with ``e_r - e_b <= D``, rooted at ``g v_{b+1..r}`` and weighted by its log-probability
+    relative to the head, ``log_share(g) + sum over b < j <= r of [log p(v_j | c g v_{b+1..j-1}) -
+    log p(v_j | c v_{<j})]``: the detours' canonical continuations in one batched call."""
+    by_item: dict[int, list[Detour]] = {}
+    for d in detours:
+        by_item.setdefault(d.item, []).append(d)
+    prefixes = [tuple(lm.prefix_ids(c)) for c in contexts]
+    pairs = [(b, d) for b in branches for d in by_item.get(b.item, ())
+             if b.unit > 0 and d.b <= b.r and b.start - d.end <= tree.detour_reach]
+    if not pairs:
+        return []
+    last: dict[Detour, int] = {}
+    for b, d in pairs:
+        last[d] = max(last.get(d, d.b), b.r)
+    run = list(last)
+    after_detour = lm.token_log_probs_after([prefixes[d.item] + d.ids for d in run],
+                                            [tuple((ids[d.item] or ())[d.b:last[d]]) for d in run])
+    canon_rows = {}
+    for d in run:
+        canon = tuple(ids[d.item] or ())
+        want = [prefixes[d.item] + canon[:j] for j in range(d.b, last[d])]
+        canon_rows[d] = [float(s.log_probs[canon[j]]) for j, s in zip(range(d.b, last[d]), lm.states(want))]
+    gain = {d: list(itertools.accumulate((p - q for p, q in zip(lps, canon_rows[d])), initial=0.0))
+            for d, lps in zip(run, after_detour)}
+    out = []
+    for b, d in pairs:
+        canon = tuple(ids[d.item] or ())
+        out.append(Branch(b.item, b.unit, b.r, b.start, b.cut, b.end, ids=d.ids + canon[d.b:b.r],
+                          log_weight=d.log_share + gain[d][b.r - d.b]))
+    return out
+
+
+def merge(branches: Sequence[Branch]) -> tuple[Event, Event]:
+    """One unit's events from its branches (their roots' subtrees are disjoint): the masses found, and the
+    brackets' sides, summed."""
+    def total(events: list[Event]) -> Event:
+        return (logsumexp([e[0] for e in events]), logsumexp([e[1] for e in events]),
+                logsumexp([e[2] for e in events]))
+
+    return total([b.before for b in branches]), total([b.after for b in branches])
 
 
 #: how surprisal's events are found: the byte-synchronous walk, or the token tree
@@ -207,13 +307,20 @@ def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfi
         last = job.final if k == len(job.spans) - 1 else None
         return event(state, k, last, job.corrected[k], ascii_bytes, wide_chars)
 
-    errors = walk_branches(lm, [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs],
-                           branches, config, read)
+    contexts, datas, ids = [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs]
+    errors, detours = walk_branches(lm, contexts, datas, ids, branches, config, read, tree.detour_share)
+    more = detour_branches(lm, contexts, ids, [b for b in branches if b.item not in errors], detours, tree)
+    if more:
+        for i, found in walk_branches(lm, contexts, datas, ids, more, config, read)[0].items():
+            errors[i] = min(errors.get(i, found), found, key=lambda e: e[0])
     for i, (k, err) in errors.items():
         jobs[i].fail(k, err)
+    by_unit: dict[tuple[int, int], list[Branch]] = {}
+    for b in [*branches, *more]:
+        by_unit.setdefault((b.item, b.unit), []).append(b)
     for i, job in enumerate(jobs):
         if job.error is None:
-            job.pairs = [(b.before, b.after) for b in branches if b.item == i]
+            job.pairs = [merge(by_unit[i, k]) for k in range(len(job.spans))]
 
-
-__all__ = ["SEARCHES", "Branch", "TokenTree", "canonical_ends", "plan", "search_tree", "walk_branches", "walk_units"]
+__all__ = ["SEARCHES", "Branch", "Detour", "TokenTree", "canonical_ends", "detour_branches", "merge", "plan",
+           "search_tree", "walk_branches", "walk_units"]

@@ -1,6 +1,7 @@
 """The token tree off the canonical cache: brute force over exactly the token sequences each branch covers, the
 exhaustive walk when the head is empty, certified brackets under pruning, and LM calls bounded by the tail."""
 
+import itertools
 import math
 
 import pytest
@@ -187,3 +188,73 @@ def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2):
     for text, rows in zip(texts, got):
         assert [r.surprisal for r in rows] == pytest.approx(_reference(smollm2, text, "", config, rules), abs=2e-4)
         assert all(r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 for r in rows)
+
+
+def brute_detours(lm, text: str, spans, tau: float, back_off: int = 0) -> list[tuple[tuple[int, ...], int]]:
+    """The detours ``(g, b)`` by definition: for each unit's head ``v_{<=r}``, every tokenization of its tail up to a
+    canonical boundary ``e_b`` (at most the unit's end) whose last token is not the canonical one at its start,
+    holding at least ``tau`` of ``p(v_{<=b})``."""
+    data = text.encode()
+    ids = lm.canonical(text)
+    ends = [0] + list(itertools.accumulate(len(lm.vocab[t]) for t in ids))
+    canonical_at = {ends[j]: t for j, t in enumerate(ids)}
+    found = {}
+    for a, b_end in spans:
+        r = covered_head(lm, data, a, back_off)
+        for b in range(r + 1, len(ids) + 1):
+            if ends[b] > b_end:
+                break
+            for t in tokenizations(data[ends[r]:ends[b]], lm.vocab):
+                g = tuple(ids[:r]) + t
+                if canonical_at.get(ends[b] - len(lm.vocab[g[-1]])) == g[-1]:
+                    continue
+                if lm.log_prob(g, ()) - lm.log_prob(tuple(ids[:b]), ()) >= math.log(tau):
+                    found[g] = b
+    return list(found.items())
+
+
+def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree: TokenTree) -> list[float]:
+    """Per unit, -log2 [sum over roots h of P(E_k, h) / sum over roots h of P(E_{k-1}, h)]: the roots the canonical
+    head and every detour rejoining within ``D`` bytes before it, extended by the canonical tokens."""
+    data = text.encode()
+    ids = lm.canonical(text)
+    ends = [0] + list(itertools.accumulate(len(lm.vocab[t]) for t in ids))
+    detours = brute_detours(lm, text, spans, tree.detour_share, tree.back_off)
+    boundary = rules.boundary_chars
+    out = []
+    for k, (a, b) in enumerate(spans):
+        r = covered_head(lm, data, a, tree.back_off)
+        roots = [tuple(ids[:r])] + [g + tuple(ids[j:r]) for g, j in detours
+                                    if k > 0 and j <= r and ends[r] - ends[j] <= tree.detour_reach]
+
+        def event(u: int, head) -> float:
+            if u < 0:
+                return 0.0
+            end = spans[u][1]
+            x = data[ends[r]:end]
+            if u == len(spans) - 1 and final != "boundary":
+                tail = brute_exact_after(lm, x, head) if final == "end" else brute_prefix(lm, x, head)
+            elif u == len(spans) - 1 or data[end:].decode()[:1] in boundary:
+                tail = logsumexp([brute_prefix(lm, x + c.encode(), head) for c in boundary]
+                                 + [brute_exact_after(lm, x, head)])
+            else:
+                tail = brute_prefix(lm, x, head)
+            return lm.log_prob(head, ()) + tail
+
+        out.append(-(logsumexp([event(k, h) for h in roots]) - logsumexp([event(k - 1, h) for h in roots])) / LN2)
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.sampled_from(FINALS),
+       st.sampled_from([(0, 1e-12, 64), (0, 0.3, 64), (1, 1e-12, 2), (0, 0.05, 0)]))
+def test_detour_roots_equal_brute_force_over_the_sequences_they_cover(seed, text, final, setting):
+    back_off, tau, reach = setting
+    tree = TokenTree(back_off, detour_share=tau, detour_reach=reach)
+    lm = history_lm(seed, VOCAB)
+    rows = surprisals(lm, text, config=WIDE, final=final, search=tree)
+    spans = byte_spans(text, word_spans(text, WordRules()))
+    truth = brute_tree_detours(lm, text, spans, WordRules(), final, tree)
+    assert [r.surprisal for r in rows] == pytest.approx(truth, abs=1e-9)
+    for r in rows:
+        assert r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 and r.upper - r.lower < 1e-9
