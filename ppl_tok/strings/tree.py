@@ -53,7 +53,7 @@ import itertools
 import math
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ppl_tok.common.logspace import logsumexp
@@ -77,13 +77,22 @@ class TokenTree:
         path's mass where it rejoins it roots branches of its own (``None``: no detour roots, one level).
     :param detour_reach: ``D``, bytes: a detour roots the branches of the units whose head ends at most this
         far after the detour rejoins.
+    :param detour_depth: the most levels of detour roots (each level's branches find the detours of the next:
+        a history that leaves the canonical path at ``L`` places is covered at ``L`` levels).
+    :param detour_extend: the lazy-extension share (``extend_threshold``) of the detours' branches, when it
+        should be above the search's (``None``: the search's): a detour's branch adds its root's share of the
+        mass, so a coarser beam there costs the figure at most that share of its error.
     """
 
     back_off: int = 0
     detour_share: float | None = None
     detour_reach: int = 64
+    detour_depth: int = 3
+    detour_extend: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.detour_depth, bool) or not isinstance(self.detour_depth, int) or self.detour_depth < 1:
+            raise ValueError(f"detour_depth must be a whole number of levels >= 1, got {self.detour_depth!r}")
         for name in ("back_off", "detour_reach"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -92,6 +101,16 @@ class TokenTree:
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                                   or not 0 < share <= 1):
             raise ValueError(f"detour_share must be a share in (0, 1] (or None: no detour roots), got {share!r}")
+        extend = self.detour_extend
+        if extend is not None and (isinstance(extend, bool) or not isinstance(extend, (int, float))
+                                   or not 0 <= extend < 1):
+            raise ValueError(f"detour_extend must be a share in [0, 1) (or None: the search's), got {extend!r}")
+
+    def detour_config(self, config: StringSearchConfig) -> StringSearchConfig:
+        """The search setting of the detours' branches (:attr:`detour_extend`)."""
+        if self.detour_extend is None or self.detour_extend <= config.extend_threshold:
+            return config
+        return replace(config, extend_threshold=self.detour_extend)
 
     def head(self, index: CoverIndex, data: bytes, ends: Sequence[int], cut: int) -> int:
         """``r``: the number of canonical tokens (ending at ``ends``) in the head of the branch whose unit
@@ -159,8 +178,8 @@ def plan(lm: LanguageModel, data: bytes, ids: Sequence[int] | None, spans: Seque
 
 def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], datas: Sequence[bytes],
                   ids: Sequence[Sequence[int] | None], branches: Sequence[Branch], config: StringSearchConfig,
-                  read: Callable[[Branch, bool, StringState], Event],
-                  detour_share: float | None = None) -> tuple[dict[int, tuple[int, Exception]], list[Detour]]:
+                  read: Callable[[Branch, bool, StringState], Event], detour_share: float | None = None,
+                  canonical_lp: Sequence[Sequence[float]] = ()) -> tuple[dict[int, tuple[int, Exception]], list[Detour]]:
     """Walk every branch together, filling ``branch.before`` (``E_{k-1}``) and ``branch.after`` (``E_k``).
 
     ``read(branch, at_end, state)`` reads an event from the branch's state once it has read the bytes up
@@ -168,8 +187,10 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
     its end. The branch's root is the cached state after ``c v_{<=r}`` (or ``c ids``, a detour's; all roots
     fetched in one batched call); its beam keeps the canonical path. Returns ``{item: (unit, error)}``, the
     first unit of an item whose branch failed (a dead end, ``read``'s error; the item's other branches still
-    run), and, with ``detour_share``, the detours the canonical-head branches found at the canonical
-    boundaries of their tails holding at least that share of the canonical path's mass there (each once).
+    run), and, with ``detour_share``, the detours the branches found at the canonical boundaries of their
+    tails holding at least that share of the canonical path's mass there (each once): a prefix ``g`` the beam
+    ran, ``p(g | c) = p(root | c) p(g | c root)``, against ``p(v_{<=b} | c)``, both from ``canonical_lp``
+    (per item, ``log p(v_{<=j} | c)`` for ``j = 0..T``) and the branch's weight.
     """
     prefixes = [tuple(lm.prefix_ids(c)) for c in contexts]
     heads = [b.ids if b.ids is not None else tuple((ids[b.item] or ())[:b.r]) for b in branches]
@@ -182,7 +203,7 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
     floor = math.log(detour_share) if detour_share else math.inf
     for b, head_ids in zip(branches, heads):
         canon = ids[b.item]
-        head = Head(head_ids, b.start, b.log_weight) if head_ids else Head()
+        head = Head(head_ids, b.start, 0.0) if head_ids else Head()  # (events relative to the root: merge weighs)
         state = StringState(lm, contexts[b.item], config, prompt=datas[b.item][:b.start], head=head,
                             keep=canon)
         if b.ids is not None:  # the root's weight is a sum of LM terms too: count them in the rounding tolerance
@@ -199,21 +220,21 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
 
     def find_detours(b: Branch, state: StringState, at: int) -> None:
         """The detours among the prefixes the branch ran that end at the canonical boundary ``at``."""
-        covers = state.window.get(at, ())
-        canonical = [c.hyp.log_prob for c in covers if c.hyp.canonical]
-        for c in covers if canonical else ():
+        lp = canonical_lp[b.item]
+        root = b.log_weight + lp[b.r] - lp[bounds[b.item][at]]  # log p(root | c) - log p(v_{<=b} | c)
+        for c in state.window.get(at, ()):
             h = c.hyp
-            share = h.log_prob - canonical[0]
+            share = h.log_prob + root
             start = at - len(lm.vocab[h.token] or b"")
             if h.canonical or h.state is None or share < floor or state.beam.canonical_at.get(start) == h.token:
-                continue  # canonical, not run, too light, or a detour that rejoined before ``at``
+                continue  # the root's canonical path, not run, too light, or a detour that rejoined before ``at``
             g = tuple(h.state.tokens[len(prefixes[b.item]):])
             detours.setdefault((b.item, g), Detour(b.item, bounds[b.item][at], at, g, share))
 
     def after(k: int, j: int) -> None:
         b, state = branches[k], states[k]
         at = b.start + j + 1
-        if b.ids is None and at in bounds[b.item]:
+        if detour_share and at in bounds[b.item]:
             find_detours(b, state, at)
         if at == b.cut:
             b.before = read(b, False, state)
@@ -231,11 +252,12 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
 
 
 def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], ids: Sequence[Sequence[int] | None],
-                    branches: Sequence[Branch], detours: Sequence[Detour], tree: TokenTree) -> list[Branch]:
-    """The second level: for each unit's branch (head ``v_{<=r}``), one branch per detour ``g`` rejoining at
+                    branches: Sequence[Branch], detours: Sequence[Detour], tree: TokenTree,
+                    canonical_lp: Sequence[Sequence[float]]) -> list[Branch]:
+    """The next level: for each unit's branch (head ``v_{<=r}``), one branch per detour ``g`` rejoining at
     ``e_b <= e_r`` with ``e_r - e_b <= D``, rooted at ``g v_{b+1..r}`` and weighted by its log-probability
-    relative to the head, ``log_share(g) + sum over b < j <= r of [log p(v_j | c g v_{b+1..j-1}) -
-    log p(v_j | c v_{<j})]``: the detours' canonical continuations in one batched call."""
+    relative to the head, ``log_share(g) + sum over b < j <= r of log p(v_j | c g v_{b+1..j-1}) -
+    log p(v_{b+1..r} | c v_{<=b})``: the detours' canonical continuations in one batched call."""
     by_item: dict[int, list[Detour]] = {}
     for d in detours:
         by_item.setdefault(d.item, []).append(d)
@@ -250,29 +272,35 @@ def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], 
     run = list(last)
     after_detour = lm.token_log_probs_after([prefixes[d.item] + d.ids for d in run],
                                             [tuple((ids[d.item] or ())[d.b:last[d]]) for d in run])
-    canon_rows = {}
-    for d in run:
-        canon = tuple(ids[d.item] or ())
-        want = [prefixes[d.item] + canon[:j] for j in range(d.b, last[d])]
-        canon_rows[d] = [float(s.log_probs[canon[j]]) for j, s in zip(range(d.b, last[d]), lm.states(want))]
-    gain = {d: list(itertools.accumulate((p - q for p, q in zip(lps, canon_rows[d])), initial=0.0))
-            for d, lps in zip(run, after_detour)}
+    path = {d: list(itertools.accumulate(lps, initial=0.0)) for d, lps in zip(run, after_detour)}
     out = []
     for b, d in pairs:
-        canon = tuple(ids[d.item] or ())
+        canon, lp = tuple(ids[d.item] or ()), canonical_lp[d.item]
         out.append(Branch(b.item, b.unit, b.r, b.start, b.cut, b.end, ids=d.ids + canon[d.b:b.r],
-                          log_weight=d.log_share + gain[d][b.r - d.b]))
+                          log_weight=d.log_share + path[d][b.r - d.b] - (lp[b.r] - lp[d.b])))
+    return out
+
+
+def canonical_log_probs(lm: LanguageModel, contexts: Sequence[str | Sequence[int]],
+                        ids: Sequence[Sequence[int] | None]) -> list[list[float]]:
+    """Per item, ``log p(v_{<=j} | c)`` for ``j = 0..T``, from the canonical prefixes' rows (in the cache after
+    the canonical column)."""
+    out = []
+    for context, canon in zip(contexts, ids):
+        prefix, canon = tuple(lm.prefix_ids(context)), tuple(canon or ())
+        rows = lm.states([prefix + canon[:j] for j in range(len(canon))])
+        out.append(list(itertools.accumulate((float(s.log_probs[t]) for s, t in zip(rows, canon)), initial=0.0)))
     return out
 
 
 def merge(branches: Sequence[Branch]) -> tuple[Event, Event]:
     """One unit's events from its branches (their roots' subtrees are disjoint): the masses found, and the
-    brackets' sides, summed."""
-    def total(events: list[Event]) -> Event:
-        return (logsumexp([e[0] for e in events]), logsumexp([e[1] for e in events]),
-                logsumexp([e[2] for e in events]))
+    brackets' sides, each branch's weighted by its root's log-probability relative to the canonical head, summed."""
+    def total(events: list[tuple[float, Event]]) -> Event:
+        return tuple(logsumexp([w + e[i] for w, e in events]) for i in range(3))  # type: ignore[return-value]
 
-    return total([b.before for b in branches]), total([b.after for b in branches])
+    return (total([(b.log_weight, b.before) for b in branches]),  # type: ignore[misc]
+            total([(b.log_weight, b.after) for b in branches]))
 
 
 #: how surprisal's events are found: the byte-synchronous walk, or the token tree
@@ -308,11 +336,21 @@ def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfi
         return event(state, k, last, job.corrected[k], ascii_bytes, wide_chars)
 
     contexts, datas, ids = [j.context for j in jobs], [j.data for j in jobs], [j.canonical_ids() for j in jobs]
-    errors, detours = walk_branches(lm, contexts, datas, ids, branches, config, read, tree.detour_share)
-    more = detour_branches(lm, contexts, ids, [b for b in branches if b.item not in errors], detours, tree)
-    if more:
-        for i, found in walk_branches(lm, contexts, datas, ids, more, config, read)[0].items():
-            errors[i] = min(errors.get(i, found), found, key=lambda e: e[0])
+    lps = canonical_log_probs(lm, contexts, ids) if tree.detour_share else []
+    errors, detours = walk_branches(lm, contexts, datas, ids, branches, config, read, tree.detour_share, lps)
+    more: list[Branch] = []
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    for _ in range(tree.detour_depth):  # each level: the detours the last one found, not seen before
+        detours = [d for d in detours if (d.item, d.ids) not in seen and d.item not in errors]
+        seen.update((d.item, d.ids) for d in detours)
+        level = detour_branches(lm, contexts, ids, branches, detours, tree, lps)
+        if not level:
+            break
+        found, detours = walk_branches(lm, contexts, datas, ids, level, tree.detour_config(config), read,
+                                       tree.detour_share, lps)
+        for i, e in found.items():
+            errors[i] = min(errors.get(i, e), e, key=lambda x: x[0])
+        more += level
     for i, (k, err) in errors.items():
         jobs[i].fail(k, err)
     by_unit: dict[tuple[int, int], list[Branch]] = {}
@@ -322,5 +360,6 @@ def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfi
         if job.error is None:
             job.pairs = [merge(by_unit[i, k]) for k in range(len(job.spans))]
 
-__all__ = ["SEARCHES", "Branch", "Detour", "TokenTree", "canonical_ends", "detour_branches", "merge", "plan",
-           "search_tree", "walk_branches", "walk_units"]
+
+__all__ = ["SEARCHES", "Branch", "Detour", "TokenTree", "canonical_ends", "canonical_log_probs", "detour_branches",
+           "merge", "plan", "search_tree", "walk_branches", "walk_units"]

@@ -213,13 +213,16 @@ def brute_detours(lm, text: str, spans, tau: float, back_off: int = 0) -> list[t
     return list(found.items())
 
 
-def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree: TokenTree) -> list[float]:
+def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree: TokenTree,
+                       detours=None) -> list[float]:
     """Per unit, -log2 [sum over roots h of P(E_k, h) / sum over roots h of P(E_{k-1}, h)]: the roots the canonical
-    head and every detour rejoining within ``D`` bytes before it, extended by the canonical tokens."""
+    head and every detour (by definition, or those given) rejoining within ``D`` bytes before it, extended by the
+    canonical tokens."""
     data = text.encode()
     ids = lm.canonical(text)
     ends = [0] + list(itertools.accumulate(len(lm.vocab[t]) for t in ids))
-    detours = brute_detours(lm, text, spans, tree.detour_share, tree.back_off)
+    if detours is None:
+        detours = brute_detours(lm, text, spans, tree.detour_share, tree.back_off)
     boundary = rules.boundary_chars
     out = []
     for k, (a, b) in enumerate(spans):
@@ -249,8 +252,9 @@ def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree:
 @given(st.integers(1, 9), st.text("ab .", min_size=1, max_size=7), st.sampled_from(FINALS),
        st.sampled_from([(0, 1e-12, 64), (0, 0.3, 64), (1, 1e-12, 2), (0, 0.05, 0)]))
 def test_detour_roots_equal_brute_force_over_the_sequences_they_cover(seed, text, final, setting):
+    """One level: the detours the canonical heads' branches find, by definition (brute_detours)."""
     back_off, tau, reach = setting
-    tree = TokenTree(back_off, detour_share=tau, detour_reach=reach)
+    tree = TokenTree(back_off, detour_share=tau, detour_reach=reach, detour_depth=1)
     lm = history_lm(seed, VOCAB)
     rows = surprisals(lm, text, config=WIDE, final=final, search=tree)
     spans = byte_spans(text, word_spans(text, WordRules()))
@@ -258,3 +262,45 @@ def test_detour_roots_equal_brute_force_over_the_sequences_they_cover(seed, text
     assert [r.surprisal for r in rows] == pytest.approx(truth, abs=1e-9)
     for r in rows:
         assert r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 and r.upper - r.lower < 1e-9
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 9), st.text("ab .", min_size=2, max_size=7), st.sampled_from([(2, 1.0, None), (8, 12.0, 0.3)]))
+def test_detour_brackets_under_pruning_hold_the_brute_force_figure(seed, text, setting):
+    """The detours found by a pruned beam, then their branches pruned (or lazier): the bracket holds the figure
+    over exactly the roots found, computed by brute force."""
+    beam, prune, extend = setting
+    tree = TokenTree(detour_share=0.05, detour_reach=64, detour_extend=extend)
+    lm = history_lm(seed, VOCAB)
+    found = {}
+    import ppl_tok.strings.tree as tree_module
+
+    real = tree_module.detour_branches
+
+    def spy(lm_, contexts, ids, branches, detours, *rest):
+        found.update({d.ids: d.b for d in detours})
+        return real(lm_, contexts, ids, branches, detours, *rest)
+
+    tree_module.detour_branches = spy
+    try:
+        rows = surprisals(lm, text, config=StringSearchConfig(beam=beam, prune=prune), search=tree)
+    finally:
+        tree_module.detour_branches = real
+    spans = byte_spans(text, word_spans(text, WordRules()))
+    truth = brute_tree_detours(lm, text, spans, WordRules(), "boundary", tree, detours=list(found.items()))
+    ids = lm.canonical(text)
+    for g, b in found.items():  # each root a detour by definition: off the canonical tokens, holding tau of them
+        start = sum(len(lm.vocab[t]) for t in g[:-1])
+        assert g != tuple(ids[:b]) and sum(len(lm.vocab[t]) for t in ids[:b]) == start + len(lm.vocab[g[-1]])
+        assert lm.log_prob(g, ()) - lm.log_prob(tuple(ids[:b]), ()) >= math.log(tree.detour_share) - 1e-9
+    for r, t in zip(rows, truth):
+        assert r.lower - 1e-9 <= t <= r.upper + 1e-9
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("detour_share", 0.0, "detour_share must be a share in"), ("detour_share", 1.5, "detour_share must be"),
+    ("detour_reach", -1, "detour_reach must be a whole number"), ("detour_extend", 1.0, "detour_extend must be"),
+    ("detour_depth", 0, "detour_depth must be a whole number of levels")])
+def test_bad_detour_settings_are_refused(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TokenTree(**{field: value})
