@@ -40,11 +40,36 @@ the canonical path earlier), and the per-unit figures no longer telescope to ``-
 beam unpruned (``beam`` large, ``prune=inf``) the branch is exact for what it covers (tested against
 brute force over exactly those token sequences, 1e-9).
 
+**Detour roots** (``detour_share = tau``). The histories that leave the canonical path in an *earlier*
+word (a name split once and copied later) are outside every branch above. A **detour** is a token
+sequence ``g`` spelling ``x[:e_b]`` (``e_b`` a canonical boundary) whose last token is not the canonical
+token at its start (so it has just rejoined the canonical boundaries), with
+
+    share(g) = p(g | c) / p(v_{<=b} | c) >= tau.
+
+The branches find them among the prefixes their beams ran (level 1: the canonical heads' branches); each
+found detour roots, for every unit ``k > 0`` whose head ends at ``e_r`` with ``e_b <= e_r <= e_b + D``
+(``D`` = :attr:`TokenTree.detour_reach`), a branch of its own at ``g v_{b+1..r}`` (its canonical
+continuation run in one batched call), weighted by ``p(g v_{b+1..r} | c) / p(v_{<=r} | c)``; those
+branches find the next level's detours (a history with ``L`` detours is reached at level ``L``, up to
+:attr:`TokenTree.detour_depth`). Unit ``k``'s figure sums over its roots ``H_k`` (the canonical head and
+the detour roots; distinct sequences spelling the same bytes, so their subtrees are disjoint):
+
+    s_tree(u_k) = -log2 [ sum over h in H_k of P(E_k, h | c) / sum over h in H_k of P(E_{k-1}, h | c) ],
+
+each term bracketed by its branch (found mass, pruned mass, rounding tolerance over the root's weight's
+terms too), so the bracket is certified for ``s_tree`` with ``H_k`` as found. What is left out: histories
+that leave the canonical path before the head through a detour lighter than ``tau`` (or not run by the
+beam that would find it), rejoining more than ``D`` bytes before the head, past ``detour_depth`` detours,
+past a unit's ``detour_roots`` heaviest of a level, or straddling the head's end without a canonical boundary in between.
+
 **LM calls.** A branch needs a forward at most once per byte offset of its tail, and all branches run
 together, so a batch of texts costs one prefill call plus at most ``max_k (i_k - e_{r_k})`` calls,
 bounded by ``W``, the reach (at most the longest token) and the longest unit, whatever the texts'
-lengths (tested on texts of growing length). The token-forwards are about those of the walk: the
-branches' tails overlap by the back-off, and each branch's beam starts afresh at its head.
+lengths (tested on texts of growing length); each detour level adds one batched call (the detours'
+canonical continuations) and at most as many again: ``(1 + detour_depth) (1 + max tail)`` in all.
+The token-forwards are about those of the walk: the branches' tails overlap by the back-off, and each
+branch's beam starts afresh at its root.
 """
 
 from __future__ import annotations
@@ -77,6 +102,8 @@ class TokenTree:
         path's mass where it rejoins it roots branches of its own (``None``: no detour roots, one level).
     :param detour_reach: ``D``, bytes: a detour roots the branches of the units whose head ends at most this
         far after the detour rejoins.
+    :param detour_roots: the most detour roots per unit and level (the heaviest): bounds the branches to
+        ``1 + detour_roots * detour_depth`` per unit.
     :param detour_depth: the most levels of detour roots (each level's branches find the detours of the next:
         a history that leaves the canonical path at ``L`` places is covered at ``L`` levels).
     :param detour_extend: the lazy-extension share (``extend_threshold``) of the detours' branches, when it
@@ -87,12 +114,15 @@ class TokenTree:
     back_off: int = 0
     detour_share: float | None = None
     detour_reach: int = 64
+    detour_roots: int = 8
     detour_depth: int = 3
     detour_extend: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.detour_depth, bool) or not isinstance(self.detour_depth, int) or self.detour_depth < 1:
-            raise ValueError(f"detour_depth must be a whole number of levels >= 1, got {self.detour_depth!r}")
+        for name, what in (("detour_depth", "levels"), ("detour_roots", "roots per unit")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number of {what} >= 1, got {value!r}")
         for name in ("back_off", "detour_reach"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -257,7 +287,8 @@ def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], 
     """The next level: for each unit's branch (head ``v_{<=r}``), one branch per detour ``g`` rejoining at
     ``e_b <= e_r`` with ``e_r - e_b <= D``, rooted at ``g v_{b+1..r}`` and weighted by its log-probability
     relative to the head, ``log_share(g) + sum over b < j <= r of log p(v_j | c g v_{b+1..j-1}) -
-    log p(v_{b+1..r} | c v_{<=b})``: the detours' canonical continuations in one batched call."""
+    log p(v_{b+1..r} | c v_{<=b})`` (the detours' canonical continuations in one batched call); of a unit's,
+    the ``detour_roots`` heaviest."""
     by_item: dict[int, list[Detour]] = {}
     for d in detours:
         by_item.setdefault(d.item, []).append(d)
@@ -273,11 +304,19 @@ def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], 
     after_detour = lm.token_log_probs_after([prefixes[d.item] + d.ids for d in run],
                                             [tuple((ids[d.item] or ())[d.b:last[d]]) for d in run])
     path = {d: list(itertools.accumulate(lps, initial=0.0)) for d, lps in zip(run, after_detour)}
-    out = []
+    per_unit: dict[tuple[int, int], list[Branch]] = {}
     for b, d in pairs:
         canon, lp = tuple(ids[d.item] or ()), canonical_lp[d.item]
-        out.append(Branch(b.item, b.unit, b.r, b.start, b.cut, b.end, ids=d.ids + canon[d.b:b.r],
-                          log_weight=d.log_share + path[d][b.r - d.b] - (lp[b.r] - lp[d.b])))
+        per_unit.setdefault((b.item, b.unit), []).append(Branch(
+            b.item, b.unit, b.r, b.start, b.cut, b.end, ids=d.ids + canon[d.b:b.r],
+            log_weight=d.log_share + path[d][b.r - d.b] - (lp[b.r] - lp[d.b])))
+    out = [b for level in per_unit.values()
+           for b in sorted(level, key=lambda b: -b.log_weight)[:tree.detour_roots]]  # the heaviest roots per unit
+    # a root whose last token the continuation call did not run (a backend that caches the states before each
+    # token only): all of them in one batched extension of their cached parents
+    missing = sorted({prefixes[b.item] + b.ids for b in out if b.ids and not lm.has_state(prefixes[b.item] + b.ids)})
+    if missing:
+        lm.extend(lm.states([m[:-1] for m in missing]), [m[-1] for m in missing])
     return out
 
 

@@ -300,7 +300,39 @@ def test_detour_brackets_under_pruning_hold_the_brute_force_figure(seed, text, s
 @pytest.mark.parametrize("field, value, message", [
     ("detour_share", 0.0, "detour_share must be a share in"), ("detour_share", 1.5, "detour_share must be"),
     ("detour_reach", -1, "detour_reach must be a whole number"), ("detour_extend", 1.0, "detour_extend must be"),
-    ("detour_depth", 0, "detour_depth must be a whole number of levels")])
+    ("detour_depth", 0, "detour_depth must be a whole number of levels"),
+    ("detour_roots", 0, "detour_roots must be a whole number of roots")])
 def test_bad_detour_settings_are_refused(field, value, message):
     with pytest.raises(ValueError, match=message):
         TokenTree(**{field: value})
+
+
+def test_lm_calls_with_detours_are_bounded_by_the_tail_and_the_levels():
+    """Past the canonical column, the branches' calls stay constant on texts of growing length, and each detour
+    level asks for its roots' canonical continuations once (one forward per length group on transformers;
+    the toy LM's base class runs one position per call, as it runs the canonical column)."""
+    tree = TokenTree(detour_share=0.05, detour_reach=12, detour_roots=2)
+    walks, continuations = [], []
+    for n in (1, 3, 12):
+        text = "ab ba. a b " * n + "ab"
+        lm = history_lm(3, VOCAB)
+        canonical_surprisals(lm, text)
+        column = lm.stats.calls
+        lm = history_lm(3, VOCAB)
+        asked, inside = [], [0]
+        real = lm.token_log_probs_after
+
+        def counted(prefixes, seqs, keep_states=True):
+            before = lm.stats.calls
+            try:
+                return real(prefixes, seqs, keep_states)
+            finally:
+                asked.append(len(prefixes))
+                inside[0] += lm.stats.calls - before
+
+        lm.token_log_probs_after = counted
+        surprisals(lm, text, config=StringSearchConfig(), search=tree)
+        walks.append(lm.stats.calls - inside[0] - column)
+        continuations.append(len(asked) - 1)  # (the first: the canonical column)
+    assert all(c <= tree.detour_depth for c in continuations) and continuations[-1] >= 1
+    assert walks[1] == walks[2] <= 8 * (1 + tree.detour_depth)
