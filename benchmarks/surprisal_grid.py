@@ -156,7 +156,7 @@ def main() -> None:
         tree_knobs = ("tree", "tree_share", "tree_reach", "tree_extend", "tree_roots", "tree_depth")
         config = StringSearchConfig(**{k: v for k, v in knobs.items() if k not in tree_knobs})
         search = TokenTree(int(knobs["tree"]), detour_share=knobs.get("tree_share"),  # type: ignore[arg-type]
-                           detour_reach=int(knobs.get("tree_reach", TokenTree.detour_reach)),
+                           detour_reach=knobs.get("tree_reach", TokenTree.detour_reach),
                            detour_extend=knobs.get("tree_extend"),
                            detour_roots=int(knobs.get("tree_roots", TokenTree.detour_roots)),
                            detour_depth=int(knobs.get("tree_depth", TokenTree.detour_depth))) if "tree" in knobs \

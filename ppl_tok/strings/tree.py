@@ -101,7 +101,7 @@ class TokenTree:
     :param detour_share: ``tau``: a detour (module docstring) that holds at least this share of the canonical
         path's mass where it rejoins it roots branches of its own (``None``: no detour roots, one level).
     :param detour_reach: ``D``, bytes: a detour roots the branches of the units whose head ends at most this
-        far after the detour rejoins.
+        far after the detour rejoins (``None``: any later unit of the text; a split name is copied far on).
     :param detour_roots: the most detour roots per unit and level (the heaviest): bounds the branches to
         ``1 + detour_roots * detour_depth`` per unit.
     :param detour_depth: the most levels of detour roots (each level's branches find the detours of the next:
@@ -113,7 +113,7 @@ class TokenTree:
 
     back_off: int = 0
     detour_share: float | None = None
-    detour_reach: int = 64
+    detour_reach: int | None = None
     detour_roots: int = 8
     detour_depth: int = 3
     detour_extend: float | None = None
@@ -125,6 +125,8 @@ class TokenTree:
                 raise ValueError(f"{name} must be a whole number of {what} >= 1, got {value!r}")
         for name in ("back_off", "detour_reach"):
             value = getattr(self, name)
+            if value is None and name == "detour_reach":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number of bytes >= 0, got {value!r}")
         share = self.detour_share
@@ -294,7 +296,7 @@ def detour_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], 
         by_item.setdefault(d.item, []).append(d)
     prefixes = [tuple(lm.prefix_ids(c)) for c in contexts]
     pairs = [(b, d) for b in branches for d in by_item.get(b.item, ())
-             if b.unit > 0 and d.b <= b.r and b.start - d.end <= tree.detour_reach]
+             if b.unit > 0 and d.b <= b.r and (tree.detour_reach is None or b.start - d.end <= tree.detour_reach)]
     if not pairs:
         return []
     last: dict[Detour, int] = {}
