@@ -17,6 +17,7 @@ from tests.strings.test_state import WIDE, brute_prefix, history_lm, tokenizatio
 from tests.strings.test_surprisal import VOCAB, byte_spans
 
 LN2 = math.log(2)
+ONE_LEVEL = TokenTree(detour_share=None)  # the canonical heads' branches only
 
 
 def brute_exact_after(lm, x: bytes, context) -> float:
@@ -78,7 +79,7 @@ def brute_tree(lm, text: str, spans, rules: WordRules, final: str, back_off: int
 def test_tree_equals_brute_force_over_the_sequences_it_covers(seed, text, final, back_off):
     lm = history_lm(seed, VOCAB)
     rules = WordRules()
-    rows = surprisals(lm, text, config=WIDE, rules=rules, final=final, search=TokenTree(back_off))
+    rows = surprisals(lm, text, config=WIDE, rules=rules, final=final, search=TokenTree(back_off, detour_share=None))
     spans = byte_spans(text, word_spans(text, rules))
     truth = brute_tree(lm, text, spans, rules, final, back_off)
     assert [r.surprisal for r in rows] == pytest.approx(truth, abs=1e-9)
@@ -92,7 +93,7 @@ def test_tree_equals_brute_force_over_the_sequences_it_covers(seed, text, final,
 def test_pruned_brackets_hold_the_brute_force_figure(seed, text, beam_prune):
     lm = history_lm(seed, VOCAB)
     beam, prune = beam_prune
-    rows = surprisals(lm, text, config=StringSearchConfig(beam=beam, prune=prune), search="tree")
+    rows = surprisals(lm, text, config=StringSearchConfig(beam=beam, prune=prune), search=ONE_LEVEL)
     truth = brute_tree(lm, text, byte_spans(text, word_spans(text, WordRules())), WordRules(), "boundary", 0)
     for r, t in zip(rows, truth):
         assert r.lower - 1e-9 <= t <= r.upper + 1e-9
@@ -104,7 +105,7 @@ def test_a_back_off_past_the_text_is_the_exhaustive_walk(seed, text):
     """Every head empty: each branch is the walk of the text up to its unit, figure for figure."""
     lm = history_lm(seed, VOCAB)
     walk = surprisals(lm, text, config=WIDE)
-    tree = surprisals(lm, text, config=WIDE, search=TokenTree(back_off=100))
+    tree = surprisals(lm, text, config=WIDE, search=TokenTree(back_off=100, detour_share=None))
     assert [r.surprisal for r in tree] == pytest.approx([r.surprisal for r in walk], abs=1e-9)
     assert [b for r in tree for b in (r.lower, r.upper)] == pytest.approx([b for r in walk for b in (r.lower, r.upper)],
                                                                           abs=1e-9)
@@ -120,7 +121,7 @@ def test_lm_calls_are_bounded_by_the_tail_not_the_text():
         canonical_surprisals(lm, text)  # the canonical column alone (a toy LM runs it one position per call)
         column = lm.stats.calls
         lm = history_lm(3, VOCAB)
-        surprisals(lm, text, config=config, search="tree")
+        surprisals(lm, text, config=config, search=ONE_LEVEL)
         branched.append(lm.stats.calls - column)
         lm = history_lm(3, VOCAB)
         surprisals(lm, text, config=config)
@@ -164,7 +165,7 @@ def _reference(lm, text: str, context, config, rules: WordRules, final: str = "b
     ends = [0] + canonical_ends(lm, ids)
     prefix = list(lm.prefix_ids(context))[1:] if lm.bos_id is not None else list(lm.prefix_ids(context))
     out = []
-    for b in plan(lm, data, ids, spans, TokenTree()):
+    for b in plan(lm, data, ids, spans, ONE_LEVEL):
         tail = data[ends[b.r]: b.end].decode()
         cut = len(data[ends[b.r]: b.cut].decode())
         regions = [0, cut, len(tail)] if cut else [0, len(tail)]
@@ -184,7 +185,7 @@ def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2):
     texts.append("The old man the boats, don't they?")
     config = StringSearchConfig()
     rules = WordRules()
-    got = surprisal_batch(smollm2, texts, config=config, search="tree")
+    got = surprisal_batch(smollm2, texts, config=config, search=ONE_LEVEL)
     for text, rows in zip(texts, got):
         assert [r.surprisal for r in rows] == pytest.approx(_reference(smollm2, text, "", config, rules), abs=2e-4)
         assert all(r.lower - 1e-9 <= r.surprisal <= r.upper + 1e-9 for r in rows)
