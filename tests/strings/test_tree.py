@@ -215,21 +215,21 @@ def brute_detours(lm, text: str, spans, tau: float, back_off: int = 0) -> list[t
 
 
 def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree: TokenTree,
-                       detours=None) -> list[float]:
+                       roots=None) -> list[float]:
     """Per unit, -log2 [sum over roots h of P(E_k, h) / sum over roots h of P(E_{k-1}, h)]: the roots the canonical
-    head and every detour (by definition, or those given) rejoining within ``D`` bytes before it, extended by the
-    canonical tokens."""
+    head and every detour (by definition) rejoining within ``D`` bytes before it, extended by the canonical tokens,
+    or the detour roots given per unit."""
     data = text.encode()
     ids = lm.canonical(text)
     ends = [0] + list(itertools.accumulate(len(lm.vocab[t]) for t in ids))
-    if detours is None:
-        detours = brute_detours(lm, text, spans, tree.detour_share, tree.back_off)
+    detours = brute_detours(lm, text, spans, tree.detour_share, tree.back_off) if roots is None else []
     boundary = rules.boundary_chars
     out = []
     for k, (a, b) in enumerate(spans):
         r = covered_head(lm, data, a, tree.back_off)
-        roots = [tuple(ids[:r])] + [g + tuple(ids[j:r]) for g, j in detours
-                                    if k > 0 and j <= r and ends[r] - ends[j] <= tree.detour_reach]
+        heads = [tuple(ids[:r])] + ([g + tuple(ids[j:r]) for g, j in detours
+                                     if k > 0 and j <= r and ends[r] - ends[j] <= tree.detour_reach]
+                                    if roots is None else roots.get(k, []))
 
         def event(u: int, head) -> float:
             if u < 0:
@@ -245,7 +245,7 @@ def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree:
                 tail = brute_prefix(lm, x, head)
             return lm.log_prob(head, ()) + tail
 
-        out.append(-(logsumexp([event(k, h) for h in roots]) - logsumexp([event(k - 1, h) for h in roots])) / LN2)
+        out.append(-(logsumexp([event(k, h) for h in heads]) - logsumexp([event(k - 1, h) for h in heads])) / LN2)
     return out
 
 
@@ -255,7 +255,8 @@ def brute_tree_detours(lm, text: str, spans, rules: WordRules, final: str, tree:
 def test_detour_roots_equal_brute_force_over_the_sequences_they_cover(seed, text, final, setting):
     """One level: the detours the canonical heads' branches find, by definition (brute_detours)."""
     back_off, tau, reach = setting
-    tree = TokenTree(back_off, detour_share=tau, detour_reach=reach, detour_depth=1)
+    tree = TokenTree(back_off, detour_share=tau, detour_reach=reach, detour_depth=1, detour_roots=10_000,
+                     detour_extend=None)
     lm = history_lm(seed, VOCAB)
     rows = surprisals(lm, text, config=WIDE, final=final, search=tree)
     spans = byte_spans(text, word_spans(text, WordRules()))
@@ -273,14 +274,17 @@ def test_detour_brackets_under_pruning_hold_the_brute_force_figure(seed, text, s
     beam, prune, extend = setting
     tree = TokenTree(detour_share=0.05, detour_reach=64, detour_extend=extend)
     lm = history_lm(seed, VOCAB)
-    found = {}
+    found, roots = {}, {}
     import ppl_tok.strings.tree as tree_module
 
     real = tree_module.detour_branches
 
     def spy(lm_, contexts, ids, branches, detours, *rest):
         found.update({d.ids: d.b for d in detours})
-        return real(lm_, contexts, ids, branches, detours, *rest)
+        out = real(lm_, contexts, ids, branches, detours, *rest)
+        for b in out:
+            roots.setdefault(b.unit, []).append(b.ids)
+        return out
 
     tree_module.detour_branches = spy
     try:
@@ -288,7 +292,7 @@ def test_detour_brackets_under_pruning_hold_the_brute_force_figure(seed, text, s
     finally:
         tree_module.detour_branches = real
     spans = byte_spans(text, word_spans(text, WordRules()))
-    truth = brute_tree_detours(lm, text, spans, WordRules(), "boundary", tree, detours=list(found.items()))
+    truth = brute_tree_detours(lm, text, spans, WordRules(), "boundary", tree, roots=roots)
     ids = lm.canonical(text)
     for g, b in found.items():  # each root a detour by definition: off the canonical tokens, holding tau of them
         start = sum(len(lm.vocab[t]) for t in g[:-1])
@@ -334,3 +338,44 @@ def test_lm_calls_with_detours_are_bounded_by_the_tail_and_the_levels():
         continuations.append(len(asked) - 1)  # (the first: the canonical column)
     assert all(c <= tree.detour_depth for c in continuations) and continuations[-1] >= 1
     assert walks[1] == walks[2] <= 2 + 8 * (1 + tree.detour_depth)
+
+
+@pytest.mark.slow
+def test_smollm2_detour_roots_equal_the_walks_restricted_to_the_same_paths(smollm2, monkeypatch):
+    """Each unit's figure is the walks from each of its roots (the canonical head's, each detour root's, with the
+    root as token context and its search setting), weighted by p(root) / p(head) from the LM, summed."""
+    import ppl_tok.strings.tree as tree_module
+
+    text = "Q: Kendall opened their mouth to speak, and Kendall said"
+    tree, config, rules = TokenTree(), StringSearchConfig(extend_threshold=1e-4), WordRules()
+    roots: dict[int, list] = {}
+    real = tree_module.detour_branches
+
+    def spy(*args):
+        out = real(*args)
+        for b in out:
+            roots.setdefault(b.unit, []).append(b.ids)
+        return out
+
+    monkeypatch.setattr(tree_module, "detour_branches", spy)
+    rows = surprisals(smollm2, text, config=config, rules=rules, search=tree)
+    assert sum(map(len, roots.values())) > 0  # the text has detours of share >= 1e-4 (the name, split)
+    data, ids = text.encode(), smollm2.canonical(text)
+    spans = byte_spans(text, word_spans(text, rules))
+    ends = [0] + tree_module.canonical_ends(smollm2, ids)
+    for b in tree_module.plan(smollm2, data, ids, spans, ONE_LEVEL):
+        tail = data[ends[b.r]: b.end].decode()
+        cut = len(data[ends[b.r]: b.cut].decode())
+        goes_on = b.unit < len(spans) - 1
+        last = ("boundary" if data[b.end:].decode()[:1] in rules.boundary_chars else "none") if goes_on else "boundary"
+        before, after = [], []
+        for root, setting in [(tuple(ids[:b.r]), config)] + [(r, tree.detour_config(config))
+                                                             for r in roots.get(b.unit, [])]:
+            weight = smollm2.log_prob(root, "") - smollm2.log_prob(tuple(ids[:b.r]), "")
+            got = surprisals(smollm2, tail, units=[0, cut, len(tail)] if cut else [0, len(tail)], context=list(root),
+                             config=setting, rules=rules, final=last)
+            s1 = got[0].surprisal if cut else 0.0
+            before.append(weight - s1 * LN2)
+            after.append(weight - (s1 + got[-1].surprisal) * LN2)
+        want = -(logsumexp(after) - logsumexp(before)) / LN2
+        assert rows[b.unit].surprisal == pytest.approx(want, abs=2e-4)
