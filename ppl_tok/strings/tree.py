@@ -61,7 +61,8 @@ each term bracketed by its branch (found mass, pruned mass, rounding tolerance o
 terms too), so the bracket is certified for ``s_tree`` with ``H_k`` as found. What is left out: histories
 that leave the canonical path before the head through a detour lighter than ``tau`` (or not run by the
 beam that would find it), rejoining more than ``D`` bytes before the head, past ``detour_depth`` detours,
-past a unit's ``detour_roots`` heaviest of a level, or straddling the head's end without a canonical boundary in between.
+past a unit's ``detour_roots`` heaviest of a level, or straddling the head's end without a canonical
+boundary in between.
 
 **LM calls.** A branch needs a forward at most once per byte offset of its tail, and all branches run
 together, so a batch of texts costs one prefill call plus at most ``max_k (i_k - e_{r_k})`` calls,
@@ -216,7 +217,8 @@ def plan(lm: LanguageModel, data: bytes, ids: Sequence[int] | None, spans: Seque
 def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], datas: Sequence[bytes],
                   ids: Sequence[Sequence[int] | None], branches: Sequence[Branch], config: StringSearchConfig,
                   read: Callable[[Branch, bool, StringState], Event], detour_share: float | None = None,
-                  canonical_lp: Sequence[Sequence[float]] = ()) -> tuple[dict[int, tuple[int, Exception]], list[Detour]]:
+                  canonical_lp: Sequence[Sequence[float]] = ()
+                  ) -> tuple[dict[int, tuple[int, Exception]], list[Detour]]:
     """Walk every branch together, filling ``branch.before`` (``E_{k-1}``) and ``branch.after`` (``E_k``).
 
     ``read(branch, at_end, state)`` reads an event from the branch's state once it has read the bytes up
@@ -243,8 +245,9 @@ def walk_branches(lm: LanguageModel, contexts: Sequence[str | Sequence[int]], da
         head = Head(head_ids, b.start, 0.0) if head_ids else Head()  # (events relative to the root: merge weighs)
         state = StringState(lm, contexts[b.item], config, prompt=datas[b.item][:b.start], head=head,
                             keep=canon)
-        if b.ids is not None:  # the root's weight is a sum of LM terms too: count them in the rounding tolerance
-            state.beam.depth = max(state.beam.depth, len(head_ids))
+        if b.ids is not None:  # the root's weight is a sum of LM terms too (the detour's, the canonical path's over
+            # the same bytes, the continuations', each at most the root's length; state.tolerance counts one more)
+            state.beam.depth = max(state.beam.depth, 3 * len(head_ids))
         if b.unit == 0:
             b.before = (0.0, 0.0, 0.0)
         elif b.cut == b.start:
