@@ -3,7 +3,8 @@
 Each SETTING (beam knobs of `StringSearchConfig`, e.g. `extend_threshold=0.1` or
 `extend_threshold=0.1,boundary_threshold=3e-5`; `exhaustive` is `extend_threshold=0`, every kept prefix extended;
 `tree=W` scores through the token tree off the canonical cache with a back-off of W bytes,
-`ppl_tok.strings.tree`, e.g. `tree=0,extend_threshold=1e-05`)
+`ppl_tok.strings.tree`, e.g. `tree=0,extend_threshold=1e-05`; `tree_share=TAU,tree_reach=D` add its detour roots,
+`tree_extend=S,tree_roots=M,tree_depth=L` set their branches' lazy share, roots per unit and levels)
 scores the first WORDS words of DATA (`benchmarks.surprisal.held_out_items`: the items in file order, each
 alone after BOS, `--final` at its default) in batches of BATCH items, the LM's prefix cache emptied before each
 batch. Each batch is one line of `OUT/SETTING.jsonl` (the word surprisals over strings, the process CPU seconds
@@ -152,9 +153,14 @@ def main() -> None:
     lm = load_lm("smollm2-135m")
     for name in args.settings:
         knobs = parse_setting(name)
-        beam_knobs = {k: v for k, v in knobs.items() if k != "tree"}
-        config = StringSearchConfig(**beam_knobs)
-        search = TokenTree(int(knobs["tree"])) if "tree" in knobs else "walk"  # type: ignore[arg-type]
+        tree_knobs = ("tree", "tree_share", "tree_reach", "tree_extend", "tree_roots", "tree_depth")
+        config = StringSearchConfig(**{k: v for k, v in knobs.items() if k not in tree_knobs})
+        search = TokenTree(int(knobs["tree"]), detour_share=knobs.get("tree_share"),  # type: ignore[arg-type]
+                           detour_reach=knobs.get("tree_reach", TokenTree.detour_reach),
+                           detour_extend=knobs.get("tree_extend"),
+                           detour_roots=int(knobs.get("tree_roots", TokenTree.detour_roots)),
+                           detour_depth=int(knobs.get("tree_depth", TokenTree.detour_depth))) if "tree" in knobs \
+            else "walk"
         path = args.out / f"{name}.jsonl"
         starts = list(range(0, len(items), args.batch))
         for lo in reversed(starts) if args.reverse else starts:
