@@ -268,15 +268,28 @@ class KVPool:
 class KVNode:
     """A prefix's slots in a :class:`KVPool` (it keeps them alive while it lives)."""
 
-    __slots__ = ("pool", "slots")
+    __slots__ = ("pool", "slots", "length")
 
     def __init__(self, pool: KVPool, slots: torch.Tensor):
         self.pool = pool
         self.slots = slots
+        self.length = len(slots)  # an int: a tensor's ``len`` is a Python call, read for every row of a forward
         pool.retain(slots)
 
+    @classmethod
+    def many(cls, pool: KVPool, slots: Sequence[torch.Tensor]) -> list[KVNode]:
+        """One node per entry of ``slots``, their references taken in one operation (a forward's new nodes)."""
+        nodes = []
+        for s in slots:
+            node = object.__new__(cls)
+            node.pool, node.slots, node.length = pool, s, len(s)
+            nodes.append(node)
+        if nodes:
+            pool.retain(torch.cat(list(slots)))
+        return nodes
+
     def __len__(self) -> int:
-        return len(self.slots)
+        return self.length
 
     def __del__(self) -> None:
         try:
@@ -286,12 +299,12 @@ class KVNode:
 
 
 def padded_index(nodes: list[KVNode], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded slot index ``[B, L]`` and its mask (``True`` on real positions)."""
-    width = max(len(n) for n in nodes) if width is None else width
+    """Left-padded slot index ``[B, L]`` and its mask (``True`` on real positions), filled in one indexed write
+    (the mask's real positions, row-major, are the rows' slots in order)."""
+    lengths = torch.tensor([n.length for n in nodes], dtype=torch.long)
+    width = (int(lengths.max()) if len(nodes) else 0) if width is None else width
+    mask = torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)
     index = torch.zeros(len(nodes), width, dtype=torch.long)
-    mask = torch.zeros(len(nodes), width, dtype=torch.bool)
-    for i, n in enumerate(nodes):
-        if len(n):
-            index[i, width - len(n):] = n.slots
-            mask[i, width - len(n):] = True
+    if len(nodes):
+        index[mask] = torch.cat([n.slots for n in nodes])
     return index, mask
