@@ -52,12 +52,44 @@ class DeadEndError(ValueError):
 
 
 class _Cover:
-    """A kept prefix ending at ``offset``, and its next-token log-probs on the run ``[a, a + len(vals))``."""
+    """A kept prefix ending at ``offset``, and its next-token log-probs on the run ``[a, a + len(vals))`` of the
+    vocabulary in byte order.
 
-    __slots__ = ("hyp", "a", "vals", "end")
+    Made from the prefix's row (``vals=None``, ``row`` and ``order``: the row and the byte order's ids on its
+    device), a cover reads ``vals = row[order[a:b]]`` only when first asked: by then the next byte has narrowed
+    the run (:meth:`narrow`), so only the run is gathered, never the whole row in byte order.
+    """
 
-    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor, end: float):
-        self.hyp, self.a, self.vals, self.end = hyp, a, vals, end
+    __slots__ = ("hyp", "a", "_vals", "end", "_row", "_order", "_b")
+
+    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor | None, end: float,
+                 row: torch.Tensor | None = None, order: torch.Tensor | None = None):
+        self.hyp, self.a, self._vals, self.end = hyp, a, vals, end
+        self._row, self._order = row, order
+        self._b = a + len(vals) if vals is not None else len(order)
+
+    @property
+    def vals(self) -> torch.Tensor:
+        if self._vals is None:
+            self._vals = self._row[self._order[self.a: self._b]]
+            self._row = self._order = None
+        return self._vals
+
+    @vals.setter
+    def vals(self, value: torch.Tensor) -> None:
+        self._vals, self._row, self._order, self._b = value, None, None, self.a + len(value)
+
+    def narrow(self, a: int, b: int) -> None:
+        """Keep the run ``[a, b)`` (within the current one)."""
+        if self._vals is not None:
+            self._vals = self._vals[a - self.a: b - self.a]
+        self.a, self._b = a, b
+
+    def copy(self) -> _Cover:
+        new = object.__new__(_Cover)
+        new.hyp, new.a, new._vals, new.end, new._row, new._order, new._b = \
+            self.hyp, self.a, self._vals, self.end, self._row, self._order, self._b
+        return new
 
 
 class StringState:
@@ -123,7 +155,7 @@ class StringState:
         new.head, new.base = self.head, self.base
         new.data = bytearray(self.data)
         new.beam = self.beam.copy()
-        new.window = {i: [_Cover(c.hyp, c.a, c.vals, c.end) for c in cs] for i, cs in self.window.items()}
+        new.window = {i: [c.copy() for c in cs] for i, cs in self.window.items()}
         new.heals, new._healing = self.heals, False
         self._shared = new._shared = True
         return new
@@ -148,14 +180,14 @@ class StringState:
         """The rows of the kept prefixes ending at ``offset`` (run), in byte order, join the window."""
         if not hyps:
             return
-        rows = torch.stack([h.state.log_probs for h in hyps])
-        ids, special = self.index.on(rows.device)
-        ordered = rows[:, ids]
+        rows = [h.state.log_probs for h in hyps]
+        ids, special = self.index.on(rows[0].device)
         if self.index.has_end:
-            ends = torch.logsumexp(rows[:, special].double(), -1).cpu().tolist()
+            ends = torch.logsumexp(torch.stack([r[special] for r in rows]).double(), -1).cpu().tolist()
         else:
             ends = [-math.inf] * len(hyps)
-        self.window[offset] = [_Cover(h, 0, ordered[k], e) for k, (h, e) in enumerate(zip(hyps, ends))]
+        # each row is put in byte order lazily, on the run the next byte leaves (_Cover)
+        self.window[offset] = [_Cover(h, 0, None, e, row, ids) for h, row, e in zip(hyps, rows, ends)]
 
     def extend(self, data: bytes | int | str) -> StringState:
         """Append bytes (an int is one byte, a str its UTF-8) and advance the beam; returns ``self``."""
@@ -192,8 +224,7 @@ class StringState:
                 continue
             e = self.index.equal(prefix, a, b)
             for c in self.window[i]:
-                c.vals = c.vals[a - c.a: b - c.a]
-                c.a = a
+                c.narrow(a, b)
                 if e > a:  # tokens spelling exactly data[i:m]: prefixes ending at m
                     heads.append((c, i, self.index.ids[a:e], c.vals[: e - a]))
         if heads:
