@@ -292,7 +292,7 @@ class StringState:
 
     def pruned_log_mass(self) -> float:
         """``log Pi``: the total probability of the pruned prefixes (``-inf``: nothing pruned)."""
-        return logsumexp(self.beam.pruned)
+        return self.beam.pruned_log_mass()
 
     def _covers_before(self) -> list[_Cover]:
         n = len(self.data)
