@@ -129,6 +129,17 @@ def length_groups(items: Sequence[int], lengths: Sequence[int], size: int, waste
     return [[items[k] for k in group] for group in groups]
 
 
+def _chunk_ids(chunks: list[list[int]], sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunks as ``[B, T]`` ids (right-padded with 0) and the mask of their real positions, each made in one
+    indexed write (no loop over rows)."""
+    if sum(sizes) == len(chunks):  # one new token per row (an extension): the ids are the chunks themselves
+        return torch.tensor(chunks, dtype=torch.long), torch.ones(len(chunks), 1, dtype=torch.bool)
+    mask = torch.arange(max(sizes)).unsqueeze(0) < torch.tensor(sizes).unsqueeze(1)
+    ids = torch.zeros(mask.shape, dtype=torch.long)
+    ids[mask] = torch.tensor([t for c in chunks for t in c], dtype=torch.long)
+    return ids, mask
+
+
 def fp32_head(model: Any) -> bool:
     """Give a half-precision (bf16/fp16) model an fp32 copy of its LM head; returns whether it did.
 
@@ -276,19 +287,12 @@ class HFLanguageModel(LanguageModel):
             empty = KVNode(self.pool, torch.zeros(0, dtype=torch.long))
         pasts = [empty if p is None else p for p in parents]
         batch = len(chunks)
-        # everything the forward needs is made on the host first (one indexed write per tensor, no loop over rows)
-        # and crosses in one non-blocking copy per dtype
+        # everything the forward needs is made on the host first and crosses in one non-blocking copy per dtype
         index, past_mask = padded_index(pasts)
         width = index.shape[1]
         sizes = [len(c) for c in chunks]
         steps, new = max(sizes), sum(sizes)
-        if new == batch:  # one new token per row (an extension): the ids are the chunks themselves
-            ids = torch.tensor(chunks, dtype=torch.long)
-            new_mask = torch.ones(batch, 1, dtype=torch.bool)
-        else:
-            new_mask = torch.arange(steps).unsqueeze(0) < torch.tensor(sizes).unsqueeze(1)
-            ids = torch.zeros(batch, steps, dtype=torch.long)
-            ids[new_mask] = torch.tensor([t for c in chunks for t in c], dtype=torch.long)
+        ids, new_mask = _chunk_ids(chunks, sizes)
         positions = past_mask.sum(1, keepdim=True) + torch.arange(steps).unsqueeze(0)
         # the right pads may attend (to themselves at least): a query row with every key masked is NaN in eager
         # attention, and a NaN value times a zero weight is NaN in the next layer; no real position sees them

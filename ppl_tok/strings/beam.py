@@ -400,9 +400,8 @@ class ByteBeam:
                 "whole string and does not window; shorten the prompt (e.g. keep its last bytes)")
 
     def tolerance(self, extra_terms: int = 1) -> float:
-        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance`
-        of its rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers);
-        asked at every byte, so kept per number of rows."""
+        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance` of its
+        rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers), kept."""
         terms = self.depth + extra_terms
         memo = self.__dict__.setdefault("_tolerances", {})
         value = memo.get(terms)
@@ -413,9 +412,8 @@ class ByteBeam:
         return value
 
     def pruned_log_mass(self) -> float:
-        """``log`` of the pruned mass (``-inf``: nothing pruned), the log-sum-exp of :attr:`pruned`; asked at
-        every byte, so kept until the list changes (it only grows, but in :meth:`revive` and a checkpoint's
-        restore, which replaces it)."""
+        """The log-sum-exp of :attr:`pruned` (``-inf``: nothing pruned), kept until the list changes (it only
+        grows, but in :meth:`revive` and a checkpoint's restore, which replaces it)."""
         memo = self.__dict__.get("_pruned_memo")
         if memo is None or memo[0] is not self.pruned or memo[1] != len(self.pruned):
             memo = self._pruned_memo = (self.pruned, len(self.pruned), logsumexp(self.pruned))

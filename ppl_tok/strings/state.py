@@ -45,51 +45,11 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, needs_forward, run_kept
 from ppl_tok.strings.certified import END_OF_STRING, EndUnavailableError, NextBytes, PrefixProbability  # noqa: F401
 from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
+from ppl_tok.strings.cover import Cover as _Cover
 from ppl_tok.strings.prefill import Head, prefill_heads
 
 class DeadEndError(ValueError):
     """No kept token prefix can spell the next byte."""
-
-
-class _Cover:
-    """A kept prefix ending at ``offset``, and its next-token log-probs on the run ``[a, a + len(vals))`` of the
-    vocabulary in byte order.
-
-    Made from the prefix's row (``vals=None``, ``row`` and ``order``: the row and the byte order's ids on its
-    device), a cover reads ``vals = row[order[a:b]]`` only when first asked: by then the next byte has narrowed
-    the run (:meth:`narrow`), so only the run is gathered, never the whole row in byte order.
-    """
-
-    __slots__ = ("hyp", "a", "_vals", "end", "_row", "_order", "_b")
-
-    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor | None, end: float,
-                 row: torch.Tensor | None = None, order: torch.Tensor | None = None):
-        self.hyp, self.a, self._vals, self.end = hyp, a, vals, end
-        self._row, self._order = row, order
-        self._b = a + len(vals) if vals is not None else len(order)
-
-    @property
-    def vals(self) -> torch.Tensor:
-        if self._vals is None:
-            self._vals = self._row[self._order[self.a: self._b]]
-            self._row = self._order = None
-        return self._vals
-
-    @vals.setter
-    def vals(self, value: torch.Tensor) -> None:
-        self._vals, self._row, self._order, self._b = value, None, None, self.a + len(value)
-
-    def narrow(self, a: int, b: int) -> None:
-        """Keep the run ``[a, b)`` (within the current one)."""
-        if self._vals is not None:
-            self._vals = self._vals[a - self.a: b - self.a]
-        self.a, self._b = a, b
-
-    def copy(self) -> _Cover:
-        new = object.__new__(_Cover)
-        new.hyp, new.a, new._vals, new.end, new._row, new._order, new._b = \
-            self.hyp, self.a, self._vals, self.end, self._row, self._order, self._b
-        return new
 
 
 class StringState:
