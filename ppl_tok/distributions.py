@@ -112,8 +112,8 @@ class NextToken(_Particles):
         values = value.reshape(-1).tolist()
         out = torch.zeros(len(self.states), dtype=torch.float64)
         if self.live:
-            lps = self.lm.token_log_probs([self.states[i] for i in self.live], [[int(values[i])] for i in self.live])
-            out[self.live] = torch.cat(lps)
+            out[self.live] = self.lm.token_log_prob_table([self.states[i] for i in self.live],
+                                                          [[int(values[i])] for i in self.live]).reshape(-1)
         return self._shaped(out)
 
 
@@ -175,11 +175,17 @@ class OverCandidates(_Particles):
         lps = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=-math.inf)
         if lps.shape[1] < width:
             lps = torch.cat([lps, lps.new_full((lps.shape[0], width - lps.shape[1]), -math.inf)], 1)
-        lps = lps.cpu()
-        valid = torch.arange(width) < torch.tensor([len(c) for c in candidates])[:, None]
-        dead = ~(lps > -math.inf).any(-1, keepdim=True)  # every allowed token at probability zero: uniform instead
-        lps = torch.where(dead & valid, 0.0, lps)
-        return cls(ids, lps, uniforms, batch_shape)
+        return cls.from_padded(ids, lps.cpu(), [len(c) for c in candidates], uniforms, batch_shape)
+
+    @classmethod
+    def from_padded(cls, candidates: torch.Tensor, logits: torch.Tensor, counts: Sequence[int],
+                    uniforms: torch.Tensor | None = None, batch_shape: Sequence[int] | None = None) -> OverCandidates:
+        """Candidates already padded: ``candidates[i, :counts[i]]`` with their ``logits`` (``-inf`` after them),
+        both ``[N, K]``. A row whose logits are all ``-inf`` becomes uniform over its candidates
+        (:meth:`from_lists`)."""
+        valid = torch.arange(candidates.shape[1]) < torch.as_tensor(counts, dtype=torch.long)[:, None]
+        dead = ~(logits > -math.inf).any(-1, keepdim=True)  # every allowed token at probability zero: uniform instead
+        return cls(candidates, torch.where(dead & valid, 0.0, logits), uniforms, batch_shape)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:

@@ -206,6 +206,12 @@ class ParticleWalk:
         lp = self._edge_lps[i]
         return lp if lp is not None else self.lm.token_log_probs([self.states[i]], [list(self.out_tokens(i))])[0]
 
+    def edge_log_prob_table(self, rows: Sequence[int], width: int) -> torch.Tensor:
+        """:meth:`edge_log_probs` of the particles ``rows`` at once: ``[len(rows), width]`` float64, row ``r``
+        padded with ``-inf`` after particle ``rows[r]``'s out-edges (the same numbers, one tensor)."""
+        return self.lm.token_log_prob_table([self.states[i] for i in rows], [list(self.out_tokens(i)) for i in rows],
+                                            width)
+
     @property
     def width(self) -> int:
         """The most tokens any particle can hold: the longest string's byte length (each token spans >= 1 byte)."""
@@ -214,9 +220,9 @@ class ParticleWalk:
     def padded_tokens(self) -> torch.Tensor:
         """Every particle's tokens, ``batch_shape + (width,)``, padded with :data:`PAD`; a lone particle's
         (``batch_shape == (1,)``) have shape ``(width,)``, the value ``EmpiricalMarginal.log_prob`` takes."""
-        out = torch.full((len(self), self.width), PAD, dtype=torch.long)
-        for i, toks in enumerate(self.tokens):
-            out[i, :len(toks)] = torch.tensor(toks, dtype=torch.long)
+        width = self.width
+        pad = [PAD] * width
+        out = torch.tensor([toks + pad[len(toks):] for toks in self.tokens], dtype=torch.long).reshape(len(self), width)
         return out.reshape(-1) if self.batch_shape == (1,) else out.reshape(self.batch_shape + (self.width,))
 
     def uniforms(self) -> torch.Tensor:
@@ -233,9 +239,11 @@ class ParticleWalk:
     def advance(self, tokens: torch.Tensor, which: torch.Tensor | None = None) -> torch.Tensor:
         """Move the active particles (those also in the mask ``which``, if given) by ``tokens``;
         return which of them left the MDD."""
-        tokens = torch.as_tensor(tokens).reshape(-1)
+        tokens = torch.as_tensor(tokens).reshape(-1).tolist()  # read once: one Python list, not a tensor per particle
         off = torch.zeros(len(self), dtype=torch.bool)
         grow: list[int] = []
+        left: list[int] = []  # particles that left the MDD
+        done: list[int] = []  # particles that stop walking (left the MDD or reached its end)
         moving = self.active if which is None else self.active & which.reshape(-1)
         for i in torch.nonzero(moving).flatten().tolist():
             tok = int(tokens[i])
@@ -243,12 +251,16 @@ class ParticleWalk:
             nxt = self.out_tokens(i).get(tok)
             self.nodes[i] = nxt
             if nxt is None:
-                off[i] = True
-                self.active[i] = False
+                left.append(i)
+                done.append(i)
             elif nxt == self.mdd_of(i).sink:
-                self.active[i] = False
+                done.append(i)
             else:
                 grow.append(i)
+        if left:
+            off[left] = True
+        if done:
+            self.active[done] = False
         if grow:
             want = [list(self.out_tokens(i)) for i in grow]  # the next out-edges, gathered with the forward
             new = self.lm.extend([self.states[i] for i in grow], [self.tokens[i][-1] for i in grow], want)

@@ -36,6 +36,7 @@ device and copies ``[B, K]`` numbers, never a ``[B, V]`` row.
 from __future__ import annotations
 
 import gc
+import math
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -50,6 +51,7 @@ from ppl_tok.common.sampling import inverse_cdf
 from ppl_tok.vocabulary import Vocabulary
 from ppl_tok.lm.config import EngineConfig
 from ppl_tok.lm.device import to_device, to_device_all, to_host
+from ppl_tok.lm.sequences import SequenceScores
 from ppl_tok.lm.spec import LMSpec
 
 
@@ -112,7 +114,7 @@ class LMStats:
         self.forwards = self.calls = self.cache_hits = self.recomputed = 0
 
 
-class LanguageModel(ABC):
+class LanguageModel(SequenceScores, ABC):
     """An autoregressive LM over ``vocab`` with incremental states and a prefix cache.
 
     :param vocab: the vocabulary (token id -> bytes) of the LM.
@@ -163,9 +165,12 @@ class LanguageModel(ABC):
         return 64
 
     # ------------------------------------------------------------- caches
-    def _new_state(self, key: tuple[int, ...], rows: torch.Tensor, index: int, payload: Any) -> LMState:
+    def _new_state(self, key: tuple[int, ...], rows: torch.Tensor, index: int, payload: Any,
+                   trim: bool = True) -> LMState:
+        """A cached state on row ``index`` of ``rows``; ``trim=False``: the caller trims the rows once the call's
+        states are all held (:meth:`_trim_rows` with ``reading=rows``: the same rows dropped as trimming after each)."""
         state = LMState(key, payload, rows, index, lm=self)
-        self._hold_row(state)
+        self._hold_row(state, trim)
         self._cache[key] = state
         self._cache_used += self._state_bytes(state)
         while self._cache_used > self.config.cache_bytes and len(self._cache) > 1:
@@ -177,17 +182,22 @@ class LanguageModel(ABC):
     def _row_bytes(state: LMState) -> int:
         return state.rows.shape[-1] * state.rows.element_size()
 
-    def _hold_row(self, state: LMState) -> None:
+    def _hold_row(self, state: LMState, trim: bool = True) -> None:
         self._rows[id(state)] = state
         self._rows_used += self._row_bytes(state)
-        self._trim_rows(state.rows)
+        if trim:
+            self._trim_rows(state.rows)
 
     def _trim_rows(self, reading: torch.Tensor | None = None) -> None:
-        """Drop the oldest rows beyond the budget (never those of ``reading``, the call being read)."""
-        while self._rows_used > self.config.row_bytes and len(self._rows) > 1:
-            if reading is not None and next(iter(self._rows.values())).rows is reading:
+        """Drop the oldest rows beyond the budget (never those of ``reading``, the call being read).
+
+        Rows are held in call order, so trimming once after a call's states are all held drops exactly the rows
+        that trimming after each state would (the budget is strictest with all of them held)."""
+        budget, held = self.config.row_bytes, self._rows
+        while self._rows_used > budget and len(held) > 1:
+            if reading is not None and next(iter(held.values())).rows is reading:
                 break
-            _, old = self._rows.popitem(last=False)
+            _, old = held.popitem(last=False)
             self._rows_used -= self._row_bytes(old)
             old.rows = None
 
@@ -243,7 +253,8 @@ class LanguageModel(ABC):
             self.stats.recomputed += len(chunk)
             for r, s in enumerate(chunk):
                 s.rows, s.index = rows, r
-                self._hold_row(s)
+                self._hold_row(s, trim=False)
+            self._trim_rows(rows)
 
     # --------------------------------------------------------------- API
     def prefix_ids(self, context: str | Sequence[int] = "") -> tuple[int, ...]:
@@ -280,7 +291,8 @@ class LanguageModel(ABC):
             self.stats.forwards += sum(len(k) for k in chunk)
             self.stats.calls += 1
             for r, (key, payload) in enumerate(zip(chunk, payloads)):
-                out[key] = self._new_state(key, rows, r, payload)
+                out[key] = self._new_state(key, rows, r, payload, trim=False)
+            self._trim_rows(rows)
         return [out[k] for k in keys]
 
     def state(self, tokens: Sequence[int]) -> LMState:
@@ -323,10 +335,11 @@ class LanguageModel(ABC):
                 self.stats.calls += 1
                 made = []
                 for r, (key, payload) in enumerate(zip(chunk, payloads)):
-                    state = self._new_state(key, rows, r, payload)
+                    state = self._new_state(key, rows, r, payload, trim=False)
                     made.append(state)
                     for i in todo[key]:
                         out[i] = state
+                self._trim_rows(rows)
                 if want is not None:
                     self.token_log_probs(made, [want[todo[k][0]] for k in chunk])
         return out  # type: ignore[return-value]
@@ -337,6 +350,23 @@ class LanguageModel(ABC):
         Entries already fetched come from ``state.known``; the rest are gathered
         on the device in one indexing operation and only they are copied to the host.
         """
+        self._fetch(states, tokens)
+        return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
+
+    def token_log_prob_table(self, states: Sequence[LMState], tokens: Sequence[Sequence[int]],
+                             width: int | None = None) -> torch.Tensor:
+        """:meth:`token_log_probs` as one ``[B, width]`` float64 CPU tensor, row ``i`` padded with ``-inf`` after
+        ``len(tokens[i])`` entries (``width``: at least the longest list): the same numbers, one tensor made
+        for the whole batch instead of one per state."""
+        self._fetch(states, tokens)
+        width = max((len(ts) for ts in tokens), default=0) if width is None else width
+        pad = [-math.inf] * width
+        return torch.tensor([[s.known[int(t)] for t in ts] + pad[len(ts):] for s, ts in zip(states, tokens)],
+                            dtype=torch.float64).reshape(len(states), width)
+
+    def _fetch(self, states: Sequence[LMState], tokens: Sequence[Sequence[int]]) -> None:
+        """Put ``log p(t | s)`` for every ``t`` of ``tokens[i]`` in ``states[i].known``, gathering the missing
+        entries on the device (recomputing the rows the budget dropped)."""
         if len(states) != len(tokens):
             raise ValueError(f"{len(states)} states but {len(tokens)} token lists")
         need = list({id(s): s for s, ts in zip(states, tokens) if any(int(t) not in s.known for t in ts)}.values())
@@ -353,7 +383,6 @@ class LanguageModel(ABC):
                 if missing:
                     self.ensure_rows(missing)
                     self._gather(missing, wanted)
-        return [torch.tensor([s.known[int(t)] for t in ts], dtype=torch.float64) for s, ts in zip(states, tokens)]
 
     @staticmethod
     def _gather(states: list[LMState], wanted: dict[int, set[int]]) -> None:
@@ -365,14 +394,13 @@ class LanguageModel(ABC):
             held = group[0].rows
             lists = [sorted(wanted[id(s)]) for s in group]
             width = max(len(ts) for ts in lists)
-            cols = torch.zeros(len(group), width, dtype=torch.long)
-            for r, ts in enumerate(lists):
-                cols[r, : len(ts)] = torch.as_tensor(ts, dtype=torch.long)
+            pad = [0] * width
+            cols = torch.tensor([ts + pad[len(ts):] for ts in lists], dtype=torch.long).reshape(len(group), width)
             rows = torch.tensor([s.index for s in group], dtype=torch.long)
             rows, cols = to_device_all([rows, cols], held.device)
-            picked = to_host(held[rows.unsqueeze(1), cols].double(), "log-probs")
-            for r, (s, ts) in enumerate(zip(group, lists)):
-                s.known.update(zip(ts, picked[r, : len(ts)].tolist()))
+            picked = to_host(held[rows.unsqueeze(1), cols].double(), "log-probs").tolist()
+            for s, ts, got in zip(group, lists, picked):
+                s.known.update(zip(ts, got))
 
     def sample_tokens(self, states: Sequence[LMState], uniforms: torch.Tensor) -> torch.Tensor:
         """One token per state from its full next-token distribution, by inverse CDF at ``uniforms``.
@@ -413,48 +441,3 @@ class LanguageModel(ABC):
     def next_log_probs(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
         """Next-token log-probs ``[B, V]`` for a batch of prefixes (BOS included)."""
         return torch.stack([s.log_probs for s in self.states(prefixes)])
-
-    def log_prob(self, tokens: Sequence[int], context: str | Sequence[int] = "") -> float:
-        """``log p(tokens | BOS, context)``: the sum of the next-token log-probs along ``tokens``."""
-        return self.log_probs_many([tokens], [context])[0]
-
-    def log_probs_many(self, texts_tokens: Sequence[Sequence[int]],
-                       contexts: Sequence[str | Sequence[int]]) -> list[float]:
-        """:meth:`log_prob` of many token sequences, each after its own context, batched step by step."""
-        if len(texts_tokens) != len(contexts):
-            raise ValueError(f"{len(texts_tokens)} token sequences but {len(contexts)} contexts")
-        return self.log_probs_after([self.prefix_ids(c) for c in contexts], texts_tokens)
-
-    def log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]]) -> list[float]:
-        """``log p(texts_tokens[i] | prefixes[i])`` (no BOS added): :meth:`token_log_probs_after` summed."""
-        return [sum(lps, 0.0) for lps in self.token_log_probs_after(prefixes, texts_tokens)]
-
-    def token_log_probs_after(self, prefixes: Sequence[Sequence[int]], texts_tokens: Sequence[Sequence[int]],
-                              keep_states: bool = True) -> list[list[float]]:
-        """``out[i][k] = log p(texts_tokens[i][k] | prefixes[i], texts_tokens[i][:k])``.
-
-        The prefixes are run once (one batched prefill, or the cache); the token sequences then advance together,
-        one batched extension per position. ``keep_states=False``: a backend that runs a sequence in one forward
-        caches the state before its last token only, not every position's (with the ``[T, V]`` rows)."""
-        if len(texts_tokens) != len(prefixes):
-            raise ValueError(f"{len(texts_tokens)} token sequences but {len(prefixes)} prefixes")
-        states = self.states([tuple(int(t) for t in p) for p in prefixes])
-        seqs = [list(map(int, t)) for t in texts_tokens]
-        out: list[list[float]] = [[] for _ in seqs]
-        for step in range(max((len(s) for s in seqs), default=0)):
-            live = [i for i, s in enumerate(seqs) if step < len(s)]
-            if step:
-                for i, st in zip(live, self.extend([states[i] for i in live], [seqs[i][step - 1] for i in live])):
-                    states[i] = st
-            lps = self.token_log_probs([states[i] for i in live], [[seqs[i][step]] for i in live])
-            for i, lp in zip(live, lps):
-                out[i].append(float(lp[0]))
-        return out
-
-    def canonical(self, text: str) -> list[int]:
-        """The canonical tokenization of ``text`` (the tokenizer's own encoding, taken literally)."""
-        return self.vocab.encode(text)
-
-    def canonical_log_prob(self, text: str, context: str | Sequence[int] = "") -> float:
-        """``log p(v* | context)`` for the canonical tokenization ``v*`` of ``text``."""
-        return self.log_prob(self.canonical(text), context)

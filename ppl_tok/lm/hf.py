@@ -19,6 +19,7 @@ chooses the path from the model's forward and config).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -128,6 +129,17 @@ def length_groups(items: Sequence[int], lengths: Sequence[int], size: int, waste
     return [[items[k] for k in group] for group in groups]
 
 
+def _chunk_ids(chunks: list[list[int]], sizes: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunks as ``[B, T]`` ids (right-padded with 0) and the mask of their real positions, each made in one
+    indexed write (no loop over rows)."""
+    if sum(sizes) == len(chunks):  # one new token per row (an extension): the ids are the chunks themselves
+        return torch.tensor(chunks, dtype=torch.long), torch.ones(len(chunks), 1, dtype=torch.bool)
+    mask = torch.arange(max(sizes)).unsqueeze(0) < torch.tensor(sizes).unsqueeze(1)
+    ids = torch.zeros(mask.shape, dtype=torch.long)
+    ids[mask] = torch.tensor([t for c in chunks for t in c], dtype=torch.long)
+    return ids, mask
+
+
 def fp32_head(model: Any) -> bool:
     """Give a half-precision (bf16/fp16) model an fp32 copy of its LM head; returns whether it did.
 
@@ -150,7 +162,9 @@ def fp32_head(model: Any) -> bool:
     return True
 
 
+@functools.cache
 def _pool_layer_class():
+    """The pool's cache layer class (made once: ``transformers`` is imported on first use)."""
     from transformers.cache_utils import DynamicLayer
 
     class PoolLayer(DynamicLayer):
@@ -268,20 +282,18 @@ class HFLanguageModel(LanguageModel):
         token if ``last_only``, else ``[B, T, V]``), the new nodes, and the mask
         ``[B, T]`` of real chunk positions.
         """
-        pasts = [p if p is not None else KVNode(self.pool, torch.zeros(0, dtype=torch.long)) for p in parents]
+        empty = None
+        if any(p is None for p in parents):
+            empty = KVNode(self.pool, torch.zeros(0, dtype=torch.long))
+        pasts = [empty if p is None else p for p in parents]
         batch = len(chunks)
-        width = max(len(p) for p in pasts)
-        steps = max(len(c) for c in chunks)
-        new = sum(len(c) for c in chunks)
         # everything the forward needs is made on the host first and crosses in one non-blocking copy per dtype
-        index, past_mask = padded_index(pasts, width)
-        ids = torch.zeros(batch, steps, dtype=torch.long)
-        new_mask = torch.zeros(batch, steps, dtype=torch.bool)
-        for i, c in enumerate(chunks):
-            ids[i, : len(c)] = torch.as_tensor(c, dtype=torch.long)
-            new_mask[i, : len(c)] = True
-        lengths = torch.tensor([len(p) for p in pasts])
-        positions = lengths.unsqueeze(1) + torch.arange(steps).unsqueeze(0)
+        index, past_mask = padded_index(pasts)
+        width = index.shape[1]
+        sizes = [len(c) for c in chunks]
+        steps, new = max(sizes), sum(sizes)
+        ids, new_mask = _chunk_ids(chunks, sizes)
+        positions = past_mask.sum(1, keepdim=True) + torch.arange(steps).unsqueeze(0)
         # the right pads may attend (to themselves at least): a query row with every key masked is NaN in eager
         # attention, and a NaN value times a zero weight is NaN in the next layer; no real position sees them
         host = [ids, positions, torch.cat([past_mask, torch.ones_like(new_mask)], 1)]
@@ -333,11 +345,13 @@ class HFLanguageModel(LanguageModel):
             keys = [_real_rows(layer.new[0], real_d) for layer in cache.layers]
             values = [_real_rows(layer.new[1], real_d) for layer in cache.layers]
             slots = self.pool.store(keys, values)
-        nodes, at = [], 0
-        for p, c in zip(pasts, chunks):
-            nodes.append(KVNode(self.pool, torch.cat([p.slots, slots[at: at + len(c)]])))
-            at += len(c)
-        return logits, nodes, new_mask
+        # each row's slots are its past's and its new ones: one concatenation, split into the rows' views
+        pieces, at = [], 0
+        for p, n in zip(pasts, sizes):
+            pieces += [p.slots, slots[at: at + n]]
+            at += n
+        rows = torch.cat(pieces).split([len(p) + n for p, n in zip(pasts, sizes)])
+        return logits, KVNode.many(self.pool, rows), new_mask
 
     # ------------------------------------------------------------- backend
     @torch.inference_mode()

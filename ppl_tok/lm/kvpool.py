@@ -83,7 +83,8 @@ class KVPool:
         # blocks[b] = (keys per layer, values per layer), or None once trimmed
         self.blocks: list[tuple[list[torch.Tensor], list[torch.Tensor]] | None] = []
         self.refs = torch.zeros(0, dtype=torch.int32)
-        self.free: list[int] = []
+        self._free: list[int] = []
+        self._released: list[torch.Tensor] = []  # slots of nodes let go, not yet counted (:meth:`release`)
         self.block_slots = 0  # known after the first store (the layout is learnt from the model)
         self._layout: list[tuple[tuple[int, ...], torch.dtype]] = []
         self._slot_bytes = 0
@@ -93,6 +94,13 @@ class KVPool:
     def slot_bytes(self) -> int:
         """Bytes of one token position over all layers (keys and values)."""
         return self._slot_bytes
+
+    @property
+    def free(self) -> list[int]:
+        """The free slots, the next one handed out last (the releases pending are counted first)."""
+        if self._released:
+            self._count_released()
+        return self._free
 
     @property
     def capacity(self) -> int:
@@ -245,15 +253,30 @@ class KVPool:
     def retain(self, slots: torch.Tensor) -> None:
         self.refs.index_add_(0, slots, torch.ones(len(slots), dtype=torch.int32))
 
-    @torch.inference_mode()
     def release(self, slots: torch.Tensor) -> None:
+        """Let go of ``slots`` (a node died). Counted when the free list is next read, all the releases since
+        in one operation (:meth:`_count_released`): a node dies per particle per step, a forward reads once."""
+        self._released.append(slots)
+
+    @torch.inference_mode()
+    def _count_released(self) -> None:
+        """The pending releases, counted at once. The free list grows as releasing one at a time would grow it:
+        a slot is freed by the last release that holds it (no retain can reach a slot whose count is zero:
+        only a live node hands its slots on), in the order of the releases."""
+        pending, self._released = self._released, []
+        slots = torch.cat(pending) if len(pending) > 1 else pending[0]
         self.refs.index_add_(0, slots, torch.full((len(slots),), -1, dtype=torch.int32))
-        self.free.extend(slots[self.refs[slots] == 0].tolist())
+        freed = slots[self.refs[slots] == 0].tolist()
+        if len(pending) > 1:  # a slot held by several released nodes: at its last release only
+            freed = list(dict.fromkeys(reversed(freed)))[::-1]
+        self._free.extend(freed)
 
     def trim(self) -> int:
         """Give back every block that holds no slot in use; returns the bytes freed."""
         if not self.block_slots:
             return 0
+        if self._released:
+            self._count_released()
         busy = (self.refs.view(-1, self.block_slots) > 0).any(1).tolist()
         empty = {b for b, blk in enumerate(self.blocks) if blk is not None and not busy[b]}
         if not empty:
@@ -261,22 +284,35 @@ class KVPool:
         for b in empty:
             self.blocks[b] = None
         self._scratch = [None, None, None]
-        self.free = [s for s in self.free if s // self.block_slots not in empty]
+        self._free = [s for s in self._free if s // self.block_slots not in empty]
         return len(empty) * self.block_slots * self.slot_bytes
 
 
 class KVNode:
     """A prefix's slots in a :class:`KVPool` (it keeps them alive while it lives)."""
 
-    __slots__ = ("pool", "slots")
+    __slots__ = ("pool", "slots", "length")
 
     def __init__(self, pool: KVPool, slots: torch.Tensor):
         self.pool = pool
         self.slots = slots
+        self.length = len(slots)  # an int: a tensor's ``len`` is a Python call, read for every row of a forward
         pool.retain(slots)
 
+    @classmethod
+    def many(cls, pool: KVPool, slots: Sequence[torch.Tensor]) -> list[KVNode]:
+        """One node per entry of ``slots``, their references taken in one operation (a forward's new nodes)."""
+        nodes = []
+        for s in slots:
+            node = object.__new__(cls)
+            node.pool, node.slots, node.length = pool, s, len(s)
+            nodes.append(node)
+        if nodes:
+            pool.retain(torch.cat(list(slots)))
+        return nodes
+
     def __len__(self) -> int:
-        return len(self.slots)
+        return self.length
 
     def __del__(self) -> None:
         try:
@@ -286,12 +322,12 @@ class KVNode:
 
 
 def padded_index(nodes: list[KVNode], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded slot index ``[B, L]`` and its mask (``True`` on real positions)."""
-    width = max(len(n) for n in nodes) if width is None else width
+    """Left-padded slot index ``[B, L]`` and its mask (``True`` on real positions), filled in one indexed write
+    (the mask's real positions, row-major, are the rows' slots in order)."""
+    lengths = torch.tensor([n.length for n in nodes], dtype=torch.long)
+    width = (int(lengths.max()) if len(nodes) else 0) if width is None else width
+    mask = torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)
     index = torch.zeros(len(nodes), width, dtype=torch.long)
-    mask = torch.zeros(len(nodes), width, dtype=torch.bool)
-    for i, n in enumerate(nodes):
-        if len(n):
-            index[i, width - len(n):] = n.slots
-            mask[i, width - len(n):] = True
+    if len(nodes):
+        index[mask] = torch.cat([n.slots for n in nodes])
     return index, mask

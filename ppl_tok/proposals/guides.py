@@ -47,16 +47,20 @@ def mdd_guide(proposal: StepLogits, name: str | None = None) -> Callable[..., to
                         pyro.sample(site(t), OverCandidates(zeros.long(), zeros.double(), zeros.flatten(),
                                                             walk.batch_shape))
                     continue
-                candidates, logits = [], []
-                for i in range(len(walk)):
-                    out = walk.out_tokens(i) if active[i] else {}
-                    if out:
-                        candidates.append(list(out))
-                        logits.append(proposal(walk, i, out))
-                    else:  # finished particle: any value, masked out
-                        candidates.append([0])
-                        logits.append(torch.zeros(1))
-                proposal_t = OverCandidates.from_lists(candidates, logits, walk.uniforms(), walk.batch_shape)
+                outs = [walk.out_tokens(i) if a else {} for i, a in enumerate(active.tolist())]
+                table = getattr(proposal, "table", None)
+                if table is not None:  # the whole step's logits in one tensor
+                    proposal_t = _over_table(table, walk, outs)
+                else:
+                    candidates, logits = [], []
+                    for i, out in enumerate(outs):
+                        if out:
+                            candidates.append(list(out))
+                            logits.append(proposal(walk, i, out))
+                        else:  # finished particle: any value, masked out
+                            candidates.append([0])
+                            logits.append(torch.zeros(1))
+                    proposal_t = OverCandidates.from_lists(candidates, logits, walk.uniforms(), walk.batch_shape)
                 # an observed site (poutine.condition on the guide) is no draw of q: its log q stays out of the weight
                 keep = active & (not conditioned(site(t)))
                 with pyro.poutine.mask(mask=keep.reshape(walk.batch_shape)):
@@ -70,9 +74,38 @@ def mdd_guide(proposal: StepLogits, name: str | None = None) -> Callable[..., to
     return guide
 
 
+#: A step proposal's batched form ``table(walk, rows, width) -> [len(rows), width]``: the logits of
+#: :data:`StepLogits` for the particles ``rows`` (each with out-edges) at once, row ``r`` padded with ``-inf``
+#: after particle ``rows[r]``'s out-edges; a proposal that has one as its attribute ``table`` gets one call per
+#: step instead of one per particle (the same numbers).
+StepTable = Callable[[ParticleWalk, list[int], int], torch.Tensor]
+
+
+def _over_table(table: StepTable, walk: ParticleWalk, outs: list[dict[int, int]]) -> OverCandidates:
+    """The step's proposal from a :data:`StepTable`: what :meth:`OverCandidates.from_lists` makes of the
+    per-particle logits (a finished particle: the one candidate ``0`` at logit 0), built as one tensor."""
+    width = max(1, max(len(out) for out in outs))
+    rows = [i for i, out in enumerate(outs) if out]
+    pad = [0] * width
+    ids = torch.tensor([list(out) + pad[len(out):] if out else pad for out in outs], dtype=torch.long)
+    logits = torch.full((len(outs), width), -math.inf, dtype=torch.float64)
+    logits[:, 0] = 0.0
+    if rows:
+        logits[rows] = table(walk, rows, width).to(torch.float64)
+    return OverCandidates.from_padded(ids, logits, [len(out) or 1 for out in outs], walk.uniforms(), walk.batch_shape)
+
+
 def lookahead(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:
     """The 1-step look-ahead: the LM's next-token log-probs of the MDD's out-edges."""
     return walk.edge_log_probs(i)
+
+
+def _lookahead_table(walk: ParticleWalk, rows: list[int], width: int) -> torch.Tensor:
+    """:func:`lookahead` of the particles ``rows`` at once (:data:`StepTable`)."""
+    return walk.edge_log_prob_table(rows, width)
+
+
+lookahead.table = _lookahead_table
 
 
 def uniform(walk: ParticleWalk, i: int, out: dict[int, int]) -> torch.Tensor:

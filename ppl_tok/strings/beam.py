@@ -397,6 +397,7 @@ class ByteBeam:
         :meth:`ppl_tok.strings.state.StringState.extend`).
         """
         offsets = sorted(self.dropped)
+        self._pruned_memo = None  # the list shrinks here
         for offset in offsets:
             for h in self.dropped[offset]:
                 self.pruned.remove(h.log_prob)
@@ -412,11 +413,24 @@ class ByteBeam:
                 "whole string and does not window; shorten the prompt (e.g. keep its last bytes)")
 
     def tolerance(self, extra_terms: int = 1) -> float:
-        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance`
-        of its rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers)."""
-        from ppl_tok.strings.certified import tolerance
+        """The rounding tolerance (nats) of this beam's brackets: :func:`~ppl_tok.common.rounding.tolerance` of its
+        rows' dtype over its deepest prefix plus ``extra_terms`` rows (the token that completes or covers), kept."""
+        terms = self.depth + extra_terms
+        memo = self.__dict__.setdefault("_tolerances", {})
+        value = memo.get(terms)
+        if value is None:
+            from ppl_tok.strings.certified import tolerance
 
-        return tolerance(self.dtype, self.depth + extra_terms, len(self.lm.vocab))
+            value = memo[terms] = tolerance(self.dtype, terms, len(self.lm.vocab))
+        return value
+
+    def pruned_log_mass(self) -> float:
+        """The log-sum-exp of :attr:`pruned` (``-inf``: nothing pruned), kept until the list changes (it only
+        grows, but in :meth:`revive` and a checkpoint's restore, which replaces it)."""
+        memo = self.__dict__.get("_pruned_memo")
+        if memo is None or memo[0] is not self.pruned or memo[1] != len(self.pruned):
+            memo = self._pruned_memo = (self.pruned, len(self.pruned), logsumexp(self.pruned))
+        return memo[2]
 
     def pending_mass(self) -> list[float]:
         """Log-probs of the hypotheses not yet settled (they bound everything below them)."""

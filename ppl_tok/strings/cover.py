@@ -21,9 +21,14 @@ import bisect
 from collections import OrderedDict
 from weakref import WeakKeyDictionary
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from ppl_tok.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from ppl_tok.strings.beam import Hypothesis
 
 #: columns of a group table: 256 next bytes, then the tokens equal to the run's prefix
 EQUAL, GROUPS = 256, 257
@@ -90,6 +95,47 @@ class CoverIndex:
         if device not in self._device:
             self._device[device] = (self.ids.to(device), self.special.to(device))
         return self._device[device]
+
+
+class Cover:
+    """A kept prefix of the LM over strings (:mod:`ppl_tok.strings.state`) ending at some offset, and its next-token
+    log-probs on the run ``[a, a + len(vals))`` of the vocabulary in byte order (:class:`CoverIndex`).
+
+    Made from the prefix's row (``vals=None``, ``row`` and ``order``: the row and the byte order's ids on its
+    device), a cover reads ``vals = row[order[a:b]]`` only when first asked: by then the next byte has narrowed
+    the run (:meth:`narrow`), so only the run is gathered, never the whole row in byte order.
+    """
+
+    __slots__ = ("hyp", "a", "_vals", "end", "_row", "_order", "_b")
+
+    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor | None, end: float,
+                 row: torch.Tensor | None = None, order: torch.Tensor | None = None):
+        self.hyp, self.a, self._vals, self.end = hyp, a, vals, end
+        self._row, self._order = row, order
+        self._b = a + len(vals) if vals is not None else len(order)
+
+    @property
+    def vals(self) -> torch.Tensor:
+        if self._vals is None:
+            self._vals = self._row[self._order[self.a: self._b]]
+            self._row = self._order = None
+        return self._vals
+
+    @vals.setter
+    def vals(self, value: torch.Tensor) -> None:
+        self._vals, self._row, self._order, self._b = value, None, None, self.a + len(value)
+
+    def narrow(self, a: int, b: int) -> None:
+        """Keep the run ``[a, b)`` (within the current one)."""
+        if self._vals is not None:
+            self._vals = self._vals[a - self.a: b - self.a]
+        self.a, self._b = a, b
+
+    def copy(self) -> Cover:
+        new = object.__new__(Cover)
+        new.hyp, new.a, new._vals, new.end, new._row, new._order, new._b = \
+            self.hyp, self.a, self._vals, self.end, self._row, self._order, self._b
+        return new
 
 
 def group_log_masses(values: list[torch.Tensor], segs: list[torch.Tensor]) -> torch.Tensor:

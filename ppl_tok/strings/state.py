@@ -45,19 +45,11 @@ from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, needs_forward, run_kept
 from ppl_tok.strings.certified import END_OF_STRING, EndUnavailableError, NextBytes, PrefixProbability  # noqa: F401
 from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
+from ppl_tok.strings.cover import Cover as _Cover
 from ppl_tok.strings.prefill import Head, prefill_heads
 
 class DeadEndError(ValueError):
     """No kept token prefix can spell the next byte."""
-
-
-class _Cover:
-    """A kept prefix ending at ``offset``, and its next-token log-probs on the run ``[a, a + len(vals))``."""
-
-    __slots__ = ("hyp", "a", "vals", "end")
-
-    def __init__(self, hyp: Hypothesis, a: int, vals: torch.Tensor, end: float):
-        self.hyp, self.a, self.vals, self.end = hyp, a, vals, end
 
 
 class StringState:
@@ -123,7 +115,7 @@ class StringState:
         new.head, new.base = self.head, self.base
         new.data = bytearray(self.data)
         new.beam = self.beam.copy()
-        new.window = {i: [_Cover(c.hyp, c.a, c.vals, c.end) for c in cs] for i, cs in self.window.items()}
+        new.window = {i: [c.copy() for c in cs] for i, cs in self.window.items()}
         new.heals, new._healing = self.heals, False
         self._shared = new._shared = True
         return new
@@ -148,14 +140,14 @@ class StringState:
         """The rows of the kept prefixes ending at ``offset`` (run), in byte order, join the window."""
         if not hyps:
             return
-        rows = torch.stack([h.state.log_probs for h in hyps])
-        ids, special = self.index.on(rows.device)
-        ordered = rows[:, ids]
+        rows = [h.state.log_probs for h in hyps]
+        ids, special = self.index.on(rows[0].device)
         if self.index.has_end:
-            ends = torch.logsumexp(rows[:, special].double(), -1).cpu().tolist()
+            ends = torch.logsumexp(torch.stack([r[special] for r in rows]).double(), -1).cpu().tolist()
         else:
             ends = [-math.inf] * len(hyps)
-        self.window[offset] = [_Cover(h, 0, ordered[k], e) for k, (h, e) in enumerate(zip(hyps, ends))]
+        # each row is put in byte order lazily, on the run the next byte leaves (_Cover)
+        self.window[offset] = [_Cover(h, 0, None, e, row, ids) for h, row, e in zip(hyps, rows, ends)]
 
     def extend(self, data: bytes | int | str) -> StringState:
         """Append bytes (an int is one byte, a str its UTF-8) and advance the beam; returns ``self``."""
@@ -192,8 +184,7 @@ class StringState:
                 continue
             e = self.index.equal(prefix, a, b)
             for c in self.window[i]:
-                c.vals = c.vals[a - c.a: b - c.a]
-                c.a = a
+                c.narrow(a, b)
                 if e > a:  # tokens spelling exactly data[i:m]: prefixes ending at m
                     heads.append((c, i, self.index.ids[a:e], c.vals[: e - a]))
         if heads:
@@ -261,7 +252,7 @@ class StringState:
 
     def pruned_log_mass(self) -> float:
         """``log Pi``: the total probability of the pruned prefixes (``-inf``: nothing pruned)."""
-        return logsumexp(self.beam.pruned)
+        return self.beam.pruned_log_mass()
 
     def _covers_before(self) -> list[_Cover]:
         n = len(self.data)

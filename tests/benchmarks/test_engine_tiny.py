@@ -14,10 +14,11 @@ def test_the_tiny_model_runs_the_engines_workloads_and_their_replay():
 
     qs = load_questions(data_file("openbookqa", "dev"))[:1]
     for name in ("importance", "conditional"):
-        r = engine_tiny.measure(lm, name, qs, num_samples=4, batch_questions=1, profile=5)
-        assert r["calls"] > 0 and r["forwards"] >= r["calls"]
+        r = engine_tiny.measure(lm, name, qs, num_samples=4, batch_questions=1, profile=5, repeat=2)
+        assert r["calls"] > 0 and r["forwards"] >= r["calls"] and r["repeat"] == 2
         assert r["ratio_to_raw"] == pytest.approx(r["raw_seconds"] / r["seconds"])
         assert r["host_ms_per_call"] == pytest.approx(1e3 * (r["seconds"] - r["raw_seconds"]) / r["calls"])
+        assert r["host_cpu_ms_per_call"] == pytest.approx(1e3 * (r["cpu_seconds"] - r["raw_cpu_seconds"]) / r["calls"])
         assert r["meets_target"] == (r["cpu_ratio_to_raw"] >= engine_tiny.TARGET)
         assert any("tottime" in line for line in r["profile_top"])
     lines = engine_tiny.format_engine_tiny({"model": lm.name, "parameters": 1, "questions": 1, "threads": 1,

@@ -44,3 +44,18 @@ def test_token_log_probs_after_are_the_chain_rules_terms_and_sum_to_log_probs_af
         assert lps == pytest.approx(want, abs=1e-5)
     assert LM.log_probs_after(prefixes, seqs) == [sum(lps, 0.0) for lps in per]
     assert LM.token_log_probs_after([(0,)], [[]]) == [[]] and LM.log_probs_after([(0,)], [[]]) == [0.0]
+
+
+def test_token_log_prob_table_is_token_log_probs_padded():
+    states = LM.states([(0,), (0, 1), (0, 3, 4)])
+    tokens = [[1, 4, 2], [5], []]
+    table = LM.token_log_prob_table(states, tokens, width=4)
+    assert table.shape == (3, 4) and table.dtype == torch.float64
+    for row, lps, ts in zip(table, LM.token_log_probs(states, tokens), tokens):
+        assert row[: len(ts)].tolist() == lps.tolist()  # the same numbers, bit for bit
+        assert all(v == -math.inf for v in row[len(ts):].tolist())
+    for state, ts, row in zip(states, tokens, table):  # and they are the exact rows'
+        for t, v in zip(ts, row.tolist()):
+            assert v == pytest.approx(float(LM.transition(state.tokens[-1])[t]), abs=1e-6)
+    with pytest.raises(ValueError, match="2 states but 3 token lists"):
+        LM.token_log_prob_table(states[:2], tokens)

@@ -112,3 +112,37 @@ def test_a_block_holds_at_most_max_block_slots():
     pool = KVPool(block_bytes=1 << 30)  # 1 GiB of 192-byte slots would be 5.6 million
     pool.store(*entries(3, 0))
     assert pool.block_slots == MAX_BLOCK_SLOTS and len(pool.free) == MAX_BLOCK_SLOTS - 3
+
+
+def test_releases_counted_at_once_leave_the_free_list_of_releasing_one_at_a_time():
+    def run(flush_each: bool) -> tuple[list[int], list[int]]:
+        pool = small_pool()
+        rng = random.Random(3)
+        base = [KVNode(pool, pool.store(*entries(5, k))) for k in range(4)]
+        # nodes sharing slots (prefixes of each other, as a forward's new nodes share their pasts)
+        shared = [KVNode(pool, torch.cat([base[k % 4].slots, base[(k + 1) % 4].slots[:2]])) for k in range(6)]
+        nodes = base + shared
+        del base, shared  # the list holds the only references
+        rng.shuffle(nodes)
+        while nodes:
+            nodes.pop()  # dies: its slots are released
+            if flush_each:
+                pool.free  # noqa: B018 - reading the free list counts the releases
+        return list(pool.free), pool.refs.tolist()
+
+    assert run(True) == run(False)
+    free, refs = run(False)
+    assert not any(refs) and len(free) == len(set(free)) == 32  # two blocks of 16, every slot free again
+
+
+def test_padded_index_is_left_padded_row_by_row():
+    pool = small_pool()
+    slots = pool.store(*entries(8, 0))
+    nodes = [KVNode(pool, slots[:3]), KVNode(pool, slots[:0]), KVNode(pool, slots[3:8])]
+    index, mask = padded_index(nodes)
+    assert index.shape == mask.shape == (3, 5)
+    assert mask.tolist() == [[False, False, True, True, True], [False] * 5, [True] * 5]
+    assert index[0, 2:].tolist() == slots[:3].tolist() and index[2].tolist() == slots[3:8].tolist()
+    assert index[~mask].tolist() == [0] * 7
+    wide, wide_mask = padded_index(nodes, 7)
+    assert wide[:, 2:].tolist() == index.tolist() and not wide_mask[:, :2].any()
