@@ -17,7 +17,7 @@ from ppl_tok.cli.common import (_load_lm, add_json_argument, add_lm_arguments, a
                                 search_config)
 from ppl_tok.cli.surprisal import read_items
 from ppl_tok.common.arguments import POSITIVE, output_folder
-from ppl_tok.strings.beam import SURPRISAL_LAZY
+from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY
 
 #: the lazy extension of the study's walk: every surprisal's measured default
 EXTEND = SURPRISAL_LAZY["extend_threshold"]

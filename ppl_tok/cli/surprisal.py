@@ -29,7 +29,7 @@ from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, 
 from ppl_tok.common.arguments import POSITIVE, integer, positive, run_folder
 from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
-from ppl_tok.strings.beam import SURPRISAL_LAZY
+from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY
 from ppl_tok.strings.certified import WIDE_BITS
 
 #: the columns of a row, in order
@@ -132,7 +132,7 @@ class _Writer:
 
 
 #: ``ppl-tok surprisal``'s default lazy-extension shares: the one default of every surprisal
-#: (:data:`ppl_tok.strings.beam.SURPRISAL_LAZY`, which the Python functions read too)
+#: (:data:`ppl_tok.strings.surprisal_default.SURPRISAL_LAZY`, which the Python functions read too)
 DEFAULT_LAZY = SURPRISAL_LAZY
 #: the exhaustive setting (``--exhaustive``): every prefix the beam keeps is extended
 EXHAUSTIVE = {"extend_threshold": 0.0, "boundary_threshold": None, "rejoin_threshold": None}

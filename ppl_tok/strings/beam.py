@@ -78,7 +78,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ppl_tok.common.logspace import logsumexp
 
@@ -94,13 +94,6 @@ AUTO_HEAD_TOKENS = 8
 
 class ContextLengthError(ValueError):
     """A token prefix of the string is longer than the model's context window."""
-
-
-#: The lazy share every surprisal defaults to (:func:`surprisal_config`: Python's surprisals, ``ppl-tok surprisal``,
-#: ``ppl-tok reading``): the cheapest within median 0.01 and p99 0.1 bits per word of the exhaustive walk on held-out
-#: words (issue 45; 1,000 OpenBookQA words: median 0, p99 0.0022 bits, 20.2x canonical's CPU against 35.7x; from
-#: 1e-4 up a p99 floor of 0.39 bits; docs/strings.md, "The default setting").
-SURPRISAL_LAZY: dict[str, float | None] = {"extend_threshold": 1e-5}
 
 
 @dataclass(frozen=True)
@@ -233,12 +226,6 @@ class StringSearchConfig:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
-
-
-def surprisal_config(**settings: Any) -> StringSearchConfig:
-    """The beam every surprisal defaults to: :class:`StringSearchConfig`'s defaults with :data:`SURPRISAL_LAZY`'s
-    lazy extension, ``settings`` (its fields) over them."""
-    return StringSearchConfig(**{**SURPRISAL_LAZY, **settings})
 
 
 class Hypothesis:

@@ -71,7 +71,7 @@ from typing import Any
 from ppl_tok.limits import check_contexts, check_texts
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.strings.beam import StringSearchConfig, surprisal_config
+from ppl_tok.strings.surprisal_default import StringSearchConfig, surprisal_config  # the beam, its default
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.events import end_bracket
 from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState, extend_many
@@ -413,7 +413,7 @@ def surprisals(lm: LanguageModel, text: str, *, units: str | Sequence[Any] = "wo
     :param units: ``"word"`` (:func:`word_spans` under ``rules``), ``"char"`` (UTF-8 characters),
         ``"byte"``, or regions: ``(start, end)`` character spans or cut offsets that tile the text.
     :param context: a string (canonically tokenized) or token ids after BOS that the text continues.
-    :param config: the beam (default :func:`~ppl_tok.strings.beam.surprisal_config`, as ``ppl-tok surprisal``'s).
+    :param config: the beam (default :func:`~ppl_tok.strings.surprisal_default.surprisal_config`, as ``ppl-tok surprisal``'s).
     :param rules: the word rules and the boundary set ``B`` (:class:`WordRules`).
     :param word_end: whether to apply the word-end correction (default: yes for words and regions,
         no for characters and bytes).

@@ -265,8 +265,9 @@ def test_search_tree_rows_equal_the_api_and_the_run_records_it(toy, capsys, tmp_
 
 def test_one_default_lazy_share_for_the_command_line_and_python(toy, capsys, tmp_path, monkeypatch):
     """Issue 57 item 5: ``ppl-tok surprisal`` and the Python surprisal functions read one default
-    (:data:`~ppl_tok.strings.beam.SURPRISAL_LAZY`): set it to another share and both follow it."""
-    from ppl_tok.strings.beam import SURPRISAL_LAZY, StringSearchConfig, surprisal_config
+    (:data:`~ppl_tok.strings.surprisal_default.SURPRISAL_LAZY`): set it to another share and both follow it."""
+    from ppl_tok.strings.beam import StringSearchConfig
+    from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY, surprisal_config
     from ppl_tok.strings.surprisal import surprisals_many
 
     texts = ("ab ba.", "b ab a")
@@ -287,7 +288,7 @@ def test_one_default_lazy_share_for_the_command_line_and_python(toy, capsys, tmp
 def test_reading_says_and_takes_the_surprisal_default():
     """``ppl-tok reading``'s --extend-threshold: the default it takes is the one its help says, surprisal's."""
     from ppl_tok.cli.main import build_parser
-    from ppl_tok.strings.beam import SURPRISAL_LAZY
+    from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY
 
     share = SURPRISAL_LAZY["extend_threshold"]
     parser = build_parser()
