@@ -162,12 +162,9 @@ def total_memory(device: torch.device | str | None) -> int | None:
 
 
 def to_device_all(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """Many host tensors on ``device`` in one copy per dtype (packed, then split into views there); on the CPU
-    the tensors themselves (as :func:`to_device`: nothing crosses, so nothing is packed)."""
+    """Many host tensors on ``device`` in one copy per dtype (packed, then split into views there)."""
     if not tensors:
         return []
-    if device.type == "cpu" and all(t.device.type == "cpu" for t in tensors):
-        return list(tensors)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     by_dtype: dict[torch.dtype, list[int]] = {}
     for i, t in enumerate(tensors):
