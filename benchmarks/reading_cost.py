@@ -45,6 +45,16 @@ def cut_at_word(text: str, chars: int) -> str:
     return text[:text.rfind(" ", 0, chars + 1)]
 
 
+def provo_texts(stimuli: Path, texts: str, chars: int) -> tuple[list[int], list[str]]:
+    """The ids of ``texts`` (comma-separated, 1-based) and those stimuli, normalised and cut at ``chars``."""
+    from ppl_tok.reading.corpus import read_stimuli
+    from ppl_tok.reading.focal import normalise
+
+    ids = [int(t) for t in texts.split(",")]
+    every = read_stimuli(stimuli)
+    return ids, [cut_at_word(normalise(every[i - 1]), chars) for i in ids]
+
+
 def profile_parts(prof: cProfile.Profile) -> dict[str, float]:
     """Seconds inside the LM's forward methods and inside the word-end events (their own forwards excluded)."""
     stats = pstats.Stats(prof)
@@ -77,16 +87,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from ppl_tok.cli.reading import EXTEND
     from ppl_tok.lm.cards import load_lm
-    from ppl_tok.reading.corpus import read_stimuli
-    from ppl_tok.reading.focal import normalise
     from ppl_tok.reading.focal_surprisal import focal_table, walk_events
     from ppl_tok.strings.beam import StringSearchConfig
     from ppl_tok.strings.surprisal import canonical_surprisals_many
 
     torch.set_num_threads(1)
-    ids = [int(t) for t in args.texts.split(",")]
-    all_texts = read_stimuli(args.stimuli)
-    texts = [cut_at_word(normalise(all_texts[i - 1]), args.chars) for i in ids]
+    ids, texts = provo_texts(args.stimuli, args.texts, args.chars)
     config = StringSearchConfig(extend_threshold=EXTEND)
     out: dict[str, Any] = {"texts": ids, "chars": sum(map(len, texts)), "words": sum(len(t.split()) for t in texts),
                            "model": args.model, "extend_threshold": EXTEND}

@@ -148,19 +148,15 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from benchmarks.reading_cost import cut_at_word
+    from benchmarks.reading_cost import provo_texts
     from ppl_tok.cli.reading import EXTEND
     from ppl_tok.lm.cards import _convert, list_cards, load_lm
-    from ppl_tok.reading.corpus import read_stimuli
-    from ppl_tok.reading.focal import normalise
     from ppl_tok.reading.focal_surprisal import walk_events
     from ppl_tok.strings.beam import StringSearchConfig
     from ppl_tok.strings.surprisal import canonical_surprisals_many
 
     torch.set_num_threads(1)
-    ids = [int(t) for t in args.texts.split(",")]
-    all_texts = read_stimuli(args.stimuli)
-    texts = [cut_at_word(normalise(all_texts[i - 1]), args.chars) for i in ids]
+    ids, texts = provo_texts(args.stimuli, args.texts, args.chars)
     folder = _convert(list_cards()[args.model], "model")  # the fp32 conversion ppl-tok scores with
     args.out.parent.mkdir(parents=True, exist_ok=True)
     texts_file, peer_out = args.out.with_suffix(".texts.tmp"), args.out.with_suffix(".peer.tmp")
