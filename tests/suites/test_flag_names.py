@@ -1,4 +1,4 @@
-"""One flag name per concept across every ``ppl-tok`` command (issue 57): the table below is the spec. Each concept
+"""One flag name per concept across every ``ppl-tok`` command and ``python -m benchmarks`` benchmark (issue 57): the table below is the spec. Each concept
 has one name, said in the help of every command that takes it; its earlier names still parse, into the same
 destination, with one warning line on stderr naming the new flag (docs/cli.md, "One name per concept")."""
 
@@ -38,16 +38,24 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
                 yield from _commands(sub, path + (name,))
 
 
-def _flags():
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """The programs, by name: ``ppl-tok`` and the research benchmarks beside the package."""
+    from benchmarks.__main__ import build_parser as benchmarks
     from ppl_tok.cli.main import build_parser
 
-    return [(path, a) for path, p in _commands(build_parser()) for a in p._actions if a.option_strings]
+    return {"ppl-tok": build_parser(), "python -m benchmarks": benchmarks()}
+
+
+def _flags():
+    """(the command's path, program first, and one of its flags) for every flag of every command."""
+    return [((prog, *path), a) for prog, parser in _parsers().items() for path, p in _commands(parser)
+            for a in p._actions if a.option_strings]
 
 
 def test_no_command_takes_an_old_name_as_a_flag_of_its_own():
     for path, action in _flags():
         name, *others = action.option_strings
-        where = f"ppl-tok {' '.join(path)} {name}"
+        where = f"{' '.join(path)} {name}"
         assert name not in OLD, f"{where}: an earlier name of {sorted(OLD[name])}; use the one name (CONCEPTS)"
         for other in others:
             if other in OLD:
@@ -64,7 +72,7 @@ def test_each_name_means_its_concept_wherever_it_is_taken():
             seen.add(name)
             pattern = CONCEPTS[name][0]
             assert re.search(pattern, str(action.help)), (
-                f"ppl-tok {' '.join(path)} {name}: its help {str(action.help)!r} does not say the concept "
+                f"{' '.join(path)} {name}: its help {str(action.help)!r} does not say the concept "
                 f"({pattern}); another meaning needs another name")
     assert seen == set(CONCEPTS), f"no command takes {sorted(set(CONCEPTS) - seen)}: drop them from the table"
 
@@ -74,31 +82,38 @@ def _renamed():
     return [(path, old, a) for path, a in _flags() if isinstance(a, DeprecatedAlias) for old in a.old]
 
 
+def _takes(action: argparse.Action, text: str) -> bool:
+    """Whether ``action``'s type reads ``text`` as a number (a count, a size), not as a path."""
+    try:
+        return action.type is not None and isinstance(action.type(text), (int, float))
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return False
+
+
 def _required(parser: argparse.ArgumentParser, tmp: str) -> list[str]:
     """The least command line the parser takes: a value for each positional and required flag."""
     out: list[str] = []
     for a in parser._actions:
         if a.option_strings and not a.required or isinstance(a, argparse._SubParsersAction) or a.nargs == 0:
             continue
-        value = next(iter(a.choices)) if a.choices else f"{tmp}/x"
+        value = next(iter(a.choices)) if a.choices else "3" if _takes(a, "3") else f"{tmp}/x"
         out += [*a.option_strings[:1], value] if a.option_strings else [value]
     return out
 
 
 @pytest.mark.parametrize("path,old,action", [pytest.param(*r, id=f"{' '.join(r[0])} {r[1]}") for r in _renamed()])
 def test_an_old_name_parses_with_one_warning_into_the_new_destination(path, old, action, capsys, tmp_path):
-    from ppl_tok.cli.main import build_parser
-
+    prog, *path = path
     new = action.option_strings[0]
-    assert new in OLD.get(old, ()), f"ppl-tok {' '.join(path)} {old}: not in CONCEPTS as an earlier name of {new}"
-    parser = dict(_commands(build_parser()))[path]
+    assert new in OLD.get(old, ()), f"{prog} {' '.join(path)} {old}: not in CONCEPTS as an earlier name of {new}"
+    parser = dict(_commands(_parsers()[prog]))[tuple(path)]
     base = [*path, *_required(parser, str(tmp_path))]
     value = "3"
-    with_new = build_parser().parse_args([*base, new, value])
+    with_new = _parsers()[prog].parse_args([*base, new, value])
     assert capsys.readouterr().err == ""
-    with_old = build_parser().parse_args([*base, old, value])
+    with_old = _parsers()[prog].parse_args([*base, old, value])
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"ppl-tok {' '.join(path)}: warning: {old} is deprecated and will be removed: use {new}"], err
+    assert err == [f"{prog} {' '.join(path)}: warning: {old} is deprecated and will be removed: use {new}"], err
     assert getattr(with_old, action.dest) == getattr(with_new, action.dest) != action.default
     same = {k: v for k, v in vars(with_new).items() if k != "func"}  # func: a closure made per parser
     assert {k: v for k, v in vars(with_old).items() if k != "func"} == same
