@@ -125,7 +125,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
                         "data file (its contexts), e.g. ../shared/data/hellaswag/hellaswag_val.jsonl.gz")
     p.add_argument("--words", type=POSITIVE, default=1000, help="words scored (default 1000)")
     p.add_argument("--batch-size", type=POSITIVE, default=16, metavar="N",
-                   help="items per forward (canonical) and walked in lockstep (strings) (default 16, as "
+                   help="items scored together: per forward (canonical), walked in lockstep (strings) (default 16, as "
                         "ppl-tok surprisal)")
     p.add_argument("--per-item", action="store_true",
                    help="also the strings column one item at a time (slow: one LM call per byte of every item)")

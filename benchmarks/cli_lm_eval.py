@@ -40,8 +40,8 @@ def add_lm_eval(bench_sub: argparse._SubParsersAction, add) -> None:
             check=cli_flags.lm_eval)
     p.add_argument("--questions", type=POSITIVE, default=50, help="questions; 4 requests each on OpenBookQA "
                    "(default 50: 200 requests)")
-    p.add_argument("--batch-size", type=POSITIVE, default=32, help="requests per batch, as the model's batch_size "
-                   "(default 32)")
+    p.add_argument("--batch-size", type=POSITIVE, default=32, help="requests scored together, as the model's "
+                   "batch_size (default 32)")
     p.add_argument("--extend-threshold", type=share, default=CONDITIONAL_EXTEND_THRESHOLD, metavar="SHARE",
                    help="conditional's lazy extension, as the model argument extend_threshold (default "
                         f"{CONDITIONAL_EXTEND_THRESHOLD:g}; 0: the exhaustive beam)")

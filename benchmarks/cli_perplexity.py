@@ -16,7 +16,7 @@ import sys
 
 from ppl_tok.cli.bench import add_benchmark, add_parts
 from ppl_tok.cli.common import _emit, _load_lm, add_extend_argument, lazy_options, lm_spec
-from ppl_tok.common.arguments import POSITIVE, positive
+from ppl_tok.common.arguments import POSITIVE, add_renamed, positive
 from ppl_tok.strings.beam import StringSearchConfig
 
 
@@ -86,8 +86,8 @@ def cmd_prefixes(args: argparse.Namespace) -> None:
 
     spec = lm_spec(args)
     result = bench.bench_prefixes(spec.model, **_documents(args), prefix_bytes=args.bytes,
-                                  **{k: v for k, v in (("budget", args.budget), ("tolerance", args.tolerance))
-                                     if v is not None},
+                                  **{k: v for k, v in (("budget", args.exact_budget),
+                                                       ("tolerance", args.exact_tolerance)) if v is not None},
                                   data_dir=args.data, search=_search(args), **spec.options())
     _emit(args, result, bench.format_prefixes(result))
 
@@ -167,10 +167,11 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     _add_documents(p, corpus=False)
     _add_beam(p)
     p = add_benchmark(parts, "prefixes", "the beam's floor on the documents' first --bytes bytes against "
-                      "best-first search's bracket, where that closes to --tolerance", cmd_prefixes, data=data)
+                      "best-first search's bracket, where that closes to --exact-tolerance", cmd_prefixes, data=data)
     p.add_argument("--bytes", type=POSITIVE, nargs="+", required=True, metavar="BYTES", help="prefix lengths")
-    p.add_argument("--budget", type=POSITIVE, help="forwards per prefix for the bracket (default 5000)")
-    p.add_argument("--tolerance", type=positive,
-                   help="the bracket's width, nats, at which it counts as closed (default 1e-3)")
+    add_renamed(p, "--exact-budget", "--budget", type=POSITIVE, metavar="FORWARDS",
+                help="the certified search's forwards at most, per prefix, for the bracket (default 5000)")
+    add_renamed(p, "--exact-tolerance", "--tolerance", type=positive, metavar="NATS",
+                help="the bracket's width, nats, at which it counts as closed (default 1e-3)")
     _add_documents(p, corpus=False)
     _add_beam(p)

@@ -14,7 +14,7 @@ On the first ``--chars`` characters of each of ``--texts`` (Provo text ids, 1-ba
 
 The figure: (walk + regions) / canonical CPU seconds (the issue's goal: at most 3x), and the share of each part.
 
-With ``--sweep 1,6`` the texts are also walked, unprofiled, in groups of 1 and of 6 (the study's ``--batch``):
+With ``--sweep 1,6`` the texts are also walked, unprofiled, in groups of 1 and of 6 (the study's ``--batch-size``):
 one LM call serves every text of a group, and a call of a few rows costs about what one row does on a CPU.
 
 Usage (from the checkout's root): nice -n 10 python -m benchmarks.reading_cost --texts 1,2,3 --chars 100 \\
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chars", type=int, default=120, help="the first CHARS characters, cut at a space (0: all)")
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--sweep", default="", help="also walk the texts in groups of each of these sizes (comma-separated; "
-                   "the study's --batch), unprofiled, on a fresh LM each")
+                   "the study's --batch-size), unprofiled, on a fresh LM each")
     p.add_argument("--out", type=Path, required=True, help="writes OUT.json and OUT.md")
     args = p.parse_args(argv)
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
            f"**{out['all_predictors_over_canonical']:.1f}x** (goal: at most 3x; the profiler adds its overhead to the "
            "host parts)"]
     if out["sweep"]:
-        md += ["", "Unprofiled, the texts walked in groups of `batch` (the study's `--batch`):", "",
+        md += ["", "Unprofiled, the texts walked in groups of `batch` (the study's `--batch-size`):", "",
                "| batch | walk CPU s | per word | / canonical |", "|---|---|---|---|"]
         md += [f"| {r['batch']} | {r['walk_cpu_s']:.2f} | {r['cpu_s_per_word']:.3f} | {r['over_canonical']:.1f}x |"
                for r in out["sweep"]]

@@ -2,7 +2,7 @@
 # The reading study end to end on a tiny Provo corpus (issue 59, item 3): an uninterrupted run, then a run killed
 # (SIGKILL, by its pid) once its first text is stored and resumed; the resumed run's files must equal the
 # uninterrupted run's. The corpus: Provo texts 1-3 cut to their first 16 words, their measurement rows with a word
-# index under 16 (44 rows). SmolLM2, --batch 1 --limit 3 --folds 5 --repeats 2, under nice -n 10.
+# index under 16 (44 rows). SmolLM2, --batch-size 1 --limit 3 --folds 5 --repeats 2, under nice -n 10.
 # Usage, from the checkout's root: benchmarks/reading_resume.sh [OUT_DIR (default /tmp/reading-resume)]
 # Prints the wall seconds of each run and one line per compared file; writes OUT_DIR/status.
 set -u
@@ -22,7 +22,7 @@ with open(f"{out}/measurements.csv", "w", newline="") as f:
     w.writerows(r for r in rows if int(r["StimulusID"]) <= 3 and int(r["ContextLength"]) < 16)
 PY
 RUN=(nice -n 10 env PYTHONPATH="$PWD" "$PYTHON" -m ppl_tok.cli reading run --stimuli "$OUT/stimuli.txt"
-     --measurements "$OUT/measurements.csv" --model smollm2-135m --folds 5 --repeats 2 --batch 1 --limit 3)
+     --measurements "$OUT/measurements.csv" --model smollm2-135m --folds 5 --repeats 2 --batch-size 1 --limit 3)
 s=$(date +%s); "${RUN[@]}" --out "$OUT/whole" > "$OUT/whole.log" 2>&1
 echo "uninterrupted: rc=$? wall_s=$(( $(date +%s) - s ))" | tee -a "$OUT/status"
 s=$(date +%s); "${RUN[@]}" --out "$OUT/killed" > "$OUT/killed.log" 2>&1 &

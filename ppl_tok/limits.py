@@ -52,8 +52,8 @@ class Limits:
         in the KV cache for the whole call (about 46 kB per token on SmolLM2, 0.5 MB on a 7B model).
     :param dimacs_variables: variables of a DIMACS formula given to ``ppl-tok sat``.
     :param paths: tokenizations enumerated exactly (``--max-paths``), each kept with its log-probability.
-    :param search_forwards: LM forwards of one certified search (``--budget``): its frontier grows with them.
-    :param search_batch: tokenizations an adversarial search scores in one batched call (``adversarial --batch``):
+    :param search_forwards: LM forwards of one certified search (``--exact-budget``): its frontier grows with them.
+    :param search_batch: tokenizations an adversarial search scores in one batched call (``adversarial --batch-size``):
         each holds its LM state (its KV cache) until its target is read.
     :param generated_tokens: tokens generated in all (``canonicity``: samples times ``--max-tokens``).
     :param generated_bytes: bytes one ``generate`` call draws (``--max-bytes``): each is a step of the walk

@@ -4,7 +4,7 @@
 # Usage: results/study.sh [DATA_DIR]   (default ../shared/data); PPL_TOK=path/to/ppl-tok to override the command;
 # STEPS="name name" runs only those steps (e.g. two chains side by side, each with OMP_NUM_THREADS=1);
 # EXTRA="..." is appended to every step's arguments (later ones win), e.g. one folder on two cores:
-#   OMP_NUM_THREADS=1 STEPS=hellaswag-smollm2 EXTRA="--ray --workers 2 --batch-questions 4" results/study.sh
+#   OMP_NUM_THREADS=1 STEPS=hellaswag-smollm2 EXTRA="--ray --workers 2 --batch-size 4" results/study.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-../shared/data}
@@ -22,18 +22,18 @@ step() {  # step NAME ARGS...: one resumable `ppl-tok qa run`
 }
 
 # SmolLM2-135M, look-ahead N=64, 500 tuning / 500 test questions per data set
-step obqa-smollm2 --dataset openbookqa --model smollm2-135m --samples 64 --limit 500 --batch-questions 16 \
+step obqa-smollm2 --dataset openbookqa --model smollm2-135m --samples 64 --limit 500 --batch-size 16 \
   --out $RUNS/openbookqa-smollm2-135m-n64
-step siqa-smollm2 --dataset socialiqa --model smollm2-135m --samples 64 --limit 500 --batch-questions 16 \
+step siqa-smollm2 --dataset socialiqa --model smollm2-135m --samples 64 --limit 500 --batch-size 16 \
   --out $RUNS/socialiqa-smollm2-135m-n64
 # the exact-marginal classifier: certified brackets (1e-3 nats, at most 2000 forwards per answer)
-step obqa-smollm2-exact --dataset openbookqa --model smollm2-135m --samples 64 --limit 500 --batch-questions 16 \
+step obqa-smollm2-exact --dataset openbookqa --model smollm2-135m --samples 64 --limit 500 --batch-size 16 \
   --scores exact --out $RUNS/openbookqa-smollm2-135m-n64
 # Gemma-3-270M on OpenBookQA
-step obqa-gemma --dataset openbookqa --model gemma3-270m --samples 64 --limit 500 --batch-questions 8 \
+step obqa-gemma --dataset openbookqa --model gemma3-270m --samples 64 --limit 500 --batch-size 8 \
   --out $RUNS/openbookqa-gemma3-270m-n64
-step siqa-smollm2-exact --dataset socialiqa --model smollm2-135m --samples 64 --limit 500 --batch-questions 16 \
+step siqa-smollm2-exact --dataset socialiqa --model smollm2-135m --samples 64 --limit 500 --batch-size 16 \
   --scores exact --out $RUNS/socialiqa-smollm2-135m-n64
-step hellaswag-smollm2 --dataset hellaswag --model smollm2-135m --samples 64 --limit 500 --batch-questions 8 \
+step hellaswag-smollm2 --dataset hellaswag --model smollm2-135m --samples 64 --limit 500 --batch-size 8 \
   --out $RUNS/hellaswag-smollm2-135m-n64
 echo "$(date -u +%FT%TZ) all steps done" >> results/logs/study.log

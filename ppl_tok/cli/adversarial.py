@@ -9,7 +9,7 @@ from typing import Any
 
 from ppl_tok.cli.common import (_check_utf8, _emit, _load_lm, _names, _tokens, add_command, add_text_arguments,
                                 refuse_ignored)
-from ppl_tok.common.arguments import SEED, integer, log_prob_floor, positive
+from ppl_tok.common.arguments import SEED, integer, log_prob_floor, positive, add_renamed
 from ppl_tok.common.jsonout import count_fields
 
 
@@ -21,8 +21,8 @@ def _search_lines(vocab: Any, r: Any, args: argparse.Namespace) -> list[str]:
     if not r.closed:
         lines.append(f"bracket:    {r.best_log_prob:.4f} .. {r.bound:.4f} over the whole set (stopped: {r.stopped}; "
                      f"{r.examined} of {r.size} tokenizations examined"
-                     + ("; the default budget: give --budget FORWARDS for more)" if r.stopped == "budget"
-                        and args.budget is None else ")"))
+                     + ("; the default budget: give --exact-budget FORWARDS for more)" if r.stopped == "budget"
+                        and args.exact_budget is None else ")"))
     if args.threshold is not None:
         if r.radius_exact:
             lines.append(f"threshold:  exceeded at distance {r.radius + 1} by {_names(vocab, r.above)} "
@@ -60,10 +60,10 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ValueError("--threshold asks whether some tokenization raises log p(target) above it: drop "
                          "--minimize, or drop --threshold")
     if args.samples is not None:
-        refuse_ignored(args, ("--minimize", "--stop-above", "--budget", "--time-budget", "--top"),
+        refuse_ignored(args, ("--minimize", "--stop-above", "--exact-budget", "--time-budget", "--top"),
                        "--samples scores uniform draws and does not search", "leave FLAG out, or --samples")
-    check_request(args.text, args.target, prefix=args.prefix, suffix=args.suffix, batch=args.batch,
-                  budget=args.budget)
+    check_request(args.text, args.target, prefix=args.prefix, suffix=args.suffix, batch=args.batch_size,
+                  budget=args.exact_budget)
 
 
 def _progress(args: argparse.Namespace, budget: int) -> tuple[Any, Any]:
@@ -91,7 +91,7 @@ def cmd_adversarial(args: argparse.Namespace) -> None:
     head = {"prompt": args.text, "target": args.target, **common}
     if args.samples is not None:
         r = adversarial_sample(lm, args.text, args.target, samples=args.samples, threshold=args.threshold,
-                               seed=args.seed, batch=args.batch, **common)
+                               seed=args.seed, batch=args.batch_size, **common)
         lines = [f"best of {r.samples} uniform draws ({r.distinct} distinct of {r.size}): "
                  f"{_names(lm.vocab, r.best)}  ({r.best_log_prob:.4f})",
                  "certified:  " + ("the draws cover the set: this is its max" if r.covered else
@@ -104,12 +104,12 @@ def cmd_adversarial(args: argparse.Namespace) -> None:
                      "covered": r.covered, "fraction_above": r.fraction_above, "forwards": r.forwards,
                      "seconds": r.seconds}, lines)
         return
-    budget = args.budget if args.budget is not None else DEFAULT_BUDGET
+    budget = args.exact_budget if args.exact_budget is not None else DEFAULT_BUDGET
     update, bar = _progress(args, budget)
     with bar:
         r = adversarial_search(lm, args.text, args.target, minimize=args.minimize, threshold=args.threshold,
                                stop_above=args.stop_above, budget=budget, time_budget=args.time_budget,
-                               batch=args.batch, top_k=args.top, progress=update, **common)
+                               batch=args.batch_size, top_k=args.top, progress=update, **common)
     _emit(args, {**head, "mode": "search", **_search_payload(lm.vocab, r)}, _search_lines(lm.vocab, r, args))
 
 
@@ -132,11 +132,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "robustness radius (the largest distance within which none does)")
     p.add_argument("--stop-above", action="store_true", help="stop at the first distance where one exceeds "
                    "--threshold")
-    p.add_argument("--budget", type=integer(1), metavar="FORWARDS",
-                   help="token-forwards at most (default 20,000: the search then says what it certified, the "
-                        "interval over the distance it closed, or nothing)")
+    add_renamed(p, "--exact-budget", "--budget", type=integer(1), metavar="FORWARDS",
+                help="the certified search's token forwards at most (default 20,000: the search then says what "
+                     "it certified, the interval over the distance it closed, or nothing)")
     p.add_argument("--time-budget", type=positive, metavar="SECONDS", help="stop after this long (between batches)")
-    p.add_argument("--batch", type=integer(1), default=32, help="tokenizations scored per batch (default 32)")
+    add_renamed(p, "--batch-size", "--batch", type=integer(1), default=32,
+                help="tokenizations scored together (default 32)")
     p.add_argument("--top", type=integer(1), default=5, help="list the best few found (default 5)")
     p.add_argument("--samples", type=integer(1), metavar="N",
                    help="sampled mode: score N tokenizations drawn uniformly from the set instead of searching")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from pathlib import Path
 
-from ppl_tok.common.arguments import POSITIVE, output_folder
+from ppl_tok.common.arguments import POSITIVE, output_folder, add_renamed
 from ppl_tok.cli import bench_flags
 from ppl_tok.cli.bench_flags import checked
 from ppl_tok.cli.common import (_emit, add_data_dir_argument, add_json_argument, add_lm_arguments,
@@ -34,7 +34,7 @@ def cmd_engine(args: argparse.Namespace) -> None:
 
     spec = lm_spec(args)
     result = bench.bench_engine(spec.model, data=_openbookqa_dev(args.data), questions=args.questions,
-                                num_samples=args.samples, batch_questions=args.batch_questions, big_n=args.big_n,
+                                num_samples=args.samples, batch_questions=args.batch_size, big_n=args.big_n,
                                 **spec.options())
     _emit(args, result, bench.format_engine(result))
 
@@ -114,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
              cmd_engine, data="a data folder (its openbookqa/dev.jsonl) or a JSON Lines file")
     p.add_argument("--questions", type=POSITIVE, default=20, help="OpenBookQA questions (default 20)")
     p.add_argument("--samples", type=POSITIVE, default=64, help="particles per answer (default 64)")
-    p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions per engine run (default 8)")
+    add_renamed(p, "--batch-size", "--batch-questions", type=POSITIVE, default=8,
+                help="questions scored together, per engine run (default 8)")
     p.add_argument("--big-n", type=POSITIVE, default=256, help="particles on one sentence (default 256)")
     p = add_benchmark(bench_sub, "memory", "peak memory of the engine's cases (host RSS and device), or of a ppl-tok "
                       "command; --repeat: min / median / max over fresh processes", cmd_memory, lm=False,

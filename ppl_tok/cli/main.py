@@ -65,7 +65,7 @@ def _prepare(args: argparse.Namespace) -> None:
             lim.check("samples", args.samples, "--samples")
         if isinstance(getattr(args, "max_paths", None), int):
             lim.check("paths", args.max_paths, "--max-paths")
-        for name in ("budget", "search_budget"):
+        for name in ("exact_budget", "search_budget"):
             if isinstance(getattr(args, name, None), int):
                 lim.check("search_forwards", getattr(args, name), "--" + name.replace("_", "-"))
         if isinstance(getattr(args, "max_tokens", None), int):

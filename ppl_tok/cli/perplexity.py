@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, integer, output_file, positive, run_folder
+from ppl_tok.common.arguments import (POSITIVE, SEED, LaterChoices, add_renamed, integer, output_file, positive,
+                                      run_folder)
 from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_emit, _vocab, add_command, add_json_argument, add_lm_arguments,
                                 add_proposal_arguments, add_ray_arguments, lm_spec, ray_address, refuse_ignored)
@@ -119,12 +120,12 @@ def cmd_perplexity(args: argparse.Namespace) -> None:
         from ppl_tok.perplexity.distributed import run_perplexity_ray
 
         scores = run_perplexity_ray(LMLoader.from_spec(spec), corpus, config, out=args.out, model=spec.model,
-                                    workers=args.workers, address=address or None, batch_docs=args.batch_docs,
+                                    workers=args.workers, address=address or None, batch_docs=args.batch_size,
                                     field=args.field, split=args.split, progress=progress)
     else:
         lm = load_lm(spec)
         cap_prefix_cache(lm)  # every scoring: a canonical call caches each position's row, never read again
-        scores = run_perplexity(lm, corpus, config, out=args.out, model=spec.model, batch_docs=args.batch_docs,
+        scores = run_perplexity(lm, corpus, config, out=args.out, model=spec.model, batch_docs=args.batch_size,
                                 field=args.field, split=args.split, progress=progress,
                                 checkpoint_every=args.checkpoint_every)
     summary = corpus_summary(scores, config.scoring)
@@ -294,7 +295,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=POSITIVE, help="the first LIMIT documents only")
     p.add_argument("--out", type=run_folder,
                    help="a run folder: records stored as they are computed; resumes a killed run")
-    p.add_argument("--batch-docs", type=POSITIVE, default=8, help="documents per stored batch (default 8)")
+    add_renamed(p, "--batch-size", "--batch-docs", type=POSITIVE, default=8,
+                help="documents scored together, each batch stored in --out when done (default 8)")
     p.add_argument("--checkpoint-every", type=positive, default=60.0, metavar="SECONDS",
                    help="with --out, save the documents in progress every SECONDS (beam, prefix, with-end; default 60): "
                         "a killed run resumes mid-document")

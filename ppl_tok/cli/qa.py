@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ppl_tok.cli.common import (add_lm_arguments, add_proposal_arguments, add_ray_arguments, lm_spec, proposal_record,
                                 ray_address)
-from ppl_tok.common.arguments import POSITIVE, SEED, LaterHelp, output_folder, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, LaterHelp, output_folder, positive, add_renamed
 from ppl_tok.datasets import DATA_ROOT, TASKS
 from ppl_tok.qa.data import DATASETS, SHUFFLE_SEED
 from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, PREFILL_MODES, StringSearchConfig
@@ -73,12 +73,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     settings = study_settings(study, lm=spec, samples=args.samples, seed=args.seed, scores=args.scores,
                               limit=args.limit, shuffle_seed=args.shuffle_seed,
                               device=args.device or _default_device(args.ray is not None),
-                              exact_tolerance=_exact_default("exact_tolerance") if args.tolerance is None
-                              else args.tolerance,
-                              exact_budget=_exact_default("exact_budget") if args.budget is None else args.budget,
+                              exact_tolerance=_exact_default("exact_tolerance") if args.exact_tolerance is None
+                              else args.exact_tolerance,
+                              exact_budget=_exact_default("exact_budget") if args.exact_budget is None
+                              else args.exact_budget,
                               most_likely_time=args.time_budget, proposal=proposal,
                               params={k: v for k, v in params.items() if v})
-    check_study(study, settings, args.batch_questions)
+    check_study(study, settings, args.batch_size)
     ray_address(args)  # --workers without --ray refused
     with removed_if_nothing_stored(args.out):
         if args.ray is not None:
@@ -86,10 +87,10 @@ def cmd_run(args: argparse.Namespace) -> None:
 
             store = run_study_ray(study, LMLoader.from_spec(spec), args.out, settings,
                                   workers=args.workers, address=args.ray or None,
-                                  batch_questions=args.batch_questions, progress=not args.json)
+                                  batch_questions=args.batch_size, progress=not args.json)
         else:
             lm = load_lm(spec)
-            store = run_study(study, lm, args.out, settings, batch_questions=args.batch_questions,
+            store = run_study(study, lm, args.out, settings, batch_questions=args.batch_size,
                               progress=not args.json)
     summary = {"out": str(args.out), "records": len(store.records), "splits": study.sizes(),
                "scores": store.settings["scores"]}
@@ -198,11 +199,13 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="run seed: each answer's particles get a seed derived from it")
     p.add_argument("--shuffle-seed", type=SEED, default=SHUFFLE_SEED,
                    help=f"seed of the SocialIQA/HellaSwag tune/test shuffle (default {SHUFFLE_SEED})")
-    p.add_argument("--batch-questions", type=POSITIVE, default=8, help="questions scored per batch (default 8)")
-    p.add_argument("--tolerance", type=positive, help=LaterHelp(
+    add_renamed(p, "--batch-size", "--batch-questions", type=POSITIVE, default=8,
+                help="questions scored together (all their answers), each batch stored when done (default 8)")
+    add_renamed(p, "--exact-tolerance", "--tolerance", type=positive, metavar="NATS", help=LaterHelp(
         lambda: f"exact: bracket width in nats (default {_exact_default('exact_tolerance'):g})"))
-    p.add_argument("--budget", type=POSITIVE, help=LaterHelp(
-        lambda: f"exact: LM forwards per answer (default {_exact_default('exact_budget')})"))
+    add_renamed(p, "--exact-budget", "--budget", type=POSITIVE, metavar="FORWARDS", help=LaterHelp(
+        lambda: f"exact: the certified search's LM forwards at most, per answer (default "
+                 f"{_exact_default('exact_budget')})"))
     p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
     add_ray_arguments(p, "questions")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")

@@ -16,7 +16,7 @@ from pathlib import Path
 from ppl_tok.cli.common import (_load_lm, add_json_argument, add_lm_arguments, add_search_arguments, lm_spec,
                                 search_config)
 from ppl_tok.cli.surprisal import read_items
-from ppl_tok.common.arguments import POSITIVE, output_folder
+from ppl_tok.common.arguments import POSITIVE, output_folder, add_renamed
 from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY
 
 #: the lazy extension of the study's walk: every surprisal's measured default
@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     report = run_study(lm, args.stimuli, args.measurements, args.out, measures=args.measures,
                        config=search_config(args), folds=args.folds, repeats=args.repeats, seed=args.seed,
-                       batch=args.batch, published=args.published, progress=progress, limit=args.limit)
+                       batch=args.batch_size, published=args.published, progress=progress, limit=args.limit)
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--folds", type=POSITIVE, default=10, help="folds per repeat (default 10)")
     p.add_argument("--repeats", type=POSITIVE, default=10, help="shuffled repeats of the folds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="the first repeat's shuffle seed (default 0)")
-    p.add_argument("--batch", type=POSITIVE, default=4, help="texts walked together (default 4)")
+    add_renamed(p, "--batch-size", "--batch", type=POSITIVE, default=4, help="texts walked together (default 4)")
     p.add_argument("--limit", type=POSITIVE, help="walk the first LIMIT texts only and fit on their rows (a run in "
                                                  "progress; the folder resumes without it)")
     p.add_argument("--published", type=Path, help="a published gains CSV (predicted,predictor,delta_loglik_test) "

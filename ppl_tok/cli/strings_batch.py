@@ -2,7 +2,7 @@
 
 ``--input FILE`` (JSON Lines, ``-``: standard input) holds one item per line: an object with a string
 prompt (``--prompt-field``, default ``prompt``) and, for ``conditional``, a non-empty string text
-(``--text-field``, default ``text``); other fields are ignored and blank lines skipped. Every line is
+(``--field``, default ``text``); other fields are ignored and blank lines skipped. Every line is
 checked before the model loads (bad JSON, a missing field, a value that is not a string, an escaped NUL or
 lone surrogate, a line over the size limit): an error names ``file:line``. The LM (or each LM of an
 ensemble) is loaded once; items run in batches of ``--batch-size``. With ``--out DIR`` each batch's
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ppl_tok.cli.common import (_check_context, _check_utf8, _emit, _load_lms, lm_specs, ray_address,
                                 search_config)
-from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive, run_folder
+from ppl_tok.common.arguments import POSITIVE, LaterChoices, positive, run_folder, add_renamed
 from ppl_tok.limits import limits
 
 if TYPE_CHECKING:  # the runner is imported when a command runs, not for --help
@@ -40,8 +40,8 @@ def _kinds() -> tuple[str, ...]:
 
 
 def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
-    """``--input``, ``--prompt-field`` (and ``text``: ``--text-field``), ``--out``, ``--batch-size``, ``--progress``;
-    ``--kind`` and ``--weight`` (ensembles)."""
+    """``--input``, ``--prompt-field`` (and ``text``: ``--field``, the text's), ``--out``, ``--batch-size``,
+    ``--progress``; ``--kind`` and ``--weight`` (ensembles)."""
     g = p.add_argument_group("many prompts (JSON Lines)")
     g.add_argument("--input", metavar="FILE",
                    help="a JSON Lines file of items (- for standard input): one object per line with the prompt"
@@ -49,12 +49,13 @@ def add_batch_arguments(p: argparse.ArgumentParser, text: bool) -> None:
     g.add_argument("--prompt-field", default="prompt", metavar="NAME", help="--input: the prompt's field "
                    "(default prompt)")
     if text:
-        g.add_argument("--text-field", default="text", metavar="NAME",
-                       help="--input: the text's field (default text)")
+        add_renamed(g, "--field", "--text-field", default="text", metavar="NAME",
+                    help="--input: the field holding the text (default text)")
     g.add_argument("--out", type=run_folder, metavar="DIR",
                    help="--input: a run folder; records stored as they are computed, and "
                    "a rerun computes only the missing ones")
-    g.add_argument("--batch-size", type=POSITIVE, default=8, help="--input: items per batch (default 8)")
+    g.add_argument("--batch-size", type=POSITIVE, default=8,
+                   help="--input: items scored together, each batch stored in --out when done (default 8)")
     g.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="--input with --out: the batches on Ray actors (pip install 'ppl-tok[ray]'), a local Ray or "
@@ -139,7 +140,7 @@ def read_items(path: str, prompt_field: str, text_field: str | None, context: st
         for f in fields:
             if f not in row:
                 have = ", ".join(map(repr, list(row)[:8])) or "none"
-                flag = "--prompt-field" if f == prompt_field else "--text-field"
+                flag = "--prompt-field" if f == prompt_field else "--field"
                 raise ValueError(f"{where}: missing field {f!r} (fields: {have}); choose it with {flag}")
             if not isinstance(row[f], str):
                 raise ValueError(f"{where}: field {f!r} should be a string, got {type(row[f]).__name__}")
@@ -173,13 +174,13 @@ def run_command(args: argparse.Namespace, task: StringTask, several: bool, fixed
     _check_flags(args, task, options, several)
     if args.input is not None:
         items, source, sha256 = read_items(args.input, args.prompt_field,
-                                           args.text_field if task.needs_text else None, args.context)
+                                           args.field if task.needs_text else None, args.context)
     else:
         _check_utf8("--prompt", args.prompt)
         # one prompt is a batch of one item; a draw of it is seeded with --seed itself
         seed = getattr(options.params, "seed", None)  # a task that draws: the one prompt draws with --seed itself
         items, source, sha256 = [Item(0, args.prompt, getattr(args, "text", None), "--prompt", seed=seed)], None, None
-    fields = {"prompt_field": args.prompt_field, "text_field": args.text_field if task.needs_text else None}
+    fields = {"prompt_field": args.prompt_field, "text_field": args.field if task.needs_text else None}
     settings_args = {"input_sha256": sha256, "fields": fields,
                      "extra": {"input": source, "items": len(items), "lm": [s.to_dict() for s in lm_specs(args)]}}
     weights = None if args.weight is None else tuple(args.weight)

@@ -26,11 +26,11 @@ from typing import Any
 
 from ppl_tok.cli.common import (STDIN, _load_lm, _read_text, add_json_argument, add_lm_arguments, add_ray_arguments,
                                 add_search_arguments, lm_spec, ray_address, search_config)
-from ppl_tok.common.arguments import POSITIVE, integer, positive, run_folder
+from ppl_tok.common.arguments import POSITIVE, integer, run_folder
+from ppl_tok.cli.strings import add_task_flags
 from ppl_tok.common.lines import split_lines
 from ppl_tok.perplexity.corpus import check_text
 from ppl_tok.strings.surprisal_default import SURPRISAL_LAZY
-from ppl_tok.strings.certified import WIDE_BITS
 
 #: the columns of a row, in order
 COLUMNS = ("item", "unit", "text", "start", "end", "byte_start", "byte_end", "surprisal", "canonical", "lower",
@@ -182,14 +182,20 @@ def surprisal_items(items: list[str], regions: list[Any] | None, source: str) ->
             for n, text in enumerate(items)]
 
 
+def surprisal_params(args: argparse.Namespace) -> Any:
+    """The task's own :class:`~ppl_tok.strings.tasks.SurprisalParams` from its flags (those not given: its
+    defaults; the flags are derived from it, :func:`ppl_tok.cli.strings.add_task_flags`)."""
+    from ppl_tok.common.params import from_args
+    from ppl_tok.strings.tasks import SurprisalParams
+
+    return from_args(SurprisalParams, args)
+
+
 def surprisal_options(args: argparse.Namespace) -> Any:
     """The task's :class:`~ppl_tok.strings.tasks.Options` from the flags."""
-    from ppl_tok.strings.tasks import Options, SurprisalParams
+    from ppl_tok.strings.tasks import Options
 
-    own = SurprisalParams(units=args.units, keep_punctuation=args.keep_punctuation, wide=args.wide,
-                          final=args.final or "auto", entropy=args.entropy, search=args.search,
-                          tree_back_off=args.tree_back_off)
-    return Options(context=args.context, config=search_config(args), params=own)
+    return Options(context=args.context, config=search_config(args), params=surprisal_params(args))
 
 
 def _run(args: argparse.Namespace, items: list[str], regions: list[Any] | None) -> Iterator[list[dict[str, Any]]]:
@@ -255,15 +261,16 @@ def cmd_surprisal(args: argparse.Namespace) -> None:
 
     extra = () if args.spillover is None else (READING_COLUMNS[0], *spillover_names(args.spillover),
                                                 *READING_COLUMNS[1:])
+    own = surprisal_params(args)
     done = _run(args, items, regions)
-    if args.entropy:
+    if own.entropy:
         extra += ("next_token_entropy",)
     done = ((rs if args.spillover is None else reading_columns(rs, args.spillover)) for rs in done)
     if args.json:
         from ppl_tok.common.jsonout import to_json
 
         rows = [r for rs in done for r in rs]
-        print(to_json({"model": args.model, "units": "regions" if regions else args.units, "items": len(items),
+        print(to_json({"model": args.model, "units": "regions" if regions else own.units, "items": len(items),
                        "beam": args.beam, "prune": args.prune, "rows": rows}))
         return
     writer = _Writer(args.format, COLUMNS + extra)
@@ -287,18 +294,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "of --exhaustive on held-out words at 0.6 of its CPU (docs/strings.md).")
     p.add_argument("file", metavar="FILE", help="one item per line (UTF-8), JSON Lines with --field, or - (stdin)")
     p.add_argument("--field", help="JSON Lines: the field holding each item's text")
-    p.add_argument("--units", choices=("word", "char", "byte"), default="word",
-                   help="word (default: whitespace and punctuation rules of docs/strings.md), char (UTF-8), byte")
     p.add_argument("--regions", metavar="CSV", help="a CSV of item,start,end character spans that tile each item "
                    "(overrides --units; the word-end correction applies where the text goes on with a boundary)")
-    p.add_argument("--search", choices=("walk", "tree"), default="walk",
-                   help="walk (default: the byte-synchronous walk over each item) or tree (one branch per unit off the "
-                        "canonical cache, LM calls bounded by the tail: the figures are conditioned on the unit's "
-                        "canonical head, docs/strings.md)")
-    p.add_argument("--tree-back-off", type=integer(0), default=0, metavar="BYTES",
-                   help="with --search tree: the branch's head ends at least this many bytes before the unit (default 0)")
-    p.add_argument("--keep-punctuation", action="store_true",
-                   help="words keep their punctuation (\" boat.\" one unit) instead of punctuation runs being units")
     p.add_argument("--context", default="", help="text every item continues, canonically tokenized (default: none)")
     p.add_argument("--format", choices=("tsv", "csv", "jsonl"), default="tsv", help="the rows' format (default tsv)")
     p.add_argument("--out", type=run_folder, metavar="DIR",
@@ -315,24 +312,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default is measured against (docs/strings.md, \"The default setting\"); refused beside a "
                         "lazy share")
     p.set_defaults(extend_threshold=None)  # not given: the default's (DEFAULT_LAZY), see apply_defaults
-    p.add_argument("--wide", type=positive, default=WIDE_BITS, metavar="BITS",
-                   help=f"flag a certified bracket wider than this as uninformative (default {WIDE_BITS:g}, the rule "
-                        "of every string command)")
-    p.add_argument("--final", choices=("boundary", "end", "none"),
-                   help="what the last unit of an item is conditioned on: boundary (default for words and regions: "
-                        "a boundary character or the end follows, as for interior words; in a reading study a "
-                        "sentence is followed by more text), end (the string ends: the default for --units char and "
-                        "byte), none (nothing)")
     p.add_argument("--spillover", type=integer(0), metavar="K",
                    help="add reading-study columns: length (characters, whitespace left out), the previous K units' "
                         "surprisal and canonical (surprisal_prev1.., empty at an item's start) and the item's totals "
                         "(item_surprisal, item_canonical); 0: length and totals only")
-    p.add_argument("--entropy", action="store_true",
-                   help="add next_token_entropy: the entropy in bits of the LM's next token after each unit's canonical "
-                        "tokens, an approximation of the next word's entropy, not one over strings (docs/strings.md); "
-                        "costs one canonical prefill per item, canonical scoring's cost")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     add_json_argument(p)
+    add_task_flags(p, "surprisal")  # --units, --final, --wide, --entropy, --search...: SurprisalParams' own flags
     p.set_defaults(func=cmd_surprisal)
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive
+from ppl_tok.common.arguments import POSITIVE, SEED, LaterChoices, output_file, positive, add_renamed
 from ppl_tok.cli.common import (STDIN, _check_context, _emit, _load_lm, _names, _read_text, _tokens, _vocab,
                                 add_command, add_proposal_arguments, add_text_arguments, proposal_names,
                                 proposal_record)
@@ -87,7 +87,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
     result = marginal(args.text, lm, args.samples, guide=guide, context=args.context, seed=args.seed, mdd=mdd)
     bounds = None
     if args.bounds is not None:
-        bounds = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.budget,
+        bounds = marginal_bounds(args.text, lm, context=args.context, tolerance=args.bounds, budget=args.exact_budget,
                                  mdd=mdd)
         result = result.checked_against(bounds.lower, bounds.upper)
     payload: dict[str, Any] = {
@@ -132,7 +132,7 @@ def cmd_marginal(args: argparse.Namespace) -> None:
         lower, upper = b.certified
         wide = upper - lower > WIDE_NATS
         hint = (f"uninformative (interval {upper - lower:.1f} nats wide, more than {WIDE_NATS:.3g} nats): raise "
-                f"--budget (now {args.budget})") if wide else None
+                f"--exact-budget (now {args.exact_budget})") if wide else None
         payload.update(lower=lower, upper=upper, tolerance_nats=b.tolerance, informative=not wide, hint=hint,
                        bounds_closed=b.closed, bounds_forwards=b.forwards, certified_lower=result.certified_lower)
         lines.append(f"certified bracket:         [{lower:.4f}, {upper:.4f}]   "
@@ -208,7 +208,7 @@ def cmd_most_likely(args: argparse.Namespace) -> None:
     lm = _load_lm(args)
     mdd = compile_mdd(args.text, lm.vocab)
     _check_context(args, lm)
-    r = most_likely(args.text, lm, context=args.context, time_budget=args.time_budget, top_k=args.top_k, mdd=mdd)
+    r = most_likely(args.text, lm, context=args.context, time_budget=args.time_budget, top_k=args.top, mdd=mdd)
     lines = [f"most likely:  {_names(lm.vocab, r.tokens)}  ({r.log_prob:.4f})"]
     lines += [f"{k:>2}.          {_names(lm.vocab, v)}  ({lp:.4f})" for k, (v, lp) in enumerate(r.top_k[1:], 2)]
     lines += [f"canonical:    {_names(lm.vocab, r.canonical)}  ({r.canonical_log_prob:.4f})",
@@ -361,7 +361,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-paths", type=POSITIVE, default=100_000,
                    help="refuse --exact above this many tokenizations (default 100000)")
     p.add_argument("--bounds", type=positive, metavar="TOL", help="also a certified bracket, to TOL nats")
-    p.add_argument("--budget", type=POSITIVE, default=10_000, help="LM forwards for --bounds (default 10000)")
+    add_renamed(p, "--exact-budget", "--budget", type=POSITIVE, default=10_000, metavar="FORWARDS",
+                help="--bounds: the certified search's LM forwards at most (default 10000)")
     p.set_defaults(func=cmd_marginal)
     p = add_command(sub, "learn-proposal", "train a learned proposal on a word list (reweighted wake-sleep; "
                     "resumable: an existing --out file continues)", "lm")
@@ -395,7 +396,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_text_arguments(p)
     p.add_argument("--time-budget", type=positive, metavar="SECONDS",
                    help="stop after this long (default: until optimality is proven)")
-    p.add_argument("--top-k", type=POSITIVE, default=1, help="also list the k most likely tokenizations (default 1)")
+    add_renamed(p, "--top", "--top-k", type=POSITIVE, default=1, metavar="K",
+                help="list the K most likely tokenizations (default 1)")
     p.set_defaults(func=cmd_most_likely)
     p = add_command(sub, "sat", "decide SAT (mlt) or count models (msp) through the paper's reductions", "none")
     p.add_argument("file", metavar="FILE", help="a DIMACS .cnf file (3-CNF)")

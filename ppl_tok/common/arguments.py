@@ -163,6 +163,13 @@ class DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def add_renamed(container: Any, name: str, *old: str, **kwargs: Any) -> argparse.Action:
+    """``container.add_argument(name, *old, ...)`` where ``old`` are the flag's earlier names, each still parsed into
+    ``name``'s destination with one warning line on stderr (:class:`DeprecatedAlias`). docs/cli.md, "One name per
+    concept", lists the renames."""
+    return container.add_argument(name, *old, action=DeprecatedAlias, old=old, **kwargs)
+
+
 class LaterChoices(Sequence[str]):
     """The choices of a flag that names registered objects (scorings, proposals): the names, read from the registry
     when the flag is parsed or its help shown, not when the parser is built (``ppl-tok --help`` imports no

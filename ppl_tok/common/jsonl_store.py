@@ -63,7 +63,8 @@ SETTING_FLAGS = {"beam": "--beam", "prune": "--prune", "budget": "--search-budge
                  "rejoin_threshold": "--rejoin-threshold", "exhaustive": "--exhaustive", "scoring": "--scoring", "window": "--window",
                  "num_samples": "--samples", "seed": "--seed", "model": "--model", "dtype": "--dtype",
                  "bos_id": "--bos-id", "backend": "--backend", "units": "--units", "context": "--context",
-                 "final": "--final", "field": "--field", "split": "--split", "keep_punctuation": "--keep-punctuation"}
+                 "final": "--final", "field": "--field", "split": "--split", "keep_punctuation": "--keep-punctuation",
+                 "exact_budget": "--exact-budget", "exact_tolerance": "--exact-tolerance"}
 
 
 def _difference(name: str, setting: str, old: Any, new: Any) -> str:

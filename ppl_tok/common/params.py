@@ -230,6 +230,11 @@ class Params:
         check(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class NoParams(Params):
+    """The parameters of an operation (a scoring, a string task, a proposal) that has none of its own."""
+
+
 def split_values(cls: type, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``values`` (keyword arguments, ``--model_args``) split into those that name a field of ``cls`` and the rest."""
     names = {s.name for s in specs(cls)}
@@ -450,7 +455,6 @@ def markdown_table(cls: type) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["KEYS", "PREFIX", "ParamValueError", "Params", "Spec", "add_flags", "add_flags_later", "check", "check_resume",
-           "default_of",
-           "differences", "from_args", "from_settings", "from_values", "given", "markdown_table", "param",
-           "refuse_foreign", "settings", "specs", "split_values", "value_of"]
+__all__ = ["KEYS", "PREFIX", "NoParams", "ParamValueError", "Params", "Spec", "add_flags", "add_flags_later", "check",
+           "check_resume", "default_of", "differences", "from_args", "from_settings", "from_values", "given",
+           "markdown_table", "param", "refuse_foreign", "settings", "specs", "split_values", "value_of"]

@@ -66,7 +66,7 @@ from ppl_tok.limits import check_scored_text, limits
 from ppl_tok.lm.base import LanguageModel, LMState
 from ppl_tok.mdd import MDD, compile_mdd
 
-#: token-forwards of a search of ``ppl-tok adversarial`` given no ``--budget`` (docs/adversarial.md: its cost)
+#: token-forwards of a search of ``ppl-tok adversarial`` given no ``--exact-budget`` (docs/adversarial.md: its cost)
 DEFAULT_BUDGET = 20_000
 #: what a search reports after each batch: (token-forwards so far, members examined, best log p so far,
 #: complete_within)
@@ -348,7 +348,7 @@ def adversarial_search(lm: LanguageModel, prompt: str, target: str, *, prefix: s
     first = len(pb.prefix_ids) + pb.cost(pb.canonical)
     if budget is not None and budget < first:
         raise ValueError(f"a budget of {budget} token-forwards cannot score even the canonical tokenization "
-                         f"(it needs up to {first}): give --budget {first} or more")
+                         f"(it needs up to {first}): give --exact-budget {first} or more")
     search = _Search(pb, minimize, threshold, batch, top_k)
     start, f0 = time.perf_counter(), lm.stats.forwards
     stopped = "closed"

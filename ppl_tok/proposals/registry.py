@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppl_tok.common.params import Params, from_settings, from_values
+from ppl_tok.common.params import NoParams, Params, from_settings, from_values
 from ppl_tok.common.params import settings as settings_of
 from ppl_tok.common.registry import Registry
 from ppl_tok.proposals.guides import lookahead_guide, uniform_guide
@@ -17,11 +17,6 @@ from ppl_tok.proposals.learned import LearnedProposal
 #: the proposal of a consumer that names none (``--proposal``'s default, lm-eval's ``proposal=``, a run's settings
 #: that record none)
 DEFAULT_PROPOSAL = "lookahead"
-
-
-@dataclass(frozen=True)
-class NoParams(Params):
-    """The parameters of a proposal that has none of its own."""
 
 
 @dataclass(frozen=True)

@@ -256,10 +256,10 @@ def check_study(study: Study, settings: dict[str, Any], batch_questions: int) ->
             except LimitError as err:
                 raise LimitError(f"{split} question {q.id!r}: {err}") from None
     pairs = min(batch_questions, sum(len(qs) for qs in study.splits.values())) * widest
-    lim.check("pairs", pairs, f"--batch-questions {batch_questions} times {widest} answers")
+    lim.check("pairs", pairs, f"--batch-size {batch_questions} times {widest} answers")
     lim.check("particles", pairs * n, f"a batch's particles ({pairs} answers x {n})")
     lim.check("batch_bytes", min(batch_questions, sum(len(qs) for qs in study.splits.values())) * largest,
-              f"--batch-questions {batch_questions} times the largest question's contexts plus answers in bytes")
+              f"--batch-size {batch_questions} times the largest question's contexts plus answers in bytes")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ppl_tok.common.params import Params, settings as param_settings, specs, split_values
+from ppl_tok.common.params import NoParams, Params, settings as param_settings, specs, split_values
 from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.scorings.params import (BEAM_LAZY_DEFAULT, DEFAULT_SAMPLES, LAZY_FIELDS, SearchParams,  # noqa: F401
                                      check_limits, proposal_param, proposal_value, samples_param, seed_param)
@@ -48,11 +48,6 @@ LEVEL_NAMES = {DOCUMENT: "documents (perplexity, lm-eval loglikelihood_rolling)"
                QUESTION: "multiple-choice questions (the QA study's classifiers)"}
 
 NATS = "nats: log p(x | c)"
-
-
-@dataclass(frozen=True)
-class NoParams(Params):
-    """The parameters of a scoring that has none of its own."""
 
 
 class Scoring:

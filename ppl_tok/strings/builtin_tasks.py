@@ -258,17 +258,22 @@ class SurprisalParams(Params):
     """``surprisal``'s parameters (``ppl-tok surprisal``'s flags of the same names)."""
 
     units: str = param("word", "the units: word (the whitespace and punctuation rules of docs/strings.md), char "
-                       "(UTF-8) or byte; an item's regions override it", flag="--units", choices=("word", "char", "byte"))
-    keep_punctuation: bool = param(False, "words keep their punctuation instead of punctuation runs being units",
-                                   flag="--keep-punctuation")
+                       "(UTF-8) or byte; an item's regions override it", flag="--units",
+                       choices=("word", "char", "byte"), metavar="{word,char,byte}")
+    keep_punctuation: bool = param(False, "words keep their punctuation (\" boat.\" one unit) instead of punctuation "
+                                   "runs being units", flag="--keep-punctuation")
     wide: float = param(WIDE_BITS, "flag a certified bracket wider than this many bits as uninformative",
                         flag="--wide", type=positive, metavar="BITS")
     final: str = param("auto", "what the last unit is conditioned on: boundary (a boundary character or the end "
-                       "follows), end (the string ends), none (nothing), or auto: boundary for words and regions, end "
-                       "for char and byte", flag="--final", choices=("auto", "boundary", "end", "none"))
-    entropy: bool = param(False, "add the next token's entropy after each unit", flag="--entropy")
+                       "follows, as for interior words: in a reading study a sentence is followed by more text), end "
+                       "(the string ends), none (nothing), or auto: boundary for words and regions, end for char and "
+                       "byte", flag="--final", choices=("auto", "boundary", "end", "none"),
+                       metavar="{auto,boundary,end,none}")
+    entropy: bool = param(False, "add next_token_entropy: the entropy in bits of the LM's next token after each unit's "
+                          "canonical tokens, an approximation of the next word's, not one over strings "
+                          "(docs/strings.md); one canonical prefill per item", flag="--entropy")
     search: str = param("walk", "walk (the byte-synchronous walk) or tree (one branch per unit off the canonical "
-                        "cache)", flag="--search", choices=("walk", "tree"))
+                        "cache)", flag="--search", choices=("walk", "tree"), metavar="{walk,tree}")
     tree_back_off: int = param(0, "with --search tree: the branch's head ends at least this many bytes before the "
                                "unit", flag="--tree-back-off", type=integer(0), metavar="BYTES")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ppl_tok.common.lazy import lazy_names
-from ppl_tok.common.params import Params
+from ppl_tok.common.params import NoParams, Params
 from ppl_tok.common.params import settings as settings_of
 from ppl_tok.common.registry import Registry, class_registrar
 from ppl_tok.common.seeds import pair_seed
@@ -57,11 +57,6 @@ class Shown:
     head: str
     ensemble: bool = False
     top: int = 10
-
-
-@dataclass(frozen=True)
-class NoParams(Params):
-    """The parameters of a task that has none of its own."""
 
 
 @dataclass

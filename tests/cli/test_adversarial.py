@@ -16,7 +16,7 @@ def test_search_closes_over_a_small_ball(capsys, loaded):
 
 
 def test_budget_gives_a_bracket_and_sampled_mode(capsys, loaded):
-    code, out, _ = run(capsys, "adversarial", "Is a whale a fish?", "--target", " yes", "--budget", "60")
+    code, out, _ = run(capsys, "adversarial", "Is a whale a fish?", "--target", " yes", "--exact-budget", "60")
     assert code == 0 and "bracket:" in out and ".. 0.0000 over the whole set (stopped: budget" in out
     assert "certified:  the max over the " in out and "tokenizations within distance" in out
     code, out, _ = run(capsys, "adversarial", "Is a whale a fish?", "--target", " yes", "--distance", "2",
@@ -29,7 +29,7 @@ def test_budget_gives_a_bracket_and_sampled_mode(capsys, loaded):
     (["", "--target", "x"], "the text is empty"),
     (["abc", "--target", "x\udcff"], "--target has the byte 0xFF"),
     (["abc", "--target", " x", "--distance", "9"], "distance 9 is outside 0..3"),
-    (["abc", "--target", " x", "--budget", "0"], "expected an integer >= 1, got 0"),
+    (["abc", "--target", " x", "--exact-budget", "0"], "expected an integer >= 1, got 0"),
 ])
 def test_bad_input_is_one_line(capsys, loaded, argv, message):
     code, out, err = run(capsys, "adversarial", *argv)

@@ -68,7 +68,7 @@ def test_bench_marginal_quick_mode_is_wired(capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_bench_engine_runs_and_reports_ratios(capsys):
-    code, out, _ = run(capsys, "bench", "engine", "--questions", "1", "--samples", "2", "--batch-questions", "1",
+    code, out, _ = run(capsys, "bench", "engine", "--questions", "1", "--samples", "2", "--batch-size", "1",
                        "--big-n", "2", "--data-dir", str(SHARED / "data"), "--json")
     assert code == 0
     r = json.loads(out)

@@ -21,7 +21,7 @@ def _run(tmp_path, *extra):
     test = write_questions(tmp_path / "test.jsonl", 8, seed=1)
     tune = write_questions(tmp_path / "tune.jsonl", 8, seed=2)
     return main(["qa", "run", "--dataset", str(test), "--tune", str(tune), "--model", "toy", "--samples", "8",
-                 "--out", str(tmp_path / "run"), "--batch-questions", "3", *extra])
+                 "--out", str(tmp_path / "run"), "--batch-size", "3", *extra])
 
 
 def test_qa_run_and_report(tmp_path, toy_model, capsys):
@@ -169,11 +169,11 @@ def test_qa_run_records_the_device_and_refuses_to_resume_on_another(tmp_path, to
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--batch-questions", "0"], "--batch-questions: expected an integer >= 1, got 0"),
+    (["--batch-size", "0"], "--batch-size/--batch-questions: expected an integer >= 1, got 0"),
     (["--samples", "-1"], "--samples: expected an integer >= 1, got -1"),
-    (["--tolerance", "nan"], "--tolerance: expected a finite number > 0, got 'nan'"),
+    (["--exact-tolerance", "nan"], "--exact-tolerance/--tolerance: expected a finite number > 0, got 'nan'"),
     (["--time-budget", "0"], "--time-budget: expected a finite number > 0, got '0'"),
-    (["--budget", "x"], "--budget: expected an integer, got 'x'"),
+    (["--exact-budget", "x"], "--exact-budget/--budget: expected an integer, got 'x'"),
     (["--workers", "0"], "--workers: expected an integer >= 1, got 0"),
     (["--dtype", "float8"], "--dtype: invalid choice: 'float8'"),
     (["--seed", "-3"], "--seed: expected an integer in 0..4294967295, got -3"),
@@ -195,7 +195,7 @@ def test_qa_report_of_an_unfinished_run_says_so(tmp_path, capsys):
 def test_qa_smollm2_openbookqa(tmp_path, capsys):
     """SmolLM2 on 1 tuning and 1 test OpenBookQA question, with the exact marginal."""
     assert main(["qa", "run", "--dataset", "openbookqa", "--data-dir", str(SHARED / "data"), "--limit", "1",
-                 "--samples", "4", "--scores", "exact", "--budget", "100", "--out", str(tmp_path / "run"),
+                 "--samples", "4", "--scores", "exact", "--exact-budget", "100", "--out", str(tmp_path / "run"),
                  "--json"]) == 0
     capsys.readouterr()
     assert main(["qa", "report", str(tmp_path / "run"), "--json", "--runs", "4", "--resamples", "100"]) == 0
@@ -223,3 +223,16 @@ def test_qa_run_with_a_learned_proposal_records_it_and_refuses_another_file(tmp_
     assert "proposal: folder has 'learned', this run has 'lookahead'" in capsys.readouterr().err
     assert _run(tmp_path, "--json", "--proposal", "learned") == 2
     assert "go together" in capsys.readouterr().err
+
+
+def test_a_run_folder_resumes_under_the_old_flag_name_and_a_refusal_names_the_new_one(tmp_path, toy_model, capsys):
+    """Run folders store settings by field (``exact_budget``), not by flag: a folder written with ``--exact-budget``
+    resumes under its old name ``--budget`` (one warning line), and a resume with another budget is refused with
+    the flag that resumes it."""
+    assert _run(tmp_path, "--json", "--scores", "exact", "--exact-budget", "50") == 0
+    capsys.readouterr()
+    assert _run(tmp_path, "--json", "--scores", "exact", "--budget", "50") == 0
+    err = capsys.readouterr().err
+    assert "warning: --budget is deprecated and will be removed: use --exact-budget" in err
+    assert _run(tmp_path, "--json", "--scores", "exact") == 2
+    assert "(the folder's run: --exact-budget 50)" in capsys.readouterr().err

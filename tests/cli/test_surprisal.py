@@ -298,3 +298,25 @@ def test_reading_says_and_takes_the_surprisal_default():
                    if a.dest == "reading_command").choices["focal"]
     text = " ".join(reading.format_help().split())
     assert f"default {share:g})" in text and "default 0)" not in text
+
+
+def test_the_task_flags_are_surprisal_params_own(tmp_path):
+    """``--units``, ``--final``, ``--wide``...: derived from :class:`SurprisalParams`, so each default lives there
+    once; ``--final none`` is the choice ``none`` (nothing follows), not a missing value."""
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.surprisal import surprisal_params
+    from ppl_tok.common.params import specs
+    from ppl_tok.strings.tasks import SurprisalParams
+
+    def parsed(*flags):
+        return surprisal_params(build_parser().parse_args(["surprisal", str(tmp_path / "x.txt"), *flags]))
+
+    assert parsed() == SurprisalParams()
+    assert parsed("--final", "none", "--units", "char", "--wide", "2", "--entropy") == SurprisalParams(
+        final="none", units="char", wide=2.0, entropy=True)
+    assert parsed("--final", "none").final == "none" and parsed("--final", "auto").final == "auto"
+    parser = build_parser()._subparsers._group_actions[0].choices["surprisal"]
+    parser.format_help()  # the task's flags are added when the command first parses or shows its help
+    flags = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+    for spec in specs(SurprisalParams):
+        assert getattr(flags[spec.flag], "param_field", None) == spec.name, spec.flag

@@ -135,7 +135,7 @@ def test_mdd_dot_dash_writes_standard_output(capsys, tmp_path, monkeypatch):
 
 
 def test_most_likely_top_k_lists_k_in_text(capsys, loaded):
-    code, out, _ = run(capsys, "most-likely", " Tokens", "--top-k", "3")
+    code, out, _ = run(capsys, "most-likely", " Tokens", "--top", "3")
     assert code == 0 and [line.split()[0] for line in out.splitlines()[:3]] == ["most", "2.", "3."]
 
 

@@ -147,8 +147,8 @@ def test_two_smollm2_actors_agree_with_one_process_within_the_tolerance(local_ra
                                  "Perplexity over strings sums every tokenization.", "It rained."]) + "\n")
     args = ["perplexity", str(text), "--split", "paragraphs", "--scoring", scoring, "--json",
             *(["--beam", "4"] if scoring == "beam" else [])]  # the beam's flag is refused where no beam runs
-    assert main([*args, "--out", str(tmp_path / "single"), "--batch-docs", "4"]) == 0
-    assert main([*args, "--out", str(tmp_path / "ray"), "--batch-docs", "1", "--ray", "--workers", "2"]) == 0
+    assert main([*args, "--out", str(tmp_path / "single"), "--batch-size", "4"]) == 0
+    assert main([*args, "--out", str(tmp_path / "ray"), "--batch-size", "1", "--ray", "--workers", "2"]) == 0
     capsys.readouterr()
     assert {t["worker"] for t in read_json_lines(tmp_path / "ray" / PerplexityStore.timing_file)} == {0, 1}
     single, dist = _records(tmp_path / "single"), _records(tmp_path / "ray")

@@ -124,7 +124,7 @@ def test_two_smollm2_actors_on_two_questions(local_ray, tmp_path, capsys):
     from ppl_tok.cli.main import main
 
     args = ["qa", "run", "--dataset", "openbookqa", "--data-dir", str(SHARED / "data"), "--limit", "1",
-            "--samples", "4", "--batch-questions", "1", "--json"]
+            "--samples", "4", "--batch-size", "1", "--json"]
     assert main([*args, "--out", str(tmp_path / "single")]) == 0
     assert main([*args, "--out", str(tmp_path / "ray"), "--ray", "--workers", "2"]) == 0
     capsys.readouterr()

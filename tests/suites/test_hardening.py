@@ -108,7 +108,7 @@ def test_counts_are_decimal_strings_with_log10(capsys):
     (["generate", "--prompt", "word " * 8000, "--max-bytes", "4"], "more than the limit lm_bytes="),
     (["distribution", " a", "--png", "nodir/x.png"], "the folder nodir does not exist"),
     (["marginal", " a", "--exact", "--max-paths", str(10**30)], "more than the limit paths="),
-    (["marginal", " a", "--bounds", "1e-3", "--budget", str(10**12)], "--budget is 1,000,000,000,000"),
+    (["marginal", " a", "--bounds", "1e-3", "--exact-budget", str(10**12)], "--exact-budget is 1,000,000,000,000"),
     (["canonicity", "--samples", "1000", "--max-tokens", "1000"], "--samples times --max-tokens is 1,000,000"),
     (["mdd", " a", "--dot", ""], "expected a file name"),
     (["canonicity", "--png", "/"], "is a folder, not a file"),

@@ -55,7 +55,7 @@ OPTIONS = {
     "tokenize": [], "count": [], "score": ["--context"],
     "marginal": ["--samples", "--seed", "--proposal", "--context", "--max-paths"],
     "distribution": ["--samples", "--seed", "--proposal", "--top", "--max-paths"],
-    "most-likely": ["--top-k", "--time-budget", "--context"],
+    "most-likely": ["--top", "--time-budget", "--context"],
 }
 
 

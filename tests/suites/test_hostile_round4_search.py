@@ -46,10 +46,10 @@ def test_stop_above_without_a_threshold_is_refused(capsys, world):
     (["adversarial", "a" * 17_000, "--target", "b"], ["prefix plus prompt plus suffix plus target in bytes is 17,001",
                                                       "lm_bytes=16,384"]),
     (["adversarial", "abc", "--target", "b", "--suffix", "c" * 16_400], ["is 16,404", "lm_bytes"]),
-    (["adversarial", "abc", "--target", "b", "--batch", "100000"], ["the batch", "limit search_batch=4,096"]),
-    (["adversarial", "abc", "--target", "b", "--budget", "2000000"], ["--budget is 2,000,000", "search_forwards"]),
+    (["adversarial", "abc", "--target", "b", "--batch-size", "100000"], ["the batch", "limit search_batch=4,096"]),
+    (["adversarial", "abc", "--target", "b", "--exact-budget", "2000000"], ["--exact-budget is 2,000,000", "search_forwards"]),
     (["adversarial", "abc", "--target", "b", "--minimize", "--threshold", "-1"], ["--threshold", "--minimize"]),
-    (["adversarial", "abc", "--target", "b", "--samples", "4", "--budget", "50"], ["--budget would be ignored",
+    (["adversarial", "abc", "--target", "b", "--samples", "4", "--exact-budget", "50"], ["--exact-budget would be ignored",
                                                                                  "--samples"]),
 ])
 def test_adversarial_checks_sizes_and_counts_before_the_load(capsys, world, argv, needles):
@@ -77,7 +77,7 @@ def test_adversarial_without_limits_stops_at_its_default_budget_and_says_what_it
     assert r["certified_low"] == pytest.approx(max(f for *_, f in rows), abs=1e-9) and len(rows) == int(
         r["certified_size"])
     assert main(["adversarial", prompt, "--target", "b", "--model", "toy-bigram"]) == 0
-    assert "the default budget: give --budget FORWARDS for more" in capsys.readouterr().out
+    assert "the default budget: give --exact-budget FORWARDS for more" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------ 3. every resumable file refuses foreign settings

@@ -46,7 +46,7 @@ def test_the_qa_study_reads_the_scorings_defaults(tmp_path):
     args = build_parser().parse_args(["qa", "run", "--dataset", "x.jsonl", "--out", str(tmp_path / "r")])
     assert args.samples == default_of(CanonicalPlusRestParams, "num_samples")
     assert args.seed == default_of(CanonicalPlusRestParams, "seed")
-    assert (args.tolerance, args.budget) == (None, None)  # read from ExactParams when the run starts
+    assert (args.exact_tolerance, args.exact_budget) == (None, None)  # read from ExactParams when the run starts
     study = load_study(str(write_questions(tmp_path / "t.jsonl", 2, seed=1)))
     settings = study_settings(study, model="toy")
     assert (settings["num_samples"], settings["seed"], settings["exact_tolerance"], settings["exact_budget"]) == (
