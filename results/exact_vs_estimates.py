@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 from ppl_tok.qa.store import SCORES_FILE, read_records, read_settings
 
 

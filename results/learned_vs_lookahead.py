@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 from ppl_tok.common.bootstrap import bootstrap_mean
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 from ppl_tok.qa.report import scored_prefix
 from ppl_tok.qa.store import SCORES_FILE, read_records, read_settings
 

@@ -36,7 +36,7 @@ Combined, for ``M`` runs with weights ``pi_m`` (default ``1/M``):
 
 ``acc`` takes the argmax of the combined score; ``acc_norm`` divides the combined log-score
 by the answer's UTF-8 length first (for the product: the unnormalised ``sum_m pi_m log s_m``),
-as :mod:`ppl_tok.qa.classify` does for a single model. A mixture of a model with itself is
+as :mod:`ppl_tok.scorings.classify` does for a single model. A mixture of a model with itself is
 the model, and so is a product of a model with itself with weights summing to 1
 (``tests/qa/test_ensemble.py``).
 """
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 from ppl_tok.qa.contexts import read_context_log_probs
 from ppl_tok.qa.report import format_difference
 from ppl_tok.qa.run import check_settings

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
 from ppl_tok.qa.run import check_settings, optional_scores
 from ppl_tok.scorings import classifier_scoring, classifiers
@@ -105,7 +105,7 @@ def scored_prefix(records: list[dict[str, Any]], splits: dict[str, int]) -> int:
 def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
              alphas: np.ndarray = C.DEFAULT_ALPHAS, limit: int | None = None,
              complete: bool = False) -> dict[str, Any]:
-    """Every classifier of :mod:`ppl_tok.qa.classify` on every split of the run in ``folder``.
+    """Every classifier of :mod:`ppl_tok.scorings.classify` on every split of the run in ``folder``.
 
     :param limit: evaluate the first ``limit`` questions of each split only (a run still in
         progress scores the splits' questions in step, so its first questions are complete).

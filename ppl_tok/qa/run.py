@@ -9,7 +9,7 @@ exactly the bytes of ``x``. Per answer the ``"is"`` record holds
 * N importance samples (the look-ahead's, or the run's ``proposal``) ``v_i ~ q(. | x, c)`` with ``log p(v_i | c)``,
   ``log q(v_i)``, whether ``v_i == v*`` and the tokens ``v_i``,
 
-from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
+from which every classifier of :mod:`ppl_tok.scorings.classify` is computed without
 new LM calls. Optional kinds need LM calls of their own:
 
 * ``"exact"``: a certified bracket ``lower <= log p(x | c) <= upper``

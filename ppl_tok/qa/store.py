@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ppl_tok.lm.spec import DEFAULT_BACKEND
+from ppl_tok.scorings.registry import pair_scored_kinds
 from ppl_tok.common.jsonl_store import (
     LOCK_FILE,
     JsonlStore,
@@ -112,13 +113,6 @@ PAIR_SCORE_FIELDS: dict[str, Any] = {"estimate": _is_log}
 #: The study's own settings (``run.json``) that a scoring's parameter of the same name takes
 #: (:func:`ppl_tok.qa.run.study_values`); ``qa run`` has its own flags for them.
 STUDY_PARAMS = ("num_samples", "seed", "proposal", "exact_tolerance", "exact_budget")
-
-
-def pair_scored_kinds() -> tuple[str, ...]:
-    """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
-    from ppl_tok.scorings import QUESTION, SCORINGS
-
-    return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
 
 
 def choice_fields(kind: Any) -> dict[str, Any] | None:

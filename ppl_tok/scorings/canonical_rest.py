@@ -2,7 +2,7 @@
 
 One formula (:func:`ppl_tok.infer.importance.canonical_plus_rest`) for documents (per window, summed:
 :func:`canonical_plus_rest_score`), requests and the QA study's classifier
-(:func:`ppl_tok.qa.classify.canonical_plus_rest_scores`). Its certified floor is the canonical term.
+(:func:`ppl_tok.scorings.classify.canonical_plus_rest_scores`). Its certified floor is the canonical term.
 """
 
 from __future__ import annotations

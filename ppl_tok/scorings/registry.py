@@ -241,6 +241,11 @@ def classifier_scoring(classifier: str) -> Scoring:
     raise ValueError(f"unknown QA classifier {classifier!r}: expected one of {', '.join(classifiers())}")
 
 
+def pair_scored_kinds() -> tuple[str, ...]:
+    """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
+    return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
+
+
 @dataclass(frozen=True, init=False)
 class ScoringConfig:
     """What a scoring computes, at one level: what every scoring shares, and the scoring's own parameters.
@@ -318,5 +323,5 @@ def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
 
 __all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
            "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
-           "check_limits", "classifiers", "is_defined", "names", "own_params", "proposal_param", "proposal_value", "register", "samples_param",
+           "check_limits", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "proposal_param", "proposal_value", "register", "samples_param",
            "scoring", "seed_param", "unregister"]

@@ -34,7 +34,7 @@ from ppl_tok.integrations.lm_eval import (  # noqa: E402
     write_hf_tokenizer,
     write_tasks,
 )
-from ppl_tok.qa import classify  # noqa: E402
+from ppl_tok.scorings import classify  # noqa: E402
 from ppl_tok.scorings import PAIR, names as scoring_names  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402

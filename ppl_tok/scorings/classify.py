@@ -51,8 +51,8 @@ import numpy as np
 
 from ppl_tok.common.bootstrap import paired_difference
 from ppl_tok.infer.importance import canonical_plus_rest
-from ppl_tok.qa.store import decode_log, decode_logs, pair_scored_kinds
-from ppl_tok.scorings.mixture import mixture
+from ppl_tok.common.jsonl_store import decode_log, decode_logs
+from ppl_tok.scorings.registry import pair_scored_kinds
 
 NEG_INF = -math.inf
 DEFAULT_ALPHAS = np.round(np.linspace(0.0, 1.0, 101), 4)
@@ -135,6 +135,25 @@ def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> Sp
 
 
 # ------------------------------------------------------------------ scores
+def normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``exp(s_j) / sum_l exp(s_l)`` over the valid answers of each row (``[Q, C]``); all-zero rows stay zero."""
+    s = np.where(valid, log_scores, -np.inf)
+    top = np.max(s, axis=1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - safe)
+    total = e.sum(axis=1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def mixture(canonical: np.ndarray, noncanonical: np.ndarray, valid: np.ndarray,
+            alphas: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``alpha P_can + (1 - alpha) P_non`` for every alpha, from ``[Q, C]`` log-scores: shape ``[Q, C, len(alphas)]``."""
+    p_can = normalise(canonical, valid)
+    p_non = normalise(noncanonical, valid)
+    a = np.asarray(alphas, dtype=float)
+    return a * p_can[..., None] + (1 - a) * p_non[..., None]
+
+
 def per_byte(scores: np.ndarray, t: SplitScores, norm: bool = True) -> np.ndarray:
     """``scores`` (``[Q, C, ...]``), divided by the answers' byte lengths if ``norm``."""
     if not norm:
@@ -187,7 +206,7 @@ def canonical_plus_rest_scores(t: SplitScores, norm: bool = False) -> np.ndarray
 
 def mixture_scores(t: SplitScores, alphas: Sequence[float] | np.ndarray, norm: bool = False) -> np.ndarray:
     """``alpha P_can + (1 - alpha) P_non`` for every alpha: shape ``[Q, C, len(alphas)]``
-    (:func:`ppl_tok.scorings.mixture.mixture`, the ``mixture`` scoring's formula)."""
+    (:func:`mixture`, the ``mixture`` scoring's formula)."""
     return mixture(canonical_scores(t, norm), noncanonical_scores(t, norm), t.valid, alphas)
 
 
