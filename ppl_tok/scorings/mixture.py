@@ -8,7 +8,7 @@ estimate of answer ``j``'s non-canonical mass; the score is ``log(alpha P_can(j)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
-from ppl_tok.scorings.classify import mixture
+from ppl_tok.scorings.classify import SplitScores, mixture, mixture_scores
 from ppl_tok.scorings.pairs import Pair, PairScore, groups
 from ppl_tok.common.params import Params, param
 from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, proposal_param, register, samples_param
@@ -77,3 +77,8 @@ class Mixture(Scoring):
                 for i, lp in zip(members, np.log(probs)):
                     out[i] = PairScore(float(lp))
         return out
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """``s_j = alpha P_can(j) + (1 - alpha) P_non(j)`` from the core record, alpha tuned (``alpha_norm`` for
+        ``acc_norm``)."""
+        return mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]
