@@ -88,9 +88,6 @@ if TYPE_CHECKING:  # torch is imported when a beam runs, not when StringSearchCo
 
 #: how a prompt is conditioned on (:class:`StringSearchConfig`'s ``prefill``; :mod:`ppl_tok.strings.prefill`)
 PREFILL_MODES = ("auto", "exact", "canonical-head")
-#: the prefill mode that conditions on the prompt exactly (every covering of it; what stores from before the modes
-#: computed)
-EXACT_PREFILL = PREFILL_MODES[1]
 #: ``prefill="auto"`` takes ``canonical-head`` when the head holds at least this many canonical tokens
 AUTO_HEAD_TOKENS = 8
 

@@ -69,6 +69,8 @@ KNOWN: dict[str, tuple[int, str]] = {
     "ppl_tok/perplexity/store.py:scoring:with-end": (1, "as above"),
     "ppl_tok/perplexity/report.py:scoring:beam": (2, "--compare and --importance analyse the beam's records"),
     "ppl_tok/perplexity/report.py:scoring:canonical+rest": (1, "--importance reads canonical+rest's is_estimate"),
+    "ppl_tok/qa/contexts.py:scoring:exact": (1, "a prefill mode of the string beam (strings.beam.PREFILL_MODES), "
+                                                 "not the scoring"),
 }
 
 
