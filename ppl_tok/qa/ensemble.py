@@ -51,9 +51,8 @@ from typing import Any
 import numpy as np
 
 from ppl_tok.scorings import classify as C
-from ppl_tok.scorings.registry import record_arrays
 from ppl_tok.qa.contexts import read_context_log_probs
-from ppl_tok.qa.report import format_difference
+from ppl_tok.qa.report import format_difference, split_scores
 from ppl_tok.qa.run import check_settings, optional_scores
 from ppl_tok.scorings import classifier_scoring
 from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings, run_num_samples
@@ -128,7 +127,7 @@ def load_split(folder: str | Path, split: str) -> tuple[dict[str, Any], C.SplitS
     if not size:
         raise ValueError(f"{folder}: the run has no {split!r} split (it has {', '.join(settings['splits'])})")
     records = read_records(folder / SCORES_FILE, samples=run_num_samples(settings))
-    return settings, C.split_scores(records, split, size, record_arrays())
+    return settings, split_scores(records, split, size)
 
 
 def _check_same_questions(runs: Sequence[Path], settings: Sequence[dict[str, Any]],

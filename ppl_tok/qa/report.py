@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,12 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
+
+
+def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> C.SplitScores:
+    """The stored scores of ``split``'s first ``size`` questions as arrays (:func:`ppl_tok.scorings.classify.split_scores`),
+    every registered scoring's record kind read as it reads it (:func:`~ppl_tok.scorings.registry.record_arrays`)."""
+    return C.split_scores(records, split, size, record_arrays())
 
 
 def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
@@ -106,7 +112,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     _check_labels(records, folder / SCORES_FILE)
     limit = _evaluated_limit(folder, records, settings["splits"], limit, complete)
     sizes = {split: size if limit is None else min(size, limit) for split, size in settings["splits"].items()}
-    tables = {split: C.split_scores(records, split, size, record_arrays()) for split, size in sizes.items() if size}
+    tables = {split: split_scores(records, split, size) for split, size in sizes.items() if size}
     if "test" not in tables:
         raise ValueError(f"{folder / SETTINGS_FILE}: the run has no test questions")
     ks = np.arange(1, tables["test"].num_samples + 1)
