@@ -139,7 +139,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
                      for s in tables},
         "mixture_curve": {s: {"alpha": np.asarray(alphas).tolist(), "acc": m["acc"].tolist(),
                               "acc_norm": m["norm"].tolist()} for s, m in mix.items()},
-        "questions": {s: _questions(t, names) for s, t in tables.items()},
+        "questions": {s: _questions(t) for s, t in tables.items()},
         "speed": _speed(folder),
         "paper": {"tuned_marginal": TUNED_MARGINAL.get(settings["dataset"]),
                   "tuned_mixture": TUNED_MIXTURE.get(settings["dataset"])},
@@ -203,11 +203,11 @@ def _accuracies(names: list[str], tables: dict[str, C.SplitScores],
     return accuracy, acc_norm, hits, picks
 
 
-def _questions(t: C.SplitScores, names: list[str]) -> list[dict[str, Any]]:
-    """Per question: its id, label and the columns the evaluated classifiers' scorings show
-    (:meth:`~ppl_tok.scorings.Scoring.question_columns`)."""
+def _questions(t: C.SplitScores) -> list[dict[str, Any]]:
+    """Per question: its id, label and the columns the question-level scorings show of this split
+    (:meth:`~ppl_tok.scorings.Scoring.question_columns`, in report order)."""
     columns: dict[str, np.ndarray] = {}
-    for c in names:
+    for c in classifiers():
         found = classifier_scoring(c)
         if c == found.classifiers[0]:
             columns.update(found.question_columns(t))
