@@ -15,7 +15,8 @@ import json
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
+from ppl_tok.scorings.registry import record_arrays
 from ppl_tok.qa.store import SCORES_FILE, read_records, read_settings
 
 
@@ -28,7 +29,7 @@ def main() -> None:
     settings = read_settings(args.run)
     size = settings["splits"]["test"] if args.limit is None else min(args.limit, settings["splits"]["test"])
     records = list(read_records(f"{args.run}/{SCORES_FILE}"))
-    t = C.split_scores(records, "test", size)
+    t = C.split_scores(records, "test", size, record_arrays())
     out = {"questions": size, **proposal_statistics(t, records, size)}
     if "exact" in t.optional:
         k = args.k or json.load(open(f"{args.run}/report.json"))["tuned"]["k"]

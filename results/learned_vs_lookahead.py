@@ -16,7 +16,8 @@ import json
 import numpy as np
 
 from ppl_tok.common.bootstrap import bootstrap_mean
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
+from ppl_tok.scorings.registry import record_arrays
 from ppl_tok.qa.report import scored_prefix
 from ppl_tok.qa.store import SCORES_FILE, read_records, read_settings
 
@@ -36,7 +37,7 @@ def main() -> None:
     records = {name: list(read_records(f"{d}/{SCORES_FILE}")) for name, d in runs.items()}
     settings = {name: read_settings(d) for name, d in runs.items()}
     size = min(scored_prefix(r, settings[n]["splits"]) for n, r in records.items())
-    tables = {name: {s: C.split_scores(r, s, size) for s in ("tune", "test")} for name, r in records.items()}
+    tables = {name: {s: C.split_scores(r, s, size, record_arrays()) for s in ("tune", "test")} for name, r in records.items()}
     for s in ("tune", "test"):
         assert tables["learned"][s].ids == tables["lookahead"][s].ids, "the two runs scored other questions"
     learned, lookahead = tables["learned"]["test"], tables["lookahead"]["test"]

@@ -32,8 +32,8 @@ def _exact_default(name: str) -> object:
 
 def _pair_params() -> dict[str, type]:
     """The own parameters of the scorings ``--scores`` may add that are stored as their figures
-    (:func:`ppl_tok.qa.store.pair_scored_kinds`): their flags, beside the study's own."""
-    from ppl_tok.qa.store import pair_scored_kinds
+    (:func:`ppl_tok.scorings.registry.pair_scored_kinds`): their flags, beside the study's own."""
+    from ppl_tok.scorings.registry import pair_scored_kinds
     from ppl_tok.scorings.registry import SCORINGS
 
     return {k: SCORINGS[k].params for k in pair_scored_kinds()}
@@ -209,7 +209,7 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
     add_ray_arguments(p, "questions")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
-    from ppl_tok.qa.store import STUDY_PARAMS
+    from ppl_tok.scorings.records import STUDY_PARAMS
 
     add_flags_later(p, _pair_params, "--scores", shared=STUDY_PARAMS)
     p.set_defaults(func=cmd_run)

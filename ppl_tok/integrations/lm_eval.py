@@ -30,11 +30,11 @@ Model arguments (``--model_args key=value,...``):
     ``marginal`` is its old name;
   - ``mixture``: ``log(alpha P_can + (1 - alpha) P_non)``, the paper's mixture
     of the canonical and non-canonical answer distributions of a question
-    (:func:`ppl_tok.qa.classify.mixture_scores`; needs all answers of a document in one call,
+    (:func:`ppl_tok.scorings.classify.mixture_scores`; needs all answers of a document in one call,
     which lm-eval does); ``alpha`` (default 0.5);
   - ``canonical+rest``: ``log(p(v* | c) + m)``, the canonical term exact plus the
     unbiased estimate ``m`` of the non-canonical mass from ``num_samples`` particles
-    (:func:`ppl_tok.qa.classify.canonical_plus_rest_scores`; never below ``canonical``);
+    (:func:`ppl_tok.scorings.classify.canonical_plus_rest_scores`; never below ``canonical``);
   - ``exact``: the midpoint of a certified bracket of ``log p(x | c)``
     (``tolerance`` nats, ``budget`` LM forwards per answer);
   - ``stratified``: the stratified estimate of ``log p(x | c)``;

@@ -36,7 +36,9 @@ from ppl_tok.qa.store import SETTINGS_FILE, read_settings
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.prefill import BACKOFF
 
-METHODS = ("canonical", "prefix")
+#: The ways to compute ``log P_m(context)`` (the module docstring); named here, as the context store's folders and
+#: ``qa contexts --method`` name them (no scoring's name: a context method).
+CANONICAL_CONTEXT, PREFIX_CONTEXT = METHODS = ("canonical", "prefix")
 
 
 class ContextStore(JsonlStore):
@@ -66,7 +68,7 @@ def context_settings(run: str | Path, method: str, search: StringSearchConfig = 
     st = check_settings(read_settings(run), str(run / SETTINGS_FILE))
     out = {"model": st["model"], "dtype": st.get("dtype"), "dataset": st["dataset"],
            "data_files": st.get("data_files", {}), "method": method, "ppl_tok_version": __version__}
-    if method == "prefix":
+    if method == PREFIX_CONTEXT:
         out.update(beam=search.beam, prune=search.prune)
         out.update({k: v for k, v in (("budget", search.budget), ("prune_against", search.prune_against),
                                       ("prefill_tail", search.prefill_tail),
@@ -93,7 +95,7 @@ HEAD_BATCH = 16
 
 def _heads(lm: LanguageModel, method: str, texts: list[str], search: StringSearchConfig) -> list[Any]:
     """``prefix``: the contexts' canonical heads (:func:`~ppl_tok.strings.prefill.prefill_heads`, one call)."""
-    if method != "prefix" or not texts:
+    if method != PREFIX_CONTEXT or not texts:
         return [None] * len(texts)
     from ppl_tok.strings.prefill import prefill_heads
 
@@ -102,7 +104,7 @@ def _heads(lm: LanguageModel, method: str, texts: list[str], search: StringSearc
 
 def _log_prob(lm: LanguageModel, method: str, text: str, search: StringSearchConfig, head: Any = None
               ) -> dict[str, Any]:
-    if method == "canonical":
+    if method == CANONICAL_CONTEXT:
         before = lm.stats.forwards
         return {"log_prob": encode_log(lm.canonical_log_prob(text)), "forwards": lm.stats.forwards - before}
     from ppl_tok.strings import StringState

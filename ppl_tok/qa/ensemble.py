@@ -36,7 +36,7 @@ Combined, for ``M`` runs with weights ``pi_m`` (default ``1/M``):
 
 ``acc`` takes the argmax of the combined score; ``acc_norm`` divides the combined log-score
 by the answer's UTF-8 length first (for the product: the unnormalised ``sum_m pi_m log s_m``),
-as :mod:`ppl_tok.qa.classify` does for a single model. A mixture of a model with itself is
+as :mod:`ppl_tok.scorings.classify` does for a single model. A mixture of a model with itself is
 the model, and so is a product of a model with itself with weights summing to 1
 (``tests/qa/test_ensemble.py``).
 """
@@ -50,12 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 from ppl_tok.qa.contexts import read_context_log_probs
-from ppl_tok.qa.report import format_difference
-from ppl_tok.qa.run import check_settings
+from ppl_tok.qa.report import format_difference, split_scores
+from ppl_tok.qa.run import check_settings, optional_scores
+from ppl_tok.scorings import classifier_scoring
 from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings, run_num_samples
 
+#: The classifiers whose scores a member of an ensemble may give (neither tuned nor normalised over the answers).
 SOURCES = ("canonical", "exact")
 NEG_INF = -math.inf
 
@@ -76,14 +78,16 @@ def _weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
 
 
 def member_scores(t: C.SplitScores, source: str) -> np.ndarray:
-    """``log s_m(y_j | x)`` of one run, ``[Q, C]``: its canonical scores or its exact brackets' midpoints."""
-    if source == "canonical":
-        return t.canonical
-    if source == "exact":
-        if "exact" not in t.optional:
-            raise ValueError("the run has no exact scores for this split (score it with `qa run --scores exact`)")
-        return C.exact_scores(t)[0]
-    raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    """``log s_m(y_j | x)`` of one run, ``[Q, C]``: the scores of the classifier ``source`` (one of :data:`SOURCES`,
+    untuned, not per byte; :meth:`ppl_tok.scorings.Scoring.classify`): its canonical scores or its exact brackets'
+    midpoints."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    found = classifier_scoring(source)
+    if found.stored_kind in optional_scores() and found.stored_kind not in t.optional:
+        raise ValueError(f"the run has no {found.stored_kind} scores for this split (score it with `qa run --scores "
+                         f"{found.stored_kind}`)")
+    return found.classify(source, t, False, {})
 
 
 def posterior_weights(context_log_probs: Sequence[np.ndarray], weights: Sequence[float] | None = None) -> np.ndarray:
@@ -123,7 +127,7 @@ def load_split(folder: str | Path, split: str) -> tuple[dict[str, Any], C.SplitS
     if not size:
         raise ValueError(f"{folder}: the run has no {split!r} split (it has {', '.join(settings['splits'])})")
     records = read_records(folder / SCORES_FILE, samples=run_num_samples(settings))
-    return settings, C.split_scores(records, split, size)
+    return settings, split_scores(records, split, size)
 
 
 def _check_same_questions(runs: Sequence[Path], settings: Sequence[dict[str, Any]],

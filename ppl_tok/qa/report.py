@@ -8,18 +8,22 @@ and the PNG plots of Figs. 5 (accuracy against k) and 6 (accuracy against alpha)
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
+from ppl_tok.proposals.registry import DEFAULT_PROPOSAL
 from ppl_tok.qa.paper import TUNED_MARGINAL, TUNED_MIXTURE
 from ppl_tok.qa.run import check_settings, optional_scores
-from ppl_tok.scorings import classifier_scoring, classifiers
+from ppl_tok.scorings import Scoring, classifier_scoring, classifiers
+from ppl_tok.scorings.records import CORE
+from ppl_tok.scorings.registry import baseline_classifier, record_arrays
 from ppl_tok.qa.store import (
     SCORES_FILE,
     SETTINGS_FILE,
@@ -38,38 +42,25 @@ FIG5 = "fig5-choose-k.png"
 FIG6 = "fig6-mixture.png"
 
 
+def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> C.SplitScores:
+    """The stored scores of ``split``'s first ``size`` questions as arrays (:func:`ppl_tok.scorings.classify.split_scores`),
+    every registered scoring's record kind read as it reads it (:func:`~ppl_tok.scorings.registry.record_arrays`)."""
+    return C.split_scores(records, split, size, record_arrays())
+
+
 def _classifier_scores(tuned: dict[str, Any]) -> dict[str, Callable[[C.SplitScores, bool], np.ndarray]]:
-    """Each classifier (:func:`ppl_tok.scorings.classifiers`, in report order) as ``(split scores, norm) -> [Q, C] scores``, k and alpha from ``tuned``.
+    """Each classifier (:func:`ppl_tok.scorings.classifiers`, in report order) as ``(split scores, norm) -> [Q, C]
+    scores``: its scoring's :meth:`~ppl_tok.scorings.Scoring.classify`, k and alpha from ``tuned``."""
+    return {c: functools.partial(_scores_of, classifier_scoring(c), c, tuned=tuned) for c in classifiers()}
 
-    :raises ValueError: a registered classifier has no scorer here.
-    """
-    def mixture(t: C.SplitScores, norm: bool) -> np.ndarray:
-        return C.mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]
 
-    scorers: dict[str, Callable[[C.SplitScores, bool], np.ndarray]] = {
-        "canonical": lambda t, norm: C.canonical_scores(t, norm),
-        "marginal": lambda t, norm: C.marginal_scores(t, tuned["k_norm" if norm else "k"], norm),
-        "marginal-all": lambda t, norm: C.marginal_scores(t, None, norm),
-        "mixture": mixture,
-        "canonical+rest": lambda t, norm: C.canonical_plus_rest_scores(t, norm),
-        "exact": lambda t, norm: C.exact_scores(t, norm)[0],
-        "stratified": lambda t, norm: C.per_byte(t.optional["stratified"]["log_marginal"], t, norm),
-        "most-likely": lambda t, norm: C.per_byte(t.optional["most-likely"]["log_prob"], t, norm),
-    }
-    for c in classifiers():  # a scoring stored as its score_pairs figures, under its name
-        scoring = classifier_scoring(c)
-        if c not in scorers and scoring.record_kind is None:
-            scorers[c] = lambda t, norm, kind=scoring.name: C.per_byte(t.optional[kind]["estimate"], t, norm)
-    missing = [c for c in classifiers() if c not in scorers]
-    if missing:
-        raise ValueError(f"QA classifiers {missing} are in ppl_tok.scorings's table but have no scorer here")
-    return scorers
+def _scores_of(scoring: Scoring, classifier: str, t: C.SplitScores, norm: bool, *, tuned: dict[str, Any]) -> np.ndarray:
+    return scoring.classify(classifier, t, norm, tuned)
 
 
 def _available(name: str, t: C.SplitScores) -> bool:
-    """Whether the split holds the scores the classifier needs (the optional kinds are named as their classifier)."""
-    scoring = classifier_scoring(name)
-    kind = scoring.record_kind or scoring.name
+    """Whether the split holds the scores the classifier needs: the core record's, or its scoring's own kind."""
+    kind = classifier_scoring(name).stored_kind
     return kind not in optional_scores() or kind in t.optional
 
 
@@ -92,7 +83,7 @@ def scored_prefix(records: list[dict[str, Any]], splits: dict[str, int]) -> int:
     """
     scored: dict[str, set[int]] = {s: set() for s in splits}
     for r in records:
-        if r["kind"] == "is" and r["split"] in scored:
+        if r["kind"] == CORE and r["split"] in scored:
             scored[r["split"]].add(r["index"])
     prefix = max(splits.values(), default=0)
     for split, size in splits.items():
@@ -105,7 +96,7 @@ def scored_prefix(records: list[dict[str, Any]], splits: dict[str, int]) -> int:
 def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: int = 10_000,
              alphas: np.ndarray = C.DEFAULT_ALPHAS, limit: int | None = None,
              complete: bool = False) -> dict[str, Any]:
-    """Every classifier of :mod:`ppl_tok.qa.classify` on every split of the run in ``folder``.
+    """Every classifier of :mod:`ppl_tok.scorings.classify` on every split of the run in ``folder``.
 
     :param limit: evaluate the first ``limit`` questions of each split only (a run still in
         progress scores the splits' questions in step, so its first questions are complete).
@@ -121,7 +112,7 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     _check_labels(records, folder / SCORES_FILE)
     limit = _evaluated_limit(folder, records, settings["splits"], limit, complete)
     sizes = {split: size if limit is None else min(size, limit) for split, size in settings["splits"].items()}
-    tables = {split: C.split_scores(records, split, size) for split, size in sizes.items() if size}
+    tables = {split: split_scores(records, split, size) for split, size in sizes.items() if size}
     if "test" not in tables:
         raise ValueError(f"{folder / SETTINGS_FILE}: the run has no test questions")
     ks = np.arange(1, tables["test"].num_samples + 1)
@@ -130,11 +121,12 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
     names = [c for c in classifiers() if all(_available(c, t) for t in tables.values())]  # those with scores
     accuracy, acc_norm, hits, picks = _accuracies(names, tables, scorers)
     metrics = (("acc", False), ("acc_norm", True))
+    base = baseline_classifier()
     differences = {
-        metric: {c: C.paired_bootstrap(hits[c, norm], hits["canonical", norm], resamples=resamples, seed=seed)
-                 for c in names if c != "canonical"}
+        metric: {c: C.paired_bootstrap(hits[c, norm], hits[base, norm], resamples=resamples, seed=seed)
+                 for c in names if c != base}
         for metric, norm in metrics}
-    changed = {metric: {c: int((picks[c, norm] != picks["canonical", norm]).sum()) for c in names if c != "canonical"}
+    changed = {metric: {c: int((picks[c, norm] != picks[base, norm]).sum()) for c in names if c != base}
                for metric, norm in metrics}
     k_index = tuned["k"] - 1
     report: dict[str, Any] = {
@@ -152,8 +144,10 @@ def evaluate(folder: str | Path, *, runs: int = 256, seed: int = 0, resamples: i
         "paper": {"tuned_marginal": TUNED_MARGINAL.get(settings["dataset"]),
                   "tuned_mixture": TUNED_MIXTURE.get(settings["dataset"])},
     }
-    if "exact" in names:
-        report["exact"] = _exact_report(tables, scorers["exact"])
+    for c in names:  # a scoring's own section (the exact brackets' certification), under its name
+        found = classifier_scoring(c)
+        if c == found.classifiers[0] and (section := found.report_section(tables, scorers[c])) is not None:
+            report[found.name] = section
     return report
 
 
@@ -209,32 +203,19 @@ def _accuracies(names: list[str], tables: dict[str, C.SplitScores],
     return accuracy, acc_norm, hits, picks
 
 
-def _exact_report(tables: dict[str, C.SplitScores],
-                  exact: Callable[[C.SplitScores, bool], np.ndarray]) -> dict[str, Any]:
-    """Per split: how many questions the exact brackets leave uncertified, and the accuracy on the certified ones."""
-    out = {}
-    for s, t in tables.items():
-        _, cert = C.exact_scores(t)
-        _, cert_norm = C.exact_scores(t, norm=True)
-        ok = C.correct(exact(t, False), t)
-        out[s] = {
-            "questions": len(t), "not_certified": int((~cert).sum()), "not_certified_norm": int((~cert_norm).sum()),
-            "brackets_open": int((~t.optional["exact"]["closed"] & t.valid).sum()),
-            "accuracy_certified": float(ok[cert].mean()) if cert.any() else None}
-    return out
-
-
 def _questions(t: C.SplitScores) -> list[dict[str, Any]]:
+    """Per question: its id, label and the columns the question-level scorings show of this split
+    (:meth:`~ppl_tok.scorings.Scoring.question_columns`, in report order)."""
+    columns: dict[str, np.ndarray] = {}
+    for c in classifiers():
+        found = classifier_scoring(c)
+        if c == found.classifiers[0]:
+            columns.update(found.question_columns(t))
     rows = []
-    marginal = C.marginal_scores(t)
-    exact = C.exact_scores(t)[0] if "exact" in t.optional else None
     for i, qid in enumerate(t.ids):
         width = int(t.valid[i].sum())
-        row = {"id": qid, "label": int(t.labels[i]), "canonical_log_probs": encode_logs(t.canonical[i, :width]),
-               "marginal_log_estimates": encode_logs(marginal[i, :width])}
-        if exact is not None:
-            row["exact_log_marginals"] = encode_logs(exact[i, :width])
-        rows.append(row)
+        rows.append({"id": qid, "label": int(t.labels[i]),
+                     **{name: encode_logs(values[i, :width]) for name, values in columns.items()}})
     return rows
 
 
@@ -302,7 +283,7 @@ def _table(title: str, header: list[str], ours: list[str], paper: list[list[str]
 
 def _proposal_words(st: dict[str, Any]) -> str:
     """How ``report.md`` names the run's proposal (a learned one with its file's checksum)."""
-    if st.get("proposal", "lookahead") == "lookahead":
+    if st.get("proposal", DEFAULT_PROPOSAL) == DEFAULT_PROPOSAL:
         return "look-ahead proposal"
     return f"{st['proposal']} proposal (file sha256 {str(st.get('proposal_sha256'))[:12]})"
 
@@ -347,18 +328,15 @@ def markdown(report: dict[str, Any]) -> str:
     for c in acc:
         cells = [_pct(acc[c].get(s)) for s in splits] + [_pct(report["acc_norm"][c].get(s)) for s in splits]
         moved = " / ".join(str(changed.get(m, {}).get(c, "?")) for m in ("acc", "acc_norm"))
-        extra = ["—", "—", "—"] if c == "canonical" else [_ci(diff["acc"][c]), _ci(diff["acc_norm"][c]), moved]
+        extra = ["—", "—", "—"] if c not in diff["acc"] else [_ci(diff["acc"][c]), _ci(diff["acc_norm"][c]), moved]
         lines.append(f"| {c} | " + " | ".join(cells + extra) + " |")
     lines += ["", f"marginal: first k = {tuned['k']} samples (acc_norm: k = {tuned['k_norm']}); marginal-all: all N; "
               f"mixture: alpha = {tuned['alpha']:.2f} (acc_norm: {tuned['alpha_norm']:.2f}); canonical+rest: "
               "p(canonical) exact plus the unbiased estimate of the non-canonical mass (all N). Changed: test "
               "questions whose predicted answer differs from canonical's."]
-    if "exact" in report:
-        lines += ["", "## Exact marginal (certified brackets)", "",
-                  "| split | questions | not certified | not certified (acc_norm) | open brackets | acc on certified |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {s} | {e['questions']} | {e['not_certified']} | {e['not_certified_norm']} | {e['brackets_open']} | "
-                  f"{_pct(e['accuracy_certified'])} |" for s, e in report["exact"].items()]
+    for found in dict.fromkeys(classifier_scoring(c) for c in acc):  # the scorings' own sections, under their names
+        if isinstance(report.get(found.name), dict):
+            lines += found.report_markdown(report[found.name])
     speeds = [(kinds, sp) for kinds, sp in report["speed"].get("by_kinds", {}).items() if sp["questions_per_minute"]]
     if speeds:
         ray_note = "; Ray runs: a batch's rate is workers x 60 / its worker-seconds per question" \

@@ -9,14 +9,14 @@ exactly the bytes of ``x``. Per answer the ``"is"`` record holds
 * N importance samples (the look-ahead's, or the run's ``proposal``) ``v_i ~ q(. | x, c)`` with ``log p(v_i | c)``,
   ``log q(v_i)``, whether ``v_i == v*`` and the tokens ``v_i``,
 
-from which every classifier of :mod:`ppl_tok.qa.classify` is computed without
-new LM calls. Optional kinds need LM calls of their own:
-
-* ``"exact"``: a certified bracket ``lower <= log p(x | c) <= upper``
-  (:func:`ppl_tok.infer.search.marginal_bounds_many`, to a tolerance, within a forward
-  budget per answer; all answers of a batch are searched together, sharing forwards);
-* ``"stratified"``: the stratified estimate of ``log p(x | c)``;
-* ``"most-likely"``: ``max_v log p(v | c)`` by branch and bound (time budget).
+from which the classifiers of the scorings whose record kind is the core one are computed
+without new LM calls. The other question-level scorings store records of their own, with
+LM calls of their own, when ``--scores`` names them (:func:`optional_scores`): each
+scoring's :meth:`~ppl_tok.scorings.Scoring.question_records` computes them for a batch
+(the built-ins: ``"exact"``, a certified bracket ``lower <= log p(x | c) <= upper`` within a
+forward budget, all answers of a batch searched together; ``"stratified"``, the stratified
+estimate of ``log p(x | c)``; ``"most-likely"``, ``max_v log p(v | c)`` by branch and bound
+within a time budget; a scoring without a record kind, its ``score_pairs`` figures).
 
 The particles of the pair (question ``q`` of ``split``, answer ``j``) are drawn
 with seed :func:`~ppl_tok.common.seeds.pair_seed` ``(seed, split, q.id, j)``: a pair's scores do not
@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,44 +39,41 @@ from ppl_tok.common.params import default_of
 from ppl_tok.common.seeds import pair_seed
 from ppl_tok.common.version import __version__
 from ppl_tok.datasets import Question, continuation
-from ppl_tok.infer.importance import marginal, marginals
+from ppl_tok.infer.importance import marginals
 from ppl_tok.limits import LimitError, check_workload, limits
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.lm.device import device_kind
 from ppl_tok.lm.spec import LMSpec
-from ppl_tok.infer.search import marginal_bounds_many, most_likely
 from ppl_tok.proposals import settings_guide
 from ppl_tok.qa.data import Study
 from ppl_tok.scorings.exact import ExactParams
-from ppl_tok.scorings.registry import DEFAULT_SAMPLES
+from ppl_tok.scorings.records import CORE, STUDY_PARAMS
+from ppl_tok.scorings.registry import DEFAULT_SAMPLES, pair_scored_kinds, recorded_kinds
 from ppl_tok.qa.store import (
     FIRST_SCORES_VERSION,
     LOCK_FILE,
-    RECORD_KINDS,
     SCORES_FILE,
     SETTINGS_FILE,
     TIMING_FILE,
-    STUDY_PARAMS,
     ScoreStore,
-    pair_scored_kinds,
     StoreError,
     encode_log,
     encode_logs,
     run_num_samples,
 )
 
-KINDS = ("is",)
+KINDS = (CORE,)
 #: The version of what a run stores for given settings. Bump it with any change that alters the stored
 #: numbers or records (sampling, seeds, the engine's numerics, the record format): a folder written under
 #: another scores version is then refused instead of mixing the two. A ppl-tok release alone does not.
 SCORES_VERSION = 1
-OPTIONAL_SCORES = tuple(k for k in RECORD_KINDS if k not in KINDS)  # exact, stratified, most-likely
 
 
 def optional_scores() -> tuple[str, ...]:
-    """What ``--scores`` may add: :data:`OPTIONAL_SCORES` and every registered question-level scoring without a
-    record kind of its own (stored as its ``score_pairs`` figures: :func:`~ppl_tok.qa.store.pair_scored_kinds`)."""
-    return OPTIONAL_SCORES + pair_scored_kinds()
+    """What ``--scores`` may add: the record kind of every registered question-level scoring beside the core one
+    (:func:`~ppl_tok.scorings.registry.recorded_kinds`: the built-ins ``exact``, ``stratified``, ``most-likely``,
+    then a user's), a scoring without a record kind stored as its ``score_pairs`` figures under its name."""
+    return tuple(recorded_kinds())
 
 
 class QAError(ValueError):
@@ -116,7 +113,7 @@ def study_settings(study: Study, *, model: str | None = None, samples: int = DEF
     (recorded as ``num_samples``). ``proposal``: the importance proposal's record
     (:func:`ppl_tok.proposals.proposal_settings`; default the look-ahead), a learned one with its file's
     checksum and weights, so that a resume with another proposal file is refused. ``params``: the own parameters
-    of scorings of ``scores`` stored as their figures (:func:`~ppl_tok.qa.store.pair_scored_kinds`), by scoring
+    of scorings of ``scores`` stored as their figures (:func:`~ppl_tok.scorings.registry.pair_scored_kinds`), by scoring
     (``{name: {field: value}}``; the study's own settings, :data:`STUDY_PARAMS`, are set above): each such scoring's
     parameters are recorded under ``"params"`` (where it has any beyond the study's), compared on resume."""
     if lm is None:
@@ -169,19 +166,6 @@ def scoring_params(scores: Sequence[str], params: Mapping[str, Mapping[str, Any]
         if values:
             out[kind] = values
     return out
-
-
-def study_values(kind: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters the scoring ``kind`` runs with in a study of ``settings``: the study's own settings it
-    declares (:data:`STUDY_PARAMS`) and its recorded ones (:func:`scoring_params`)."""
-    from ppl_tok.common.params import specs
-    from ppl_tok.scorings import PAIR, scoring
-
-    study = {"num_samples": run_num_samples(settings), "seed": settings["seed"],
-             "proposal": {k: v for k, v in settings.items() if k.startswith("proposal")},
-             "exact_tolerance": settings["exact_tolerance"], "exact_budget": settings["exact_budget"]}
-    own = {s.name for s in specs(scoring(kind, PAIR).params)}
-    return {**{k: v for k, v in study.items() if k in own}, **settings.get("params", {}).get(kind, {})}
 
 
 def run_lm_spec(settings: Mapping[str, Any], device: str | None) -> LMSpec:
@@ -262,6 +246,25 @@ def check_study(study: Study, settings: dict[str, Any], batch_questions: int) ->
               f"--batch-size {batch_questions} times the largest question's contexts plus answers in bytes")
 
 
+def checked_records(records: Sequence[dict[str, Any]], kind: str,
+                    items: Sequence[tuple[str, int, Question]]) -> list[dict[str, Any]]:
+    """The records a scoring's :meth:`~ppl_tok.scorings.Scoring.question_records` returned for ``items``: one of
+    ``kind`` per item, in order (each then checked by the store as it appends them, field by field).
+
+    :raises QAError: another number of records, or a record of another kind or question (naming the scoring's fault).
+    """
+    records = list(records)
+    if len(records) != len(items):
+        raise QAError(f"scoring {kind!r}: question_records returned {len(records)} records for {len(items)} "
+                      "questions (one per question, in order)")
+    for r, (split, index, q) in zip(records, items):
+        got = (r.get("kind"), r.get("split"), r.get("index")) if isinstance(r, dict) else r
+        if got != (kind, split, index):
+            raise QAError(f"scoring {kind!r}: question_records returned {got!r} for {(kind, split, index)!r} "
+                          "(build each with ppl_tok.scorings.records.question_record)")
+    return records
+
+
 @contextlib.contextmanager
 def removed_if_nothing_stored(out: str | Path) -> Iterator[None]:
     """Within this block, a run that fails before it stores a record removes the folder it created.
@@ -295,65 +298,7 @@ def _is_record(split: str, index: int, q: Question, canon: list[tuple[int, ...]]
             "log_p": encode_logs(r.log_p.tolist()), "log_q": encode_logs(r.log_q.tolist()),
             "is_canonical": [int(c) for c in r.is_canonical], "samples": [list(v) for v in r.samples],
         })
-    return {"kind": "is", "split": split, "index": index, "id": q.id, "label": q.label, "choices": choices}
-
-
-def _exact_records(lm: LanguageModel, items: Sequence[tuple[str, int, Question]],
-                   settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``"exact"`` records of ``items``: every answer's bracket, all searches run together."""
-    texts = [continuation(c) for _, _, q in items for c in q.choices]
-    contexts = [q.context for _, _, q in items for _ in q.choices]
-    brackets = iter(marginal_bounds_many(texts, lm, contexts=contexts, tolerance=settings["exact_tolerance"],
-                                         budget=settings["exact_budget"]))
-    records = []
-    for split, index, q in items:
-        choices = []
-        for _ in q.choices:
-            b = next(brackets)
-            choices.append({"lower": encode_log(b.lower), "upper": encode_log(b.upper), "closed": bool(b.closed),
-                            "forwards": int(b.forwards)})
-        records.append({"kind": "exact", "split": split, "index": index, "id": q.id, "label": q.label,
-                        "choices": choices})
-    return records
-
-
-def _pair_records(kind: str, lm: LanguageModel, items: Sequence[tuple[str, int, Question]],
-                  settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The records of a scoring stored as its figures (:func:`~ppl_tok.qa.store.pair_scored_kinds`): every answer
-    of ``items`` in one :meth:`~ppl_tok.scorings.Scoring.score_pairs` call, seeded per answer as the ``"is"`` kind."""
-    from ppl_tok.scorings import PAIR, Pair, PairScore, ScoringConfig, scoring
-    from ppl_tok.scorings.results import checked_scores
-
-    pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
-             for split, index, q in items for j, c in enumerate(q.choices)]
-    config = ScoringConfig(kind, level=PAIR, **study_values(kind, settings))
-    scores = iter(checked_scores(kind, scoring(kind, PAIR).score_pairs(lm, pairs, config), len(pairs), PairScore,
-                                 "pairs"))
-    return [{"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
-             "choices": [{"estimate": encode_log(next(scores).estimate)} for _ in q.choices]}
-            for split, index, q in items]
-
-
-def _stratified(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any], seed: int) -> dict[str, Any]:
-    r = marginal(continuation(q.choices[j]), lm, run_num_samples(settings), guide="stratified", context=q.context,
-                 seed=seed)
-    return {"log_marginal": encode_log(r.log_marginal)}
-
-
-def _most_likely(lm: LanguageModel, q: Question, j: int, settings: dict[str, Any]) -> dict[str, Any]:
-    r = most_likely(continuation(q.choices[j]), lm, context=q.context, time_budget=settings["most_likely_time"])
-    return {"log_prob": encode_log(r.log_prob), "tokens": list(r.tokens), "optimal": bool(r.optimal)}
-
-
-def _optional_record(kind: str, lm: LanguageModel, split: str, index: int, q: Question,
-                     settings: dict[str, Any]) -> dict[str, Any]:
-    per_choice: Callable[[int], dict[str, Any]]
-    if kind == "stratified":
-        per_choice = lambda j: _stratified(lm, q, j, settings, pair_seed(settings["seed"], split, q.id, j))  # noqa: E731
-    else:
-        per_choice = lambda j: _most_likely(lm, q, j, settings)  # noqa: E731
-    return {"kind": kind, "split": split, "index": index, "id": q.id, "label": q.label,
-            "choices": [per_choice(j) for j in range(len(q.choices))]}
+    return {"kind": CORE, "split": split, "index": index, "id": q.id, "label": q.label, "choices": choices}
 
 
 def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], settings: dict[str, Any],
@@ -365,7 +310,7 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
     so memory stays that of one batch however long the study.
     """
     records = []
-    is_items = [item for item, todo in zip(batch, todos) if "is" in todo]
+    is_items = [item for item, todo in zip(batch, todos) if CORE in todo]
     if is_items:
         texts, contexts, seeds, canon = [], [], [], []
         for split, _, q in is_items:
@@ -381,17 +326,10 @@ def score_batch(lm: LanguageModel, batch: Sequence[tuple[str, int, Question]], s
             end = start + len(q.choices)
             records.append(_is_record(split, index, q, canon[start:end], results[start:end], seeds[start:end]))
             start = end
-    exact_items = [item for item, todo in zip(batch, todos) if "exact" in todo]
-    if exact_items:
-        records.extend(_exact_records(lm, exact_items, settings))
-    by_pairs = pair_scored_kinds()
-    for kind in by_pairs:
+    for kind, found in recorded_kinds().items():  # each scoring's own records: its hook, all its questions at once
         items = [item for item, todo in zip(batch, todos) if kind in todo]
         if items:
-            records.extend(_pair_records(kind, lm, items, settings))
-    for (split, index, q), todo in zip(batch, todos):
-        records.extend(_optional_record(k, lm, split, index, q, settings) for k in todo
-                       if k not in ("is", "exact", *by_pairs))
+            records.extend(checked_records(found.question_records(lm, items, settings), kind, items))
     lm.clear_cache()
     return records
 

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ppl_tok.lm.spec import DEFAULT_BACKEND
+from ppl_tok.scorings.records import CORE, CORE_FIELDS, is_nat, run_num_samples
+from ppl_tok.scorings.registry import recorded_kinds
 from ppl_tok.common.jsonl_store import (
     LOCK_FILE,
     JsonlStore,
@@ -54,9 +55,9 @@ from ppl_tok.common.jsonl_store import (
     repair,
 )
 
-__all__ = ["LOCK_FILE", "RECORD_KINDS", "ScoreStore", "SettingsMismatchError", "StoreError", "decode_log", "decode_logs", "encode_log",
-           "encode_logs", "read_records", "read_settings", "read_timing", "records_digest", "repair", "run_num_samples",
-           "validate_record"]
+__all__ = ["LOCK_FILE", "ScoreStore", "SettingsMismatchError", "StoreError", "decode_log", "decode_logs", "encode_log",
+           "encode_logs", "read_records", "read_settings", "read_timing", "record_kinds", "records_digest", "repair",
+           "run_num_samples", "validate_record"]
 
 SETTINGS_FILE = "run.json"
 SCORES_FILE = "scores.jsonl"
@@ -74,58 +75,20 @@ RENAMED = {"samples": "num_samples"}
 FIRST_SCORES_VERSION = 1
 
 
-def run_num_samples(settings: Mapping[str, Any]) -> Any:
-    """N, the importance samples per answer, of a ``run.json``: ``num_samples``, or ``samples`` in older folders."""
-    return settings["num_samples"] if "num_samples" in settings else settings.get("samples")
+def record_kinds() -> tuple[str, ...]:
+    """The kinds of record a run folder may hold: the core one and every registered question-level scoring's own
+    (:func:`~ppl_tok.scorings.registry.recorded_kinds`)."""
+    return (CORE, *recorded_kinds())
 
 
-def _is_nat(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _is_log(v: Any) -> bool:
-    """A stored log-probability: ``"-Infinity"`` (or ``null``, as ppl-tok 0.2 wrote ``-inf``) or a finite number
-    (NaN, ``1e999`` are damage)."""
-    return v is None or v == "-Infinity" or (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                              and math.isfinite(v))
-
-
-def _list_of(check: Any) -> Any:
-    return lambda v: isinstance(v, list) and all(check(x) for x in v)
-
-
-#: Per answer, the fields of each record kind and their checks (:func:`validate_record`).
-CHOICE_FIELDS: dict[str, dict[str, Any]] = {
-    "is": {"bytes": _is_nat, "seed": _is_nat, "canonical": _list_of(_is_nat), "canonical_log_prob": _is_log,
-           "log_p": _list_of(_is_log), "log_q": _list_of(_is_log), "is_canonical": _list_of(lambda b: b in (0, 1)),
-           "samples": _list_of(_list_of(_is_nat))},
-    "exact": {"lower": _is_log, "upper": _is_log, "closed": lambda b: isinstance(b, bool), "forwards": _is_nat},
-    "stratified": {"log_marginal": _is_log},
-    "most-likely": {"log_prob": _is_log, "tokens": _list_of(_is_nat), "optimal": lambda b: isinstance(b, bool)},
-}
-RECORD_KINDS = tuple(CHOICE_FIELDS)
-#: Per answer, the field of a record a scoring without a record kind of its own stores: its
-#: :meth:`~ppl_tok.scorings.Scoring.score_pairs` figure, under the scoring's name (:func:`pair_scored_kinds`).
-PAIR_SCORE_FIELDS: dict[str, Any] = {"estimate": _is_log}
-
-
-#: The study's own settings (``run.json``) that a scoring's parameter of the same name takes
-#: (:func:`ppl_tok.qa.run.study_values`); ``qa run`` has its own flags for them.
-STUDY_PARAMS = ("num_samples", "seed", "proposal", "exact_tolerance", "exact_budget")
-
-
-def pair_scored_kinds() -> tuple[str, ...]:
-    """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
-    from ppl_tok.scorings import QUESTION, SCORINGS
-
-    return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
-
-
-def choice_fields(kind: Any) -> dict[str, Any] | None:
-    """The per-answer fields of a record of ``kind`` and their checks (``None``: no such kind)."""
-    if kind in CHOICE_FIELDS:
-        return CHOICE_FIELDS[kind]
-    return PAIR_SCORE_FIELDS if kind in pair_scored_kinds() else None
+def choice_fields(kind: Any) -> Mapping[str, Any] | None:
+    """The per-answer fields of a record of ``kind`` and their checks (``None``: no such kind): the core record's
+    (:data:`~ppl_tok.scorings.records.CORE_FIELDS`) or those its scoring declares
+    (:attr:`~ppl_tok.scorings.Scoring.record_fields`)."""
+    if kind == CORE:
+        return CORE_FIELDS
+    found = recorded_kinds().get(kind) if isinstance(kind, str) else None
+    return None if found is None else found.record_fields
 
 
 def validate_record(record: Any, where: str, samples: int | None = None) -> dict[str, Any]:
@@ -144,9 +107,9 @@ def validate_record(record: Any, where: str, samples: int | None = None) -> dict
     kind = record.get("kind")
     fields = choice_fields(kind)
     if fields is None:
-        raise bad(f"unknown record kind {kind!r} (expected one of {', '.join(RECORD_KINDS + pair_scored_kinds())})")
-    for name, check in (("split", lambda v: isinstance(v, str)), ("index", _is_nat),
-                        ("id", lambda v: isinstance(v, str)), ("label", _is_nat),
+        raise bad(f"unknown record kind {kind!r} (expected one of {', '.join(record_kinds())})")
+    for name, check in (("split", lambda v: isinstance(v, str)), ("index", is_nat),
+                        ("id", lambda v: isinstance(v, str)), ("label", is_nat),
                         ("choices", lambda v: isinstance(v, list) and v and all(isinstance(c, dict) for c in v))):
         if not check(record.get(name)):
             raise bad(f"field {name!r} is {record.get(name)!r}")
@@ -158,7 +121,7 @@ def validate_record(record: Any, where: str, samples: int | None = None) -> dict
                 raise bad(f"answer {j} has no field {name!r}")
             if not check(choice[name]):
                 raise bad(f"answer {j}: field {name!r} holds {str(choice[name])[:60]}, not a valid value")
-        if kind == "is":
+        if kind == CORE:
             lengths = {len(choice[k]) for k in ("log_p", "log_q", "is_canonical", "samples")}
             if len(lengths) != 1 or (samples is not None and lengths != {samples}):
                 raise bad(f"answer {j}: log_p, log_q, is_canonical and samples hold "

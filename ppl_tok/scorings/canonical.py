@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.documents import _log_probs_after, _require_bos, window_length
 from ppl_tok.scorings.windows import rolling_windows
+from ppl_tok.scorings.classify import SplitScores, canonical_scores as classify_canonical
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.pairs import Pair, PairScore, canonical_tokens
@@ -66,3 +70,10 @@ class Canonical(Scoring):
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         scores = lm.log_probs_many([canonical_tokens(lm, p) for p in pairs], [p.context for p in pairs])
         return [PairScore(float(s)) for s in scores]
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """``s_j = log p(v*_j | c)``, the core record's canonical score."""
+        return classify_canonical(t, norm)
+
+    def question_columns(self, t: SplitScores) -> dict[str, np.ndarray]:
+        return {"canonical_log_probs": t.canonical}

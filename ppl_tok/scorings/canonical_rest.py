@@ -2,14 +2,16 @@
 
 One formula (:func:`ppl_tok.infer.importance.canonical_plus_rest`) for documents (per window, summed:
 :func:`canonical_plus_rest_score`), requests and the QA study's classifier
-(:func:`ppl_tok.qa.classify.canonical_plus_rest_scores`). Its certified floor is the canonical term.
+(:func:`ppl_tok.scorings.classify.canonical_plus_rest_scores`). Its certified floor is the canonical term.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ppl_tok.infer.importance import canonical_plus_rest
 from ppl_tok.lm.base import LanguageModel
@@ -21,7 +23,9 @@ from ppl_tok.scorings.documents import _require_bos, _windowed, window_length
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
+from ppl_tok.scorings.classify import SplitScores, canonical_plus_rest_scores
 from ppl_tok.scorings.pairs import Pair, PairScore
+from ppl_tok.proposals.registry import DEFAULT_PROPOSAL
 from ppl_tok.common.params import Params
 from ppl_tok.scorings.registry import (DOCUMENT, PAIR, QUESTION, Scoring, proposal_param, register, samples_param,
                                        seed_param)
@@ -98,7 +102,7 @@ class CanonicalPlusRest(Scoring):
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         out = super().settings(config)
-        if config.proposal is not None and config.proposal.get("proposal") != "lookahead":
+        if config.proposal is not None and config.proposal.get("proposal") != DEFAULT_PROPOSAL:
             out.update(config.proposal)  # recorded when not the look-ahead: runs from before it resume
         return out
 
@@ -110,3 +114,7 @@ class CanonicalPlusRest(Scoring):
         return [PairScore(float(canonical_plus_rest(r.canonical_log_prob, r.noncanonical_estimate)),
                           lower=float(r.canonical_log_prob))
                 for r in particles(lm, pairs, config)]
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """``s_j = log (p(v*_j | c) + m_j)`` from the core record (all N particles)."""
+        return canonical_plus_rest_scores(t, norm)

@@ -7,12 +7,15 @@ study's ``marginal`` classifier uses the first ``k`` particles (``k`` tuned), ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
+from ppl_tok.scorings.classify import SplitScores, marginal_scores
 from ppl_tok.scorings.pairs import Pair, PairScore, canonical_tokens
 from ppl_tok.common.params import Params
 from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, proposal_param, register, samples_param
@@ -59,3 +62,12 @@ class Importance(Scoring):
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         return [PairScore(float(r.log_marginal)) for r in particles(lm, pairs, config)]
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """``s_j = log (1/k) sum_{i<=k} w_ij`` over the core record's particles: the first classifier (``marginal``)
+        with the tuned k (``k_norm`` for ``acc_norm``), the second (``marginal-all``) with all N."""
+        k = tuned["k_norm" if norm else "k"] if classifier == self.classifiers[0] else None
+        return marginal_scores(t, k, norm)
+
+    def question_columns(self, t: SplitScores) -> dict[str, np.ndarray]:
+        return {"marginal_log_estimates": marginal_scores(t)}

@@ -3,12 +3,12 @@
 For the answers ``j`` of one question (one :attr:`~ppl_tok.scorings.pairs.Pair.group`),
 ``P_can(j) = p(v*_j | c) / sum_l p(v*_l | c)`` and ``P_non(j) = m_j / sum_l m_l``, ``m_j`` the importance
 estimate of answer ``j``'s non-canonical mass; the score is ``log(alpha P_can(j) + (1 - alpha) P_non(j))``
-(:func:`normalise`; the QA study tunes ``alpha``, lm-eval takes it as a model argument).
+(:func:`ppl_tok.scorings.classify.normalise`; the QA study tunes ``alpha``, lm-eval takes it as a model argument).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,28 +17,10 @@ import numpy as np
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.registry import ScoringConfig
 from ppl_tok.scorings.importance import particles
+from ppl_tok.scorings.classify import SplitScores, mixture, mixture_scores
 from ppl_tok.scorings.pairs import Pair, PairScore, groups
 from ppl_tok.common.params import Params, param
 from ppl_tok.scorings.registry import PAIR, QUESTION, Scoring, proposal_param, register, samples_param
-
-
-def normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """``exp(s_j) / sum_l exp(s_l)`` over the valid answers of each row (``[Q, C]``); all-zero rows stay zero."""
-    s = np.where(valid, log_scores, -np.inf)
-    top = np.max(s, axis=1, keepdims=True)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    e = np.exp(s - safe)
-    total = e.sum(axis=1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-
-
-def mixture(canonical: np.ndarray, noncanonical: np.ndarray, valid: np.ndarray,
-            alphas: Sequence[float] | np.ndarray) -> np.ndarray:
-    """``alpha P_can + (1 - alpha) P_non`` for every alpha, from ``[Q, C]`` log-scores: shape ``[Q, C, len(alphas)]``."""
-    p_can = normalise(canonical, valid)
-    p_non = normalise(noncanonical, valid)
-    a = np.asarray(alphas, dtype=float)
-    return a * p_can[..., None] + (1 - a) * p_non[..., None]
 
 
 def weight(text: str) -> float:
@@ -95,3 +77,8 @@ class Mixture(Scoring):
                 for i, lp in zip(members, np.log(probs)):
                     out[i] = PairScore(float(lp))
         return out
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """``s_j = alpha P_can(j) + (1 - alpha) P_non(j)`` from the core record, alpha tuned (``alpha_norm`` for
+        ``acc_norm``)."""
+        return mixture_scores(t, [tuned["alpha_norm" if norm else "alpha"]], norm)[..., 0]

@@ -30,11 +30,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ppl_tok.common.params import NoParams, Params, settings as param_settings, specs, split_values
 from ppl_tok.common.registry import Registry, class_registrar
+from ppl_tok.scorings.records import CORE, PAIR_SCORE_FIELDS, Check, Item
 from ppl_tok.scorings.params import (BEAM_LAZY_DEFAULT, DEFAULT_SAMPLES, LAZY_FIELDS, SearchParams,  # noqa: F401
                                      check_limits, proposal_param, proposal_value, samples_param, seed_param)
 
 if TYPE_CHECKING:  # the registry and its names are read without torch (ppl-tok --help); a scoring runs with it
+    import numpy as np
+
     from ppl_tok.lm.base import LanguageModel
+    from ppl_tok.scorings.classify import SplitScores
     from ppl_tok.scorings.pairs import Pair, PairScore
     from ppl_tok.scorings.results import DocumentScore, ScoredText
 
@@ -59,9 +63,11 @@ class Scoring:
 
     * ``document`` level: :meth:`score_documents` (``log p(x | BOS)`` of whole texts, in windows);
     * ``pair`` level: :meth:`score_pairs` (``log p(continuation | context)`` of requests);
-    * ``question`` level: the QA study's classifiers (:attr:`classifiers`), computed by the study from the
-      records its run stores: the record of :attr:`record_kind`, or, where that is ``None``, the figures of
-      :meth:`score_pairs` stored under the scoring's name (``ppl_tok.qa.run``).
+    * ``question`` level: the QA study's classifiers (:attr:`classifiers`), through its QA hooks (defaults that
+      serve a scoring stored as its :meth:`score_pairs` figures, so that a new one needs nothing more):
+      what ``qa run`` stores per question (:attr:`record_kind`, :attr:`record_fields`, :meth:`question_records`)
+      and how ``qa report`` classifies a question from it (:attr:`record_arrays`, :meth:`classify`, and
+      :meth:`question_columns`, :meth:`report_section`, :meth:`report_markdown` for what it adds to the report).
 
     :cvar name: its name (what ``--scoring``, ``scoring=`` and stored settings say).
     :cvar estimator: the estimator, and where it is implemented.
@@ -80,8 +86,15 @@ class Scoring:
         (a run's stored settings: a resume under others is refused); ``None`` (the default): every field.
     :cvar rolling: what lm-eval's ``loglikelihood_rolling`` computes under this scoring where it is no
         document-level scoring itself (``None``: itself, or nothing).
-    :cvar record_kind: the QA study's stored record its classifiers are computed from (``None``: the figures
-        of :meth:`score_pairs`, stored under its name).
+    :cvar record_kind: the QA study's stored record its classifiers are computed from:
+        :data:`~ppl_tok.scorings.records.CORE` (the study's own record, always stored), a kind of its own (stored
+        by :meth:`question_records` when ``qa run --scores`` names it), or ``None`` (the default: the figures of
+        :meth:`score_pairs`, stored under its name; :attr:`stored_kind`).
+    :cvar record_fields: per answer, the fields of its record and their checks (``qa run``'s store refuses a record
+        that fails one, naming the line); default :data:`~ppl_tok.scorings.records.PAIR_SCORE_FIELDS`.
+    :cvar record_arrays: the fields of its record ``qa report`` reads into ``[Q, C]`` arrays
+        (``SplitScores.optional[stored_kind][field]``), each with its type (``float``: a log, ``-inf`` padded;
+        ``bool``: ``False`` padded); default ``{"estimate": float}``.
     :cvar baseline: whether its figure is the canonical figure itself (a report then shows no gain over it).
     :cvar canonical_label: what the canonical figure beside its own is called in a report (``with-end``'s
         includes the end: ``canonical+end``).
@@ -101,6 +114,8 @@ class Scoring:
     settings_fields: ClassVar[tuple[str, ...] | None] = None
     rolling: ClassVar[str | None] = None
     record_kind: ClassVar[str | None] = None
+    record_fields: ClassVar[Mapping[str, Check]] = PAIR_SCORE_FIELDS
+    record_arrays: ClassVar[Mapping[str, type]] = {"estimate": float}
     checkpoints: ClassVar[bool] = False
     baseline: ClassVar[bool] = False
     canonical_label: ClassVar[str] = "canonical"
@@ -113,6 +128,60 @@ class Scoring:
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         """The figures of (context, continuation) requests (``pair`` level), in order."""
         raise NotImplementedError(f"scoring {self.name!r} has no request-level implementation")
+
+    @property
+    def stored_kind(self) -> str:
+        """The kind of the QA record its classifiers read: :attr:`record_kind`, else its name."""
+        return self.record_kind or self.name
+
+    def question_records(self, lm: LanguageModel, items: Sequence[Item],
+                         settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The records of :attr:`stored_kind` of the questions ``items`` in a QA run of ``settings`` (its
+        ``run.json``), one per item in order (:func:`~ppl_tok.scorings.records.question_record`), each answer's
+        fields :attr:`record_fields`.
+
+        By default every answer of ``items`` goes to :meth:`score_pairs` in one call, its parameters those of the
+        study (:func:`~ppl_tok.scorings.records.study_values`), answer ``j`` of question ``q`` seeded
+        :func:`~ppl_tok.common.seeds.pair_seed` ``(seed, split, q.id, j)`` as the core record's particles; it
+        stores each figure as ``{"estimate": log}``.
+        """
+        from ppl_tok.common.jsonl_store import encode_log
+        from ppl_tok.common.seeds import pair_seed
+        from ppl_tok.datasets import continuation
+        from ppl_tok.scorings.pairs import Pair, PairScore
+        from ppl_tok.scorings.records import question_record, study_values
+        from ppl_tok.scorings.results import checked_scores
+
+        pairs = [Pair(q.context, continuation(c), pair_seed(settings["seed"], split, q.id, j), (split, index), j)
+                 for split, index, q in items for j, c in enumerate(q.choices)]
+        config = ScoringConfig(self.name, level=PAIR, **study_values(self.name, self.params, settings))
+        scores = iter(checked_scores(self.name, self.score_pairs(lm, pairs, config), len(pairs), PairScore, "pairs"))
+        return [question_record(self.stored_kind, item, [{"estimate": encode_log(next(scores).estimate)}
+                                                         for _ in item[2].choices]) for item in items]
+
+    def classify(self, classifier: str, t: SplitScores, norm: bool, tuned: Mapping[str, Any]) -> np.ndarray:
+        """The score ``s_j`` of each answer under ``classifier`` (one of :attr:`classifiers`), ``[Q, C]``: the QA
+        report predicts ``argmax_j s_j``; per byte of the answer if ``norm`` (``acc_norm``). ``tuned``: what the
+        report tuned on the tuning split (``k``, ``alpha``, and their ``_norm`` variants).
+
+        By default the stored figure: ``s_j = t.optional[stored_kind]["estimate"][:, j]``.
+        """
+        return t.per_byte(t.optional[self.stored_kind]["estimate"], norm)
+
+    def question_columns(self, t: SplitScores) -> dict[str, np.ndarray]:
+        """What the QA report's per-question rows show of this scoring (``{column: [Q, C] log-scores}``); by
+        default nothing."""
+        return {}
+
+    def report_section(self, tables: Mapping[str, SplitScores],
+                       classify: Callable[[SplitScores, bool], np.ndarray]) -> dict[str, Any] | None:
+        """A section of its own in ``report.json``, under its name, from every split's scores (``classify``: its
+        first classifier, tuned); by default none."""
+        return None
+
+    def report_markdown(self, section: dict[str, Any]) -> list[str]:
+        """The lines ``report.md`` shows of :meth:`report_section`'s ``section``; by default none."""
+        return []
 
     def check(self, lm: LanguageModel) -> None:
         """What the scoring needs of the LM, checked before a run makes its folder (a ``ValueError`` naming the
@@ -167,9 +236,13 @@ def _checked(scoring_class: type[Scoring]) -> Scoring:
                          f"of its params ({', '.join(sorted(own)) or 'none'})")
     if QUESTION in levels and not obj.classifiers:
         raise ValueError(f"scoring {name!r} names the {QUESTION} level but no classifiers")
-    if QUESTION in levels and obj.record_kind is None and PAIR not in levels:
+    own_records = scoring_class.question_records is not Scoring.question_records
+    if QUESTION in levels and obj.record_kind is None and PAIR not in levels and not own_records:
         raise ValueError(f"scoring {name!r}: a question-level scoring without a record kind is classified "
-                         "through score_pairs; name the pair level too")
+                         "through score_pairs; name the pair level too (or implement question_records)")
+    if QUESTION in levels and obj.record_kind not in (None, CORE) and not own_records:
+        raise ValueError(f"scoring {name!r} stores QA records of kind {obj.record_kind!r}: implement "
+                         "question_records")
     return obj
 
 
@@ -234,6 +307,34 @@ def classifier_scoring(classifier: str) -> Scoring:
         if classifier in s.classifiers:
             return s
     raise ValueError(f"unknown QA classifier {classifier!r}: expected one of {', '.join(classifiers())}")
+
+
+def recorded_kinds() -> dict[str, Scoring]:
+    """The QA records a run stores beside the core one when ``--scores`` names them: each kind (a scoring's
+    :attr:`Scoring.stored_kind`) and the first registered question-level scoring that stores it, in registration
+    order."""
+    out: dict[str, Scoring] = {}
+    for s in SCORINGS.values():
+        if QUESTION in s.levels and s.stored_kind != CORE:
+            out.setdefault(s.stored_kind, s)
+    return out
+
+
+def record_arrays() -> dict[str, Mapping[str, type]]:
+    """Per record kind beside the core one, the fields its scoring reads into arrays (:attr:`Scoring.record_arrays`;
+    :func:`ppl_tok.scorings.classify.split_scores`)."""
+    return {kind: s.record_arrays for kind, s in recorded_kinds().items()}
+
+
+def baseline_classifier() -> str:
+    """The QA report's baseline: the first classifier of the scoring whose figure is the canonical one
+    (:attr:`Scoring.baseline`); every other classifier's difference is taken against it."""
+    return next(s.classifiers[0] for s in SCORINGS.values() if QUESTION in s.levels and s.baseline)
+
+
+def pair_scored_kinds() -> tuple[str, ...]:
+    """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
+    return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
 
 
 @dataclass(frozen=True, init=False)
@@ -313,5 +414,5 @@ def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
 
 __all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
            "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
-           "check_limits", "classifiers", "is_defined", "names", "own_params", "proposal_param", "proposal_value", "register", "samples_param",
+           "check_limits", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "recorded_kinds", "record_arrays", "baseline_classifier", "proposal_param", "proposal_value", "register", "samples_param",
            "scoring", "seed_param", "unregister"]

@@ -34,8 +34,9 @@ from ppl_tok.integrations.lm_eval import (  # noqa: E402
     write_hf_tokenizer,
     write_tasks,
 )
-from ppl_tok.qa import classify  # noqa: E402
+from ppl_tok.scorings import classify  # noqa: E402
 from ppl_tok.scorings import PAIR, names as scoring_names  # noqa: E402
+from ppl_tok.scorings.registry import record_arrays  # noqa: E402
 from ppl_tok.qa.data import load_study  # noqa: E402
 from ppl_tok.qa.run import run_study, study_settings  # noqa: E402
 from qa_toy import toy_lm  # noqa: E402
@@ -104,7 +105,7 @@ def test_same_numbers_as_qa_run_with_the_same_seed(toy_tasks, tmp_path):
     settings = study_settings(study, model="toy", samples=8, seed=7)
     store = run_study(study, toy_lm(), tmp_path / "run", settings, batch_questions=2, progress=False)
     for split, task in (("test", "ppltok_test"), ("tune", "ppltok_test_tune")):
-        t = classify.split_scores(store.records, split, len(study.splits[split]))
+        t = classify.split_scores(store.records, split, len(study.splits[split]), record_arrays())
         for scoring, expect in (("canonical", classify.canonical_scores(t)),
                                 ("importance", classify.marginal_scores(t)),
                                 ("mixture", classify.mixture_scores(t, [0.3])[..., 0]),
@@ -287,7 +288,7 @@ def test_marginal_through_the_cli_equals_qa_run(obqa, tmp_path, capsys):
 
     records = list(read_records(tmp_path / "run" / "scores.jsonl"))
     for split, task in (("test", "ppltok_openbookqa"), ("tune", "ppltok_openbookqa_tune")):
-        t = classify.split_scores(records, split, 1)
+        t = classify.split_scores(records, split, 1, record_arrays())
         (log,) = (p for p in (tmp_path / "out").rglob(f"samples_{task}_*.jsonl")
                   if p.name[len(f"samples_{task}_"):][:1].isdigit())  # not ..._tune_<date>
         rows = [json.loads(line) for line in log.read_text().splitlines()]

@@ -10,7 +10,7 @@ import pytest
 import ppl_tok.lm.cards
 from ppl_tok.cli.main import main
 from ppl_tok.qa import ensemble as E
-from ppl_tok.qa.classify import SplitScores, correct
+from ppl_tok.scorings.classify import SplitScores, correct
 from ppl_tok.qa.contexts import context_folder, read_context_log_probs
 from ppl_tok.qa.data import load_study
 from ppl_tok.common.jsonl_store import StoreError

@@ -39,7 +39,7 @@ def test_log_encoding_is_standard_json():
     assert decode_log(None) == -math.inf
     with pytest.raises(ValueError, match="a number or"):
         decode_log("Infinity")
-    from ppl_tok.qa.store import _is_log
+    from ppl_tok.scorings.records import is_log as _is_log
 
     assert _is_log("-Infinity") and _is_log(None) and _is_log(-1.5)  # null: a folder of ppl-tok 0.2
     assert not any(_is_log(v) for v in ("Infinity", "NaN", math.nan, math.inf, True, "-1.5"))

@@ -2,7 +2,8 @@
 
 This module is that one module: it defines a toy scoring, registers it, and every consumer runs it by its
 name with nothing else changed: perplexity (Python, its resumable run folder and the command line), lm-eval's
-``loglikelihood`` and ``loglikelihood_rolling``, and the QA study's classifiers.
+``loglikelihood`` and ``loglikelihood_rolling``, and the QA study's classifiers; and a question-level toy with a
+QA record of its own, stored and classified through its own hooks, runs through ``qa run`` and ``qa report``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.common.params import Params, param
 from ppl_tok.scorings import (DOCUMENT, PAIR, QUESTION, DocumentScore, Pair, PairScore, Scoring, ScoringConfig,
                               names, register, scoring, unregister)
+from ppl_tok.scorings.records import is_nat, question_record
 from qa_toy import toy_lm
 
 LOG2 = math.log(2)
@@ -190,3 +192,91 @@ def test_qa_run_takes_its_flag_and_refuses_a_resume_under_another(toy_scoring, t
         assert "--toy-bits would be ignored: --scores" in capsys.readouterr().err
     finally:
         unregister_backend("toy-qa-scoring")
+
+
+class LongestAnswer(Scoring):
+    """A question-level toy with a QA record of its own: it stores each answer's length in bytes and picks the
+    longest answer (first on ties); its report section counts, per split, the questions whose gold answer is the
+    longest. Every QA hook is its own (none of the defaults)."""
+
+    name = "toy-longest-answer"
+    estimator = "a test's toy: the answer's length (tests/scorings/test_adding_a_scoring.py)"
+    levels = (QUESTION,)
+    doc = "the answer's length in bytes"
+    classifiers = ("toy-longest",)
+    record_kind = "toy-length"
+    record_fields = {"bytes": is_nat}
+    record_arrays = {"bytes": float}
+
+    def question_records(self, lm, items, settings):
+        from ppl_tok.datasets import continuation
+
+        return [question_record(self.stored_kind, item, [{"bytes": len(continuation(c).encode())}
+                                                         for c in item[2].choices]) for item in items]
+
+    def classify(self, classifier, t, norm, tuned):
+        return t.optional[self.stored_kind]["bytes"]  # acc_norm too: the length itself, not per byte
+
+    def report_section(self, tables, classify):
+        return {s: int((classify(t, False).argmax(axis=1) == t.labels).sum()) for s, t in tables.items()}
+
+    def report_markdown(self, section):
+        return ["", f"Toy: the gold answer is the longest on {section['test']} test questions."]
+
+
+def test_a_scoring_with_its_own_qa_record_runs_through_qa_run_and_qa_report(tmp_path, capsys):
+    """``qa run --scores toy-length`` stores the toy's records through its hook (the store checks them by its fields),
+    and ``qa report`` classifies with its hook: its accuracy is the share of questions whose gold answer is the
+    longest, counted here from the data files, and its section shows in report.json and report.md."""
+    from ppl_tok.cli.main import main
+    from ppl_tok.datasets import continuation
+    from ppl_tok.lm.backends import register_backend, unregister_backend
+    from ppl_tok.qa.data import load_study
+    from ppl_tok.qa.store import validate_record
+    from qa_toy import write_questions
+
+    test = write_questions(tmp_path / "test.jsonl", 6, seed=1)
+    tune = write_questions(tmp_path / "tune.jsonl", 4, seed=2)
+    run = tmp_path / "run"
+    register(LongestAnswer)
+    register_backend("toy-qa-longest", lambda spec, **options: toy_lm())
+    try:
+        with pytest.raises(ValueError, match="no field 'bytes'"):  # the store checks a record by its fields
+            validate_record({"kind": "toy-length", "split": "test", "index": 0, "id": "q", "label": 0,
+                             "choices": [{"length": 3}]}, "scores.jsonl:1")
+        assert main(["qa", "run", "--dataset", str(test), "--tune", str(tune), "--backend", "toy-qa-longest",
+                     "--model", "x", "--samples", "2", "--scores", "toy-length", "--out", str(run), "--json"]) == 0
+        mine = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+        assert sorted((r["split"], r["index"]) for r in mine if r["kind"] == "toy-length") == sorted(
+            [("test", i) for i in range(6)] + [("tune", i) for i in range(4)])
+        capsys.readouterr()
+        assert main(["qa", "report", str(run), "--runs", "2", "--resamples", "50", "--json"]) == 0
+        capsys.readouterr()
+        report = json.loads((run / "report.json").read_text())
+        study = load_study(str(test), tune=tune)
+        for split, questions in study.splits.items():
+            longest = [max(range(len(q.choices)), key=lambda j: (len(continuation(q.choices[j]).encode()), -j))
+                       for q in questions]
+            hits = sum(pick == q.label for pick, q in zip(longest, questions))
+            assert report["accuracy"]["toy-longest"][split] == pytest.approx(hits / len(questions))
+            assert report["acc_norm"]["toy-longest"][split] == pytest.approx(hits / len(questions))
+            assert report[LongestAnswer.name][split] == hits
+        assert "toy-longest" in report["differences_vs_canonical"]["acc"]
+        md = (run / "report.md").read_text()
+        assert "| toy-longest |" in md
+        assert f"Toy: the gold answer is the longest on {report[LongestAnswer.name]['test']} test questions." in md
+    finally:
+        unregister_backend("toy-qa-longest")
+        unregister(LongestAnswer.name)
+
+
+def test_a_question_level_scoring_that_stores_a_record_of_its_own_must_compute_it():
+    class NoRecords(Scoring):
+        name = "toy-no-records"
+        estimator = doc = "a test's toy"
+        levels = (QUESTION,)
+        classifiers = ("toy-no-records",)
+        record_kind = "toy-nothing"
+
+    with pytest.raises(ValueError, match="stores QA records of kind 'toy-nothing': implement question_records"):
+        register(NoRecords)

@@ -43,7 +43,7 @@ quantiles of the mean difference are reported.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,8 +51,8 @@ import numpy as np
 
 from ppl_tok.common.bootstrap import paired_difference
 from ppl_tok.infer.importance import canonical_plus_rest
-from ppl_tok.qa.store import decode_log, decode_logs, pair_scored_kinds
-from ppl_tok.scorings.mixture import mixture
+from ppl_tok.common.jsonl_store import decode_log, decode_logs
+from ppl_tok.scorings.records import CORE
 
 NEG_INF = -math.inf
 DEFAULT_ALPHAS = np.round(np.linspace(0.0, 1.0, 101), 4)
@@ -63,7 +63,8 @@ class SplitScores:
     """The stored scores of one split as arrays: Q questions, C answers (padded), N samples.
 
     Padded answers have score ``-inf`` and ``valid`` False. ``optional`` maps a
-    score kind to its ``[Q, C]`` arrays (``"exact"``: ``lower``, ``upper``,
+    record kind beside the core one to its ``[Q, C]`` arrays, the fields its scoring reads
+    (:attr:`ppl_tok.scorings.Scoring.record_arrays`: ``"exact"``: ``lower``, ``upper``,
     ``closed``; ``"stratified"``: ``log_marginal``; ``"most-likely"``: ``log_prob``).
     """
 
@@ -83,6 +84,10 @@ class SplitScores:
     def num_samples(self) -> int:
         return self.log_w.shape[-1]
 
+    def per_byte(self, scores: np.ndarray, norm: bool = True) -> np.ndarray:
+        """:func:`per_byte` of ``scores`` over these answers."""
+        return per_byte(scores, self, norm)
+
 
 def _pad(rows: Sequence[Sequence[Any]], width: int, fill: Any, dtype: Any) -> np.ndarray:
     out = np.full((len(rows), width), fill, dtype=dtype)
@@ -91,8 +96,11 @@ def _pad(rows: Sequence[Sequence[Any]], width: int, fill: Any, dtype: Any) -> np
     return out
 
 
-def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> SplitScores:
-    """Gather the records of ``split`` (indices ``0..size-1``, all needed) into arrays.
+def split_scores(records: Iterable[dict[str, Any]], split: str, size: int,
+                 arrays: Mapping[str, Mapping[str, type]]) -> SplitScores:
+    """Gather the records of ``split`` (indices ``0..size-1``, all needed) into arrays: the core record's, and
+    each other kind's of ``arrays`` (``{kind: {field: float or bool}}``, the fields its scoring reads:
+    :func:`~ppl_tok.scorings.registry.record_arrays`) where every question has one.
 
     :raises ValueError: a question of the split has no ``"is"`` record (the run is unfinished).
     """
@@ -100,7 +108,7 @@ def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> Sp
     for r in records:
         if r["split"] == split and r["index"] < size:
             by_kind.setdefault(r["kind"], {})[r["index"]] = r
-    scored = by_kind.get("is", {})
+    scored = by_kind.get(CORE, {})
     missing = [i for i in range(size) if i not in scored]
     if missing:
         raise ValueError(f"split {split!r}: {len(missing)} of {size} questions have no scores yet "
@@ -115,16 +123,13 @@ def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> Sp
             log_w[i, j] = np.array(decode_logs(c["log_p"])) - np.array(decode_logs(c["log_q"]))
             is_canon[i, j] = np.array(c["is_canonical"], dtype=bool)
     optional: dict[str, dict[str, np.ndarray]] = {}
-    fields = {"exact": ("lower", "upper", "closed"), "stratified": ("log_marginal",), "most-likely": ("log_prob",),
-              **{kind: ("estimate",) for kind in pair_scored_kinds()}}
-    for kind, names in fields.items():
+    for kind, fields in arrays.items():  # each kind's fields, as its scoring reads them
         got = by_kind.get(kind, {})
         if len(got) == size:
             optional[kind] = {
-                name: _pad([[decode_log(c[name]) if name != "closed" else c[name] for c in got[i]["choices"]]
-                            for i in range(size)], width, False if name == "closed" else NEG_INF,
-                           bool if name == "closed" else float)
-                for name in names}
+                name: _pad([[decode_log(c[name]) if dtype is float else c[name] for c in got[i]["choices"]]
+                            for i in range(size)], width, NEG_INF if dtype is float else False, dtype)
+                for name, dtype in fields.items()}
     return SplitScores(
         ids=[r["id"] for r in rows], labels=np.array([r["label"] for r in rows]),
         valid=_pad([[True] * len(r["choices"]) for r in rows], width, False, bool),
@@ -135,6 +140,25 @@ def split_scores(records: Iterable[dict[str, Any]], split: str, size: int) -> Sp
 
 
 # ------------------------------------------------------------------ scores
+def normalise(log_scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``exp(s_j) / sum_l exp(s_l)`` over the valid answers of each row (``[Q, C]``); all-zero rows stay zero."""
+    s = np.where(valid, log_scores, -np.inf)
+    top = np.max(s, axis=1, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - safe)
+    total = e.sum(axis=1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def mixture(canonical: np.ndarray, noncanonical: np.ndarray, valid: np.ndarray,
+            alphas: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``alpha P_can + (1 - alpha) P_non`` for every alpha, from ``[Q, C]`` log-scores: shape ``[Q, C, len(alphas)]``."""
+    p_can = normalise(canonical, valid)
+    p_non = normalise(noncanonical, valid)
+    a = np.asarray(alphas, dtype=float)
+    return a * p_can[..., None] + (1 - a) * p_non[..., None]
+
+
 def per_byte(scores: np.ndarray, t: SplitScores, norm: bool = True) -> np.ndarray:
     """``scores`` (``[Q, C, ...]``), divided by the answers' byte lengths if ``norm``."""
     if not norm:
@@ -187,7 +211,7 @@ def canonical_plus_rest_scores(t: SplitScores, norm: bool = False) -> np.ndarray
 
 def mixture_scores(t: SplitScores, alphas: Sequence[float] | np.ndarray, norm: bool = False) -> np.ndarray:
     """``alpha P_can + (1 - alpha) P_non`` for every alpha: shape ``[Q, C, len(alphas)]``
-    (:func:`ppl_tok.scorings.mixture.mixture`, the ``mixture`` scoring's formula)."""
+    (:func:`mixture`, the ``mixture`` scoring's formula)."""
     return mixture(canonical_scores(t, norm), noncanonical_scores(t, norm), t.valid, alphas)
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from ppl_tok.qa import classify as C
+from ppl_tok.scorings import classify as C
 
 L = math.log
 
