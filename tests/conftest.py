@@ -16,11 +16,11 @@ LLAMA2 = SHARED / "tokenizers" / "llama2" / "tokenizer.model"
 def pytest_collection_finish(session):
     """Freeze the heap that collection built (torch, transformers, every test module: about 400,000 objects).
 
-    ``LanguageModel.clear_cache`` calls ``gc.collect()``, which otherwise walks that whole heap each time (1.6 s on a
-    loaded 2-core machine, about a third of a call such as ``marginals`` on a tiny model), and so do the automatic
-    collections of the oldest generation. Frozen objects are skipped by the collector; everything a test creates
-    after this point is collected as before, so what ``clear_cache`` frees, and what the memory tests check, is
-    unchanged. The one collection first keeps import-time garbage out of the frozen set.
+    The automatic collections of the oldest generation otherwise walk that whole heap each time (up to 1.6 s on a
+    loaded 2-core machine; ``LanguageModel.clear_cache`` collects only the young generations). Frozen objects are
+    skipped by the collector; everything a test creates after this point is collected as before, so what
+    ``clear_cache`` frees, and what the memory tests check, is unchanged. The one collection first keeps
+    import-time garbage out of the frozen set.
 
     When a selected test uses the session's SmolLM2, it is loaded first, so that the frozen heap holds it too: its
     first load imports transformers' model and tokenizer code, about 190,000 objects more, which every later

@@ -27,6 +27,7 @@ def test_a_child_that_holds_more_memory_has_a_larger_peak():
         child_peak(["-c", "raise SystemExit(3)"])
 
 
+@pytest.mark.slow  # two fresh processes that import torch: about 11 CPU-s
 def test_bench_memory_repeats_a_command_in_fresh_processes(capsys):
     code, out, _ = run(capsys, "bench", "memory", "--repeat", "2", "--command", "count 'a b' --json", "--json")
     r = json.loads(out)

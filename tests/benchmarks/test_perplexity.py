@@ -52,6 +52,7 @@ def test_bench_resumes_from_its_folder_and_refuses_other_settings(tmp_path, monk
     assert "rejoin threshold 1e-06" in bench.format_perplexity(lazy)[0]
 
 
+@pytest.mark.slow  # three documents alone and in lockstep on SmolLM2: about 12 CPU-s
 def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
     from conftest import SHARED
     from benchmarks import perplexity as bench
@@ -64,6 +65,7 @@ def test_bench_lockstep_runs_fewer_calls_for_the_same_beams():
     assert "fewer calls" in bench.format_lockstep(r)[-1]
 
 
+@pytest.mark.slow  # the beams against the closed brackets on SmolLM2: about 11 CPU-s
 def test_bench_prefixes_bounds_the_beams_error_where_the_bracket_closes(monkeypatch):
     from conftest import SHARED
     from benchmarks import perplexity as bench

@@ -37,6 +37,7 @@ def test_generate_greedy_and_stop(capsys, smollm2):
         assert code == 0 and out.startswith("Once") and f"bytes (max-bytes, {mode} mode)" in out
 
 
+@pytest.mark.slow  # three next-byte and next-character rows on SmolLM2: about 14 CPU-s
 def test_next_bytes_and_characters(capsys, smollm2):
     code, out, _ = run(capsys, "next", "--prompt", "The capital of France is P", "--json")
     data = json.loads(out)
@@ -123,6 +124,7 @@ def test_generate_in_tokens_mode_reports_a_certified_log_probability(capsys, loa
 
 
 
+@pytest.mark.slow  # four generations on SmolLM2 through the command line: about 16 CPU-s
 def test_generate_canonical_draws_canonical_tokens(capsys, smollm2):
     """``generate --canonical``: the prompt's tokens and the drawn ones are the encoding of their text; seeded;
     the flags of byte sampling are refused, one clear error each."""

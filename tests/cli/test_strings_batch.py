@@ -151,7 +151,8 @@ sys.exit(main({argv!r}))
 TASKS = {"conditional": [], "generate": ["--max-bytes", "8", "--seed", "5", "--temperature", "0.9"], "next": []}
 
 
-@pytest.mark.parametrize("task", ["conditional", "next", pytest.param("generate", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("task", ["conditional", pytest.param("next", marks=pytest.mark.slow),  # about 9 CPU-s each
+                                  pytest.param("generate", marks=pytest.mark.slow)])
 def test_sigkill_mid_run_then_a_rerun_stores_what_an_uninterrupted_run_does(tmp_path, task, capsys, monkeypatch):
     pairs = [("ab" * (1 + i % 3) + "a" * (i % 2), "bab" + "ab" * (i % 4)) for i in range(24)]
     path = pairs_file(tmp_path, pairs)
