@@ -51,15 +51,15 @@ is ``-log2`` of the product of ``p(v*_j | v*_{<j})`` over its tokens (0 when no 
 the string is not scored (minicons does not).
 
 **Cost.** One :class:`StringState` walks each text once; a corrected cut reads the masses of the ASCII boundary
-bytes and the end at once (:mod:`~ppl_tok.strings.word_end`: only those bytes' runs, each LM row's once); a non-ASCII boundary character costs a copy of the state extended by
-it. Many texts (:func:`surprisals_many`) are walked together, sharing LM calls
-(:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first, every text's canonical tokens in
-one forward per batch, which leaves each canonical prefix's row in the LM's prefix cache; the walk keeps the
-canonical path (``keep``), so those prefixes cost no forward again, and every event's mass found is at least the
-canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical prefix is run only
-if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's upper side).
-``search="tree"`` gives each unit its own branch off the canonical cache instead (:mod:`ppl_tok.strings.tree`).
-"""
+bytes and the end at once (:mod:`~ppl_tok.strings.word_end`: only those bytes' runs, each LM row's once); a
+non-ASCII boundary character costs a copy of the state extended by it. Many texts (:func:`surprisals_many`) are
+walked together, sharing LM calls (:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first,
+every text's canonical tokens in one forward per batch, which leaves each canonical prefix's row in the LM's prefix
+cache; the walk keeps the canonical path (``keep``), so those prefixes cost no forward again, and every event's mass
+found is at least the canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical
+prefix is run only if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's
+upper side). ``search="tree"`` gives each unit its own branch off the canonical cache instead
+(:mod:`ppl_tok.strings.tree`). """
 
 from __future__ import annotations
 
