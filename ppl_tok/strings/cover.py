@@ -156,6 +156,32 @@ def group_log_masses(values: list[torch.Tensor], segs: list[torch.Tensor]) -> to
     return (total.log() + shift).view(len(values), GROUPS).cpu()
 
 
+#: per LM state, per run ``(a, b)`` of the byte order: the log-mass of its row over the run (:func:`run_log_masses`)
+_RUN_MASSES: WeakKeyDictionary[object, dict[tuple[int, int], float]] = WeakKeyDictionary()
+
+
+def run_log_masses(covers: list[Cover]) -> list[float]:
+    """Per cover, ``log sum over t in its run of p(t | h)`` (float64): the share of its prefix's mass that covers
+    the text. Kept per LM state and run (weakly, with the state): the token tree's branches walk the same bytes
+    from different roots and read the same rows' runs again (the figures are the same sums)."""
+    out: list[float | None] = []
+    todo: list[int] = []
+    for q, c in enumerate(covers):
+        state = c.hyp.state
+        got = None if state is None else _RUN_MASSES.get(state, {}).get((c.a, c._b))
+        out.append(got)
+        if got is None:
+            todo.append(q)
+    if todo:
+        masses = torch.stack([torch.logsumexp(covers[q].vals.double(), 0) for q in todo]).cpu().tolist()
+        for q, m in zip(todo, masses):
+            c = covers[q]
+            out[q] = m
+            if c.hyp.state is not None:
+                _RUN_MASSES.setdefault(c.hyp.state, {})[c.a, c._b] = m
+    return out  # type: ignore[return-value]
+
+
 _INDEXES: WeakKeyDictionary[Vocabulary, CoverIndex] = WeakKeyDictionary()
 
 

@@ -44,7 +44,7 @@ from ppl_tok.lm.base import LanguageModel
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.strings.beam import ByteBeam, Hypothesis, StringSearchConfig, needs_forward, run_kept
 from ppl_tok.strings.certified import END_OF_STRING, EndUnavailableError, NextBytes, PrefixProbability  # noqa: F401
-from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses
+from ppl_tok.strings.cover import EQUAL, cover_index, group_log_masses, run_log_masses
 from ppl_tok.strings.cover import Cover as _Cover
 from ppl_tok.strings.prefill import Head, prefill_heads
 
@@ -264,7 +264,7 @@ class StringState:
         if len(self.data) == self.base:
             found = self.head.log_prob
         elif covers:
-            masses = torch.stack([torch.logsumexp(c.vals.double(), 0) for c in covers]).cpu().tolist()
+            masses = run_log_masses(covers)  # (kept per LM state and run: the tree reads rows again)
             found = logsumexp(c.hyp.log_prob + m for c, m in zip(covers, masses))
         else:
             found = -math.inf

@@ -50,16 +50,16 @@ uninformative, with what would tighten it (a wider beam, a larger ``prune``).
 is ``-log2`` of the product of ``p(v*_j | v*_{<j})`` over its tokens (0 when no token starts in it). The end of
 the string is not scored (minicons does not).
 
-**Cost.** One :class:`StringState` walks each text once; a corrected cut reads one next-byte distribution (all
-ASCII boundary bytes and the end at once); a non-ASCII boundary character costs a copy of the state extended by
-it. Many texts (:func:`surprisals_many`) are walked together, sharing LM calls
-(:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first, every text's canonical tokens in
-one forward per batch, which leaves each canonical prefix's row in the LM's prefix cache; the walk keeps the
-canonical path (``keep``), so those prefixes cost no forward again, and every event's mass found is at least the
-canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical prefix is run only
-if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's upper side).
-``search="tree"`` gives each unit its own branch off the canonical cache instead (:mod:`ppl_tok.strings.tree`).
-"""
+**Cost.** One :class:`StringState` walks each text once; a corrected cut reads the masses of the ASCII boundary
+bytes and the end at once (:mod:`~ppl_tok.strings.word_end`: only those bytes' runs, each LM row's once); a
+non-ASCII boundary character costs a copy of the state extended by it. Many texts (:func:`surprisals_many`) are
+walked together, sharing LM calls (:func:`~ppl_tok.strings.state.extend_many`). The canonical column runs first,
+every text's canonical tokens in one forward per batch, which leaves each canonical prefix's row in the LM's prefix
+cache; the walk keeps the canonical path (``keep``), so those prefixes cost no forward again, and every event's mass
+found is at least the canonical tokens'. With lazy extension (``config.extend_threshold = s > 0``) a non-canonical
+prefix is run only if it holds a share ``s`` of the text's mass at its offset (else its mass goes to the bracket's
+upper side). ``search="tree"`` gives each unit its own branch off the canonical cache instead
+(:mod:`ppl_tok.strings.tree`). """
 
 from __future__ import annotations
 
@@ -69,13 +69,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ppl_tok.limits import check_contexts, check_texts
-from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.surprisal_default import StringSearchConfig, surprisal_config  # the beam, its default
 from ppl_tok.strings.certified import WIDE_BITS, uninformative_hint
 from ppl_tok.strings.events import end_bracket
-from ppl_tok.strings.state import END_OF_STRING, DeadEndError, EndUnavailableError, StringState, extend_many
+from ppl_tok.strings.state import DeadEndError, EndUnavailableError, StringState, extend_many
 from ppl_tok.strings.tree import TokenTree, search_tree, walk_units
+from ppl_tok.strings.word_end import boundary_event as _boundary_event  # the word-end event, one place
 from ppl_tok.strings.units import (PUNCTUATION, UNIT_KINDS, WordRules, char_at, region_spans,  # noqa: F401 - re-exported
                                    unit_byte_spans, word_spans)
 
@@ -125,38 +125,6 @@ class UnitSurprisal:
 
 
 # ------------------------------------------------------------------- walk
-def _boundary_event(state: StringState, ascii_bytes: list[int], wide_chars: list[str]
-                    ) -> tuple[float, float, float]:
-    """``(L, found, U)`` on ``log (sum over c in B of P(x c) + P(x, end))`` for the bytes ``x`` the state has read.
-
-    The bracket of exact arithmetic widened by the largest rounding tolerance of its terms
-    (:mod:`ppl_tok.strings.certified`).
-    """
-    nb = state.next_byte_log_probs()
-    pruned = state.pruned_log_mass()
-    found = nb.unnormalised[ascii_bytes + [END_OF_STRING]].tolist()
-    lower_terms, upper_terms, tol = list(found), list(found) + [pruned], nb.tolerance
-    if wide_chars:
-        shared = state._shared
-        try:
-            for ch in wide_chars:
-                data = ch.encode("utf-8")
-                if float(nb.unnormalised[data[0]]) == -math.inf:
-                    continue  # no mass found through its lead byte: what is pruned is in ``pruned`` already
-                child = state.copy()
-                try:
-                    p = child.extend(data).prefix_log_prob()
-                except DeadEndError:
-                    continue
-                lower_terms.append(p.found)
-                upper_terms.append(p.bound)
-                tol = max(tol, p.tolerance)
-        finally:
-            state._shared = shared  # the copies die here: the state may release its LM states again
-    found_mass = logsumexp(lower_terms)
-    return found_mass - tol, found_mass, min(nb.prefix.bound, logsumexp(upper_terms)) + tol
-
-
 def _end_event(state: StringState) -> tuple[float, float, float]:
     try:
         p = end_bracket(state)
@@ -317,6 +285,12 @@ def _rows(job: _Job, canon: list[float], counts: list[int], config: StringSearch
     return rows
 
 
+#: next-token rows held per canonical token for the token tree's branches (they run about 4.6 prefixes per canonical
+#: token on OpenBookQA test words, SmolLM2-135M): under the LM's row budget alone their rows were dropped before
+#: their events read them, and recomputed one LM call per round (54 rows, 9 calls of 32 on 200 words)
+TREE_ROWS = 6
+
+
 def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Sequence[Any] = "word",
                     contexts: Sequence[str | Sequence[int]] | None = None, config: StringSearchConfig | None = None,
                     rules: WordRules | None = None, word_end: bool | None = None,
@@ -352,7 +326,7 @@ def surprisal_batch(lm: LanguageModel, texts: Sequence[str], *, units: str | Seq
     # the canonical column first: its forward leaves the canonical prefixes' rows in the cache, held for the
     # walk (B texts of T tokens: B T |V| 4 bytes more; without it the first would be dropped before they are read)
     held = 4 * len(lm.vocab) * sum(len(job.canonical_ids() or ()) for job in jobs)
-    with lm.row_budget(lm.config.row_bytes + held):
+    with lm.row_budget(lm.config.row_bytes + held * (1 if tree is None else 1 + TREE_ROWS)):
         canon = _canonical_many(lm, jobs)
         if tree is None:
             _walk(lm, jobs, config, rules.boundary_chars)
