@@ -30,13 +30,17 @@ from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.common.params import param
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.scorings.documents import _require_bos, _windowed, beam_settings, window_length
-from ppl_tok.scorings.registry import BEAM_LAZY_DEFAULT, DOCUMENT, Scoring, ScoringConfig, SearchParams, register
+from ppl_tok.scorings.registry import DOCUMENT, Scoring, ScoringConfig, SearchParams, register
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.windows import text_windows
 
 
-#: bytes: the fewest a segment holds (its cut then waits for the next whitespace) by default
-SEGMENT_BYTES = 0
+#: bytes: the fewest a segment holds (its cut then waits for the next whitespace) by default, and the branches'
+#: lazy extension by default (one share everywhere): chosen on the first 40 OpenBookQA dev stems, checked on 1-2 kB
+#: HellaSwag validation documents from item 5000 on (``benchmarks/perplexity_defaults.py``, docs/perplexity.md)
+SEGMENT_BYTES = 64
+TREE_LAZY_DEFAULT: dict[str, float | None] = {"extend_threshold": 1e-3, "boundary_threshold": None,
+                                              "rejoin_threshold": None}
 
 
 def tree_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig) -> list[DocumentScore]:
@@ -79,10 +83,10 @@ def tree_scores(lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringCo
 
 @dataclass(frozen=True)
 class TreeParams(SearchParams):
-    """The ``tree`` scoring's search (each branch's beam; lazy extension at
-    :data:`~ppl_tok.scorings.registry.BEAM_LAZY_DEFAULT` unless shares are given or ``exhaustive``) and its segments."""
+    """The ``tree`` scoring's search (each branch's beam; lazy extension at :data:`TREE_LAZY_DEFAULT` unless shares
+    are given or ``exhaustive``) and its segments."""
 
-    lazy_default = BEAM_LAZY_DEFAULT
+    lazy_default = TREE_LAZY_DEFAULT
 
     segment_bytes: int = param(SEGMENT_BYTES, "the fewest bytes a segment of the token tree holds (its cut waits for "
                                "the next whitespace after them; 0: every word)", flag="--segment-bytes",
@@ -112,4 +116,4 @@ class Tree(Scoring):
         return {**super().settings(config), **beam_settings(config)}
 
 
-__all__ = ["SEGMENT_BYTES", "Tree", "TreeParams", "tree_scores"]
+__all__ = ["SEGMENT_BYTES", "TREE_LAZY_DEFAULT", "Tree", "TreeParams", "tree_scores"]

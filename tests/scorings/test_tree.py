@@ -10,6 +10,7 @@ import pytest
 
 from ppl_tok.scorings import DOCUMENT, ScoringConfig, score_documents, scoring
 from ppl_tok.strings import StringSearchConfig
+from ppl_tok.scorings.tree import SEGMENT_BYTES
 from ppl_tok.strings.tree_marginal import tree_marginals
 from qa_toy import toy_lm
 from tests.strings.test_state import WIDE, history_lm
@@ -45,13 +46,13 @@ def test_documents_score_brute_force_f_with_a_bracket_that_holds_it(segment_byte
         assert s.extra["batch"] == 3 and s.forwards > 0 and s.canonical_forwards == len(lm.canonical(t))
     lazy = score_documents(lm, [Doc(i, t) for i, t in enumerate(texts)], ScoringConfig("tree"))  # the default search
     for s, t in zip(lazy, texts):
-        assert s.lower - 1e-9 <= brute_tree_marginal(lm, t, (), 0) <= s.upper + 1e-9
+        assert s.lower - 1e-9 <= brute_tree_marginal(lm, t, (), SEGMENT_BYTES) <= s.upper + 1e-9
 
 
 def test_windowed_documents_sum_their_windows():
     lm = history_lm(2, VOCAB)
     text = "ab ba. a b ab ba b a. ab"
-    [s] = score_documents(lm, [Doc(0, text)], ScoringConfig("tree", window=6, search=WIDE))
+    [s] = score_documents(lm, [Doc(0, text)], ScoringConfig("tree", window=6, search=WIDE, segment_bytes=0))
     from ppl_tok.scorings.windows import text_windows
 
     pieces = text_windows(lm.vocab, lm.canonical(text), 6)
@@ -86,7 +87,7 @@ def test_perplexity_runs_it_into_a_folder_and_resumes(tmp_path):
     assert stored["scoring"] == "tree" and stored["segment_bytes"] == 2
     again = run_perplexity(lm, corpus, config, out=tmp_path / "run", progress=False)
     assert [s.to_record() for s in again] == [s.to_record() for s in scores]
-    with pytest.raises(ValueError, match="segment_bytes: folder has 2, this run has 0"):
+    with pytest.raises(ValueError, match=f"segment_bytes: folder has 2, this run has {SEGMENT_BYTES}"):
         run_perplexity(lm, corpus, ScoringConfig("tree"), out=tmp_path / "run", progress=False)
 
 
