@@ -28,7 +28,7 @@ Usage: python benchmarks/perplexity_defaults.py DATA_DIR OUT.jsonl [--corpus ope
 A setting is `exhaustive`, a share `S` (`extend_threshold=S` everywhere) or `S/B/R` (inside / boundary / rejoin
 shares), each the `beam` scoring; or `tree:SEARCH:SEGMENT`, the `tree` scoring (the token tree off the canonical
 cache, ppl_tok.scorings.tree) with the search SEARCH (`default`: the scoring's own default, or one of the beam's
-forms above) and `segment_bytes` SEGMENT (`tree` alone: `tree:default:0`, the scoring's default). Every row records
+forms above) and `segment_bytes` SEGMENT (`tree` alone: `tree:default:0`, every word a segment). Every row records
 the LM calls of the chunk (`calls`, and canonical's `canonical_calls`). Resumable: each finished (setting, chunk of documents) is one line of OUT.jsonl; a rerun skips those
 already there. Every row records the code (git commit) it ran on; a rerun on other code is refused.
 `--summary` writes the per-setting figures over the chunks every setting finished (`--no-run`: only that, no
