@@ -5,7 +5,8 @@ against the exhaustive setting (`--extend-threshold 0`: every kept prefix run) o
 of the exhaustive beam's *gain* it keeps (gain: the beam's log-likelihood minus the canonical tokenization's,
 nats; aggregate = summed over the documents, per-document quantiles, and the gain lost per document in bits per
 byte), its token-forwards and wall time
-against canonical scoring of the same documents, canonical timed in the same process just before each chunk.
+against canonical scoring of the same documents (wall and the process's CPU seconds), canonical timed in the same
+process just before each chunk.
 The target: at least 90% of the exhaustive gain, aggregate; the default is the cheapest candidate meeting it with
 the lower end of the share's 95% bootstrap interval over documents at least 80% (`cheapest_meeting_target_robustly`;
 `cheapest_meeting_target` drops that condition).
@@ -17,10 +18,18 @@ tables used the 50-document benchmark (HellaSwag validation items from the start
 `--corpus hellaswag` takes `--skip 5000`). The documents are taken a chunk at a time, every setting on a chunk
 before the next chunk, so a run stopped part way compares every setting on the same documents.
 
+`--corpus hellaswag-long` (issue 58: the rule on long documents): documents of 1-2 kB, each built from consecutive
+HellaSwag validation items from `--skip` on, every item's context and its gold ending (`context + " " + ending`)
+joined by a space, items added while the document stays under 2,048 bytes and until it holds at least 1,024 (an item
+that would pass 2,048 starts the next document); `--documents` counts these documents.
+
 Usage: python benchmarks/perplexity_defaults.py DATA_DIR OUT.jsonl [--corpus openbookqa] [--skip 0]
            [--documents 100] [--chunk 10] [--settings exhaustive,0.01,...] [--summary SUMMARY.json]
 A setting is `exhaustive`, a share `S` (`extend_threshold=S` everywhere) or `S/B/R` (inside / boundary / rejoin
-shares). Resumable: each finished (setting, chunk of documents) is one line of OUT.jsonl; a rerun skips those
+shares), each the `beam` scoring; or `tree:SEARCH:SEGMENT`, the `tree` scoring (the token tree off the canonical
+cache, ppl_tok.scorings.tree) with the search SEARCH (`default`: the scoring's own default, or one of the beam's
+forms above) and `segment_bytes` SEGMENT (`tree` alone: `tree:default:0`, every word a segment). Every row records
+the LM calls of the chunk (`calls`, and canonical's `canonical_calls`). Resumable: each finished (setting, chunk of documents) is one line of OUT.jsonl; a rerun skips those
 already there. Every row records the code (git commit) it ran on; a rerun on other code is refused.
 `--summary` writes the per-setting figures over the chunks every setting finished (`--no-run`: only that, no
 model loaded).
@@ -66,6 +75,58 @@ def _bootstrap_share(gain: list[float], ref_gain: list[float], resamples: int = 
     return [_quantile(shares, 0.025), _quantile(shares, 0.975)] if shares else [math.nan, math.nan]
 
 
+def tree_setting(setting: str) -> tuple[str, int] | None:
+    """``(search, segment_bytes)`` of a ``tree:SEARCH:SEGMENT`` setting (``None``: a ``beam`` setting)."""
+    if setting != "tree" and not setting.startswith("tree:"):
+        return None
+    parts = (setting.split(":") + ["default", "0"])[1:3] if setting != "tree" else ["default", "0"]
+    if len(setting.split(":")) not in (1, 3) or not parts[1].isdigit():
+        raise SystemExit(f"setting {setting!r}: give tree or tree:SEARCH:SEGMENT (SEARCH default, exhaustive, S or "
+                         "S/B/R; SEGMENT bytes)")
+    if parts[0] != "default":
+        search_options(parts[0])
+    return parts[0], int(parts[1])
+
+
+def scoring_config(setting: str):
+    """The :class:`~ppl_tok.scorings.ScoringConfig` a setting names (``beam`` or ``tree``)."""
+    from ppl_tok.scorings.registry import ScoringConfig
+    from ppl_tok.strings.beam import StringSearchConfig
+
+    tree = tree_setting(setting)
+    if tree is None:
+        return ScoringConfig(scoring="beam", search=StringSearchConfig(**search_options(setting)))
+    search, segment = tree
+    extra = {} if search == "default" else {"search": StringSearchConfig(**search_options(search))}
+    return ScoringConfig(scoring="tree", segment_bytes=segment, **extra)
+
+
+#: bytes: the long documents' size (``--corpus hellaswag-long``): at least the first, under the second
+LONG_BYTES = (1024, 2048)
+
+
+def long_documents(data_dir: str, skip: int, count: int) -> list[str]:
+    """``count`` documents of 1-2 kB from HellaSwag validation items ``skip`` on (module docstring)."""
+    from ppl_tok.datasets import continuation, data_file, read_hellaswag
+
+    questions = read_hellaswag(data_file("hellaswag", "val", data_dir))[skip:]
+    out, parts = [], []
+    for q in questions:
+        item = q.context + continuation(q.choices[q.label])
+        joined = " ".join(parts + [item])
+        if len(joined.encode("utf-8")) >= LONG_BYTES[1]:
+            parts = [item]
+            continue
+        parts.append(item)
+        if len(joined.encode("utf-8")) >= LONG_BYTES[0]:
+            out.append(joined)
+            parts = []
+            if len(out) == count:
+                return out
+    raise SystemExit(f"{data_dir}: hellaswag from item {skip} gives {len(out)} documents of 1-2 kB, fewer than "
+                     f"--documents {count}")
+
+
 def search_options(setting: str) -> dict:
     """The :class:`~ppl_tok.strings.StringSearchConfig` lazy keywords of a setting's name."""
     names = ("extend_threshold", "boundary_threshold", "rejoin_threshold")
@@ -79,15 +140,18 @@ def search_options(setting: str) -> dict:
 
 def held_out_documents(data_dir: str, corpus: str, skip: int, count: int) -> list[str]:
     """``count`` held-out texts from item ``skip`` on: OpenBookQA dev question stems or HellaSwag validation
-    contexts (activity label and context, as :mod:`ppl_tok.datasets` reads them)."""
+    contexts (activity label and context, as :mod:`ppl_tok.datasets` reads them), or 1-2 kB HellaSwag documents
+    (:func:`long_documents`)."""
     from ppl_tok.datasets import data_file, read_hellaswag, read_openbookqa
 
+    if corpus == "hellaswag-long":
+        return long_documents(data_dir, skip, count)
     if corpus == "openbookqa":
         questions = read_openbookqa(data_file("openbookqa", "dev", data_dir))
     elif corpus == "hellaswag":
         questions = read_hellaswag(data_file("hellaswag", "val", data_dir))
     else:
-        raise SystemExit(f"--corpus must be openbookqa or hellaswag, got {corpus!r}")
+        raise SystemExit(f"--corpus must be openbookqa, hellaswag or hellaswag-long, got {corpus!r}")
     if len(questions) < skip + count:
         raise SystemExit(f"{data_dir}: {corpus} has {len(questions)} items, fewer than --skip + --documents")
     return [q.context for q in questions[skip: skip + count]]
@@ -118,12 +182,19 @@ def summarize(rows: list[dict], settings: list[str]) -> dict:
         large = [g / r for g, r in zip(gain, ref_gain) if r >= LARGE_GAIN]
         lost = [(r - g) / math.log(2) / d["bytes"] for g, r, d in zip(gain, ref_gain, docs)]
         nbytes = sum(d["bytes"] for d in docs)
-        out[s] = {"search": search_options(s), "documents": len(docs), "bytes": nbytes,
+        calls = [r for r in first if r["setting"] == s and "calls" in r]
+        out[s] = {"search": search_options(s) if tree_setting(s) is None else s, "documents": len(docs),
+                  "bytes": nbytes,
+                  "calls_per_document": sum(r["calls"] for r in calls) / max(1, sum(len(r["documents"]) for r in calls)),
+                  "canonical_calls_per_document": sum(r["canonical_calls"] for r in calls)
+                  / max(1, sum(len(r["documents"]) for r in calls)),
                   "forwards": sum(d["forwards"] for d in docs),
                   "canonical_forwards": sum(d["canonical_forwards"] for d in docs),
                   "forwards_ratio": sum(d["forwards"] for d in docs) / sum(d["canonical_forwards"] for d in docs),
                   "seconds": seconds[s], "canonical_seconds": canon_seconds[s],
                   "time_ratio": seconds[s] / canon_seconds[s],
+                  "cpu_ratio": sum(r.get("cpu_seconds", math.nan) for r in first if r["setting"] == s)
+                  / sum(r.get("canonical_cpu_seconds", math.nan) for r in first if r["setting"] == s),
                   "gain_nats": math.fsum(gain), "exhaustive_gain_nats": math.fsum(ref_gain),
                   "gain_share": math.fsum(gain) / math.fsum(ref_gain),
                   "gain_share_bootstrap_95": _bootstrap_share(gain, ref_gain),
@@ -148,7 +219,7 @@ def main() -> None:
     ap.add_argument("data_dir")
     ap.add_argument("out", type=Path)
     ap.add_argument("--documents", type=int, default=100)
-    ap.add_argument("--corpus", default="openbookqa", choices=("openbookqa", "hellaswag"))
+    ap.add_argument("--corpus", default="openbookqa", choices=("openbookqa", "hellaswag", "hellaswag-long"))
     ap.add_argument("--skip", type=int, default=0)
     ap.add_argument("--chunk", type=int, default=10)
     ap.add_argument("--model", default="smollm2-135m")
@@ -158,7 +229,8 @@ def main() -> None:
     args = ap.parse_args()
     settings = args.settings.split(",")
     for s in settings:
-        search_options(s)
+        if tree_setting(s) is None:
+            search_options(s)
 
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                           cwd=Path(__file__).parent).stdout.strip() or "unknown"
@@ -174,12 +246,10 @@ def main() -> None:
         import torch
 
         from ppl_tok import load_lm
-        from ppl_tok.scorings.beam import marginal_scores
+        from ppl_tok.scorings import score_documents
         from ppl_tok.scorings.canonical import canonical_scores
         from ppl_tok.scorings.documents import cap_prefix_cache
-        from ppl_tok.scorings.registry import ScoringConfig
         from ppl_tok.perplexity.corpus import Document
-        from ppl_tok.strings.beam import StringSearchConfig
 
         torch.set_num_threads(1)
         lm = load_lm(args.model)
@@ -188,16 +258,21 @@ def main() -> None:
         for s, k in todo:
             docs = [Document(i, texts[i], args.corpus, args.skip + i) for i in chunks[k]]
             lm.clear_cache()
-            t0 = time.perf_counter()
+            calls = lm.stats.calls
+            t0, c0 = time.perf_counter(), time.process_time()
             canonical_scores(lm, docs, None)
-            canon_s = time.perf_counter() - t0
+            canon_s, canon_cpu = time.perf_counter() - t0, time.process_time() - c0
+            canon_calls = lm.stats.calls - calls
             lm.clear_cache()
-            config = ScoringConfig(scoring="beam", search=StringSearchConfig(**search_options(s)))
-            t0 = time.perf_counter()
-            scores = marginal_scores(lm, docs, config)
-            seconds = time.perf_counter() - t0
+            config = scoring_config(s)
+            calls = lm.stats.calls
+            t0, c0 = time.perf_counter(), time.process_time()
+            scores = score_documents(lm, docs, config)
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             row = {"code": code, "model": args.model, "data": f"{args.corpus} [{args.skip}:]", "setting": s,
-                   "chunk": k, "seconds": seconds, "canonical_seconds": canon_s,
+                   "chunk": k, "seconds": seconds, "canonical_seconds": canon_s, "cpu_seconds": cpu,
+                   "canonical_cpu_seconds": canon_cpu, "calls": lm.stats.calls - calls,
+                   "canonical_calls": canon_calls,
                    "documents": [{"index": d.index, "bytes": d.n_bytes, "log_likelihood": d.log_likelihood,
                                   "canonical": d.canonical, "lower": d.lower, "upper": d.upper,
                                   "forwards": d.forwards, "canonical_forwards": d.canonical_forwards}
@@ -205,7 +280,8 @@ def main() -> None:
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             rows.append(row)
-            print(f"{s} chunk {k}: {seconds:.1f} s against canonical {canon_s:.2f} s", flush=True)
+            print(f"{s} chunk {k}: {seconds:.1f} s ({cpu:.1f} s CPU) against canonical {canon_s:.2f} s "
+                  f"({canon_cpu:.2f} s CPU)", flush=True)
     done = {(r["setting"], r["chunk"]) for r in rows}
     finished = [k for k in range(len(chunks)) if all((s, k) in done for s in settings)]
     kept = [r for r in rows if r["setting"] in settings and r["chunk"] in finished]

@@ -202,7 +202,7 @@ class Scoring:
 #: of :data:`SCORINGS` (so that reading the registry's levels and defaults imports no scoring).
 BUILT_IN: tuple[str, ...] = tuple(f"ppl_tok.scorings.{m}" for m in (
     "canonical", "importance", "beam", "events", "mixture", "canonical_rest", "exact", "stratified", "conditional",
-    "canonical_lm", "most_likely"))
+    "canonical_lm", "most_likely", "tree"))
 
 #: Every scoring by name, in registration (report) order (:class:`~ppl_tok.common.registry.Registry`);
 #: :func:`register` adds to it.

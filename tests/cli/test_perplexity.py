@@ -180,7 +180,7 @@ def test_cli_rejects_an_unknown_scoring(tmp_path, capsys):
     path.write_text("ab\n")
     assert main(["perplexity", str(path), "--scoring", "nonsense"]) == 2
     assert ("invalid choice: 'nonsense' (choose from 'canonical', 'beam', 'prefix', 'with-end', 'canonical+rest', "
-            "'canonical-local', 'canonical-global', 'marginal')") in capsys.readouterr().err
+            "'canonical-local', 'canonical-global', 'tree', 'marginal')") in capsys.readouterr().err
 
 
 def test_search_budget_and_its_old_name_budget_set_the_beam_budget_within_the_limit(tmp_path, capsys, monkeypatch):
@@ -260,4 +260,4 @@ def test_the_beam_default_is_the_measured_lazy_setting_and_exhaustive_is_one_fla
     assert main(["perplexity", str(path), "--exhaustive"]) == 2
     err = capsys.readouterr().err
     assert "--exhaustive would be ignored: --scoring canonical does not read it (it takes no flags of its own; " \
-           "--exhaustive is for --scoring beam, prefix, with-end)" in err
+           "--exhaustive is for --scoring beam, prefix, with-end, tree)" in err

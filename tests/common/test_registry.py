@@ -113,4 +113,4 @@ def test_the_built_ins_keep_their_order_whichever_module_is_imported_first():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1].split(",") == ["canonical", "importance", "beam", "prefix", "with-end", "mixture",
                                                  "canonical+rest", "exact", "stratified", "conditional",
-                                                 "canonical-local", "canonical-global", "most-likely"]
+                                                 "canonical-local", "canonical-global", "most-likely", "tree"]

@@ -10,7 +10,7 @@ from ppl_tok.scorings import ALIASES, DOCUMENT, PAIR, QUESTION, SCORINGS, classi
 
 def test_each_level_names_its_scorings():
     assert names(DOCUMENT) == ("canonical", "beam", "prefix", "with-end", "canonical+rest", "canonical-local",
-                               "canonical-global")
+                               "canonical-global", "tree")
     assert names(PAIR) == ("canonical", "importance", "mixture", "canonical+rest", "exact", "stratified",
                             "conditional", "canonical-local", "canonical-global")
     assert "beam" not in names(QUESTION) and "most-likely" in names(QUESTION)
@@ -29,7 +29,7 @@ def test_distinct_estimators_have_distinct_names():
 
 def test_an_unknown_name_is_an_error_naming_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown scoring 'nope' for documents .*canonical, beam, prefix, with-end, canonical\+rest, "
-                       r"canonical-local, canonical-global "
+                       r"canonical-local, canonical-global, tree "
                                          r"\(old names: marginal = beam\)"):
         scoring.scoring("nope", DOCUMENT)
     with pytest.raises(ValueError, match="unknown level"):
