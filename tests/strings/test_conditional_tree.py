@@ -86,27 +86,6 @@ def test_a_back_off_past_the_text_is_the_exhaustive_walk(seed, prompt, text, eve
     assert tree.lower - 1e-9 <= walk.estimate <= tree.upper + 1e-9 and tree.head_bytes == 0
 
 
-@pytest.mark.parametrize("event", EVENTS)
-def test_each_factor_is_the_walk_from_the_same_head(event):
-    """Each unit's factor is the byte-synchronous walk's conditional of the unit after the tail, with the head as
-    the context (token ids): the tree's sum equals the walk restricted to the same paths."""
-    lm = history_lm(4, VOCAB)
-    prompt, text = "ab ba. a", "b ab ba a."
-    (got,) = conditionals_tree(lm, [prompt], [text], config=WIDE, event=event, tree=ONE_LEVEL)
-    data = (prompt + text).encode()
-    spans = byte_spans(prompt + text, tree_units(prompt, text))
-    ids = lm.canonical(prompt + text)
-    total = 0.0
-    for k in range(1, len(spans)):
-        r = covered_head(lm, data, spans[k][0], 0)
-        start = len(b"".join(lm.vocab[t] for t in ids[:r]))
-        a, b = spans[k]
-        last = k == len(spans) - 1
-        total += string_conditional(lm, data[start:a].decode(), data[a:b].decode(), context=list(ids[:r]),
-                                    config=WIDE, event=event if last else "prefix").estimate
-    assert got.estimate == pytest.approx(total, abs=1e-9)
-
-
 def test_batched_pairs_equal_each_alone():
     lm = history_lm(5, VOCAB)
     prompts, texts = ["ab b", "ab b", "a"], ["a ba", " b", "b ab."]
@@ -163,3 +142,40 @@ def test_bad_input_is_named():
         conditionals_tree(lm, ["a"], ["b"], event="word")
     with pytest.raises(ValueError, match="2 prompts but 1 texts"):
         conditionals_tree(lm, ["a", "b"], ["b"])
+
+
+def walk_factors(lm, prompt: str, text: str, event: str, config: StringSearchConfig) -> float:
+    """The byte-synchronous walk restricted to the tree's paths: per unit of the continuation, the walk's
+    conditional of the unit after the tail from its canonical head, the head as token context."""
+    data = (prompt + text).encode()
+    spans = byte_spans(prompt + text, tree_units(prompt, text))
+    ids = lm.canonical(prompt + text)
+    total = 0.0
+    for k in range(1 if prompt else 0, len(spans)):
+        r = covered_head(lm, data, spans[k][0], 0)
+        start = len(b"".join(lm.vocab[t] for t in ids[:r]))
+        a, b = spans[k]
+        total += string_conditional(lm, data[start:a].decode(), data[a:b].decode(), context=list(ids[:r]),
+                                    config=config, event=event if k == len(spans) - 1 else "prefix").estimate
+    return total
+
+
+@pytest.mark.parametrize("event", EVENTS)
+def test_each_factor_is_the_walk_from_the_same_head(event):
+    """The tree's sum equals the walk restricted to the same paths (each factor's walk from its head)."""
+    lm = history_lm(4, VOCAB)
+    prompt, text = "ab ba. a", "b ab ba a."
+    (got,) = conditionals_tree(lm, [prompt], [text], config=WIDE, event=event, tree=ONE_LEVEL)
+    assert got.estimate == pytest.approx(walk_factors(lm, prompt, text, event, WIDE), abs=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("event", EVENTS)
+def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2, event):
+    prompts = ["To fight Iv", "Q: Which is a conductor? A:"]
+    texts = ["an Drago in Rocky", " a copper wire."]
+    config = StringSearchConfig()
+    got = conditionals_tree(smollm2, prompts, texts, config=config, event=event, tree=ONE_LEVEL)
+    for p, t, g in zip(prompts, texts, got):
+        assert g.estimate == pytest.approx(walk_factors(smollm2, p, t, event, config), abs=2e-4)
+        assert g.lower - 1e-9 <= g.estimate <= g.upper + 1e-9
