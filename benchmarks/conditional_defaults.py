@@ -3,8 +3,8 @@
 
 For each candidate ``extend_threshold``, every request's conditional (canonical-head prefill, the lm-eval model's
 path: :class:`ppl_tok.scorings.conditional.Conditional` under ``event``) against the exhaustive setting
-(``extend_threshold=0``: every kept prefix run) on the same request, and its time against canonical scoring of
-the same requests (``lm.log_probs_many``, timed in the same process just before each chunk). The rule
+(``extend_threshold=0``: every kept prefix run) on the same request, and its CPU time (one thread) against
+canonical scoring of the same requests (``lm.log_probs_many``, timed in the same process just before each chunk). The rule
 (:data:`P99_NATS`, :data:`MAX_NATS`): per request, p99 of ``|lazy - exhaustive|`` at most 0.05 nats and the max at
 most 0.5 nats, on requests the setting was not chosen on; the target cost (:data:`TARGET_RATIO`) 1.5x canonical.
 The default is the cheapest candidate that meets the rule on the held-out sets; where none meets it at the target
@@ -120,13 +120,20 @@ def _code() -> str:
                           cwd=Path(__file__).parent).stdout.strip() or "unknown"
 
 
-def parse_setting(key: str) -> tuple[str, int | None, float]:
-    """``(searcher, back_off, extend_threshold)`` of a setting's key: a share (the walk), ``tree@S`` or
-    ``treeW@S`` (the tree, back-off ``W`` bytes, default the tree's)."""
-    if key.startswith("tree"):
-        name, _, share = key.partition("@")
+def parse_setting(key: str) -> tuple[str, Any, float]:
+    """``(searcher, tree, extend_threshold)`` of a setting's key: a share (the walk), ``tree@S`` (the default
+    :class:`~ppl_tok.strings.tree.TokenTree`), ``treeW@S`` (a back-off of ``W`` bytes) or ``flat@S`` (no detour
+    roots: the canonical heads' branches only); ``tree`` is ``None`` for the scoring's own default tree."""
+    from ppl_tok.strings.tree import TokenTree
+
+    name, at, share = key.partition("@")
+    if name == "flat":
+        return "tree", TokenTree(detour_share=None), float(share or 0.0)
+    if name.startswith("tree"):
         back = name[len("tree"):]
-        return "tree", int(back) if back else None, float(share or 0.0)
+        return "tree", TokenTree(int(back)) if back else None, float(share or 0.0)
+    if at:
+        raise ValueError(f"unknown setting {key!r}: expected a share, tree@S, treeW@S or flat@S")
     return "walk", None, float(key)
 
 
@@ -141,30 +148,29 @@ def measure_chunk(lm, pairs: list[tuple[str, str]], settings: Sequence[float | s
 
     lm.clear_cache()
     calls = lm.stats.calls
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds (one thread): what the shared machine's load moves least
     canonical = lm.log_probs_many([lm.canonical(x) for _, x in pairs], [c for c, _ in pairs])
-    canonical_s = time.perf_counter() - t0
+    canonical_s = time.process_time() - t0
     implementation = find_scoring("conditional", PAIR)
     todo = [Pair(c, x, group=(0,), choice=i) for i, (c, x) in enumerate(pairs)]
     row: dict[str, Any] = {"canonical_seconds": canonical_s, "canonical": canonical,
                            "canonical_calls": lm.stats.calls - calls, "settings": {}}
     for s in settings:
         key = s if isinstance(s, str) else repr(s)
-        searcher, back_off, share = parse_setting(key)
+        searcher, tree, share = parse_setting(key)
         search = replace(StringSearchConfig(prefill="canonical-head"), extend_threshold=share)
         config = ScoringConfig(scoring="conditional", level=PAIR, search=search, event=event, searcher=searcher)
         lm.clear_cache()  # each setting from a cold cache, as canonical
         before, calls = lm.stats.forwards, lm.stats.calls
-        t0 = time.perf_counter()
-        if back_off is None:
+        t0 = time.process_time()
+        if tree is None:
             got = implementation.score_pairs(lm, todo, config)
         else:
             from ppl_tok.strings.conditional import conditionals_many
-            from ppl_tok.strings.tree import TokenTree
 
             got = conditionals_many(lm, [c for c, _ in pairs], [x for _, x in pairs], config=search, event=event,
-                                    search=TokenTree(back_off))
-        row["settings"][key] = {"seconds": time.perf_counter() - t0, "forwards": lm.stats.forwards - before,
+                                    search=tree)
+        row["settings"][key] = {"seconds": time.process_time() - t0, "forwards": lm.stats.forwards - before,
                                 "calls": lm.stats.calls - calls,
                                 "estimate": [g.estimate for g in got], "lower": [g.lower for g in got],
                                 "upper": [g.upper for g in got]}
