@@ -166,10 +166,10 @@ def measure_chunk(lm, pairs: list[tuple[str, str]], settings: Sequence[float | s
         if tree is None:
             got = implementation.score_pairs(lm, todo, config)
         else:
-            from ppl_tok.strings.conditional import conditionals_many
+            from ppl_tok.strings.conditional_tree import conditionals_tree
 
-            got = conditionals_many(lm, [c for c, _ in pairs], [x for _, x in pairs], config=search, event=event,
-                                    search=tree)
+            got = conditionals_tree(lm, [c for c, _ in pairs], [x for _, x in pairs], config=search, event=event,
+                                    tree=tree)
         row["settings"][key] = {"seconds": time.process_time() - t0, "forwards": lm.stats.forwards - before,
                                 "calls": lm.stats.calls - calls,
                                 "estimate": [g.estimate for g in got], "lower": [g.lower for g in got],

@@ -33,22 +33,27 @@ from ppl_tok.common.params import param
 from ppl_tok.scorings.registry import PAIR, Scoring, SearchParams, register
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD, EVENTS, StringConditional, conditionals_many
-from ppl_tok.strings.tree import SEARCHES
+from ppl_tok.strings.conditional_tree import conditionals_tree
+from ppl_tok.strings.tree import SEARCHES, TokenTree, search_tree
 
 LOG = logging.getLogger(__name__)
 
 
 def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
                        config: StringSearchConfig, labels: Sequence[Any] | None = None, event: str = "boundary",
-                       greedy: bool = False, search: str = "walk") -> list[StringConditional]:
+                       greedy: bool = False, search: str | TokenTree = "walk") -> list[StringConditional]:
     """``log p(continuation | context)`` over strings of each request, every certified interval logged
     (logger ``ppl_tok.scorings.conditional``, level INFO).
 
     One batched walk (:func:`~ppl_tok.strings.conditional.conditionals_many`): the answers of a question
-    share its context's walk.
+    share its context's walk; or, with ``search`` ``"tree"`` (or a :class:`~ppl_tok.strings.tree.TokenTree`), the
+    token tree (:func:`~ppl_tok.strings.conditional_tree.conditionals_tree`, its own estimand).
     """
-    results = conditionals_many(lm, list(contexts), list(continuations), config=config, event=event, greedy=greedy,
-                                search=search)
+    tree = search_tree(search)
+    if tree is None:
+        results = conditionals_many(lm, list(contexts), list(continuations), config=config, event=event, greedy=greedy)
+    else:  # the token tree's estimand (greedy not computed: None)
+        results = conditionals_tree(lm, list(contexts), list(continuations), config=config, event=event, tree=tree)
     for i, r in enumerate(results):
         label = labels[i] if labels is not None else i
         LOG.info("request %s: log p(%r%s | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, ", boundary" if event == "boundary" else "", r.prompt[-40:],

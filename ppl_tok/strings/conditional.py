@@ -275,7 +275,7 @@ def _result(state: StringState, prompt_end: int, text: str | bytes, before: Pref
 
 def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence[str],
                       context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
-                      event: str = "prefix", greedy: bool = False, search: Any = "walk") -> list[StringConditional]:
+                      event: str = "prefix", greedy: bool = False) -> list[StringConditional]:
     """``string_conditional(lm, prompts[i], texts[i], context, config, event)`` of many pairs, sharing the LM's calls.
 
     The distinct prompts' canonical heads are prefilled in one batched call
@@ -285,9 +285,8 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     share the walk of their question. Each result is the one :func:`string_conditional`
     gives alone (the beams never mix; only float32 rounding of a batched forward can differ).
     ``greedy``: also whether greedy byte decoding writes each text (:attr:`StringConditional.greedy`; one
-    next-byte distribution per byte read, no LM call). ``search``: ``"walk"`` (this walk, the reference) or
-    ``"tree"`` / a :class:`~ppl_tok.strings.tree.TokenTree`: the conditional through the token tree, its own
-    estimand (:func:`~ppl_tok.strings.conditional_tree.conditionals_tree`; ``greedy`` not computed there).
+    next-byte distribution per byte read, no LM call). The same pairs through the token tree, its own estimand:
+    :func:`~ppl_tok.strings.conditional_tree.conditionals_tree`.
 
     :raises ValueError: a prompt or a text hits a dead end, or a prompt has probability zero
         (the message names the pair's index).
@@ -295,17 +294,10 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     from ppl_tok.strings.prefill import prefill_heads
     from ppl_tok.strings.state import extend_many
 
-    from ppl_tok.strings.tree import search_tree
-
     if len(prompts) != len(texts):
         raise ValueError(f"{len(prompts)} prompts but {len(texts)} texts")
     _check_event(event)
     config = config or StringSearchConfig()
-    tree = search_tree(search)
-    if tree is not None:
-        from ppl_tok.strings.conditional_tree import conditionals_tree
-
-        return conditionals_tree(lm, prompts, texts, context, config, event, tree)
     start = time.perf_counter()
     distinct = list(dict.fromkeys(prompts))
     data = [p.encode("utf-8") for p in distinct]

@@ -130,8 +130,10 @@ def test_search_reaches_the_tree_from_the_scoring_and_lm_eval():
     assert checked_parameters({"search": "tree"}) == {"searcher": "tree"}
     with pytest.raises(ModelArgumentError, match="search='bush'"):
         checked_parameters({"search": "bush"})
-    with pytest.raises(ValueError, match="search must be one of walk, tree"):
-        conditionals_many(lm, ["a"], ["b"], search="bush")
+    with pytest.raises(ValueError, match="expected one of walk, tree, got 'bush'"):
+        ScoringConfig("conditional", level=PAIR, search="bush")
+    with pytest.raises(ValueError, match="give search or searcher, not both"):
+        ScoringConfig("conditional", level=PAIR, search="tree", searcher="walk")
 
 
 def test_bad_input_is_named():
