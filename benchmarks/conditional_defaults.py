@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--questions", type=int, default=12, help="questions (groups) per set (default 12)")
     ap.add_argument("--settings", default="0.01,0.003,0.001,0.0003,0.0001")
+    ap.add_argument("--first-chunk", type=int, default=0,
+                    help="start each set at this chunk (a second process on the same sets, another OUT)")
     ap.add_argument("--trees", default="", help="tree settings, tree@S or treeW@S (default none)")
     ap.add_argument("--event", default="boundary", choices=["boundary", "prefix"])
     ap.add_argument("--model", default="smollm2-135m")
@@ -272,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         lm = load_lm(args.model, device="cpu")
         sets = request_sets(args.data, args.sets.split(","), args.questions)
         measure_chunk(lm, [("Warm", " up.")], [0.0], args.event)
-        turns = sorted(((i, name, pairs) for name, groups in sets.items() for i, pairs in enumerate(groups)),
+        turns = sorted(((i, name, pairs) for name, groups in sets.items() for i, pairs in enumerate(groups)
+                        if i >= args.first_chunk),
                        key=lambda t: t[0])  # the sets in turn
         for i, name, pairs in turns:
             if (name, i) in done:
