@@ -181,3 +181,22 @@ def test_smollm2_tree_equals_the_walk_restricted_to_the_same_paths(smollm2, even
     for p, t, g in zip(prompts, texts, got):
         assert g.estimate == pytest.approx(walk_factors(smollm2, p, t, event, config), abs=2e-4)
         assert g.lower - 1e-9 <= g.estimate <= g.upper + 1e-9
+
+
+@pytest.mark.slow
+def test_smollm2_lm_calls_stay_bounded_with_detour_roots(smollm2):
+    """With the default tree (detour roots) on the real LM, whose backend runs the detours' canonical continuations
+    in one batched call: a continuation four times as long costs a few calls more, the walk's about three times."""
+    prompt = "Q: Kendall opened their mouth to speak. What will Kendall want to do next?\nA:"
+    config = StringSearchConfig(extend_threshold=1e-4)
+    calls = {}
+    for n in (1, 4):
+        text = " tell Kendall's friends about Jordan and Casey" * n
+        for name, score in (("tree", lambda: conditionals_tree(smollm2, [prompt], [text], config=config)),
+                            ("walk", lambda: conditionals_many(smollm2, [prompt], [text], config=config))):
+            smollm2.clear_cache()
+            before = smollm2.stats.calls
+            score()
+            calls[name, n] = smollm2.stats.calls - before
+    assert calls["tree", 4] <= calls["tree", 1] + 12 and calls["tree", 4] < calls["walk", 4] / 3
+    assert calls["walk", 4] > 2 * calls["walk", 1]
