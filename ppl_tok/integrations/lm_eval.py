@@ -44,7 +44,8 @@ Model arguments (``--model_args key=value,...``):
     ``extend_threshold``: the beam's lazy extension (default
     :data:`~ppl_tok.integrations.lm_eval_strings.EXTEND_THRESHOLD`, ``0`` under ``prefill=exact``; ``0``: exhaustive);
     ``event``: ``boundary`` (default: the continuation then a boundary character or the end) or ``prefix``
-    (the output after the context begins with the continuation).
+    (the output after the context begins with the continuation); ``search``: ``walk`` (default) or ``tree``
+    (the token tree's estimand, :mod:`ppl_tok.strings.conditional_tree`).
     Under ``loglikelihood_rolling`` it is the ``prefix`` scoring (the document as a prefix of the
     output after BOS: the conditional with an empty context).
 * ``generate_until`` (generation tasks): the continuation drawn from the LM over strings after the

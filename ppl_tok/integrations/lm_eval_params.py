@@ -15,6 +15,9 @@ class ModelArgumentError(ValueError):
 
 #: Old model-argument names of scoring parameters: ``tolerance`` and ``budget`` are the exact search's.
 OLD_NAMES = {"tolerance": "exact_tolerance", "budget": "exact_budget"}
+#: Model-argument names of scoring parameters that differ from the field's: ``search=tree`` is the conditional's
+#: ``searcher`` (the field cannot be ``search``, the whole search of :class:`~ppl_tok.scorings.SearchParams`).
+SHORT_NAMES = {"search": "searcher"}
 #: Model arguments the model reads itself, not a scoring's parameters (``params`` of :class:`PPLTokLM`).
 _SHARED = ("seed", "proposal")
 #: The scoring parameters whose memory limits (``ppl_tok.limits``) ``--model_args`` are checked against, as before
@@ -47,10 +50,10 @@ def checked_parameters(params: dict[str, Any], own: Iterable[str] = ()) -> dict[
     known = scoring_parameters()
     out = {}
     for given, value in params.items():
-        name = OLD_NAMES.get(given, given)
+        name = {**OLD_NAMES, **SHORT_NAMES}.get(given, given)
         if name not in known:
             raise ModelArgumentError(f"unknown model argument {given!r}: expected some of "
-                                     f"{', '.join(sorted((set(own) | set(known) | set(OLD_NAMES)) - {'lm'}))}")
+                                     f"{', '.join(sorted((set(own) | set(known) | set(OLD_NAMES) | set(SHORT_NAMES)) - {'lm'}))}")
         try:
             out[name] = value_of(known[name], value)
         except ParamValueError as err:  # the value is in the message already: the type's ", got ..." left out
@@ -60,4 +63,4 @@ def checked_parameters(params: dict[str, Any], own: Iterable[str] = ()) -> dict[
     return out
 
 
-__all__ = ["LIMITED", "OLD_NAMES", "ModelArgumentError", "checked_parameters", "scoring_parameters"]
+__all__ = ["LIMITED", "OLD_NAMES", "SHORT_NAMES", "ModelArgumentError", "checked_parameters", "scoring_parameters"]

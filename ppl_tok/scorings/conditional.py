@@ -22,7 +22,7 @@ writes the continuation under the same event (:attr:`~ppl_tok.scorings.pairs.Pai
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,20 +33,27 @@ from ppl_tok.common.params import param
 from ppl_tok.scorings.registry import PAIR, Scoring, SearchParams, register
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD, EVENTS, StringConditional, conditionals_many
+from ppl_tok.strings.conditional_tree import conditionals_tree
+from ppl_tok.strings.tree import SEARCHES, TokenTree, search_tree
 
 LOG = logging.getLogger(__name__)
 
 
 def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
                        config: StringSearchConfig, labels: Sequence[Any] | None = None, event: str = "boundary",
-                       greedy: bool = False) -> list[StringConditional]:
+                       greedy: bool = False, search: str | TokenTree = "walk") -> list[StringConditional]:
     """``log p(continuation | context)`` over strings of each request, every certified interval logged
     (logger ``ppl_tok.scorings.conditional``, level INFO).
 
     One batched walk (:func:`~ppl_tok.strings.conditional.conditionals_many`): the answers of a question
-    share its context's walk.
+    share its context's walk; or, with ``search`` ``"tree"`` (or a :class:`~ppl_tok.strings.tree.TokenTree`), the
+    token tree (:func:`~ppl_tok.strings.conditional_tree.conditionals_tree`, its own estimand).
     """
-    results = conditionals_many(lm, list(contexts), list(continuations), config=config, event=event, greedy=greedy)
+    tree = search_tree(search)
+    if tree is None:
+        results = conditionals_many(lm, list(contexts), list(continuations), config=config, event=event, greedy=greedy)
+    else:  # the token tree's estimand (greedy not computed: None)
+        results = conditionals_tree(lm, list(contexts), list(continuations), config=config, event=event, tree=tree)
     for i, r in enumerate(results):
         label = labels[i] if labels is not None else i
         LOG.info("request %s: log p(%r%s | %r) = %.6f, certified in [%.6f, %.6f]%s", label, r.text, ", boundary" if event == "boundary" else "", r.prompt[-40:],
@@ -66,6 +73,20 @@ class ConditionalParams(SearchParams):
                          flag="--prefill", choices=("canonical-head", "exact", "auto"))
     event: str = param("boundary", "what a continuation's probability is of: boundary (then a boundary character "
                        "or the end) or prefix (the output begins with it)", flag="--event", choices=EVENTS)
+    searcher: str = param("walk", "how the events are found: walk (the byte-synchronous walk) or tree (one branch "
+                          "per unit of the continuation off the canonical cache, its own estimand: "
+                          "ppl_tok.strings.conditional_tree); lm-eval's search=", flag="--search",
+                          choices=SEARCHES)
+
+    @classmethod
+    def expand(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`SearchParams.expand`, with ``search`` given as ``"walk"`` or ``"tree"`` taken as :attr:`searcher`."""
+        out = dict(values)
+        if isinstance(out.get("search"), str):
+            if "searcher" in out:
+                raise ValueError("give search or searcher, not both")
+            out["searcher"] = out.pop("search")
+        return super().expand(out)
 
     @property
     def lazy(self) -> dict[str, float | None]:
@@ -90,9 +111,10 @@ class Conditional(Scoring):
            "continuation, tokens spanning the join included; a certified interval")
     rolling = "prefix"
     params = ConditionalParams
-    settings_fields = ("event",)
+    settings_fields = ("event", "searcher")
 
     def score_pairs(self, lm: LanguageModel, pairs: Sequence[Pair], config: ScoringConfig) -> list[PairScore]:
         results = conditional_scores(lm, [p.context for p in pairs], [p.continuation for p in pairs], config.search,
-                                     labels=[(*p.group, p.choice) for p in pairs], event=config.event, greedy=True)
+                                     labels=[(*p.group, p.choice) for p in pairs], event=config.event, greedy=True,
+                                     search=config.searcher)
         return [PairScore(r.estimate, lower=r.lower, upper=r.upper, greedy=r.greedy) for r in results]

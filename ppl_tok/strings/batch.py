@@ -195,7 +195,7 @@ def answer(task: str | StringTask, members: Members, item: Item, options: Option
     """
     implementation = task = as_task(task)
     check_members(task, members)
-    if implementation.walks_items:
+    if implementation.walks(options):
         (found,) = implementation.answer_items(members.lms, [item], options)
         if isinstance(found, ValueError):
             raise found
@@ -258,7 +258,7 @@ def answer_batch(task: str | StringTask, members: Members, chunk: Sequence[Item]
     A task that walks its items itself (:attr:`~ppl_tok.strings.tasks.StringTask.walks_items`) is given ``todo``
     at once."""
     implementation = task = as_task(task)
-    if implementation.walks_items:
+    if implementation.walks(options):
         return _own_walk(task, members, todo, options, on_bytes)
     prompts = [it.prompt.encode("utf-8") for it in chunk]
     heads = [_heads(lm, prompts, options) for lm in members.lms]

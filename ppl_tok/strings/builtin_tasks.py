@@ -29,13 +29,33 @@ def _num(x: float | str | None) -> str:
 
 
 
+@dataclass(frozen=True)
+class ConditionalTaskParams(Params):
+    """``conditional``'s parameters (``ppl-tok conditional``'s flags of the same names)."""
+
+    search: str = param("walk", "walk (the byte-synchronous walk) or tree (one branch per unit of the text off the "
+                        "canonical cache, its own estimand: ppl_tok.strings.conditional_tree)", flag="--search",
+                        choices=("walk", "tree"))
+
+
+def _canonical_tokens(lm: Any, item: Item, options: Options) -> float:
+    """``log p(canonical tokens of text | canonical tokens of context + prompt)``, the record's ``canonical_tokens``."""
+    context, text = options.context + item.prompt, item.text or ""
+    return lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
+
+
 @register_task
 class Conditional(StringTask):
-    """``log p(text | prompt, context)`` over strings, a certified interval, beside the canonical tokens' figure."""
+    """``log p(text | prompt, context)`` over strings, a certified interval, beside the canonical tokens' figure;
+    under ``search="tree"`` the batch's items through the token tree together (:meth:`answer_items`)."""
 
     name = "conditional"
     doc = "log p(text | prompt) over strings with its certified interval"
     needs_text = True
+    params = ConditionalTaskParams
+
+    def walks(self, options: Options) -> bool:
+        return self.own(options).search == "tree"
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
@@ -45,10 +65,38 @@ class Conditional(StringTask):
         from ppl_tok.strings.conditional import conditional_of
 
         result = conditional_of(target, text, on_bytes)
-        context = options.context + item.prompt
-        lm = target.lm
-        canonical = lm.canonical_log_prob(text, context) if context else lm.canonical_log_prob(text)
-        return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": canonical}
+        return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": _canonical_tokens(target.lm, item, options)}
+
+    def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
+        """``search="tree"``: every item's conditional (the prefix event, as the walk's) through one token tree
+        (:func:`~ppl_tok.strings.conditional_tree.conditionals_tree`); an item that fails is scored alone for its
+        own error."""
+        from ppl_tok.strings.conditional_tree import conditionals_tree
+
+        if len(lms) != 1:
+            return [ValueError("--search tree scores under one LM, not an ensemble: use --search walk")] * len(items)
+        (lm,) = lms
+
+        def tree(its: list[Item]) -> list[Any]:
+            return conditionals_tree(lm, [it.prompt for it in its], [it.text or "" for it in its], options.context,
+                                     options.config, "prefix")
+
+        try:
+            found: list[Any] = tree(items)
+        except ValueError:
+            found = []
+            for it in items:
+                try:
+                    found += tree([it])
+                except ValueError as err:
+                    found.append(err)
+        return [r if isinstance(r, ValueError) else
+                {**r.to_dict(), "prompt": it.prompt, "canonical_tokens": _canonical_tokens(lm, it, options)}
+                for it, r in zip(items, found)]
+
+    def settings(self, options: Options) -> dict[str, Any]:
+        """The walk's settings as before the task had parameters (none), so that those folders resume."""
+        return {"search": "tree"} if self.own(options).search == "tree" else {}
 
     def bytes_after(self, item: Item, options: Options) -> int:
         return len((item.text or "").encode("utf-8"))
@@ -334,4 +382,4 @@ class Surprisal(StringTask):
                 "final": _final(own), "entropy": own.entropy, **tree}
 
 
-__all__ = ["Conditional", "Generate", "GenerateParams", "Next", "NextParams", "Surprisal", "SurprisalParams"]
+__all__ = ["Conditional", "ConditionalTaskParams", "Generate", "GenerateParams", "Next", "NextParams", "Surprisal", "SurprisalParams"]

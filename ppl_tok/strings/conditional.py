@@ -285,7 +285,8 @@ def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence
     share the walk of their question. Each result is the one :func:`string_conditional`
     gives alone (the beams never mix; only float32 rounding of a batched forward can differ).
     ``greedy``: also whether greedy byte decoding writes each text (:attr:`StringConditional.greedy`; one
-    next-byte distribution per byte read, no LM call).
+    next-byte distribution per byte read, no LM call). The same pairs through the token tree, its own estimand:
+    :func:`~ppl_tok.strings.conditional_tree.conditionals_tree`.
 
     :raises ValueError: a prompt or a text hits a dead end, or a prompt has probability zero
         (the message names the pair's index).

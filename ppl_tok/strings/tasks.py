@@ -105,6 +105,11 @@ class StringTask:
         ``on_bytes`` reports the bytes walked past the prompt. A ``ValueError`` is the item's own error."""
         raise NotImplementedError
 
+    def walks(self, options: Options) -> bool:
+        """Whether a run under ``options`` walks its items itself (:meth:`answer_items`): :attr:`walks_items`, or a
+        parameter of the task's that asks for it (``conditional``'s ``search="tree"``)."""
+        return self.walks_items
+
     def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
         """:attr:`walks_items` tasks: the records of a batch's ``items`` (one per item, in order; a ``ValueError``
         is that item's own error), walked together under ``lms`` (one LM unless :attr:`ensembles`)."""

@@ -366,17 +366,19 @@ def search_tree(search: str | TokenTree) -> TokenTree | None:
 
 
 def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfig, tree: TokenTree, boundary: str,
-               event: Callable[..., Event]) -> None:
+               event: Callable[..., Event], first: Sequence[int] | None = None) -> None:
     """Surprisal's events through the tree: fill each job's ``pairs`` (``(E_{k-1}, E_k)`` per unit), or ``fail``.
 
     ``jobs`` are :mod:`ppl_tok.strings.surprisal`'s (their bytes, units, canonical tokens, context, which cuts are
     corrected, the last unit's event); ``event(state, k, last, corrected, ascii_bytes, wide_chars)`` reads the event
-    after unit ``k`` from a state, as the walk does.
+    after unit ``k`` from a state, as the walk does. ``first``: per job, the first unit given a branch (the units
+    before it are read as context only, their ``pairs`` entries ``None``; :mod:`ppl_tok.strings.conditional_tree`).
     """
     ascii_bytes = sorted({ord(c) for c in boundary if ord(c) < 128})
     wide_chars = [c for c in boundary if ord(c) >= 128]
     lm.states(sorted({j.prefix for j in jobs}))  # the contexts in one batched prefill (or the cache)
-    branches = [b for i, job in enumerate(jobs) for b in plan(lm, job.data, job.canonical_ids(), job.spans, tree, i)]
+    branches = [b for i, job in enumerate(jobs) for b in plan(lm, job.data, job.canonical_ids(), job.spans, tree, i)
+                if first is None or b.unit >= first[i]]
 
     def read(b: Branch, at_end: bool, state: StringState) -> Event:
         job = jobs[b.item]
@@ -407,7 +409,7 @@ def walk_units(lm: LanguageModel, jobs: Sequence[Any], config: StringSearchConfi
         by_unit.setdefault((b.item, b.unit), []).append(b)
     for i, job in enumerate(jobs):
         if job.error is None:
-            job.pairs = [merge(by_unit[i, k]) for k in range(len(job.spans))]
+            job.pairs = [merge(by_unit[i, k]) if (i, k) in by_unit else None for k in range(len(job.spans))]
 
 
 __all__ = ["SEARCHES", "Branch", "Detour", "TokenTree", "canonical_ends", "canonical_log_probs", "detour_branches",

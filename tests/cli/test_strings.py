@@ -27,6 +27,19 @@ def test_conditional_fixes_the_prompt_boundary(capsys, smollm2):
     assert code == 0 and "certified in [" in out
 
 
+def test_conditional_through_the_tree(capsys, smollm2):
+    """--search tree: the items through the token tree (its own estimand); here every factor's head ends before the
+    reach of the join, so the figure is the walk's to float tolerance."""
+    args = ("conditional", "--prompt", "The capital of France is P", "aris", "--json")
+    walk = json.loads(run(capsys, *args)[1])
+    code, out, _ = run(capsys, *args, "--search", "tree")
+    tree = json.loads(out)
+    assert code == 0 and tree["prefill"] == "tree" and tree["greedy"] is None
+    assert tree["lower"] <= tree["estimate"] <= tree["upper"] <= 0.0
+    assert tree["estimate"] == pytest.approx(walk["estimate"], abs=1e-3)
+    assert tree["canonical_tokens"] == pytest.approx(walk["canonical_tokens"], abs=1e-4)
+
+
 def test_generate_greedy_and_stop(capsys, smollm2):
     code, out, _ = run(capsys, "generate", "--prompt", "The capital of France is", "--max-bytes", "12", "--greedy",
                        "--stop", ".", "--json")
