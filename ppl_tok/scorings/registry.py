@@ -75,6 +75,12 @@ class Scoring:
     :cvar floor: whether it records a certified floor on ``log p(x | c)`` beside its figure
         (a lower bound that holds whatever the run's settings).
     :cvar ceiling: whether it records a certified ceiling (an upper bound) too.
+    :cvar searched_floor: whether its certified floor on ``log p(x | c)`` is the mass of the tokenizations a search
+        found, so grows with the search's settings: ``perplexity-report --compare`` compares runs of such scorings
+        (the gain each certifies over the canonical path, for its forwards) and ``--importance`` sets an estimate
+        against such a floor (``prefix`` and ``with-end`` bound other events than ``x``).
+    :cvar estimate_field: the key of its document records' ``extra`` holding a plain (uncertified) estimate of
+        ``log p(x | c)``, which ``perplexity-report --importance`` sets against a searched floor; ``None``: none.
     :cvar unit: what its figure is.
     :cvar doc: one line: what it computes.
     :cvar classifiers: the QA report's names of the classifiers built on it (``question`` level).
@@ -107,6 +113,8 @@ class Scoring:
     levels: ClassVar[tuple[str, ...]]
     floor: ClassVar[bool] = False
     ceiling: ClassVar[bool] = False
+    searched_floor: ClassVar[bool] = False
+    estimate_field: ClassVar[str | None] = None
     unit: ClassVar[str] = NATS
     doc: ClassVar[str] = ""
     classifiers: ClassVar[tuple[str, ...]] = ()
@@ -193,6 +201,12 @@ class Scoring:
         own = param_settings(config.params)
         fields_ = own if self.settings_fields is None else self.settings_fields
         return {"scoring": self.name, "window": config.window, **{f: own[f] for f in fields_}}
+
+    def legacy_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings a run folder of this scoring written before they were recorded lacks, where its other
+        settings (``settings``, its ``run.json``) make them knowable; each fills in only an absent one
+        (:meth:`ppl_tok.perplexity.store.PerplexityStore.complete`). By default none."""
+        return {}
 
     def __repr__(self) -> str:
         return f"<scoring {self.name!r} ({', '.join(self.levels)})>"
