@@ -101,6 +101,8 @@ class Scoring:
     :cvar record_arrays: the fields of its record ``qa report`` reads into ``[Q, C]`` arrays
         (``SplitScores.optional[stored_kind][field]``), each with its type (``float``: a log, ``-inf`` padded;
         ``bool``: ``False`` padded); default ``{"estimate": float}``.
+    :cvar deterministic: whether its classifiers' scores are a function of the LM and the question alone (no sampled
+        particles, tuned constants or time budget): ``qa ensemble --sources`` offers them (:func:`ensemble_sources`).
     :cvar baseline: whether its figure is the canonical figure itself (a report then shows no gain over it).
     :cvar canonical_label: what the canonical figure beside its own is called in a report (``with-end``'s
         includes the end: ``canonical+end``).
@@ -126,6 +128,7 @@ class Scoring:
     record_arrays: ClassVar[Mapping[str, type]] = {"estimate": float}
     checkpoints: ClassVar[bool] = False
     baseline: ClassVar[bool] = False
+    deterministic: ClassVar[bool] = False
     canonical_label: ClassVar[str] = "canonical"
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
@@ -346,6 +349,12 @@ def baseline_classifier() -> str:
     return next(s.classifiers[0] for s in SCORINGS.values() if QUESTION in s.levels and s.baseline)
 
 
+def ensemble_sources() -> tuple[str, ...]:
+    """The classifiers of the :attr:`Scoring.deterministic` question-level scorings, in report order: what a member
+    of ``qa ensemble`` may score its answers by."""
+    return tuple(c for s in SCORINGS.values() if QUESTION in s.levels and s.deterministic for c in s.classifiers)
+
+
 def pair_scored_kinds() -> tuple[str, ...]:
     """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
     return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
@@ -428,5 +437,5 @@ def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
 
 __all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
            "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
-           "check_limits", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "recorded_kinds", "record_arrays", "baseline_classifier", "proposal_param", "proposal_value", "register", "samples_param",
+           "check_limits", "ensemble_sources", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "recorded_kinds", "record_arrays", "baseline_classifier", "proposal_param", "proposal_value", "register", "samples_param",
            "scoring", "seed_param", "unregister"]
