@@ -21,13 +21,14 @@ def _optional_scores() -> tuple[str, ...]:
     return optional_scores()
 
 
-def _exact_default(name: str) -> object:
-    """A default of the ``exact`` scoring's parameters (:class:`ppl_tok.scorings.exact.ExactParams`), read when
-    needed (its module imports torch)."""
+def _scoring_default(scoring: str, name: str) -> object:
+    """A default of a scoring's own parameters (``exact``'s :class:`ppl_tok.scorings.exact.ExactParams`,
+    ``most-likely``'s :class:`ppl_tok.scorings.most_likely.MostLikelyParams`), read when needed (the scorings'
+    modules import torch)."""
     from ppl_tok.common.params import default_of
-    from ppl_tok.scorings.exact import ExactParams
+    from ppl_tok.scorings.registry import SCORINGS
 
-    return default_of(ExactParams, name)
+    return default_of(SCORINGS[scoring].params, name)
 
 
 def _pair_params() -> dict[str, type]:
@@ -45,6 +46,20 @@ def _scores(text: str) -> list[str]:
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown scores {unknown}: choose from {','.join(_optional_scores())}")
     return names
+
+
+def _sources() -> tuple[str, ...]:
+    """What ``qa ensemble --sources`` accepts: the deterministic scorings' classifiers
+    (:func:`ppl_tok.scorings.registry.ensemble_sources`), read when needed."""
+    from ppl_tok.scorings.registry import ensemble_sources
+
+    return ensemble_sources()
+
+
+def _source(text: str) -> str:
+    if text not in _sources():
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(_sources())})")
+    return text
 
 
 def _default_device(ray: bool) -> str:
@@ -73,11 +88,12 @@ def cmd_run(args: argparse.Namespace) -> None:
     settings = study_settings(study, lm=spec, samples=args.samples, seed=args.seed, scores=args.scores,
                               limit=args.limit, shuffle_seed=args.shuffle_seed,
                               device=args.device or _default_device(args.ray is not None),
-                              exact_tolerance=_exact_default("exact_tolerance") if args.exact_tolerance is None
-                              else args.exact_tolerance,
-                              exact_budget=_exact_default("exact_budget") if args.exact_budget is None
+                              exact_tolerance=_scoring_default("exact", "exact_tolerance")
+                              if args.exact_tolerance is None else args.exact_tolerance,
+                              exact_budget=_scoring_default("exact", "exact_budget") if args.exact_budget is None
                               else args.exact_budget,
-                              most_likely_time=args.time_budget, proposal=proposal,
+                              most_likely_time=_scoring_default("most-likely", "most_likely_time")
+                              if args.time_budget is None else args.time_budget, proposal=proposal,
                               params={k: v for k, v in params.items() if v})
     check_study(study, settings, args.batch_size)
     ray_address(args)  # --workers without --ray refused
@@ -202,11 +218,12 @@ def _add_run(qa_sub: argparse._SubParsersAction) -> None:
     add_renamed(p, "--batch-size", "--batch-questions", type=POSITIVE, default=8,
                 help="questions scored together (all their answers), each batch stored when done (default 8)")
     add_renamed(p, "--exact-tolerance", "--tolerance", type=positive, metavar="NATS", help=LaterHelp(
-        lambda: f"exact: bracket width in nats (default {_exact_default('exact_tolerance'):g})"))
+        lambda: f"exact: bracket width in nats (default {_scoring_default('exact', 'exact_tolerance'):g})"))
     add_renamed(p, "--exact-budget", "--budget", type=POSITIVE, metavar="FORWARDS", help=LaterHelp(
         lambda: f"exact: the certified search's LM forwards at most, per answer (default "
-                 f"{_exact_default('exact_budget')})"))
-    p.add_argument("--time-budget", type=positive, default=10.0, help="most-likely: seconds per answer (default 10)")
+                 f"{_scoring_default('exact', 'exact_budget')})"))
+    p.add_argument("--time-budget", type=positive, metavar="SECONDS", help=LaterHelp(
+        lambda: f"most-likely: seconds per answer (default {_scoring_default('most-likely', 'most_likely_time'):g})"))
     add_ray_arguments(p, "questions")
     p.add_argument("--json", action="store_true", help="no progress bar; print a JSON summary")
     from ppl_tok.scorings.records import STUDY_PARAMS
@@ -271,9 +288,10 @@ def _add_ensemble(qa_sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="two or more run folders, same questions")
     p.add_argument("--weights", type=positive, nargs="+",
                    help="mixture prior pi_m / product exponents alpha_m, one per run (default: 1/M each)")
-    p.add_argument("--sources", nargs="+", choices=["canonical", "exact"],
-                   help="per run, its answer score: canonical (default) or exact (the certified bracket's "
-                        "midpoint; the run needs --scores exact)")
+    p.add_argument("--sources", nargs="+", type=_source, metavar="SOURCE", help=LaterHelp(
+        lambda: f"per run, its answer score, a deterministic scoring's classifier: one of "
+                f"{', '.join(_sources())} (default canonical; exact is the certified bracket's midpoint, "
+                "the run needs --scores exact)"))
     p.add_argument("--context", choices=["canonical", "prefix"], default="canonical",
                    help="the mixture's evidence log P_m(question), from `qa contexts --method` (default canonical)")
     p.add_argument("--split", default="test", help="the split evaluated (default test)")

@@ -27,7 +27,7 @@ import numpy as np
 
 from ppl_tok.common.bootstrap import bootstrap_ratio
 from ppl_tok.perplexity.metrics import LN2, figures
-from ppl_tok.scorings import DOCUMENT, scoring as find_scoring
+from ppl_tok.scorings import ALIASES, DOCUMENT, SCORINGS, names, scoring as find_scoring
 from ppl_tok.strings.marginal import token_cuts
 from ppl_tok.scorings.beam import SPAN_GAIN_VERSION
 from ppl_tok.scorings.results import DocumentScore
@@ -323,11 +323,26 @@ def check_comparable(runs: Sequence[tuple[str | Path, dict[str, Any]]]) -> None:
                                  "and window (runs of different LMs: ppl-tok perplexity-compare)")
 
 
+def _scoring_has(settings: dict[str, Any], attribute: str) -> bool:
+    """Whether a folder's scoring (``settings["scoring"]``, a registered document-level one) sets ``attribute``
+    (:attr:`~ppl_tok.scorings.Scoring.searched_floor`, :attr:`~ppl_tok.scorings.Scoring.estimate_field`)."""
+    from ppl_tok.perplexity.store import document_scoring
+
+    found = document_scoring(settings.get("scoring"))
+    return found is not None and bool(getattr(found, attribute))
+
+
+def _names_with(attribute: str) -> str:
+    """The document-level scorings that set ``attribute``, for an error line (``beam``; ``a or b``)."""
+    return " or ".join(n for n in names(DOCUMENT) if getattr(SCORINGS[n], attribute)) or f"a scoring with {attribute}"
+
+
 def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
     """Beam runs of one LM on the documents they share (matched by text), against the first folder.
 
-    Every folder must be a ``beam`` run, and all of one LM (model, backend, dtype, device kind, BOS)
-    and window (:func:`check_comparable`); else a ``ValueError`` names the difference. Their corpora
+    Every folder must be a run of a scoring whose floor a search found
+    (:attr:`~ppl_tok.scorings.Scoring.searched_floor`: ``beam``), and all of one LM (model, backend, dtype, device
+    kind, BOS) and window (:func:`check_comparable`); else a ``ValueError`` names the difference. Their corpora
     may differ (a sample of a corpus): documents are matched by text, each source checked against
     its SHA-256 (:func:`folder_texts`).
 
@@ -341,9 +356,10 @@ def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
     runs = []
     loaded = [(folder, *read_scores(folder)) for folder in folders]
     for folder, settings, _ in loaded:
-        if settings.get("scoring") != "beam":
-            raise ValueError(f"{folder} is a {settings.get('scoring')} run: --compare compares beam runs "
-                             "(use --importance for a canonical+rest run)")
+        if not _scoring_has(settings, "searched_floor"):
+            raise ValueError(f"{folder} is a {settings.get('scoring')} run: --compare compares "
+                             f"{_names_with('searched_floor')} runs (use --importance for a "
+                             f"{_names_with('estimate_field')} run)")
     check_comparable([(folder, settings) for folder, settings, _ in loaded])
     for folder, settings, scores in loaded:
         texts = folder_texts(settings)
@@ -371,7 +387,9 @@ def compare_runs(folders: Sequence[str | Path]) -> dict[str, Any]:
 
 
 def importance_against_floor(importance: str | Path, marginal: str | Path) -> dict[str, Any]:
-    """What importance sampling reports (a ``canonical+rest`` folder's ``is_estimate``) next to the beam's floor.
+    """What importance sampling reports (a ``canonical+rest`` folder's ``is_estimate``, its scoring's
+    :attr:`~ppl_tok.scorings.Scoring.estimate_field`) next to the beam's floor (a scoring with
+    :attr:`~ppl_tok.scorings.Scoring.searched_floor`).
 
     On the documents both folders scored (matched by text): bits per byte of the
     plain importance estimate, of ``canonical+rest``, of the beam's certified
@@ -381,9 +399,12 @@ def importance_against_floor(importance: str | Path, marginal: str | Path) -> di
     window (:func:`check_comparable`): another LM's floor bounds nothing of this one's.
     """
     (is_settings, is_scores), (m_settings, m_scores) = read_scores(importance), read_scores(marginal)
-    if is_settings["scoring"] != "canonical+rest" or m_settings["scoring"] != "beam":
-        raise ValueError(f"compare a canonical+rest folder with a beam one (old name: marginal): {importance} is "
-                         f"a {is_settings['scoring']} run, {marginal} a {m_settings['scoring']} run")
+    if not (_scoring_has(is_settings, "estimate_field") and _scoring_has(m_settings, "searched_floor")):
+        old = ", ".join(a for a, b in ALIASES[DOCUMENT].items() if SCORINGS[b].searched_floor)
+        raise ValueError(f"compare a {_names_with('estimate_field')} folder with a {_names_with('searched_floor')} "
+                         f"one{f' (old name: {old})' if old else ''}: {importance} is a {is_settings['scoring']} "
+                         f"run, {marginal} a {m_settings['scoring']} run")
+    field = find_scoring(is_settings["scoring"], DOCUMENT).estimate_field
     check_comparable([(marginal, m_settings), (importance, is_settings)])
     m_texts, is_texts = folder_texts(m_settings), folder_texts(is_settings)
     by_text = {m_texts[s.index]: s for s in m_scores}
@@ -395,9 +416,9 @@ def importance_against_floor(importance: str | Path, marginal: str | Path) -> di
     def bpb(values: Sequence[float]) -> float:
         return -math.fsum(values) / (LN2 * n_bytes)
 
-    diff = np.array([i.extra["is_estimate"] - m.lower for i, m in pairs])
+    diff = np.array([i.extra[field] - m.lower for i, m in pairs])
     return {"documents": len(pairs), "bytes": n_bytes, "num_samples": is_settings.get("num_samples"),
-            "bits_per_byte": {"importance": bpb([i.extra["is_estimate"] for i, _ in pairs]),
+            "bits_per_byte": {"importance": bpb([i.extra[field] for i, _ in pairs]),
                               "canonical+rest": bpb([i.log_likelihood for i, _ in pairs]),
                               "beam_floor": bpb([m.lower for _, m in pairs]),
                               "canonical": bpb([m.canonical for _, m in pairs])},

@@ -47,7 +47,7 @@ from ppl_tok.common.jsonl_store import JsonlStore, StoreError, damaged, decode_l
 from ppl_tok.lm.device import lm_identity
 from ppl_tok.lm.spec import IDENTITY
 from ppl_tok.perplexity.partial import check_recorded
-from ppl_tok.scorings import ALIASES, DOCUMENT
+from ppl_tok.scorings import ALIASES, DOCUMENT, Scoring, SCORINGS
 
 #: The version of what a record holds for given settings; bump it when the stored figures change meaning.
 RECORDS_VERSION = 1
@@ -111,11 +111,9 @@ class PerplexityStore(JsonlStore):
         out.setdefault("split", "none")
         if "field" not in out:  # before ``field`` was recorded, JSON Lines corpora were read with --field text
             out["field"] = "text" if str(out.get("source", "")).endswith(".jsonl") else None
-        if out.get("scoring") == "beam":
-            out.setdefault("prune_against", "offset")  # the only pruning the perplexity beam has had
-        if out.get("scoring") in ("beam", "prefix", "with-end") and "beam" in out:  # before ``exhaustive`` was recorded
-            out.setdefault("exhaustive", not any(out.get(k) for k in ("extend_threshold", "boundary_threshold",
-                                                                        "rejoin_threshold")))
+        found = document_scoring(out.get("scoring"))
+        for k, v in (found.legacy_settings(out) if found is not None else {}).items():  # what the scoring knows
+            out.setdefault(k, v)
         if not all(k in out for k in UNKNOWABLE) and isinstance(out.get("lm"), dict):
             for k, v in lm_identity(out["lm"]).items():
                 out.setdefault(k, v)
@@ -140,6 +138,13 @@ class PerplexityStore(JsonlStore):
                     "was scored so, add " + ", ".join(f'"{k}": {json.dumps(new[k])}' for k in missing)
                     + " to its run.json"]
         return super().differences(old, new)
+
+
+def document_scoring(name: object) -> Scoring | None:
+    """The registered document-level scoring a folder's settings name (``None``: none is registered under that
+    name now, e.g. a user's scoring not imported)."""
+    found = SCORINGS.get(name) if isinstance(name, str) else None
+    return found if found is not None and DOCUMENT in found.levels else None
 
 
 def check_documents(store: PerplexityStore, sizes: dict[int, int]) -> None:

@@ -34,7 +34,7 @@ from ppl_tok.qa.data import Study
 from ppl_tok.qa.run import check_settings
 from ppl_tok.qa.store import SETTINGS_FILE, read_settings
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.prefill import BACKOFF
+from ppl_tok.strings.prefill import BACKOFF, EXACT_PREFILL
 
 #: The ways to compute ``log P_m(context)`` (the module docstring); named here, as the context store's folders and
 #: ``qa contexts --method`` name them (no scoring's name: a context method).
@@ -74,7 +74,7 @@ def context_settings(run: str | Path, method: str, search: StringSearchConfig = 
                                       ("prefill_tail", search.prefill_tail),
                                       *search.lazy_settings().items())
                     if v != getattr(StringSearchConfig, k)})  # recorded when they are not the default
-        if search.prefill != "exact":  # stores from before the prefill modes were computed exactly
+        if search.prefill != EXACT_PREFILL:  # stores from before the prefill modes were computed exactly
             out["prefill"] = search.prefill
             out["prefill_backoff"] = BACKOFF  # a store of 0.2.0's longest-token back-off is refused on resume
     return out

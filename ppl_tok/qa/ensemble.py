@@ -55,10 +55,9 @@ from ppl_tok.qa.contexts import read_context_log_probs
 from ppl_tok.qa.report import format_difference, split_scores
 from ppl_tok.qa.run import check_settings, optional_scores
 from ppl_tok.scorings import classifier_scoring
+from ppl_tok.scorings.registry import ensemble_sources
 from ppl_tok.qa.store import SCORES_FILE, SETTINGS_FILE, StoreError, read_records, read_settings, run_num_samples
 
-#: The classifiers whose scores a member of an ensemble may give (neither tuned nor normalised over the answers).
-SOURCES = ("canonical", "exact")
 NEG_INF = -math.inf
 
 
@@ -78,11 +77,12 @@ def _weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
 
 
 def member_scores(t: C.SplitScores, source: str) -> np.ndarray:
-    """``log s_m(y_j | x)`` of one run, ``[Q, C]``: the scores of the classifier ``source`` (one of :data:`SOURCES`,
+    """``log s_m(y_j | x)`` of one run, ``[Q, C]``: the scores of the classifier ``source`` (one of
+    :func:`~ppl_tok.scorings.registry.ensemble_sources`: its scoring is deterministic,
     untuned, not per byte; :meth:`ppl_tok.scorings.Scoring.classify`): its canonical scores or its exact brackets'
     midpoints."""
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    if source not in ensemble_sources():
+        raise ValueError(f"source must be one of {', '.join(ensemble_sources())}, got {source!r}")
     found = classifier_scoring(source)
     if found.stored_kind in optional_scores() and found.stored_kind not in t.optional:
         raise ValueError(f"the run has no {found.stored_kind} scores for this split (score it with `qa run --scores "
@@ -225,5 +225,5 @@ def ensemble_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SOURCES", "ensemble_markdown", "evaluate_ensemble", "member_scores", "mixture_scores",
+__all__ = ["ensemble_markdown", "evaluate_ensemble", "member_scores", "mixture_scores",
            "posterior_weights", "product_scores"]

@@ -47,6 +47,7 @@ from ppl_tok.lm.spec import LMSpec
 from ppl_tok.proposals import settings_guide
 from ppl_tok.qa.data import Study
 from ppl_tok.scorings.exact import ExactParams
+from ppl_tok.scorings.most_likely import MostLikelyParams
 from ppl_tok.scorings.records import CORE, STUDY_PARAMS
 from ppl_tok.scorings.registry import DEFAULT_SAMPLES, pair_scored_kinds, recorded_kinds
 from ppl_tok.qa.store import (
@@ -98,7 +99,7 @@ def study_settings(study: Study, *, model: str | None = None, samples: int = DEF
                    dtype: str | None = None, device: str | None = None,
                    exact_tolerance: float = default_of(ExactParams, "exact_tolerance"),
                    exact_budget: int = default_of(ExactParams, "exact_budget"),
-                   most_likely_time: float = 10.0, lm: LMSpec | None = None,
+                   most_likely_time: float = default_of(MostLikelyParams, "most_likely_time"), lm: LMSpec | None = None,
                    proposal: dict[str, Any] | None = None,
                    params: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``run.json`` of a study: everything the stored scores depend on.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +12,7 @@ import time
 from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.common.logspace import logsumexp
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.scorings.documents import _require_bos, _window_plans, beam_settings, window_length
+from ppl_tok.scorings.documents import _require_bos, _window_plans, beam_settings, legacy_exhaustive, window_length
 from ppl_tok.scorings.windows import sweep_in_groups
 from ppl_tok.strings.marginal import differing_spans
 from ppl_tok.scorings.results import DocumentScore, ScoredText
@@ -131,7 +131,7 @@ class Beam(Scoring):
     name = "beam"
     estimator = "the byte-synchronous beam (ppl_tok.strings.string_marginals, StringSearchConfig)"
     levels = (DOCUMENT,)
-    floor = ceiling = True
+    floor = ceiling = searched_floor = True
     checkpoints = True
     params = BeamParams
     settings_fields = ()  # the search is recorded as beam_settings says
@@ -144,3 +144,7 @@ class Beam(Scoring):
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         return {**super().settings(config), **beam_settings(config)}
+
+    def legacy_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        # before prune_against was recorded, the perplexity beam had only pruning against the offset's best
+        return {"prune_against": "offset", **legacy_exhaustive(settings)}

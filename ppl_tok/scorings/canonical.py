@@ -61,7 +61,7 @@ class Canonical(Scoring):
     doc = "log p(v* | c), the canonical tokens only (documents: lm-eval's rolling windows)"
     classifiers = ("canonical",)
     record_kind = "is"
-    baseline = True
+    baseline = deterministic = True
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
                         on_bytes: Callable[[int], None] | None = None) -> list[DocumentScore]:

@@ -30,6 +30,9 @@ from ppl_tok.common.params import Params
 from ppl_tok.scorings.registry import (DOCUMENT, PAIR, QUESTION, Scoring, proposal_param, register, samples_param,
                                        seed_param)
 
+#: the key of a document record's ``extra`` holding the plain importance estimate (:attr:`Scoring.estimate_field`)
+IS_ESTIMATE = "is_estimate"
+
 
 def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: ScoringConfig,
                               on_bytes: Callable[[int], None] | None = None) -> DocumentScore:
@@ -73,7 +76,7 @@ def canonical_plus_rest_score(lm: LanguageModel, doc: ScoredText, config: Scorin
                          log_likelihood=total, canonical=math.fsum(canon), lower=floor,
                          forwards=lm.stats.forwards - before, canonical_forwards=canon_forwards,
                          seconds=time.perf_counter() - start,
-                         extra={"is_estimate": plain, "is_certified_lower": certified})
+                         extra={IS_ESTIMATE: plain, "is_certified_lower": certified})
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class CanonicalPlusRest(Scoring):
     estimator = "the canonical term exact, importance sampling for the rest (ppl_tok.infer.importance.marginals)"
     levels = (DOCUMENT, PAIR, QUESTION)
     floor = True
+    estimate_field = IS_ESTIMATE
     doc = ("log(p(v* | c) + m), m the unbiased importance estimate of the non-canonical mass; the canonical term "
            "is its certified floor")
     classifiers = ("canonical+rest",)

@@ -38,11 +38,11 @@ for ``canonical+rest``, the particles' (``lm.stats``, from an empty cache).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.scorings.registry import DOCUMENT, ScoringConfig, scoring as find_scoring
+from ppl_tok.scorings.registry import DOCUMENT, LAZY_FIELDS, ScoringConfig, scoring as find_scoring
 from ppl_tok.scorings.results import DocumentScore, ScoredText, checked_scores
 from ppl_tok.scorings.windows import log_probs_after_in_pieces, text_windows
 
@@ -63,6 +63,15 @@ def beam_settings(config: ScoringConfig) -> dict[str, Any]:
     if config.search.lazy:  # recorded when set: runs from before lazy extension resume
         out.update(config.search.lazy_settings())
     return out
+
+
+def legacy_exhaustive(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``exhaustive`` of a folder of ``beam``, ``prefix`` or ``with-end`` written before :func:`beam_settings`
+    recorded it (its ``beam`` width recorded): every kept prefix run unless a lazy share was set
+    (:meth:`ppl_tok.scorings.Scoring.legacy_settings`)."""
+    if "beam" not in settings:
+        return {}
+    return {"exhaustive": not any(settings.get(k) for k in LAZY_FIELDS)}
 
 
 def cap_prefix_cache(lm: LanguageModel, limit: int = MARGINAL_CACHE_BYTES) -> None:

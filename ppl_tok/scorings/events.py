@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,8 @@ import time
 
 from ppl_tok.common.counts import count_bytes, count_words
 from ppl_tok.lm.base import LanguageModel
-from ppl_tok.scorings.documents import _require_bos, _window_plans, beam_settings, window_length
+from ppl_tok.scorings.documents import (_require_bos, _window_plans, beam_settings, legacy_exhaustive,
+                                        window_length)
 from ppl_tok.scorings.windows import sweep_in_groups
 from ppl_tok.scorings.results import DocumentScore, ScoredText
 from ppl_tok.scorings.registry import ScoringConfig
@@ -99,6 +100,9 @@ class _Event(Scoring):
 
     def settings(self, config: ScoringConfig) -> dict[str, Any]:
         return {**super().settings(config), **beam_settings(config)}
+
+    def legacy_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        return legacy_exhaustive(settings)
 
 
 @register

@@ -46,7 +46,7 @@ class Exact(Scoring):
     name = "exact"
     estimator = "the best-first certified bracket (ppl_tok.infer.search.marginal_bounds_many)"
     levels = (PAIR, QUESTION)
-    floor = ceiling = True
+    floor = ceiling = deterministic = True
     doc = ("the midpoint of a certified bracket lower <= log p(x | c) <= upper (the upper bound where nothing was "
            "found)")
     classifiers = ("exact",)

@@ -7,8 +7,11 @@ seconds per answer; the study stores each answer's ``"most-likely"`` record, :me
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ppl_tok.common.arguments import positive
+from ppl_tok.common.params import Params, param
 from ppl_tok.scorings.records import Item, is_flag, is_log, is_nat, list_of, question_record
 from ppl_tok.scorings.registry import QUESTION, Scoring, register
 
@@ -17,6 +20,14 @@ if TYPE_CHECKING:  # the QA study's hooks run with them; registering the scoring
 
     from ppl_tok.lm.base import LanguageModel
     from ppl_tok.scorings.classify import SplitScores
+
+
+@dataclass(frozen=True)
+class MostLikelyParams(Params):
+    """How long the anytime search runs per answer (the QA study records it as ``most_likely_time``)."""
+
+    most_likely_time: float = param(10.0, "seconds of the anytime branch and bound per answer",
+                                    flag="--time-budget", type=positive, metavar="SECONDS")
 
 
 @register
@@ -31,6 +42,7 @@ class MostLikely(Scoring):
     record_kind = "most-likely"
     record_fields = {"log_prob": is_log, "tokens": list_of(is_nat), "optimal": is_flag}
     record_arrays = {"log_prob": float}
+    params = MostLikelyParams
 
     def question_records(self, lm: LanguageModel, items: Sequence[Item],
                          settings: Mapping[str, Any]) -> list[dict[str, Any]]:

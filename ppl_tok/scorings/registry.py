@@ -75,6 +75,12 @@ class Scoring:
     :cvar floor: whether it records a certified floor on ``log p(x | c)`` beside its figure
         (a lower bound that holds whatever the run's settings).
     :cvar ceiling: whether it records a certified ceiling (an upper bound) too.
+    :cvar searched_floor: whether its certified floor on ``log p(x | c)`` is the mass of the tokenizations a search
+        found, so grows with the search's settings: ``perplexity-report --compare`` compares runs of such scorings
+        (the gain each certifies over the canonical path, for its forwards) and ``--importance`` sets an estimate
+        against such a floor (``prefix`` and ``with-end`` bound other events than ``x``).
+    :cvar estimate_field: the key of its document records' ``extra`` holding a plain (uncertified) estimate of
+        ``log p(x | c)``, which ``perplexity-report --importance`` sets against a searched floor; ``None``: none.
     :cvar unit: what its figure is.
     :cvar doc: one line: what it computes.
     :cvar classifiers: the QA report's names of the classifiers built on it (``question`` level).
@@ -95,6 +101,8 @@ class Scoring:
     :cvar record_arrays: the fields of its record ``qa report`` reads into ``[Q, C]`` arrays
         (``SplitScores.optional[stored_kind][field]``), each with its type (``float``: a log, ``-inf`` padded;
         ``bool``: ``False`` padded); default ``{"estimate": float}``.
+    :cvar deterministic: whether its classifiers' scores are a function of the LM and the question alone (no sampled
+        particles, tuned constants or time budget): ``qa ensemble --sources`` offers them (:func:`ensemble_sources`).
     :cvar baseline: whether its figure is the canonical figure itself (a report then shows no gain over it).
     :cvar canonical_label: what the canonical figure beside its own is called in a report (``with-end``'s
         includes the end: ``canonical+end``).
@@ -107,6 +115,8 @@ class Scoring:
     levels: ClassVar[tuple[str, ...]]
     floor: ClassVar[bool] = False
     ceiling: ClassVar[bool] = False
+    searched_floor: ClassVar[bool] = False
+    estimate_field: ClassVar[str | None] = None
     unit: ClassVar[str] = NATS
     doc: ClassVar[str] = ""
     classifiers: ClassVar[tuple[str, ...]] = ()
@@ -118,6 +128,7 @@ class Scoring:
     record_arrays: ClassVar[Mapping[str, type]] = {"estimate": float}
     checkpoints: ClassVar[bool] = False
     baseline: ClassVar[bool] = False
+    deterministic: ClassVar[bool] = False
     canonical_label: ClassVar[str] = "canonical"
 
     def score_documents(self, lm: LanguageModel, docs: Sequence[ScoredText], config: ScoringConfig, *,
@@ -193,6 +204,12 @@ class Scoring:
         own = param_settings(config.params)
         fields_ = own if self.settings_fields is None else self.settings_fields
         return {"scoring": self.name, "window": config.window, **{f: own[f] for f in fields_}}
+
+    def legacy_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings a run folder of this scoring written before they were recorded lacks, where its other
+        settings (``settings``, its ``run.json``) make them knowable; each fills in only an absent one
+        (:meth:`ppl_tok.perplexity.store.PerplexityStore.complete`). By default none."""
+        return {}
 
     def __repr__(self) -> str:
         return f"<scoring {self.name!r} ({', '.join(self.levels)})>"
@@ -332,6 +349,12 @@ def baseline_classifier() -> str:
     return next(s.classifiers[0] for s in SCORINGS.values() if QUESTION in s.levels and s.baseline)
 
 
+def ensemble_sources() -> tuple[str, ...]:
+    """The classifiers of the :attr:`Scoring.deterministic` question-level scorings, in report order: what a member
+    of ``qa ensemble`` may score its answers by."""
+    return tuple(c for s in SCORINGS.values() if QUESTION in s.levels and s.deterministic for c in s.classifiers)
+
+
 def pair_scored_kinds() -> tuple[str, ...]:
     """The registered question-level scorings whose records are their ``score_pairs`` figures (record kind ``None``)."""
     return tuple(s.name for s in SCORINGS.values() if QUESTION in s.levels and s.record_kind is None)
@@ -414,5 +437,5 @@ def own_params(found: Scoring, values: Mapping[str, Any]) -> Params:
 
 __all__ = ["ALIASES", "BEAM_LAZY_DEFAULT", "DEFAULT_SAMPLES", "DOCUMENT", "LAZY_FIELDS", "LEVELS", "NoParams", "PAIR",
            "QUESTION", "SCORINGS", "Scoring", "ScoringConfig", "SearchParams", "accepted", "classifier_scoring",
-           "check_limits", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "recorded_kinds", "record_arrays", "baseline_classifier", "proposal_param", "proposal_value", "register", "samples_param",
+           "check_limits", "ensemble_sources", "classifiers", "is_defined", "names", "own_params", "pair_scored_kinds", "recorded_kinds", "record_arrays", "baseline_classifier", "proposal_param", "proposal_value", "register", "samples_param",
            "scoring", "seed_param", "unregister"]

@@ -53,9 +53,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppl_tok.lm.base import LanguageModel, model_window
-from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, ContextLengthError, StringSearchConfig
+from ppl_tok.strings.beam import AUTO_HEAD_TOKENS, PREFILL_MODES, ContextLengthError, StringSearchConfig
 from ppl_tok.strings.cover import CoverIndex, cover_index
 from ppl_tok.vocabulary import Vocabulary
+
+#: the prefill modes by name (:data:`ppl_tok.strings.beam.PREFILL_MODES`)
+AUTO_PREFILL, EXACT_PREFILL, CANONICAL_HEAD_PREFILL = PREFILL_MODES
 
 #: the back-off rule's name, recorded by stores of canonical-head figures (0.2.0 backed off a longest token)
 BACKOFF = "reach"
@@ -78,7 +81,7 @@ class Head:
     @property
     def mode(self) -> str:
         """``"canonical-head"`` where there is a head, else ``"exact"``."""
-        return "canonical-head" if self.ids else "exact"
+        return CANONICAL_HEAD_PREFILL if self.ids else EXACT_PREFILL
 
 
 def _canonical_ends(vocab: Vocabulary, prompt: bytes) -> tuple[list[int], list[int]]:
@@ -119,7 +122,7 @@ def head_tokens(vocab: Vocabulary, prompt: bytes, config: StringSearchConfig,
 
     The back-off rule (the :func:`reach` and ``prefill_tail``) and the default are the module docstring's.
     """
-    if config.prefill == "exact" or not prompt:
+    if config.prefill == EXACT_PREFILL or not prompt:
         return (), 0
     limit = min(reach(index if index is not None else cover_index(vocab), prompt), len(prompt) - 1)
     if config.prefill_tail is not None:
@@ -220,5 +223,5 @@ def prefill_heads(lm: LanguageModel, prompts: Sequence[bytes], contexts: Sequenc
     return heads
 
 
-__all__ = ["AUTO_HEAD_TOKENS", "BACKOFF", "Head", "check_window", "fewest_tokens", "head_tokens", "prefill_heads",
-           "reach"]
+__all__ = ["AUTO_HEAD_TOKENS", "AUTO_PREFILL", "BACKOFF", "CANONICAL_HEAD_PREFILL", "EXACT_PREFILL", "Head",
+           "check_window", "fewest_tokens", "head_tokens", "prefill_heads", "reach"]

@@ -205,3 +205,56 @@ def test_importance_against_the_beams_floor(tmp_path):
     q = out["importance_minus_floor_nats"]
     assert q["min"] <= q["median"] <= q["max"]
     assert 0 <= out["documents_below_floor"] <= len(PPL_DOCS)
+
+
+def test_a_new_scoring_with_a_searched_floor_or_an_estimate_takes_the_built_ins_road(tmp_path, request):
+    """``--compare`` and ``--importance`` ask a folder's scoring what it records (``searched_floor``,
+    ``estimate_field``), not its name: toy scorings that delegate to ``beam`` and ``canonical+rest`` (the estimate
+    stored under another key) give the built-ins' figures exactly; a scoring without them is refused, named."""
+    from dataclasses import replace
+
+    from ppl_tok import scorings
+    from ppl_tok.scorings.beam import BeamParams
+    from ppl_tok.scorings.canonical_rest import CanonicalPlusRestParams
+
+    class Searched(scorings.Scoring):
+        name, estimator, levels, doc = "searched-toy", "the beam, again", (scorings.DOCUMENT,), "a searched floor"
+        floor = ceiling = searched_floor = True
+        params = BeamParams
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            return scorings.SCORINGS["beam"].score_documents(lm, docs, ScoringConfig("beam", params=config.params))
+
+    class Estimating(scorings.Scoring):
+        name, estimator, levels, doc = "estimating-toy", "canonical+rest, again", (scorings.DOCUMENT,), "an estimate"
+        floor, estimate_field = True, "plain"
+        params = CanonicalPlusRestParams
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            scores = scorings.SCORINGS["canonical+rest"].score_documents(
+                lm, docs, ScoringConfig("canonical+rest", params=config.params))
+            return [replace(s, extra={"plain": s.extra["is_estimate"]}) for s in scores]
+
+    for cls in (Searched, Estimating):
+        scorings.register(cls)
+        request.addfinalizer(lambda name=cls.name: scorings.unregister(name))
+    path = _corpus(tmp_path, PPL_DOCS)
+    for out, config in (("beam", ScoringConfig("beam", search=StringSearchConfig(beam=4))),
+                        ("searched", ScoringConfig("searched-toy", search=StringSearchConfig(beam=4))),
+                        ("wide", ScoringConfig("beam", search=StringSearchConfig(beam=64))),
+                        ("rest", ScoringConfig("canonical+rest", num_samples=4)),
+                        ("estimating", ScoringConfig("estimating-toy", num_samples=4))):
+        _run(path, tmp_path / out, config)
+    built_in = compare_runs([tmp_path / "wide", tmp_path / "beam"])
+    toy = compare_runs([tmp_path / "wide", tmp_path / "searched"])
+    assert [{k: v for k, v in r.items() if k != "folder"} for r in toy["runs"]] == [
+        {k: v for k, v in r.items() if k != "folder"} for r in built_in["runs"]]
+    assert (importance_against_floor(tmp_path / "estimating", tmp_path / "searched")
+            == importance_against_floor(tmp_path / "rest", tmp_path / "beam"))
+    with pytest.raises(ValueError, match="estimating is a estimating-toy run: --compare compares beam or "
+                                         "searched-toy runs \\(use --importance for a canonical\\+rest or "
+                                         "estimating-toy run\\)"):
+        compare_runs([tmp_path / "beam", tmp_path / "estimating"])
+    with pytest.raises(ValueError, match="compare a canonical\\+rest or estimating-toy folder with a beam or "
+                                         "searched-toy one \\(old name: marginal\\): .*beam is a beam run"):
+        importance_against_floor(tmp_path / "beam", tmp_path / "searched")

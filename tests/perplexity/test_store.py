@@ -225,6 +225,39 @@ def test_a_folder_stored_under_the_old_name_resumes(tmp_path):
     assert settings["scoring"] == "beam" and len(scores) == len(DOCS)
 
 
+def test_an_old_folders_settings_are_what_its_scoring_says_of_them(request):
+    """``complete`` fills in what the folder's scoring knows of its older folders (``Scoring.legacy_settings``),
+    only where absent: ``beam`` its pruning and ``exhaustive``, ``prefix`` and ``with-end`` ``exhaustive`` (where a
+    beam width is recorded), other scorings nothing, a user's scoring what its hook says."""
+    from ppl_tok import scorings
+
+    complete = PerplexityStore.complete
+    assert {k: complete({"scoring": "beam", "beam": 8})[k] for k in ("prune_against", "exhaustive")} == {
+        "prune_against": "offset", "exhaustive": True}
+    assert complete({"scoring": "beam", "beam": 8, "prune_against": "step", "exhaustive": True,
+                     "extend_threshold": 0.1})["prune_against"] == "step"
+    for name in ("prefix", "with-end"):
+        assert complete({"scoring": name, "beam": 8, "extend_threshold": 0.1})["exhaustive"] is False
+        assert "prune_against" not in complete({"scoring": name, "beam": 8})
+        assert "exhaustive" not in complete({"scoring": name})
+    assert not {"prune_against", "exhaustive"} & set(complete({"scoring": "canonical+rest", "beam": 8}))
+    assert not {"prune_against", "exhaustive"} & set(complete({"scoring": "not-registered", "beam": 8}))
+
+    class Old(scorings.Scoring):
+        name, estimator, levels, doc = "old-toy", "the beam, again", (scorings.DOCUMENT,), "a scoring with a past"
+
+        def score_documents(self, lm, docs, config, *, on_bytes=None):
+            return scorings.SCORINGS["beam"].score_documents(lm, docs, ScoringConfig("beam"))
+
+        def legacy_settings(self, settings):
+            return {"knob": settings.get("beam", 0) + 1}
+
+    scorings.register(Old)
+    request.addfinalizer(lambda: scorings.unregister("old-toy"))
+    assert complete({"scoring": "old-toy", "beam": 2})["knob"] == 3
+    assert complete({"scoring": "old-toy", "knob": 7})["knob"] == 7
+
+
 def test_a_beam_folder_from_before_exhaustive_was_recorded_resumes_under_its_setting(tmp_path):
     """``exhaustive`` is filled in for older beam folders: no lazy share recorded means every prefix was run."""
     corpus = corpus_from_texts(DOCS)

@@ -192,3 +192,30 @@ def test_cli_prefix_contexts_take_the_prefill_mode_and_batch_the_heads(tmp_path,
         (context_folder(run, "prefix") / contexts.ContextStore.settings_file).write_text(json.dumps(settings))
         code = main(["qa", "contexts", str(run), "--dataset", str(test), "--method", "prefix", "--prefill", prefill])
         assert code == 2 and "prefill_backoff" in capsys.readouterr().err
+
+
+def test_the_sources_are_the_deterministic_scorings_classifiers(request):
+    """``qa ensemble --sources`` offers the classifiers of the scorings that say they are deterministic (no particles,
+    tuning or time budget): the built-ins' canonical and exact, and a user's such scoring, on the command line too."""
+    from ppl_tok import scorings
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.qa.ensemble import member_scores
+    from ppl_tok.scorings.registry import ensemble_sources
+
+    assert ensemble_sources() == ("canonical", "exact")
+    with pytest.raises(ValueError, match="source must be one of canonical, exact, got 'canonical\\+rest'"):
+        member_scores(None, "canonical+rest")
+
+    class Fixed(scorings.Scoring):
+        name, estimator, levels, doc = "fixed-toy", "canonical, again", (scorings.PAIR, scorings.QUESTION), "fixed"
+        classifiers, deterministic = ("fixed-toy",), True
+
+        def score_pairs(self, lm, pairs, config):
+            config = scorings.ScoringConfig("canonical", level=scorings.PAIR)
+            return scorings.SCORINGS["canonical"].score_pairs(lm, pairs, config)
+
+    scorings.register(Fixed)
+    request.addfinalizer(lambda: scorings.unregister("fixed-toy"))
+    assert ensemble_sources() == ("canonical", "exact", "fixed-toy")
+    args = build_parser().parse_args(["qa", "ensemble", "a", "b", "--sources", "fixed-toy", "canonical"])
+    assert args.sources == ["fixed-toy", "canonical"]

@@ -41,14 +41,17 @@ def test_the_qa_study_reads_the_scorings_defaults(tmp_path):
     from ppl_tok.qa.data import load_study
     from ppl_tok.scorings.canonical_rest import CanonicalPlusRestParams
     from ppl_tok.scorings.exact import ExactParams
+    from ppl_tok.scorings.most_likely import MostLikelyParams
     from qa_toy import write_questions
 
     args = build_parser().parse_args(["qa", "run", "--dataset", "x.jsonl", "--out", str(tmp_path / "r")])
     assert args.samples == default_of(CanonicalPlusRestParams, "num_samples")
     assert args.seed == default_of(CanonicalPlusRestParams, "seed")
     assert (args.exact_tolerance, args.exact_budget) == (None, None)  # read from ExactParams when the run starts
+    assert args.time_budget is None  # read from MostLikelyParams when the run starts
     study = load_study(str(write_questions(tmp_path / "t.jsonl", 2, seed=1)))
     settings = study_settings(study, model="toy")
     assert (settings["num_samples"], settings["seed"], settings["exact_tolerance"], settings["exact_budget"]) == (
         default_of(CanonicalPlusRestParams, "num_samples"), default_of(CanonicalPlusRestParams, "seed"),
         default_of(ExactParams, "exact_tolerance"), default_of(ExactParams, "exact_budget"))
+    assert settings["most_likely_time"] == default_of(MostLikelyParams, "most_likely_time") == 10.0
