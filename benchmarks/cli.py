@@ -29,7 +29,7 @@ def cmd_mdd(args: argparse.Namespace) -> None:
 def cmd_canonical_step(args: argparse.Namespace) -> None:
     from benchmarks import canonical_step as bench
 
-    result = bench.bench_canonical_step(args.models or list(bench.MODELS), rounds=args.rounds)
+    result = bench.bench_canonical_step(args.models or list(bench.MODELS), rounds=args.runs)
     _emit(args, result, bench.format_canonical_step(result))
 
 
@@ -108,7 +108,7 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
                       "and the first mask against the 379ac78 build, and whether both agree", cmd_canonical_step,
                       lm=False)
     p.add_argument("--models", nargs="+", help="the vocabularies (default gemma3-270m smollm2-135m)")
-    p.add_argument("--rounds", type=POSITIVE, default=3, help="builds of each (default 3; the median)")
+    p.add_argument("--runs", type=POSITIVE, default=3, help="builds of each (default 3; the median)")
     p = add_benchmark(bench_sub, "marginal", "importance sampling: the vectorised marginal against sequential Pyro",
                       cmd_marginal, check=cli_flags.marginal)
     p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="numbers of samples")
