@@ -26,6 +26,13 @@ def cmd_mdd(args: argparse.Namespace) -> None:
     _emit(args, result, bench.format_mdd(result))
 
 
+def cmd_canonical_step(args: argparse.Namespace) -> None:
+    from benchmarks import canonical_step as bench
+
+    result = bench.bench_canonical_step(args.models or list(bench.MODELS), rounds=args.runs)
+    _emit(args, result, bench.format_canonical_step(result))
+
+
 def cmd_most_likely(args: argparse.Namespace) -> None:
     from benchmarks import most_likely as bench
 
@@ -97,6 +104,11 @@ def register(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--naive-bytes", type=POSITIVE, default=1_000, help="texts compiled by the naive compiler")
     p.add_argument("--baseline-texts", type=integer(0), default=300,
                    help="texts per data set compiled by the e9ead21 compiler and today's (0: none)")
+    p = add_benchmark(bench_sub, "canonical-step", "the canonical step masks' merge tables: CPU seconds to build them "
+                      "and the first mask against the 379ac78 build, and whether both agree", cmd_canonical_step,
+                      lm=False)
+    p.add_argument("--models", nargs="+", help="the vocabularies (default gemma3-270m smollm2-135m)")
+    p.add_argument("--runs", type=POSITIVE, default=3, help="builds of each (default 3; the median)")
     p = add_benchmark(bench_sub, "marginal", "importance sampling: the vectorised marginal against sequential Pyro",
                       cmd_marginal, check=cli_flags.marginal)
     p.add_argument("--sizes", type=POSITIVE, nargs="+", default=[16, 64, 256], help="numbers of samples")

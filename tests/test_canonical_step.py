@@ -144,3 +144,53 @@ def test_the_mask_matches_the_step_test_and_pads(size):
         assert mask.tolist()[4] is True
     with pytest.raises(ValueError, match="narrower"):
         steps.banned(START, 2)
+
+
+def _random_bpe(seed: int) -> tuple[Vocabulary, dict]:
+    """A toy BPE ``tokenizer.json`` (no pre-tokenizer) of random merges over ``abc``, each merge made of earlier
+    tokens (as BPE training makes them), some of them a second merge of a piece already made (so some pieces
+    are never their own BPE)."""
+    import json
+
+    rng = random.Random(seed)
+    pieces, merges = list("abc"), []
+    while len(merges) < 60:
+        x, y = rng.choice(pieces), rng.choice(pieces)
+        if len(x + y) > 7 or [x, y] in merges:
+            continue
+        merges.append([x, y])
+        if x + y not in pieces:
+            pieces.append(x + y)
+    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": None, "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {p: i for i, p in enumerate(pieces)}, "merges": merges}}
+    source = json.dumps(data)
+    vocab = Vocabulary.from_tokens(pieces, name=f"random-bpe-{seed}")
+    return Vocabulary(vocab.surfaces, vocab.byte_fallback_ids, vocab.names, vocab.encoder, vocab.fallback,
+                      vocab.name, False, lambda: source), data
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_trees_from_the_parts_up_equal_bpe_run_on_every_piece(seed):
+    """The spines built from the parts up (pairs.PairMasks._trees) against BPE run on every piece (the 379ac78 build,
+    benchmarks/canonical_step.py), entry for entry, and ``bpe_ok`` against the tokenizers library's own encoder."""
+    from tokenizers import Tokenizer
+
+    from benchmarks.canonical_step import PairMasks379ac78
+    from ppl_tok.canonical_step.pairs import PairMasks, pair_masks_for
+
+    vocab, data = _random_bpe(seed)
+    now, old = pair_masks_for(vocab), PairMasks379ac78(vocab, data, "none")
+    assert isinstance(now, PairMasks)
+    assert torch.equal(now._spines[0], old._spines[0]) and now._spines[1] == old._spines[1]
+    assert torch.equal(now._spines[2], old._spines[2]) and torch.equal(now._spines[3], old._spines[3])
+    tokenizer = Tokenizer.from_str(vocab.tokenizer_json())
+    own = [tokenizer.encode(p, add_special_tokens=False).ids == [i] for i, p in enumerate(vocab.names)]
+    assert now._spines[0].tolist() == own
+    assert 0 < sum(own) < len(own)  # some pieces are not their own BPE
+    for a in range(len(vocab)):
+        got, want = now.after(a), old.after(a)
+        assert (got is None) == (want is None), vocab.names[a]
+        assert got is None or all(torch.equal(x, y) for x, y in zip(got, want)), vocab.names[a]

@@ -61,14 +61,15 @@ FAIL, EXACT, PENDING = 0, 1, 2
 def _utf8_state(data: bytes) -> bool | None:
     """``True``: whole UTF-8 text; ``None``: a proper prefix of some UTF-8 text; ``False``: never UTF-8."""
     try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        pass
+    try:
         codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
     except UnicodeDecodeError:
         return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return True
+    return None
 
 
 class CanonicalSteps:

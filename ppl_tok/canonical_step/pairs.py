@@ -85,9 +85,10 @@ class PairMasks:
 
     :param vocab: the vocabulary (its ``tokenizer_json`` gives the merges and the pipeline).
     :param data: the parsed ``tokenizer.json`` (from :func:`pair_masks_for`).
+    :param source: its text, where the caller has it (the tokenizer is built from it, not from ``data`` again).
     """
 
-    def __init__(self, vocab: Vocabulary, data: dict, kind: str) -> None:
+    def __init__(self, vocab: Vocabulary, data: dict, kind: str, source: str | None = None) -> None:
         from tokenizers import Tokenizer
 
         self.vocab, self.kind = vocab, kind
@@ -103,7 +104,7 @@ class PairMasks:
         self._added = {int(t["id"]): t["content"] for t in data.get("added_tokens", ())
                        if not t.get("special") and 0 <= int(t["id"]) < len(vocab) and vocab.surfaces[int(t["id"])]}
         self._heads: dict[str, torch.Tensor] = {}
-        self._tokenizer = Tokenizer.from_str(json.dumps(data))
+        self._tokenizer = Tokenizer.from_str(json.dumps(data) if source is None else source)
         self._tokenizer.encode_special_tokens = True
         self._text = [None if s is None else s.decode("utf-8", errors="strict") if _whole(s) else None
                       for s in vocab.surfaces]
@@ -115,8 +116,7 @@ class PairMasks:
         ids = [i for i, t in enumerate(self._text) if t]
         out = torch.zeros(len(self._text), dtype=torch.bool)
         encs = self._tokenizer.encode_batch([self._text[i] for i in ids], add_special_tokens=False)
-        for i, enc in zip(ids, encs):
-            out[i] = list(enc.ids) == [i]
+        out[ids] = torch.tensor([enc.ids == [i] for i, enc in zip(ids, encs)], dtype=torch.bool)
         return out
 
     @cached_property
@@ -124,57 +124,65 @@ class PairMasks:
         """``bpe_ok`` (BPE of the token's symbols is the token), the right spines, and the left spines padded
         to ``[V, K]`` (ids, absorbing ranks; padding id ``V`` never merges)."""
         size = len(self._text)
+        trees = self._trees
         ok = torch.zeros(size, dtype=torch.bool)
         rights: list[list[tuple[int, int]]] = [[] for _ in range(size)]
         lefts: list[list[tuple[int, int]]] = [[] for _ in range(size)]
-        pieces = {i: p for p, i in self._ids.items()}
-        for t in range(size):
-            piece = pieces.get(t)
-            if piece is None or self._text[t] is None or t in self.vocab.byte_fallback_ids:
-                continue
-            result = self._bpe(piece)
-            if result is not None and result[0] == t:
-                ok[t] = True
-                lefts[t], rights[t] = result[1], result[2]
-        width = max(len(s) for s in lefts)
+        fallback = self.vocab.byte_fallback_ids
+        whole = [t for t, tree in trees.items() if t < size and self._text[t] is not None and t not in fallback]
+        ok[whole] = True
+        for t in whole:
+            lefts[t], rights[t] = trees[t]
+        lengths = torch.tensor([len(s) for s in lefts], dtype=torch.long)
+        width = int(lengths.max()) if size else 0
         left_ids = torch.full((size, width), size, dtype=torch.long)
         left_ranks = torch.full((size, width), INF, dtype=torch.long)
-        for t, spine in enumerate(lefts):
-            for k, (y, r) in enumerate(spine):
-                left_ids[t, k], left_ranks[t, k] = y, r
+        rows = torch.repeat_interleave(torch.arange(size), lengths)
+        cols = torch.arange(len(rows)) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
+        left_ids[rows, cols] = torch.tensor([y for s in lefts for y, _ in s], dtype=torch.long)
+        left_ranks[rows, cols] = torch.tensor([r for s in lefts for _, r in s], dtype=torch.long)
         return ok, rights, left_ids, left_ranks
 
-    def _bpe(self, piece: str) -> tuple[int, list[tuple[int, int]], list[tuple[int, int]]] | None:
-        """BPE of one pre-token's symbols: ``(root id, left spine, right spine)`` when it ends in one symbol."""
-        syms = []
-        for c in piece:
-            i = self._ids.get(c)
-            if i is None:
-                return None
-            syms.append((i, [(i, INF)], [(i, INF)]))
-        while len(syms) > 1:
-            best = None
-            for k in range(len(syms) - 1):
-                hit = self._ranks.get((syms[k][0], syms[k + 1][0]))
-                if hit is not None and (best is None or hit[0] < best[0]):
-                    best = (hit[0], hit[1], k)
-            if best is None:
-                return None
-            rank, z, k = best
-            (_, l1, _), (_, _, r2) = syms[k], syms[k + 1]
-            left = [(z, INF), (l1[0][0], rank)] + l1[1:]
-            right = [(z, INF), (r2[0][0], rank)] + r2[1:]
-            syms[k:k + 2] = [(z, left, right)]
-        return syms[0]
+    @cached_property
+    def _trees(self) -> dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+        """``(left spine, right spine)`` of every id ``z`` whose piece BPE turns into ``z`` alone.
+
+        Built from the parts up, not by running BPE on every piece: BPE of ``Z = X Y`` ends in ``[z]`` by the merge
+        ``(x, y)`` iff BPE turns ``X`` into ``[x]`` and ``Y`` into ``[y]`` and no merge crosses their join before
+        both are done (the sides then run as they would alone, the module docstring's join test with the pair
+        ``(x, y)`` itself left out; BPE is deterministic, so at most one ``(x, y)`` of ``z`` passes). Pieces are
+        taken shortest first, so ``x`` and ``y`` are settled before ``z``."""
+        pieces = {i: p for p, i in self._ids.items()}
+        made: dict[int, list[tuple[int, int, int]]] = {}
+        for (x, y), (rank, z) in self._ranks.items():
+            made.setdefault(z, []).append((rank, x, y))
+        ranks = self._ranks
+        trees: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        for z in sorted(pieces, key=lambda t: len(pieces[t])):
+            if len(pieces[z]) == 1:
+                if self._ids.get(pieces[z]) == z:
+                    trees[z] = ([(z, INF)], [(z, INF)])
+                continue
+            for rank, x, y in made.get(z, ()):
+                if x in trees and y in trees and not _crosses(ranks, trees[x][1], trees[y][0]):
+                    trees[z] = ([(z, INF), (x, rank)] + trees[x][0][1:], [(z, INF), (y, rank)] + trees[y][1][1:])
+                    break
+        return trees
 
     @cached_property
-    def _by_left(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        table: dict[int, tuple[list[int], list[int]]] = {}
-        for (x, y), (rank, _) in self._ranks.items():
-            ys, rs = table.setdefault(x, ([], []))
-            ys.append(y)
-            rs.append(rank)
-        return {x: (torch.tensor(ys), torch.tensor(rs)) for x, (ys, rs) in table.items()}
+    def _by_left(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The merges by left symbol: for ``x``, ``ys[offsets[x]:offsets[x + 1]]`` are the ``y`` of the merges
+        ``(x, y)``, with their ranks in ``ranks``."""
+        pairs = list(self._ranks.items())
+        xs = torch.tensor([x for (x, _), _ in pairs], dtype=torch.long)
+        ys = torch.tensor([y for (_, y), _ in pairs], dtype=torch.long)
+        ranks = torch.tensor([rank for _, (rank, _) in pairs], dtype=torch.long)
+        order = xs.argsort(stable=True)
+        counts = torch.bincount(xs, minlength=len(self._text)) if len(xs) else torch.zeros(len(self._text),
+                                                                                             dtype=torch.long)
+        offsets = torch.zeros(len(counts) + 1, dtype=torch.long)
+        offsets[1:] = counts.cumsum(0)
+        return ys[order], ranks[order], offsets
 
     @cached_property
     def _reps(self) -> dict[bool, tuple[list[str], torch.Tensor]]:
@@ -230,11 +238,12 @@ class PairMasks:
         for each ``x`` on ``a``'s right spine, the merges ``(x, y)`` meet the tokens whose left spine holds ``y``."""
         ids, ranks, offsets = self._occurrences
         out = torch.zeros(len(self._text), dtype=torch.bool)
+        by_y, by_rank, by_x = self._by_left
         for x, r_x in self._spines[1][a]:
-            hit = self._by_left.get(x)
-            if hit is None:
+            lo, hi = int(by_x[x]), int(by_x[x + 1])
+            if lo == hi:
                 continue
-            ys, merge = hit
+            ys, merge = by_y[lo:hi], by_rank[lo:hi]
             live = merge < r_x
             ys, merge = ys[live], merge[live]
             starts, counts = offsets[ys], offsets[ys + 1] - offsets[ys]
@@ -289,6 +298,18 @@ class PairMasks:
         return hit
 
 
+def _crosses(ranks: dict[tuple[int, int], tuple[int, int]], right: list[tuple[int, int]],
+             left: list[tuple[int, int]]) -> bool:
+    """Whether a merge ``(x, y)``, ``x`` on the right spine ``right``, ``y`` on the left spine ``left``, other than
+    the merge of their roots, fires across the join: ``rank(x, y) < r(x)`` and ``rank(x, y) <= r(y)``."""
+    for k, (x, r_x) in enumerate(right):
+        for m, (y, r_y) in enumerate(left):
+            hit = ranks.get((x, y))
+            if hit is not None and hit[0] < r_x and hit[0] <= r_y and (k or m):
+                return True
+    return False
+
+
 def _whole(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -303,13 +324,14 @@ def pair_masks_for(vocab: Vocabulary) -> PairMasks | None:
     source: Callable[[], str] | None = vocab.tokenizer_json
     if source is None or vocab.dummy_prefix:
         return None
-    data: Any = json.loads(source())
+    text = source()
+    data: Any = json.loads(text)
     if data.get("model", {}).get("type") != "BPE" or data["model"].get("ignore_merges"):
         return None
     if data["model"].get("continuing_subword_prefix") or data["model"].get("end_of_word_suffix"):
         return None
     kind = _pretokenizer_kind(data)
-    return None if kind is None else PairMasks(vocab, data, kind)
+    return None if kind is None else PairMasks(vocab, data, kind, text)
 
 
 __all__ = ["CLEAN", "JOIN", "OTHER", "PairMasks", "pair_masks_for"]

@@ -197,16 +197,28 @@ PUBLIC_CASES = [("Ans", "wer"), ("hello wor", "ld"), ("Question: 2+2? Answer: ",
 
 @pytest.mark.slow
 @pytest.mark.parametrize("card", ["smollm2-135m", "gemma3-270m"])
-def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
+def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypatch):
     """The public cases (lm-eval #1053, #1297, #3336, PR #4055): finite, equal to ``ppl-tok conditional`` with
     the model's settings (its lazy extension) to 1e-6 (one request per batch: the same forwards as the command),
     and the same wherever the delimiter
     space sits. Batched, the float32 forwards of differently shaped batches round differently (measured up to
-    2e-5 nats on these cases), so the batched scores are held to 1e-4."""
+    2e-5 nats on these cases), so the batched scores are held to 1e-4.
+
+    The model is loaded once: each command asks for the test's own spec (checked) and gets the test's LM with its
+    caches cleared, as a fresh load of that spec would be."""
+    import ppl_tok.cli.common
     from ppl_tok.cli.main import main
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(card, device="cpu")
+    asked = []
+
+    def loaded(spec):
+        asked.append(spec)
+        lm.clear_cache()
+        return lm
+
+    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", loaded)
     model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # ppl-tok conditional's event
     got = scores(model, PUBLIC_CASES)
     batched = scores(PPLTokLM(lm=lm, scoring="conditional", event="prefix"), PUBLIC_CASES)
@@ -218,6 +230,7 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
                      "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--json"]) == 0
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
+    assert asked == [lm.spec] * len(PUBLIC_CASES)  # the command would have loaded this very model
     assert got[2] == pytest.approx(got[3], abs=1e-6)
     lm.clear_cache()  # (after the comparisons above: rows cached from other batch shapes round differently)
     boundary = scores(PPLTokLM(lm=lm, scoring="conditional"), PUBLIC_CASES)  # the default event
