@@ -143,9 +143,9 @@ def test_smollm2_tree_equals_the_beam_restricted_to_the_same_paths(smollm2):
     from ppl_tok.datasets import BUNDLED_DATA, data_file, load_questions
     from ppl_tok.strings import string_marginals
 
-    texts = [q.context for q in load_questions(data_file("openbookqa", "test", BUNDLED_DATA))[:2]]
+    texts = [q.context for q in load_questions(data_file("openbookqa", "test", BUNDLED_DATA))[:1]]
     texts.append("The old man the boats, don't they? Jordan's split name, Jordan again.")
-    config = StringSearchConfig(beam=16, prune=20.0)
+    config = StringSearchConfig(beam=8, prune=12.0)  # the same search on both sides: a narrower one checks as much
     got = tree_marginals(smollm2, texts, [""] * len(texts), config, 8)
     for text, m in zip(texts, got):
         ids = smollm2.canonical(text)
