@@ -79,7 +79,7 @@ def test_a_two_model_ensemble_on_the_cli_equals_the_python_api(toy, capsys, kind
     lms = [toy["toy-a"], toy["toy-b"]]
     w = [1.0, 0.5] if weights else None
     models = ["--model", "toy-a", "--model", "toy-b", "--kind", kind, *weights, *SEARCH]
-    code, out, _ = run(capsys, "conditional", "--prompt", "ab", "bab", *models, "--json")
+    code, out, _ = run(capsys, "conditional", "--prompt", "ab", "bab", *models, "--event", "prefix", "--json")
     want = ensemble_conditional(Ensemble.of(lms, "ab", kind, w, config=CONFIG), "bab")
     data = json.loads(out)
     assert code == 0 and data["models"] == ["toy-a", "toy-b"] and data["kind"] == kind
