@@ -44,6 +44,10 @@ class ConditionalTaskParams(EventParams):
 _JOINT = {"prefix": "is a prefix):   ", "boundary": "then a boundary): "}
 
 
+_ENSEMBLE_EVENT = ("an ensemble's conditional is the prefix event's (the output begins with the text): add --event "
+                   "prefix (event=\"prefix\"), or give one --model")
+
+
 def _canonical_tokens(lm: Any, item: Item, options: Options) -> float:
     """``log p(canonical tokens of text | canonical tokens of context + prompt)``, the record's ``canonical_tokens``."""
     context, text = options.context + item.prompt, item.text or ""
@@ -72,8 +76,7 @@ class Conditional(StringTask):
 
     def check(self, options: Options, ensemble: bool) -> None:
         if ensemble and self.own(options).event != "prefix":
-            raise ValueError("an ensemble's conditional is the prefix event's (the output begins with the text): "
-                             "add --event prefix, or give one --model")
+            raise ValueError(_ENSEMBLE_EVENT)
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
@@ -96,7 +99,8 @@ class Conditional(StringTask):
 
         own = self.own(options)
         if len(lms) != 1:
-            return [ValueError("--search tree scores under one LM, not an ensemble: use --search walk")] * len(items)
+            return [ValueError("--search tree scores under one LM, not an ensemble: use --search walk")
+                    if own.search == "tree" else ValueError(_ENSEMBLE_EVENT)] * len(items)
         (lm,) = lms
         many = conditionals_tree if own.search == "tree" else conditionals_many
 

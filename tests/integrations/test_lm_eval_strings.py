@@ -207,7 +207,7 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(card, device="cpu")
-    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # ppl-tok conditional's event
+    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # the command's --event prefix
     got = scores(model, PUBLIC_CASES)
     batched = scores(PPLTokLM(lm=lm, scoring="conditional", event="prefix"), PUBLIC_CASES)
     assert batched == pytest.approx(got, abs=1e-4)
@@ -215,7 +215,8 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys):
         assert math.isfinite(s) and s < 0
         prompt, text = move_trailing_space(c, x)
         assert main(["conditional", text, "--prompt", prompt, "--model", card, "--device", "cpu",
-                     "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--json"]) == 0
+                     "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--event", "prefix",
+                     "--json"]) == 0
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
     assert got[2] == pytest.approx(got[3], abs=1e-6)
