@@ -85,10 +85,10 @@ def midword_difference(lm: LanguageModel, pairs: Sequence[tuple[str, str]], conf
         if k < len(done) and (done[k]["prompt"], done[k]["continuation"]) == (prompt, cont):
             exact, canonical = decode_log(done[k]["estimate"]), decode_log(done[k]["canonical"])
         else:
-            exact = string_conditional(lm, prompt, cont, config=replace(config, prefill="exact")).estimate
+            exact = string_conditional(lm, prompt, cont, config=replace(config, prefill="exact"), event="prefix").estimate
             canonical = lm.canonical_log_prob(cont, prompt)
         if head_tokens(lm.vocab, prompt.encode(), ch_config)[0]:
-            ch = string_conditional(lm, prompt, cont, config=ch_config).estimate
+            ch = string_conditional(lm, prompt, cont, config=ch_config, event="prefix").estimate
             heads += 1
         else:
             ch = exact

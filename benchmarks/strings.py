@@ -116,7 +116,7 @@ def prompt_boundary(lm, pairs: list[tuple[str, str]], config: StringSearchConfig
                                  "records (give another file)")
         rows = list(done[:len(pairs)])
         for prompt, cont in tqdm(pairs[len(rows):], desc="mid-word prompts", leave=False, disable=not progress):
-            r = string_conditional(lm, prompt, cont, config=config)
+            r = string_conditional(lm, prompt, cont, config=config, event="prefix")  # its stored records' event
             row = {"prompt": prompt, "continuation": cont, "estimate": encode_log(r.estimate),
                    "lower": encode_log(r.lower), "upper": encode_log(r.upper),
                    "canonical": encode_log(lm.canonical_log_prob(cont, prompt)), "forwards": r.forwards}

@@ -9,6 +9,7 @@ from ppl_tok.common.params import add_flags_later
 from ppl_tok.cli.common import (_check_utf8, _emit, _load_lm, add_command, add_search_arguments, add_text_arguments,
                                 lm_specs, refuse_ignored, search_config)
 from ppl_tok.cli.strings_batch import add_batch_arguments, run_task
+from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EVENTS
 
 
 def cmd_conditional(args: argparse.Namespace) -> None:
@@ -151,9 +152,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the two string fields of a line (default: context continuation)")
     p.add_argument("--threshold", type=positive, default=0.01, metavar="NATS",
                    help="a request moved if the two scores differ by more (default 0.01)")
-    p.add_argument("--event", choices=["boundary", "prefix"], default="boundary",
-                   help="the conditional's event: the continuation then a boundary character or the end (default, "
-                        "lm-eval's scoring=conditional), or the output begins with it (prefix)")
+    p.add_argument("--event", choices=EVENTS, default=DEFAULT_EVENT,
+                   help="the conditional's event (default %(default)s, as ppl-tok conditional's and lm-eval's "
+                        "scoring=conditional): boundary (the continuation then a boundary character or the end) or "
+                        "prefix (the output begins with it)")
     add_search_arguments(p)
     p.set_defaults(func=cmd_boundary)
 

@@ -64,7 +64,8 @@ SETTING_FLAGS = {"beam": "--beam", "prune": "--prune", "budget": "--search-budge
                  "num_samples": "--samples", "seed": "--seed", "model": "--model", "dtype": "--dtype",
                  "bos_id": "--bos-id", "backend": "--backend", "units": "--units", "context": "--context",
                  "final": "--final", "field": "--field", "split": "--split", "keep_punctuation": "--keep-punctuation",
-                 "exact_budget": "--exact-budget", "exact_tolerance": "--exact-tolerance"}
+                 "exact_budget": "--exact-budget", "exact_tolerance": "--exact-tolerance",
+                 "event": "--event"}
 
 
 def _difference(name: str, setting: str, old: Any, new: Any) -> str:

@@ -32,7 +32,8 @@ from ppl_tok.scorings.pairs import Pair, PairScore
 from ppl_tok.common.params import param
 from ppl_tok.scorings.registry import PAIR, Scoring, SearchParams, register
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD, EVENTS, StringConditional, conditionals_many
+from ppl_tok.strings.conditional import CONDITIONAL_EXTEND_THRESHOLD, StringConditional, conditionals_many
+from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EventParams
 from ppl_tok.strings.conditional_tree import conditionals_tree
 from ppl_tok.strings.tree import SEARCHES, TokenTree, search_tree
 
@@ -40,7 +41,7 @@ LOG = logging.getLogger(__name__)
 
 
 def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations: Sequence[str],
-                       config: StringSearchConfig, labels: Sequence[Any] | None = None, event: str = "boundary",
+                       config: StringSearchConfig, labels: Sequence[Any] | None = None, event: str = DEFAULT_EVENT,
                        greedy: bool = False, search: str | TokenTree = "walk") -> list[StringConditional]:
     """``log p(continuation | context)`` over strings of each request, every certified interval logged
     (logger ``ppl_tok.scorings.conditional``, level INFO).
@@ -62,17 +63,16 @@ def conditional_scores(lm: LanguageModel, contexts: Sequence[str], continuations
 
 
 @dataclass(frozen=True)
-class ConditionalParams(SearchParams):
+class ConditionalParams(SearchParams, EventParams):
     """``conditional``'s search and event. Its defaults are lm-eval's and Python's alike: the context's canonical
     head prefilled (``prefill="canonical-head"``) and lazy extension at
-    :data:`~ppl_tok.strings.conditional.CONDITIONAL_EXTEND_THRESHOLD`, none under ``prefill="exact"``."""
+    :data:`~ppl_tok.strings.conditional.CONDITIONAL_EXTEND_THRESHOLD`, none under ``prefill="exact"``; the event
+    (:class:`~ppl_tok.strings.conditional_event.EventParams`, declared once: ``boundary``)."""
 
     documents = False
 
     prefill: str = param("canonical-head", "how the context is conditioned on (ppl_tok.strings.prefill)",
                          flag="--prefill", choices=("canonical-head", "exact", "auto"))
-    event: str = param("boundary", "what a continuation's probability is of: boundary (then a boundary character "
-                       "or the end) or prefix (the output begins with it)", flag="--event", choices=EVENTS)
     searcher: str = param("walk", "how the events are found: walk (the byte-synchronous walk) or tree (one branch "
                           "per unit of the continuation off the canonical cache, its own estimand: "
                           "ppl_tok.strings.conditional_tree); lm-eval's search=", flag="--search",

@@ -110,6 +110,14 @@ class StringsStore(JsonlStore):
                 raise damaged(where, f"unit {k}: lower {unit['lower']} is above upper {unit['upper']}")
         return record
 
+    @classmethod
+    def differences(cls, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+        """:meth:`JsonlStore.differences`, with the settings the folder's task holds implicitly
+        (:attr:`~ppl_tok.strings.tasks.StringTask.implicit`: an older ``conditional`` folder's event, ``prefix``)."""
+        name = old.get("task")
+        implicit = string_task(name).implicit if isinstance(name, str) and name in TASKS.names() else {}
+        return super().differences({**implicit, **old}, new)
+
     @staticmethod
     def key(record: dict[str, Any]) -> int:
         index = record["index"]

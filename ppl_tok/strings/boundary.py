@@ -34,7 +34,8 @@ from typing import Any
 
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
-from ppl_tok.strings.conditional import EVENTS, conditionals_many
+from ppl_tok.strings.conditional import conditionals_many
+from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EVENTS
 
 #: the move in nats past which a request counts as moved
 THRESHOLD = 0.01
@@ -90,7 +91,7 @@ def _cause(spans: bool, moved: float, moved_prefix: float, threshold: float) -> 
 
 
 def boundary_report(lm: LanguageModel, pairs: Sequence[tuple[str, str]], config: StringSearchConfig | None = None,
-                    threshold: float = THRESHOLD, event: str = "boundary") -> BoundaryReport:
+                    threshold: float = THRESHOLD, event: str = DEFAULT_EVENT) -> BoundaryReport:
     """The report of ``pairs`` (``(context, continuation)``, as lm-eval hands them over) under ``lm``; ``event``:
     the conditional's (``"boundary"``: the prefix figure comes from the same walk; ``"prefix"``: both are it).
 

@@ -13,6 +13,7 @@ from ppl_tok.common.arguments import POSITIVE, SEED, integer, log_prob_floor, po
 from ppl_tok.common.params import Params, param
 from ppl_tok.strings.certified import WIDE_BITS
 from ppl_tok.strings.chars import DEFAULT_MIN_LOG_PROB
+from ppl_tok.strings.conditional_event import EventParams
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
 from ppl_tok.strings.state import StringState
 from ppl_tok.strings.tasks import Item, Options, Shown, StringTask, item_seed, register_task
@@ -30,12 +31,21 @@ def _num(x: float | str | None) -> str:
 
 
 @dataclass(frozen=True)
-class ConditionalTaskParams(Params):
-    """``conditional``'s parameters (``ppl-tok conditional``'s flags of the same names)."""
+class ConditionalTaskParams(EventParams):
+    """``conditional``'s parameters (``ppl-tok conditional``'s flags of the same names): the event (declared once,
+    :class:`~ppl_tok.strings.conditional_event.EventParams`) and the search."""
 
     search: str = param("walk", "walk (the byte-synchronous walk) or tree (one branch per unit of the text off the "
                         "canonical cache, its own estimand: ppl_tok.strings.conditional_tree)", flag="--search",
                         choices=("walk", "tree"))
+
+
+#: what a record's ``joint_prefix`` brackets, by its event (the label ``ppl-tok conditional`` prints)
+_JOINT = {"prefix": "is a prefix):   ", "boundary": "then a boundary): "}
+
+
+_ENSEMBLE_EVENT = ("an ensemble's conditional is the prefix event's (the output begins with the text): add --event "
+                   "prefix (event=\"prefix\"), or give one --model")
 
 
 def _canonical_tokens(lm: Any, item: Item, options: Options) -> float:
@@ -46,48 +56,65 @@ def _canonical_tokens(lm: Any, item: Item, options: Options) -> float:
 
 @register_task
 class Conditional(StringTask):
-    """``log p(text | prompt, context)`` over strings, a certified interval, beside the canonical tokens' figure;
-    under ``search="tree"`` the batch's items through the token tree together (:meth:`answer_items`)."""
+    """``log p(text | prompt, context)`` over strings under the event asked for, a certified interval, beside the
+    canonical tokens' figure. The prefix event walks each item after the runner's walk of its prompt
+    (:meth:`answer`); the boundary event (whose walk keeps each pair's canonical path) and ``search="tree"`` answer
+    a batch's items together (:meth:`answer_items`), as Python's
+    :func:`~ppl_tok.strings.conditional.conditionals_many` and
+    :func:`~ppl_tok.strings.conditional_tree.conditionals_tree` do."""
 
     name = "conditional"
     doc = "log p(text | prompt) over strings with its certified interval"
     needs_text = True
     params = ConditionalTaskParams
+    #: a folder written before the event was stored scored the prefix event
+    implicit = {"event": "prefix"}
 
     def walks(self, options: Options) -> bool:
-        return self.own(options).search == "tree"
+        own = self.own(options)
+        return own.search == "tree" or own.event == "boundary"
+
+    def check(self, options: Options, ensemble: bool) -> None:
+        if ensemble and self.own(options).event != "prefix":
+            raise ValueError(_ENSEMBLE_EVENT)
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:
+        """The prefix event after the runner's walk of the prompt (one LM, or an ensemble)."""
         text = item.text or ""
         if isinstance(target, Ensemble):
             return ensemble_conditional(target, text, on_bytes).to_dict()
         from ppl_tok.strings.conditional import conditional_of
 
-        result = conditional_of(target, text, on_bytes)
+        result = conditional_of(target, text, on_bytes, event="prefix")
         return {**result.to_dict(), "prompt": item.prompt, "canonical_tokens": _canonical_tokens(target.lm, item, options)}
 
     def answer_items(self, lms: tuple[Any, ...], items: list[Item], options: Options) -> list[dict[str, Any] | ValueError]:
-        """``search="tree"``: every item's conditional (the prefix event, as the walk's) through one token tree
-        (:func:`~ppl_tok.strings.conditional_tree.conditionals_tree`); an item that fails is scored alone for its
-        own error."""
+        """Every item's conditional under the event, together: through one token tree (``search="tree"``,
+        :func:`~ppl_tok.strings.conditional_tree.conditionals_tree`) or one batched walk
+        (:func:`~ppl_tok.strings.conditional.conditionals_many`); an item that fails is scored alone for its own
+        error."""
+        from ppl_tok.strings.conditional import conditionals_many
         from ppl_tok.strings.conditional_tree import conditionals_tree
 
+        own = self.own(options)
         if len(lms) != 1:
-            return [ValueError("--search tree scores under one LM, not an ensemble: use --search walk")] * len(items)
+            return [ValueError("--search tree scores under one LM, not an ensemble: use --search walk")
+                    if own.search == "tree" else ValueError(_ENSEMBLE_EVENT)] * len(items)
         (lm,) = lms
+        many = conditionals_tree if own.search == "tree" else conditionals_many
 
-        def tree(its: list[Item]) -> list[Any]:
-            return conditionals_tree(lm, [it.prompt for it in its], [it.text or "" for it in its], options.context,
-                                     options.config, "prefix")
+        def score(its: list[Item]) -> list[Any]:
+            return many(lm, [it.prompt for it in its], [it.text or "" for it in its], options.context,
+                        options.config, own.event)
 
         try:
-            found: list[Any] = tree(items)
+            found: list[Any] = score(items)
         except ValueError:
             found = []
             for it in items:
                 try:
-                    found += tree([it])
+                    found += score([it])
                 except ValueError as err:
                     found.append(err)
         return [r if isinstance(r, ValueError) else
@@ -95,8 +122,9 @@ class Conditional(StringTask):
                 for it, r in zip(items, found)]
 
     def settings(self, options: Options) -> dict[str, Any]:
-        """The walk's settings as before the task had parameters (none), so that those folders resume."""
-        return {"search": "tree"} if self.own(options).search == "tree" else {}
+        """The event, and ``search`` under the tree (a walk's folder stores none, as before the task had it)."""
+        own = self.own(options)
+        return {"event": own.event, **({"search": "tree"} if own.search == "tree" else {})}
 
     def bytes_after(self, item: Item, options: Options) -> int:
         return len((item.text or "").encode("utf-8"))
@@ -118,7 +146,7 @@ class Conditional(StringTask):
                  f"log p(text | prompt), over strings: {r['estimate']:.4f}   {'certified ' * r['certified']}in "
                  f"[{r['lower']:.4f}, {r['upper']:.4f}] (rounding tolerance {r['tolerance_nats']:.1e} nats included)",
                  f"  log P(prompt is a prefix):        [{pp['lower']:.4f}, {pp['upper']:.4f}]",
-                 f"  log P(prompt+text is a prefix):   [{jp['lower']:.4f}, {jp['upper']:.4f}]",
+                 f"  log P(prompt+text {_JOINT[r.get('event', 'prefix')]}[{jp['lower']:.4f}, {jp['upper']:.4f}]",
                  f"log p(canonical tokens of text | canonical tokens of prompt): {r['canonical_tokens']:.4f}",
                  f"{r['forwards']} LM forwards, {r['seconds']:.1f} s (beam {options.config.beam}, prefill {r['prefill']}"
                  + (f": a canonical head of {r['head_bytes']} bytes, the conditional given it)" if r['head_bytes']

@@ -22,9 +22,10 @@ canonical head ``h*``, and the quotient is ``p(y | x, the head is tokenized
 canonically) = P(tail y | c h*) / P(tail | c h*)``; the interval is certified for
 that quantity (it equals the exact one where the head is empty).
 
-**The event the text names** (``event``). ``"prefix"`` (the default here) is the above: the output after the
-prompt *begins with* ``y``, which credits a word with every longer word it begins (" lever" with " levers").
-``"boundary"`` asks that ``y`` be followed by a boundary: the next character is in the set ``B`` of
+**The event the text names** (``event``, default :data:`~ppl_tok.strings.conditional_event.DEFAULT_EVENT`,
+``"boundary"``, declared once in :mod:`ppl_tok.strings.conditional_event`). ``"prefix"`` is the above: the output
+after the prompt *begins with* ``y``, which credits a word with every longer word it begins (" lever" with
+" levers"). ``"boundary"`` (the answer's own probability) asks that ``y`` be followed by a boundary: the next character is in the set ``B`` of
 :class:`~ppl_tok.strings.units.WordRules` (ASCII whitespace, or ASCII punctuation other than ``'`` and ``-``)
 or the string ends, the word-end rule of ``surprisal --final boundary``
 (:mod:`ppl_tok.strings.surprisal`):
@@ -52,6 +53,7 @@ from typing import Any
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import uninformative_hint
+from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EVENTS
 from ppl_tok.strings.state import PrefixProbability, StringState
 
 #: lm-eval's ``scoring=conditional`` default lazy extension (``StringSearchConfig.extend_threshold``): a prefix is
@@ -63,9 +65,6 @@ from ppl_tok.strings.state import PrefixProbability, StringState
 #: (past p99 0.05); 1e-4 meets the rule on the 28 held-out SocialIQA, mid-word and HellaSwag requests measured
 #: (max 0.0088 nats; docs/lm-eval.md gives the figures and the cost, 8.8x canonical's: the 1.5x target missed).
 CONDITIONAL_EXTEND_THRESHOLD = 1e-4
-#: the events a conditional can be the probability of (module docstring): the output after the prompt begins
-#: with the text, or the text followed by a boundary character or the end
-EVENTS = ("prefix", "boundary")
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ def _check_event(event: str) -> None:
 
 
 def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str | Sequence[int] = "",
-                       config: StringSearchConfig | None = None, event: str = "prefix") -> StringConditional:
+                       config: StringSearchConfig | None = None, event: str = DEFAULT_EVENT) -> StringConditional:
     """``log p(text | prompt)`` over strings, with a certified interval.
 
     :param prompt: the prompt string (any cut: mid-word, trailing space); ``""`` is
@@ -166,8 +165,8 @@ def string_conditional(lm: LanguageModel, prompt: str, text: str, context: str |
     :param context: token ids or a canonically tokenized string before the prompt (after BOS).
     :param config: the beam's controls and the prefill mode (``canonical-head``: the
         conditional given that the prompt's head is tokenized canonically; see the module docstring).
-    :param event: ``"prefix"`` (the output begins with ``text``) or ``"boundary"`` (``text`` then a
-        boundary character or the end; module docstring).
+    :param event: ``"boundary"`` (the default: ``text`` then a boundary character or the end) or ``"prefix"``
+        (the output begins with ``text``; module docstring).
     """
     for name, value in (("prompt", prompt), ("text", text)):
         if not isinstance(value, (str, bytes)):
@@ -194,7 +193,7 @@ def _extends(joint: dict[int, int], prompt_path: dict[int, int], n: int) -> bool
 
 
 def conditional_of(state: StringState, text: str | bytes, on_bytes: Callable[[int], None] | None = None,
-                   start: float | None = None, event: str = "prefix") -> StringConditional:
+                   start: float | None = None, event: str = DEFAULT_EVENT) -> StringConditional:
     """:func:`string_conditional` from a state already after the prompt (walked in place along ``text``).
 
     ``text`` is fed byte by byte, ``on_bytes(1)`` after each (progress); ``start``: the ``perf_counter``
@@ -257,7 +256,7 @@ def _greedy_next(state: StringState, want: int | None) -> bool:
 
 
 def _result(state: StringState, prompt_end: int, text: str | bytes, before: PrefixProbability, walked: int,
-            start: float, event: str = "prefix", greedy: bool | None = None) -> StringConditional:
+            start: float, event: str, greedy: bool | None = None) -> StringConditional:
     """The conditional of ``state`` (after prompt then ``text``; the prompt's bytes end at ``prompt_end``)."""
     joint = boundary_prefix(state) if event == "boundary" else state.prefix_log_prob()
     prefix_estimate = quotient(state.prefix_log_prob(), before)[1] if event == "boundary" else None
@@ -275,7 +274,7 @@ def _result(state: StringState, prompt_end: int, text: str | bytes, before: Pref
 
 def conditionals_many(lm: LanguageModel, prompts: Sequence[str], texts: Sequence[str],
                       context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
-                      event: str = "prefix", greedy: bool = False) -> list[StringConditional]:
+                      event: str = DEFAULT_EVENT, greedy: bool = False) -> list[StringConditional]:
     """``string_conditional(lm, prompts[i], texts[i], context, config, event)`` of many pairs, sharing the LM's calls.
 
     The distinct prompts' canonical heads are prefilled in one batched call

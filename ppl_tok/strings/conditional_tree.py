@@ -47,7 +47,8 @@ from collections.abc import Sequence
 from ppl_tok.lm.base import LanguageModel
 from ppl_tok.strings.beam import StringSearchConfig
 from ppl_tok.strings.certified import PrefixProbability, uninformative_hint
-from ppl_tok.strings.conditional import EVENTS, StringConditional
+from ppl_tok.strings.conditional import StringConditional
+from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EVENTS
 from ppl_tok.strings.cover import cover_index
 from ppl_tok.strings.tree import TokenTree, canonical_ends, walk_units
 
@@ -71,7 +72,7 @@ def factor_bracket(before: tuple[float, float, float], after: tuple[float, float
 
 def conditionals_tree(lm: LanguageModel, prompts: Sequence[str], texts: Sequence[str],
                       context: str | Sequence[int] = "", config: StringSearchConfig | None = None,
-                      event: str = "prefix", tree: TokenTree | None = None) -> list[StringConditional]:
+                      event: str = DEFAULT_EVENT, tree: TokenTree | None = None) -> list[StringConditional]:
     """``log p_tree(texts[i] | prompts[i], context)`` (module docstring) of many pairs, all through one token tree.
 
     :param config: each branch's beam (``prefill`` plays no part: every branch is rooted at a canonical head).

@@ -98,6 +98,8 @@ class StringTask:
     needs_text: ClassVar[bool] = False
     walks_items: ClassVar[bool] = False
     ensembles: ClassVar[bool] = True
+    #: settings a run folder of this task written before they were stored holds implicitly (compared on resume)
+    implicit: ClassVar[dict[str, Any]] = {}
 
     def answer(self, target: StringState | Ensemble, item: Item, options: Options,
                on_bytes: Callable[[int], None] | None) -> dict[str, Any]:

@@ -130,7 +130,7 @@ def test_generate_in_tokens_mode_reports_a_certified_log_probability(capsys, loa
     data = json.loads(out)
     assert code == 0 and data["mode"] == "tokens" and data["log_prob"] is None
     assert data["log_prob_lower"] <= 0 and data["tokens_log_prob"] < 0
-    cond = string_conditional(loaded, "Once upon a", data["text"])
+    cond = string_conditional(loaded, "Once upon a", data["text"], event="prefix")  # the bytes drawn, as a prefix
     assert data["log_prob_lower"] <= cond.upper
     code, out, _ = run(capsys, "generate", "--prompt", "Once upon a", "--max-bytes", "8", "--seed", "1")
     assert code == 0 and "log p >= " in out

@@ -79,7 +79,7 @@ def test_a_two_model_ensemble_on_the_cli_equals_the_python_api(toy, capsys, kind
     lms = [toy["toy-a"], toy["toy-b"]]
     w = [1.0, 0.5] if weights else None
     models = ["--model", "toy-a", "--model", "toy-b", "--kind", kind, *weights, *SEARCH]
-    code, out, _ = run(capsys, "conditional", "--prompt", "ab", "bab", *models, "--json")
+    code, out, _ = run(capsys, "conditional", "--prompt", "ab", "bab", *models, "--event", "prefix", "--json")
     want = ensemble_conditional(Ensemble.of(lms, "ab", kind, w, config=CONFIG), "bab")
     data = json.loads(out)
     assert code == 0 and data["models"] == ["toy-a", "toy-b"] and data["kind"] == kind
@@ -195,3 +195,112 @@ def test_next_chars_of_a_file_takes_the_default_floor(toy, tmp_path, capsys):
     for (prompt, _), r in zip(PAIRS, records):
         want = next_char_log_probs(initial(toy["toy-a"], prompt, config=CONFIG), NextParams().min_log_prob)
         assert r["unit"] == "char" and r["chars"] == {c: list(e) for c, e in want.chars.items()}
+
+
+# ------------------------------------------------------------------ the conditional's event (issue 58 item 3)
+WIDE_FLAGS = ["--beam", "10000", "--prune", "1000"]  # nothing pruned on these toys: brute force's figure
+
+
+@pytest.fixture
+def spaced(monkeypatch):
+    """A toy LM over a vocabulary with whitespace and punctuation (the boundary set's), loaded as --model toy-s."""
+    from tests.strings.test_conditional import VOCAB
+    from tests.strings.test_state import history_lm as toy_lm
+
+    lm = toy_lm(4, VOCAB)
+    lm.name = "toy-s"
+    monkeypatch.setattr(ppl_tok.cli.common, "load_lm", lambda spec: lm)
+    return lm
+
+
+EVENT_PAIRS = [("ab b", "a ba"), ("a", "b. a"), ("b a", "b"), ("", "ab")]
+
+
+@pytest.mark.parametrize("event", ["boundary", "prefix", None])
+def test_one_prompt_under_each_event_equals_python_and_brute_force(spaced, capsys, event):
+    """``ppl-tok conditional`` under ``--event`` (``None``: the default, boundary) equals ``string_conditional`` and
+    brute force over all token sequences and next characters (1e-9); ``--json`` carries the event."""
+    from ppl_tok.strings.conditional_event import DEFAULT_EVENT
+    from tests.strings.test_conditional import brute_event
+    from tests.strings.test_state import WIDE, brute_prefix
+
+    want_event = event or DEFAULT_EVENT
+    flag = ["--event", event] if event else []
+    for prompt, text in EVENT_PAIRS:
+        code, out, err = run(capsys, "conditional", "--prompt", prompt, text, "--model", "toy-s", *WIDE_FLAGS, *flag,
+                             "--json")
+        assert code == 0, err
+        got = json.loads(out)
+        alone = string_conditional(spaced, prompt, text, config=WIDE, **({"event": event} if event else {}))
+        brute = brute_event(spaced, (prompt + text).encode(), want_event) - brute_prefix(spaced, prompt.encode())
+        assert got["event"] == alone.event == want_event
+        assert got["estimate"] == pytest.approx(min(0.0, brute), abs=1e-9)
+        assert got["estimate"] == pytest.approx(alone.estimate, abs=1e-12)
+        assert got["lower"] - 1e-9 <= brute <= got["upper"] + 1e-9
+    code, out, _ = run(capsys, "conditional", "--prompt", "ab b", "a ba", "--model", "toy-s", *WIDE_FLAGS, *flag)
+    label = "then a boundary)" if want_event == "boundary" else "is a prefix)"
+    assert code == 0 and f"log P(prompt+text {label}" in out
+
+
+@pytest.mark.parametrize("event", ["boundary", "prefix"])
+def test_input_under_each_event_equals_conditionals_many(spaced, tmp_path, capsys, event):
+    """``--input`` (batches of 3) under each event: every record equals Python's batched conditional and carries
+    the event."""
+    from ppl_tok.strings.conditional import conditionals_many
+
+    code, out, err = run(capsys, "conditional", "--input", pairs_file(tmp_path, EVENT_PAIRS), "--model", "toy-s",
+                         "--batch-size", "3", *SEARCH, "--event", event, "--json")
+    assert code == 0, err
+    records = json.loads(out)["records"]
+    want = conditionals_many(spaced, [p for p, _ in EVENT_PAIRS], [t for _, t in EVENT_PAIRS], config=CONFIG,
+                             event=event)
+    assert [r["event"] for r in records] == [event] * len(EVENT_PAIRS)
+    for r, w in zip(records, want):
+        assert (r["lower"], r["estimate"], r["upper"]) == pytest.approx((w.lower, w.estimate, w.upper), abs=1e-12)
+
+
+@pytest.mark.parametrize("event", ["boundary", "prefix"])
+def test_search_tree_under_each_event_equals_conditionals_tree(spaced, tmp_path, capsys, event):
+    from ppl_tok.strings.conditional_tree import conditionals_tree
+
+    pairs = EVENT_PAIRS[:3]
+    want = conditionals_tree(spaced, [p for p, _ in pairs], [t for _, t in pairs], config=CONFIG, event=event)
+    code, out, err = run(capsys, "conditional", "--input", pairs_file(tmp_path, pairs), "--model", "toy-s",
+                         *SEARCH, "--search", "tree", "--event", event, "--json")
+    assert code == 0, err
+    records = json.loads(out)["records"]
+    assert [r["event"] for r in records] == [event] * len(pairs)
+    assert [r["estimate"] for r in records] == pytest.approx([w.estimate for w in want], abs=1e-12)
+    code, out, _ = run(capsys, "conditional", "--prompt", pairs[0][0], pairs[0][1], "--model", "toy-s", *SEARCH,
+                       "--search", "tree", "--event", event, "--json")
+    (one,) = conditionals_tree(spaced, [pairs[0][0]], [pairs[0][1]], config=CONFIG, event=event)
+    assert code == 0 and json.loads(out)["estimate"] == pytest.approx(one.estimate, abs=1e-12)
+
+
+def test_a_folder_resumes_under_its_event_and_an_older_one_under_prefix(spaced, tmp_path, capsys):
+    """A folder stores its event and refuses a resume under the other (one line naming the flag that resumes it); a
+    folder written before the event was stored (no ``event`` in its run.json) scored the prefix event: it resumes
+    under ``--event prefix`` and is refused under the default."""
+    argv = ["conditional", "--input", pairs_file(tmp_path, EVENT_PAIRS), "--model", "toy-s", *SEARCH,
+            "--out", tmp_path / "run"]
+    assert run(capsys, *argv)[0] == 0
+    settings = json.loads((tmp_path / "run" / StringsStore.settings_file).read_text())
+    assert settings["event"] == "boundary"
+    code, _, err = run(capsys, *argv, "--event", "prefix")
+    assert code == 2 and "event: folder has 'boundary', this run has 'prefix'" in err
+    assert len(err.strip().splitlines()) == 1
+    old = tmp_path / "old"
+    assert run(capsys, *argv[:-1], old, "--event", "prefix")[0] == 0
+    path = old / StringsStore.settings_file
+    stored = json.loads(path.read_text())
+    del stored["event"]  # as a folder of an older ppl-tok holds it
+    path.write_text(json.dumps(stored))
+    code, _, err = run(capsys, *argv[:-1], old)
+    assert code == 2 and "event: folder has 'prefix', this run has 'boundary' (the folder's run: --event prefix)" in err
+    code, out, err = run(capsys, *argv[:-1], old, "--event", "prefix")
+    assert code == 0 and f"0 computed now, {len(EVENT_PAIRS)} read back" in out, err
+
+
+def test_an_ensemble_asks_for_the_prefix_event(toy, capsys):
+    code, out, err = run(capsys, "conditional", "--prompt", "ab", "bab", "--model", "toy-a", "--model", "toy-b")
+    assert code == 2 and out == "" and "add --event prefix" in err and len(err.strip().splitlines()) == 1

@@ -211,6 +211,7 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypat
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(card, device="cpu")
+<<<<<<< HEAD
     asked = []
 
     def loaded(spec):
@@ -220,6 +221,9 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypat
 
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", loaded)
     model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # ppl-tok conditional's event
+=======
+    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # the command's --event prefix
+>>>>>>> event58
     got = scores(model, PUBLIC_CASES)
     batched = scores(PPLTokLM(lm=lm, scoring="conditional", event="prefix"), PUBLIC_CASES)
     assert batched == pytest.approx(got, abs=1e-4)
@@ -227,7 +231,8 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypat
         assert math.isfinite(s) and s < 0
         prompt, text = move_trailing_space(c, x)
         assert main(["conditional", text, "--prompt", prompt, "--model", card, "--device", "cpu",
-                     "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--json"]) == 0
+                     "--prefill", "canonical-head", "--extend-threshold", str(EXTEND_THRESHOLD), "--event", "prefix",
+                     "--json"]) == 0
         cli = json.loads(capsys.readouterr().out)
         assert s == pytest.approx(cli["estimate"], abs=1e-6), (c, x)
     assert asked == [lm.spec] * len(PUBLIC_CASES)  # the command would have loaded this very model

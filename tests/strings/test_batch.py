@@ -8,6 +8,7 @@ import pytest
 
 from ppl_tok.common.jsonl_store import SettingsMismatchError
 from ppl_tok.strings import StringSearchConfig, initial, next_char_log_probs, string_conditional
+from ppl_tok.strings.builtin_tasks import ConditionalTaskParams
 from ppl_tok.strings.batch import (Item, Members, Options, StringsStore, answer, batch_settings, item_seed, run_items,
                                    storable, walk)
 from ppl_tok.strings.ensemble import Ensemble, ensemble_conditional
@@ -63,7 +64,9 @@ def test_generations_draw_from_the_items_own_seed_whatever_the_batch():
 def test_an_ensemble_item_equals_the_ensemble_api():
     a, b = history_lm(3), history_lm(2, OTHER, bos_id=1)
     members = Members((a, b), "product", (1.0, 0.5))
-    record = answer("conditional", members, ITEMS[0], Options(config=WIDE))
+    with pytest.raises(ValueError, match="add --event prefix"):  # the default event, boundary: one LM's only
+        answer("conditional", members, ITEMS[0], Options(config=WIDE))
+    record = answer("conditional", members, ITEMS[0], Options(config=WIDE, params=ConditionalTaskParams(event="prefix")))
     want = ensemble_conditional(Ensemble.of([a, b], "ab", "product", [1.0, 0.5], config=WIDE), "ba")
     assert record["estimate"] == want.estimate and record["kind"] == "product"
     record = answer("next", members, Item(0, "ab"), Options(config=WIDE))

@@ -54,7 +54,7 @@ def test_every_estimate_lies_in_its_own_interval_which_holds_the_exact_answer(se
     chars = next_char_log_probs(state, -math.inf)
     for c, (lp, lo, hi) in chars.chars.items():
         assert inside(lo, lp, hi) and inside(lo, brute_prefix(lm, x + c.encode()) - exact_x, hi)
-    cond = string_conditional(lm, prompt, text, config=config)
+    cond = string_conditional(lm, prompt, text, config=config, event="prefix")
     exact_cond = brute_prefix(lm, (prompt + text).encode()) - exact_x
     assert inside(cond.lower, cond.estimate, cond.upper) and inside(cond.lower, exact_cond, cond.upper)
     whole = string_marginal(lm, prompt + text, config=config)
@@ -89,13 +89,13 @@ def test_uninformative_is_one_rule_with_a_hint_naming_the_fix():
 def test_a_narrow_beam_on_a_long_prompt_says_it_is_uninformative():
     lm = history_lm(3)
     narrow = StringSearchConfig(beam=1, prune=0.5, prefill="exact")
-    cond = string_conditional(lm, "abababab", "ab", config=narrow)  # 2.6 nats wide
+    cond = string_conditional(lm, "abababab", "ab", config=narrow, event="prefix")  # 2.6 nats wide
     assert cond.width > WIDE_NATS and not cond.informative
     assert "a wider beam (now 1)" in cond.hint and "a shorter prompt (now 8 bytes walked)" in cond.hint
     assert "prefill canonical-head" in cond.hint
     d = cond.to_dict()
     assert d["informative"] is False and d["hint"] == cond.hint and 0 < d["tolerance_nats"] < 1e-12
-    assert string_conditional(lm, "ab", "ab", config=narrow).informative  # 0.25 nats
+    assert string_conditional(lm, "ab", "ab", config=narrow, event="prefix").informative  # 0.25 nats
     whole = string_marginal(lm, "ababababab", config=narrow)  # 3.2 nats wide
     assert not whole.informative and whole.to_dict()["hint"].startswith("uninformative (interval 3.2 nats wide")
     assert string_marginal(lm, "ababab", config=WIDE).informative
@@ -114,5 +114,5 @@ def test_smollm2_after_caf_no_estimate_leaves_its_interval(smollm2):
     chars = next_char_log_probs(state)
     for c in list(chars.chars)[:3]:  # "é", "f", "e"
         lp, lo, hi = chars.chars[c]
-        cond = string_conditional(smollm2, "caf", c)
+        cond = string_conditional(smollm2, "caf", c, event="prefix")
         assert inside(lo, cond.estimate, hi) and inside(cond.lower, lp, cond.upper)

@@ -93,7 +93,7 @@ def test_an_ensemble_of_a_model_with_itself_conditions_as_the_model():
     from ppl_tok.strings.conditional import string_conditional
 
     lm = history_lm(3)
-    alone = string_conditional(lm, "ab", "bab", config=WIDE)
+    alone = string_conditional(lm, "ab", "bab", config=WIDE, event="prefix")  # an ensemble's event
     for kind in ("mixture", "product"):
         got = ensemble_conditional(Ensemble.of([lm, lm], "ab", kind, config=WIDE), "bab")
         assert got.estimate == pytest.approx(alone.estimate, abs=1e-9)

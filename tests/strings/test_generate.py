@@ -187,7 +187,8 @@ def test_tokens_mode_reports_a_certified_floor_on_the_log_probability():
         g = generate(lm, "ab", 4, seed=seed, mode="tokens", config=StringSearchConfig(beam=2, prune=2.0))
         exact = brute_prefix(lm, b"ab" + g.data) - brute_prefix(lm, b"ab")
         assert g.log_prob is None and g.tokens_log_prob <= 0 and g.log_prob_lower <= exact + 1e-12
-        wide = string_conditional(lm, "ab", g.text, config=StringSearchConfig(beam=10_000, prune=math.inf))
+        wide = string_conditional(lm, "ab", g.text, config=StringSearchConfig(beam=10_000, prune=math.inf),
+                                  event="prefix")
         assert wide.lower <= exact <= wide.upper
     with pytest.raises(ValueError, match="generated_bytes"):
         generate(lm, "ab", 1 << 17)

@@ -157,7 +157,7 @@ def test_prompt_boundary_records_resume(tmp_path):
     prompt_boundary(lm, pairs[:2], WIDE, records, progress=False)
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     assert [(r["prompt"], r["continuation"]) for r in rows] == pairs[:2]
-    r = string_conditional(lm, "ab", "ba", config=WIDE)
+    r = string_conditional(lm, "ab", "ba", config=WIDE, event="prefix")  # the benchmark's records' event
     assert rows[0]["estimate"] == r.estimate and rows[0]["canonical"] == lm.canonical_log_prob("ba", "ab")
     resumed = prompt_boundary(lm, pairs, WIDE, records, progress=False)
     assert len(records.read_text().splitlines()) == 4 and resumed == fresh

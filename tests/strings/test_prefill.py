@@ -57,7 +57,7 @@ def test_canonical_head_equals_brute_force_over_the_tails_coverings(seed, prompt
     for b in (97, 98):
         want = brute_head(lm, x, config, bytes([b]))[0] - exact_h
         assert float(nb.log_probs[b]) == pytest.approx(want, abs=1e-9)
-    cond = string_conditional(lm, prompt, "ba", config=config)
+    cond = string_conditional(lm, prompt, "ba", config=config, event="prefix")
     assert cond.estimate == pytest.approx(brute_head(lm, x, config, b"ba")[0] - exact_h, abs=1e-9)
     assert cond.prefill == "canonical-head" and cond.head_bytes == head.n_bytes
     assert cond.forwards >= len(head.ids)  # the head's token positions are counted
@@ -132,7 +132,7 @@ def test_narrow_beams_bracket_the_canonical_head_quantity(seed, prompt, text, be
         for b in (97, 98):
             want = brute_head(lm, x, config, bytes([b]))[0] - p_x
             assert float(nb.lower[b]) <= want + 1e-9 <= float(nb.upper[b]) + 2e-9
-        cond = string_conditional(lm, prompt, text, config=config)
+        cond = string_conditional(lm, prompt, text, config=config, event="prefix")
         assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
     except DeadEndError:
         assert against == "text"

@@ -104,7 +104,7 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against, sh
         for b in (97, 98):
             exact = brute_prefix(lm, x + bytes([b])) - p_x
             assert float(nb.lower[b]) <= exact + 1e-9 <= float(nb.upper[b]) + 2e-9
-        cond = string_conditional(lm, prompt, text, config=config)
+        cond = string_conditional(lm, prompt, text, config=config, event="prefix")
         assert cond.lower <= p_xy - p_x + 1e-9 <= cond.upper + 2e-9
         assert cond.lower <= cond.estimate <= cond.upper
         if share == 0:  # (a heal sweeps bytes again)
@@ -113,7 +113,7 @@ def test_narrow_beams_are_certified(seed, prompt, text, beam, prune, against, sh
         # only pruning against the text, or lazy extension, can drop every prefix that spells it (documented;
         # genlm-bytes' beam empties the same way); the bounds checked before the dead end held
         assert against == "text" or share > 0
-    wide = string_conditional(lm, prompt, text, config=WIDE)
+    wide = string_conditional(lm, prompt, text, config=WIDE, event="prefix")
     assert wide.estimate == pytest.approx(p_xy - p_x, abs=1e-9) and wide.width == pytest.approx(0.0, abs=1e-9)
 
 
@@ -195,7 +195,7 @@ def test_a_string_longer_than_the_context_window_is_a_clear_error():
 
 def test_empty_prompt_is_the_unconditional_case():
     lm = history_lm(4)
-    cond = string_conditional(lm, "", "ab", config=WIDE)
+    cond = string_conditional(lm, "", "ab", config=WIDE, event="prefix")
     assert cond.prompt_prefix.estimate == 0.0 and cond.prompt_prefix.lower == -cond.prompt_prefix.tolerance
     assert cond.estimate == pytest.approx(brute_prefix(lm, b"ab"), abs=1e-9)
 
@@ -203,11 +203,12 @@ def test_empty_prompt_is_the_unconditional_case():
 def test_smollm2_prefix_and_conditional_match_enumeration(smollm2):
     prompt, text = " wo", "rld"
     exact_x, exact_xy = brute_prefix(smollm2, prompt.encode()), brute_prefix(smollm2, (prompt + text).encode())
-    wide = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=1000, prune=math.inf))
+    wide = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=1000, prune=math.inf),
+                              event="prefix")
     assert wide.prompt_prefix.estimate == pytest.approx(exact_x, abs=1e-5)
     assert wide.prompt_prefix.lower <= exact_x <= wide.prompt_prefix.upper
     assert wide.estimate == pytest.approx(exact_xy - exact_x, abs=1e-5)
-    narrow = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=2))
+    narrow = string_conditional(smollm2, prompt, text, config=StringSearchConfig(beam=2), event="prefix")
     assert narrow.lower <= exact_xy - exact_x <= narrow.upper  # no slack: the tolerance is in the interval
     nb = initial(smollm2, prompt, config=StringSearchConfig(beam=4)).next_byte_log_probs()
     assert float(nb.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-9)
@@ -250,7 +251,7 @@ def test_at_synchronisation_points_the_conditional_is_the_marginal_given_the_pro
     lm = history_lm(seed, vocab)
     prompt, text = "ac", "abbac"
     (v,) = tokenizations(prompt.encode(), vocab)  # one tokenization: a, c
-    cond = string_conditional(lm, prompt, text, config=WIDE)
+    cond = string_conditional(lm, prompt, text, config=WIDE, event="prefix")
     marginal = exact_marginal(text, lm, context=v).log_marginal
     assert cond.estimate == pytest.approx(marginal, abs=1e-9) and cond.width == pytest.approx(0.0, abs=1e-9)
 

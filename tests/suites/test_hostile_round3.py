@@ -279,7 +279,7 @@ def test_an_interval_called_certified_holds_the_exact_value_under_every_prefill_
         lm = history_lm(seed, VOCAB)
         exact = brute_prefix(lm, (prompt + text).encode()) - brute_prefix(lm, prompt.encode())
         for mode in ("exact", "canonical-head", "auto"):
-            r = string_conditional(lm, prompt, text, config=replace(WIDE, prefill=mode))
+            r = string_conditional(lm, prompt, text, config=replace(WIDE, prefill=mode), event="prefix")
             assert r.certified == (r.head_bytes == 0) and r.to_dict()["certified"] == r.certified
             inside = r.lower - 1e-9 <= exact <= r.upper + 1e-9
             assert inside or not r.certified, (seed, mode, r, exact)

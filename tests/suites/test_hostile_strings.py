@@ -314,13 +314,13 @@ def test_string_commands_refuse_text_no_token_covers(capsys, world, argv):
 def test_conditional_equals_the_difference_of_its_prefix_figures(capsys, world):
     from ppl_tok.strings import initial, string_conditional
 
-    code = main(["conditional", "ba", "--prompt", "ab a", "--json", "--beam", "64", "--prune", "40"])
+    code = main(["conditional", "ba", "--prompt", "ab a", "--json", "--beam", "64", "--prune", "40", "--event", "prefix"])
     got = json.loads(capsys.readouterr().out)
     assert code == 0
     from ppl_tok.strings import StringSearchConfig
 
     config = StringSearchConfig(beam=64, prune=40.0)
-    want = string_conditional(LM, "ab a", "ba", config=config)
+    want = string_conditional(LM, "ab a", "ba", config=config, event="prefix")
     assert got["estimate"] == pytest.approx(want.estimate, abs=1e-9)
     both = initial(LM, "ab aba", config=config).prefix_log_prob().estimate
     alone = initial(LM, "ab a", config=config).prefix_log_prob().estimate

@@ -55,3 +55,37 @@ def test_the_qa_study_reads_the_scorings_defaults(tmp_path):
         default_of(CanonicalPlusRestParams, "num_samples"), default_of(CanonicalPlusRestParams, "seed"),
         default_of(ExactParams, "exact_tolerance"), default_of(ExactParams, "exact_budget"))
     assert settings["most_likely_time"] == default_of(MostLikelyParams, "most_likely_time") == 10.0
+
+
+def test_the_conditionals_event_has_one_default_in_python_the_command_line_and_lm_eval():
+    """The conditional's event is declared once (``EventParams``, boundary): Python's three conditionals,
+    ``ppl-tok conditional`` (one prompt, ``--input``, ``task conditional``), ``ppl-tok boundary``, the scoring and
+    lm-eval's model read it there."""
+    import inspect
+
+    from ppl_tok.cli.main import build_parser
+    from ppl_tok.cli.strings_batch import _options
+    from ppl_tok.common.params import default_of
+    from ppl_tok.scorings.conditional import ConditionalParams, conditional_scores
+    from ppl_tok.strings.boundary import boundary_report
+    from ppl_tok.strings.conditional import conditional_of, conditionals_many, string_conditional
+    from ppl_tok.strings.conditional_event import DEFAULT_EVENT, EventParams
+    from ppl_tok.strings.conditional_tree import conditionals_tree
+    from ppl_tok.strings.tasks import string_task
+
+    assert DEFAULT_EVENT == default_of(EventParams, "event") == "boundary"
+    for f in (string_conditional, conditionals_many, conditionals_tree, conditional_of, conditional_scores,
+              boundary_report):
+        assert inspect.signature(f).parameters["event"].default == DEFAULT_EVENT, f.__name__
+    assert ConditionalParams().event == ScoringConfig("conditional", level=PAIR).params.event == DEFAULT_EVENT
+    task = string_task("conditional")
+    parser = build_parser()
+    for argv in (["conditional", "--prompt", "a", "b"], ["conditional", "--input", "x.jsonl"],
+                 ["task", "conditional", "--prompt", "a", "--text", "b"]):
+        assert _options(parser.parse_args(argv), task).params.event == DEFAULT_EVENT, argv
+    assert parser.parse_args(["boundary", "x.jsonl"]).event == DEFAULT_EVENT
+    pytest.importorskip("lm_eval")
+    from ppl_tok.integrations.lm_eval import PPLTokLM
+
+    model = PPLTokLM(lm=toy_lm(), scoring="conditional")
+    assert model.event == model.pair_config.params.event == DEFAULT_EVENT
