@@ -211,7 +211,6 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypat
     from ppl_tok.lm.cards import load_lm
 
     lm = load_lm(card, device="cpu")
-<<<<<<< HEAD
     asked = []
 
     def loaded(spec):
@@ -220,10 +219,7 @@ def test_public_boundary_cases_equal_ppl_tok_conditional(card, capsys, monkeypat
         return lm
 
     monkeypatch.setattr(ppl_tok.cli.common, "load_lm", loaded)
-    model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # ppl-tok conditional's event
-=======
     model = PPLTokLM(lm=lm, scoring="conditional", batch_size=1, event="prefix")  # the command's --event prefix
->>>>>>> event58
     got = scores(model, PUBLIC_CASES)
     batched = scores(PPLTokLM(lm=lm, scoring="conditional", event="prefix"), PUBLIC_CASES)
     assert batched == pytest.approx(got, abs=1e-4)
