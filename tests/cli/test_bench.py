@@ -31,7 +31,7 @@ def test_each_benchmark_shows_only_its_own_flags():
     research = _subcommands(build_parser())
     assert set(checks) == {"engine", "memory", "gpu-check"}
     assert set(research) == {"mdd", "marginal", "most-likely", "estimators", "diagnostics", "learned", "strings",
-                             "perplexity", "surprisal", "lm-eval", "startup", "learned-defensive"}
+                             "perplexity", "surprisal", "lm-eval", "startup", "learned-defensive", "canonical-step"}
     leaves = {**checks, **research}
     for name in ("perplexity", "strings", "diagnostics"):  # a benchmark with parts: one subcommand per part
         leaves.update({f"{name} {part}": p for part, p in _subcommands(leaves.pop(name)).items()})
